@@ -1,0 +1,202 @@
+// Package action defines the unit of work thindist schedules: one ThinLTO
+// backend compilation, described as a command with declared inputs and
+// outputs and a working directory.
+//
+// Every job source (an lld DTLTO job file, a `thindist link` thin link, a
+// plugin call) produces Actions, and every executor (local processes, the
+// action cache, remote execution) consumes them. Command arguments are kept as
+// templates that refer to inputs and outputs by position, so an executor can
+// place files under other names (a staging directory, stable names inside a
+// remote input root) and render the command to match.
+package action
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Role says what an input is to the backend compilation.
+type Role uint8
+
+const (
+	RoleOther  Role = iota
+	RoleModule      // the bitcode module being compiled (lld's inputs[0])
+	RoleIndex       // its index shard (lld's inputs[1])
+	RoleImport      // a module it imports from (lld's inputs[2..])
+	RoleCommon      // shared by every job, e.g. a sample profile (common.inputs)
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleModule:
+		return "module"
+	case RoleIndex:
+		return "index shard"
+	case RoleImport:
+		return "imported module"
+	case RoleCommon:
+		return "common input"
+	}
+	return "input"
+}
+
+// Input is a file the command reads.
+type Input struct {
+	// Path is the file's name as the command and the index shards spell it:
+	// relative to the action's Dir, or absolute.
+	Path string
+	// Source is where the content lives on this machine when it is not at
+	// Path (the RFC v0 schema's module map: an archive member recorded in the
+	// shards as "lib.a(m.o at 88)" but unpacked to another file). Empty means
+	// Path itself. Relative to Dir, or absolute.
+	Source string
+	Role   Role
+}
+
+// Local returns the on-disk file holding the input's content.
+func (in Input) Local() string {
+	if in.Source != "" {
+		return in.Source
+	}
+	return in.Path
+}
+
+// Output is a file the command writes. Outputs[0] is the native object.
+type Output struct {
+	// Path is where the result must end up, relative to Dir or absolute.
+	Path string
+}
+
+// RefKind says what an argument refers to.
+type RefKind uint8
+
+const (
+	Literal RefKind = iota
+	InputRef
+	OutputRef
+)
+
+// Arg is one command-line argument: a literal, or a prefix followed by the
+// path of an input or output (as in RFC v0's ["-fthinlto-index=", "inputs", 1]).
+type Arg struct {
+	Text  string // the literal, or the prefix before the referenced path
+	Kind  RefKind
+	Index int // into Inputs or Outputs
+}
+
+// Lit returns a literal argument.
+func Lit(s string) Arg { return Arg{Text: s} }
+
+// In returns an argument naming input i after prefix.
+func In(prefix string, i int) Arg { return Arg{Text: prefix, Kind: InputRef, Index: i} }
+
+// Out returns an argument naming output i after prefix.
+func Out(prefix string, i int) Arg { return Arg{Text: prefix, Kind: OutputRef, Index: i} }
+
+// Action is one backend compilation.
+type Action struct {
+	// ID names the action in messages: the module as the link names it.
+	ID string
+	// Args is the command; Args[0] is the compiler.
+	Args []Arg
+	// Dir is the absolute working directory the paths are relative to.
+	Dir     string
+	Inputs  []Input
+	Outputs []Output
+	// Weight orders the work (largest first): the module's bitcode size.
+	Weight int64
+}
+
+// Argv renders the command with inputs and outputs named by the given
+// functions, so the same action can run in place, in a staging directory or
+// inside a remote input root.
+func (a *Action) Argv(input func(i int) string, output func(i int) string) []string {
+	argv := make([]string, len(a.Args))
+	for i, arg := range a.Args {
+		switch arg.Kind {
+		case InputRef:
+			argv[i] = arg.Text + input(arg.Index)
+		case OutputRef:
+			argv[i] = arg.Text + output(arg.Index)
+		default:
+			argv[i] = arg.Text
+		}
+	}
+	return argv
+}
+
+// Command renders the command as the job source wrote it: every input and
+// output under its own Path.
+func (a *Action) Command() []string {
+	return a.Argv(func(i int) string { return a.Inputs[i].Path },
+		func(i int) string { return a.Outputs[i].Path })
+}
+
+// Abs resolves a path of the action against its working directory.
+func (a *Action) Abs(p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(a.Dir, p)
+}
+
+// Mapped reports whether some input's content lives under another name than
+// the one the command uses, so the action cannot run in place.
+func (a *Action) Mapped() bool {
+	for _, in := range a.Inputs {
+		if in.Source != "" && in.Source != in.Path {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks the internal consistency every executor relies on.
+func (a *Action) Validate() error {
+	if len(a.Args) == 0 || a.Args[0].Kind != Literal || a.Args[0].Text == "" {
+		return fmt.Errorf("action %s: no compiler", a.ID)
+	}
+	if len(a.Outputs) == 0 {
+		return fmt.Errorf("action %s: no outputs", a.ID)
+	}
+	for i, arg := range a.Args {
+		switch {
+		case arg.Kind == InputRef && (arg.Index < 0 || arg.Index >= len(a.Inputs)):
+			return fmt.Errorf("action %s: argument %d refers to input %d of %d", a.ID, i, arg.Index, len(a.Inputs))
+		case arg.Kind == OutputRef && (arg.Index < 0 || arg.Index >= len(a.Outputs)):
+			return fmt.Errorf("action %s: argument %d refers to output %d of %d", a.ID, i, arg.Index, len(a.Outputs))
+		}
+	}
+	return nil
+}
+
+// ShellQuote renders argv as one line a POSIX shell runs as the same command.
+func ShellQuote(argv []string) string {
+	var b strings.Builder
+	for i, s := range argv {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(quote(s))
+	}
+	return b.String()
+}
+
+func quote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			strings.ContainsRune("@%+=:,./-_", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,77 @@
+package action
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestArgvRendersReferences(t *testing.T) {
+	a := &Action{
+		ID:      "t1.o",
+		Args:    []Arg{Lit("clang"), Lit("-c"), In("", 0), In("-fthinlto-index=", 1), Lit("-o"), Out("", 0)},
+		Inputs:  []Input{{Path: "t1.o"}, {Path: "t1.1.99.native.o.thinlto.bc"}},
+		Outputs: []Output{{Path: "t1.1.99.native.o"}},
+	}
+	want := []string{"clang", "-c", "t1.o", "-fthinlto-index=t1.1.99.native.o.thinlto.bc", "-o", "t1.1.99.native.o"}
+	if got := a.Command(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Command() = %q, want %q", got, want)
+	}
+	got := a.Argv(func(i int) string { return []string{"m", "s"}[i] }, func(int) string { return "/stage/o" })
+	want = []string{"clang", "-c", "m", "-fthinlto-index=s", "-o", "/stage/o"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Argv() = %q, want %q", got, want)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	got := ShellQuote([]string{"clang", "lib.a(m.o at 88).1.2F3A.o", "it's", "", "-fx=a/b"})
+	want := `clang 'lib.a(m.o at 88).1.2F3A.o' 'it'\''s' '' -fx=a/b`
+	if got != want {
+		t.Fatalf("ShellQuote = %s, want %s", got, want)
+	}
+}
+
+func TestLayoutNestsWorkDirForParentPaths(t *testing.T) {
+	a := &Action{Inputs: []Input{
+		{Path: "../x/../y.o"}, {Path: "sub/../../z.o"}, {Path: "m.o"}, {Path: "../../p.prof"},
+	}}
+	l, err := a.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.WorkDir != "w/w" {
+		t.Fatalf("WorkDir = %q, want w/w", l.WorkDir)
+	}
+	var files []string
+	for _, f := range l.Files {
+		files = append(files, f.RootPath)
+	}
+	// Files land where the OS resolves each spelling from w/w.
+	want := map[string]bool{"w/y.o": true, "w/z.o": true, "w/w/m.o": true, "p.prof": true}
+	for _, f := range files {
+		if !want[f] {
+			t.Errorf("unexpected file %q in %q", f, files)
+		}
+		delete(want, f)
+	}
+	if len(want) != 0 {
+		t.Errorf("missing files %v", want)
+	}
+	if !reflect.DeepEqual(l.Dirs, []string{"w/w/sub", "w/x"}) {
+		t.Errorf("Dirs = %q", l.Dirs)
+	}
+}
+
+func TestLayoutRejectsAbsolute(t *testing.T) {
+	a := &Action{Inputs: []Input{{Path: "/tmp/m.o"}}}
+	if _, err := a.Layout(); err == nil {
+		t.Fatal("absolute input accepted")
+	}
+}
+
+func TestLayoutConflict(t *testing.T) {
+	a := &Action{ID: "x", Inputs: []Input{{Path: "a.o", Source: "1.o"}, {Path: "./a.o", Source: "2.o"}}}
+	if _, err := a.Layout(); err == nil {
+		t.Fatal("two sources on one path accepted")
+	}
+}

@@ -1,0 +1,148 @@
+// Package config holds thindist's settings and reads them from command-line
+// flags and THINDIST_* environment variables: build systems pass environment
+// more easily than linker flags, so every flag has a variable, and a flag on
+// the command line wins over its variable.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// FlagSet is a flag.FlagSet whose every flag also reads an environment
+// variable named THINDIST_<FLAG> (upper case, '-' as '_').
+type FlagSet struct {
+	fs    *flag.FlagSet
+	metas map[string]meta
+	order []string
+}
+
+type meta struct {
+	group string
+	arg   string // placeholder for the value in help
+}
+
+// NewFlagSet returns an empty set for the command name.
+func NewFlagSet(name string) *FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return &FlagSet{fs: fs, metas: map[string]meta{}}
+}
+
+// EnvName is the environment variable of a flag.
+func EnvName(flagName string) string {
+	return "THINDIST_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (s *FlagSet) add(name, group, arg string) {
+	s.metas[name] = meta{group: group, arg: arg}
+	s.order = append(s.order, name)
+}
+
+// Int defines an integer flag.
+func (s *FlagSet) Int(p *int, name, group string, def int, usage string) {
+	s.fs.IntVar(p, name, def, usage)
+	s.add(name, group, "N")
+}
+
+// String defines a string flag; arg names the value in help.
+func (s *FlagSet) String(p *string, name, group, arg, def, usage string) {
+	s.fs.StringVar(p, name, def, usage)
+	s.add(name, group, arg)
+}
+
+// Bool defines a boolean flag.
+func (s *FlagSet) Bool(p *bool, name, group string, def bool, usage string) {
+	s.fs.BoolVar(p, name, def, usage)
+	s.add(name, group, "")
+}
+
+// Var defines a flag of a custom type (e.g. a repeatable one).
+func (s *FlagSet) Var(v flag.Value, name, group, arg, usage string) {
+	s.fs.Var(v, name, usage)
+	s.add(name, group, arg)
+}
+
+// Alias makes short another name of flag long (e.g. -j for --jobs).
+func (s *FlagSet) Alias(short, long string) {
+	f := s.fs.Lookup(long)
+	s.fs.Var(f.Value, short, f.Usage)
+	m := s.metas[long]
+	m.arg = m.arg + "|-" + short
+	s.metas[long] = m
+}
+
+// Parse reads args (flags, then positional arguments) and fills every flag
+// not given on the command line from its environment variable. getenv is
+// os.Getenv in production.
+func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
+	if err := s.fs.Parse(args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	s.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, name := range s.order {
+		if given[name] {
+			continue
+		}
+		if v := getenv(EnvName(name)); v != "" {
+			if err := s.fs.Set(name, v); err != nil {
+				return fmt.Errorf("%s=%q: %v", EnvName(name), v, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Args returns the positional arguments.
+func (s *FlagSet) Args() []string { return s.fs.Args() }
+
+// PrintDefaults writes every flag, grouped, with its variable and default.
+func (s *FlagSet) PrintDefaults(w io.Writer) {
+	groups := map[string][]string{}
+	var names []string
+	for _, name := range s.order {
+		g := s.metas[name].group
+		if _, ok := groups[g]; !ok {
+			names = append(names, g)
+		}
+		groups[g] = append(groups[g], name)
+	}
+	for _, g := range names {
+		fmt.Fprintf(w, "\n%s:\n", g)
+		for _, name := range groups[g] {
+			f := s.fs.Lookup(name)
+			m := s.metas[name]
+			head := "  --" + name
+			arg, short := m.arg, ""
+			if i := strings.Index(arg, "|-"); i >= 0 {
+				arg, short = arg[:i], arg[i+1:]
+			}
+			if short != "" {
+				head = "  " + short + ", --" + name
+			}
+			if arg != "" {
+				head += " " + arg
+			}
+			fmt.Fprintf(w, "%s\n", head)
+			for _, line := range strings.Split(f.Usage, "\n") {
+				fmt.Fprintf(w, "        %s\n", line)
+			}
+			extra := "env " + EnvName(name)
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "[]" {
+				extra += "; default " + f.DefValue
+			}
+			fmt.Fprintf(w, "        (%s)\n", extra)
+		}
+	}
+}
+
+// Names lists the flags defined, sorted (for tests that check the help).
+func (s *FlagSet) Names() []string {
+	n := append([]string(nil), s.order...)
+	sort.Strings(n)
+	return n
+}

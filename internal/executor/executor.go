@@ -1,0 +1,107 @@
+// Package executor runs backend actions. One small interface, Executor, and
+// behaviours composed around it as decorators, in the manner of Buildbarn's
+// BlobAccess: Local runs processes, Verified rejects results that must never
+// reach the linker, and other packages add a cache and remote execution in
+// front of them.
+package executor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// Executor runs one action and leaves its outputs at out[i] for a.Outputs[i].
+// The caller owns those paths (a staging area it later renames from), so an
+// executor never writes an action's final outputs itself.
+//
+// A nil error means the command ran; Result says how it ended. An error means
+// the executor could not run it at all (missing input, unreachable server,
+// cancellation); decorators decide whether another executor may try.
+type Executor interface {
+	Execute(ctx context.Context, a *action.Action, out []string) (*Result, error)
+}
+
+// Func adapts a function to Executor.
+type Func func(ctx context.Context, a *action.Action, out []string) (*Result, error)
+
+// Execute calls f.
+func (f Func) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+	return f(ctx, a, out)
+}
+
+// Where says which executor produced a result.
+type Where uint8
+
+const (
+	Local       Where = iota // a process on this machine
+	Remote                   // remote execution
+	LocalCache               // the local action cache
+	RemoteCache              // the remote action cache
+)
+
+func (w Where) String() string {
+	switch w {
+	case Remote:
+		return "remote"
+	case LocalCache:
+		return "cache"
+	case RemoteCache:
+		return "remote-cache"
+	}
+	return "local"
+}
+
+// Cached reports whether the result came from a cache rather than a run.
+func (w Where) Cached() bool { return w == LocalCache || w == RemoteCache }
+
+// Result is how an action ended.
+type Result struct {
+	ExitCode int
+	Signal   string // the signal that killed the compiler, if any
+	Stdout   []byte
+	Stderr   []byte
+	Where    Where
+	// CPU is the compiler's user+system time (for a cache hit: the time the
+	// original run took, i.e. what the hit saved).
+	CPU time.Duration
+	// Wall is how long the executor took.
+	Wall time.Duration
+}
+
+// Failed reports whether the command did not exit 0.
+func (r *Result) Failed() bool { return r.ExitCode != 0 || r.Signal != "" }
+
+// Status describes how the command ended, for messages.
+func (r *Result) Status() string {
+	if r.Signal != "" {
+		return "killed by signal " + r.Signal
+	}
+	return fmt.Sprintf("exit status %d", r.ExitCode)
+}
+
+// BackendError is a backend compilation that ran and failed or produced an
+// output that must not be linked. It carries everything a user needs to see
+// and to re-run the command by hand.
+type BackendError struct {
+	Action *action.Action
+	Result *Result
+	Reason string // why the result is rejected
+}
+
+func (e *BackendError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "backend compilation of %s failed: %s", e.Action.ID, e.Reason)
+	fmt.Fprintf(&b, "\n  command (run in %s):\n    %s", action.ShellQuote([]string{e.Action.Dir}),
+		action.ShellQuote(e.Action.Command()))
+	if e.Result != nil {
+		if s := strings.TrimSpace(string(e.Result.Stderr)); s != "" {
+			b.WriteString("\n  stderr:\n    ")
+			b.WriteString(strings.ReplaceAll(s, "\n", "\n    "))
+		}
+	}
+	return b.String()
+}

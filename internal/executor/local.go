@@ -1,0 +1,155 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// Limiter bounds how many processes run on this machine at once. The local
+// executor holds a slot for the life of each compiler process.
+type Limiter interface {
+	Acquire(ctx context.Context) (release func(), err error)
+}
+
+// Semaphore is a Limiter of n slots.
+type Semaphore chan struct{}
+
+// NewSemaphore returns a Limiter of n slots (at least 1).
+func NewSemaphore(n int) Semaphore { return make(Semaphore, max(n, 1)) }
+
+// Acquire takes a slot, waiting for one or for ctx.
+func (s Semaphore) Acquire(ctx context.Context) (func(), error) {
+	select {
+	case s <- struct{}{}:
+		return func() { <-s }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// LocalOptions configures NewLocal.
+type LocalOptions struct {
+	// Limiter bounds concurrent processes; nil means unbounded.
+	Limiter Limiter
+	// Env is the compiler's environment; nil inherits this process's.
+	Env []string
+	// KillDelay is how long a cancelled compiler has between SIGTERM (which
+	// lets clang remove its own temporary files) and SIGKILL.
+	KillDelay time.Duration
+}
+
+// NewLocal returns an executor that runs each action as a process on this
+// machine, without a shell. Actions whose inputs live under other names than
+// the command uses (Action.Mapped) run in a private directory of links laid
+// out by Action.Layout; all others run in place in their working directory.
+func NewLocal(opts LocalOptions) Executor {
+	if opts.KillDelay == 0 {
+		opts.KillDelay = 5 * time.Second
+	}
+	return &local{opts: opts}
+}
+
+type local struct {
+	opts LocalOptions
+	seq  atomic.Int64
+}
+
+func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+	dir := a.Dir
+	if a.Mapped() {
+		sandbox, err := l.sandbox(a, out[0])
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(sandbox.root)
+		dir = sandbox.workDir
+	}
+	argv := a.Argv(func(i int) string { return a.Inputs[i].Path }, func(i int) string { return out[i] })
+
+	if l.opts.Limiter != nil {
+		release, err := l.opts.Limiter.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = l.opts.Env
+	var stdout, stderr capped
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = l.opts.KillDelay
+	start := time.Now()
+	err := cmd.Run()
+	res := &Result{Where: Local, Wall: time.Since(start), Stdout: stdout.b, Stderr: stderr.b}
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+		res.ExitCode = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = ws.Signal().String()
+		}
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		return res, fmt.Errorf("%s: cannot run the compiler %q: %w", a.ID, argv[0], err)
+	}
+	return res, nil
+}
+
+type sandbox struct{ root, workDir string }
+
+// sandbox lays out a's inputs as links in a fresh directory beside the
+// staging area (so it is cleaned up with it).
+func (l *local) sandbox(a *action.Action, stagedOut string) (*sandbox, error) {
+	layout, err := a.Layout()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", a.ID, err)
+	}
+	root := filepath.Join(filepath.Dir(stagedOut), fmt.Sprintf("sandbox-%d", l.seq.Add(1)))
+	if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(layout.WorkDir)), 0o755); err != nil {
+		return nil, err
+	}
+	for _, d := range layout.Dirs {
+		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(d)), 0o755); err != nil {
+			os.RemoveAll(root)
+			return nil, err
+		}
+	}
+	for _, f := range layout.Files {
+		dst := filepath.Join(root, filepath.FromSlash(f.RootPath))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+			err = os.Symlink(a.Abs(a.Inputs[f.Input].Local()), dst)
+		}
+		if err != nil {
+			os.RemoveAll(root)
+			return nil, fmt.Errorf("%s: placing %s: %w", a.ID, a.Inputs[f.Input].Path, err)
+		}
+	}
+	return &sandbox{root: root, workDir: filepath.Join(root, filepath.FromSlash(layout.WorkDir))}, nil
+}
+
+// capped keeps the first 1 MiB written to it: enough for any diagnostic,
+// bounded for a compiler that floods its output.
+type capped struct{ b []byte }
+
+const captureLimit = 1 << 20
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := captureLimit - len(c.b); room > 0 {
+		c.b = append(c.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}

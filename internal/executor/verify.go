@@ -1,0 +1,108 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// BackendErrorMarker is what clang prints when a ThinLTO backend fails in a
+// way it still exits 0 from (a missing import: llvm/llvm-project#75441),
+// leaving an empty object that lld would link silently.
+const BackendErrorMarker = "Error running ThinLTO backend"
+
+// Verified wraps next so that a result is only returned as a success when the
+// compiler exited 0, said nothing of a failed backend, and wrote an object
+// file as outputs[0]. Anything else becomes a *BackendError and its outputs
+// are removed, so it can neither reach the linker nor a cache.
+func Verified(next Executor) Executor {
+	return Func(func(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+		res, err := next.Execute(ctx, a, out)
+		if err != nil {
+			return res, err
+		}
+		if err := Check(a, res, out[0]); err != nil {
+			for _, o := range out {
+				os.Remove(o)
+			}
+			return res, err
+		}
+		return res, nil
+	})
+}
+
+// Check applies the checks of Verified to one result whose primary output is
+// at obj.
+func Check(a *action.Action, res *Result, obj string) error {
+	fail := func(format string, args ...any) error {
+		return &BackendError{Action: a, Result: res, Reason: fmt.Sprintf(format, args...)}
+	}
+	if res.Failed() {
+		return fail("%s", res.Status())
+	}
+	if bytes.Contains(res.Stderr, []byte(BackendErrorMarker)) {
+		return fail("the compiler exited 0 but reported %q", BackendErrorMarker)
+	}
+	if err := CheckObject(obj); err != nil {
+		return fail("%v", err)
+	}
+	return nil
+}
+
+// CheckObject requires a non-empty ELF relocatable object or COFF object.
+func CheckObject(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return fmt.Errorf("the compiler exited 0 but wrote no object file")
+		}
+		return fmt.Errorf("cannot read the object file: %v", err)
+	}
+	defer f.Close()
+	var hdr [64]byte
+	n, err := io.ReadFull(f, hdr[:])
+	if err != nil && err != io.ErrUnexpectedEOF {
+		if err == io.EOF {
+			return fmt.Errorf("the compiler exited 0 but wrote an empty object file (0 bytes)")
+		}
+		return fmt.Errorf("cannot read the object file: %v", err)
+	}
+	return checkHeader(hdr[:n])
+}
+
+func checkHeader(h []byte) error {
+	if len(h) >= 18 && bytes.Equal(h[:4], []byte("\x7fELF")) {
+		var et uint16
+		switch h[5] {
+		case 1:
+			et = binary.LittleEndian.Uint16(h[16:])
+		case 2:
+			et = binary.BigEndian.Uint16(h[16:])
+		default:
+			return fmt.Errorf("the object file has an invalid ELF data encoding %d", h[5])
+		}
+		if et != 1 { // ET_REL
+			return fmt.Errorf("the output is an ELF file of type %d, not a relocatable object", et)
+		}
+		return nil
+	}
+	if len(h) >= 20 {
+		switch binary.LittleEndian.Uint16(h) {
+		case 0x8664, 0x14c, 0xaa64, 0x1c4, 0xa641, 0xa64e: // AMD64, I386, ARM64, ARMNT, ARM64EC, ARM64X
+			return nil
+		case 0: // bigobj COFF: Sig1=0, Sig2=0xFFFF
+			if binary.LittleEndian.Uint16(h[2:]) == 0xFFFF {
+				return nil
+			}
+		}
+	}
+	if len(h) == 0 {
+		return fmt.Errorf("the compiler exited 0 but wrote an empty object file (0 bytes)")
+	}
+	return fmt.Errorf("the output is neither an ELF nor a COFF object (starts with % x)", h[:min(len(h), 8)])
+}

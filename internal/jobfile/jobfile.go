@@ -1,0 +1,361 @@
+// Package jobfile reads the JSON job files a linker hands to a DTLTO
+// distributor and turns each job into an action.Action.
+//
+// Two schemas are accepted:
+//   - the one lld 21 and 22 write (common.linker_output, common.args with the
+//     compiler first, common.inputs, jobs[].args/inputs/outputs);
+//   - the versioned draft of the DTLTO RFC ("version" 0.x): templated
+//     arguments such as ["-fthinlto-index=", "inputs", 1], common.codegen-tool,
+//     and common.modules, a table that job inputs refer to by integer and that
+//     maps a module's identifier to the file holding it (["lib.a(m.o at 88)",
+//     "m.1234.o"]).
+//
+// Unknown keys are ignored, as lld's documentation asks of distributors, so a
+// newer lld adding fields keeps working. Everything the distributor relies on
+// is checked, and an error names the job and the field.
+package jobfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// File is a parsed job file.
+type File struct {
+	// LinkerOutput is the linker's -o, when the file names it.
+	LinkerOutput string
+	// Schema is "lld" or "rfc-v0".
+	Schema  string
+	Actions []*action.Action
+}
+
+// Error is a problem with the job file's content.
+type Error struct {
+	File  string // the job file
+	Job   int    // index into "jobs", or -1 for the common part
+	Label string // the job's module, when known
+	Field string // e.g. `jobs[3].inputs[1]`
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		fmt.Fprintf(&b, "%s: ", e.File)
+	}
+	if e.Job >= 0 {
+		fmt.Fprintf(&b, "job %d", e.Job)
+		if e.Label != "" {
+			fmt.Fprintf(&b, " (%s)", e.Label)
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, "%s: ", e.Field)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Load reads and parses the job file at path. Relative paths in it are
+// relative to dir, the directory the linker ran the distributor in.
+func Load(path, dir string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the job file: %w", err)
+	}
+	f, err := Parse(data, dir)
+	var je *Error
+	if errors.As(err, &je) {
+		je.File = path
+	}
+	return f, err
+}
+
+// Parse parses a job file's content. dir must be absolute.
+func Parse(data []byte, dir string) (*File, error) {
+	var top map[string]json.RawMessage
+	if err := decode(data, &top, ""); err != nil {
+		return nil, err
+	}
+	var common map[string]json.RawMessage
+	raw, ok := top["common"]
+	if !ok {
+		return nil, fieldErr(-1, "common", "missing: a job file must have a \"common\" object")
+	}
+	if err := decode(raw, &common, "common"); err != nil {
+		return nil, err
+	}
+	_, hasVersion := top["version"]
+	_, hasTool := common["codegen-tool"]
+	_, hasModules := common["modules"]
+	p := &parser{dir: dir}
+	if hasVersion || hasTool || hasModules {
+		return p.parseV0(top, common)
+	}
+	return p.parseLLD(top, common)
+}
+
+type parser struct {
+	dir string
+}
+
+func fieldErr(job int, field, format string, args ...any) *Error {
+	return &Error{Job: job, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// decode unmarshals raw into v and turns a type mismatch into an *Error that
+// names the field.
+func decode(raw json.RawMessage, v any, field string) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	where := field
+	if where == "" {
+		where = "(top level)"
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		f := field
+		if te.Field != "" {
+			f = joinField(field, te.Field)
+		}
+		return fieldErr(-1, f, "has a JSON %s where %s is expected", te.Value, typeName(v))
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fieldErr(-1, where, "malformed JSON at byte %d: %v", se.Offset, err)
+	}
+	return fieldErr(-1, where, "malformed JSON: %v", err)
+}
+
+func joinField(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case *map[string]json.RawMessage:
+		return "an object"
+	case *[]json.RawMessage, *[]string:
+		return "an array"
+	case *string:
+		return "a string"
+	case *int, *int64:
+		return "an integer"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// strings reads an array of strings at field; absent is nil.
+func stringsAt(obj map[string]json.RawMessage, key, field string, required bool) ([]string, error) {
+	raw, ok := obj[key]
+	if !ok {
+		if required {
+			return nil, fieldErr(-1, field, "missing")
+		}
+		return nil, nil
+	}
+	var elems []json.RawMessage
+	if err := decode(raw, &elems, field); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(elems))
+	for i, e := range elems {
+		if err := decode(e, &out[i], fmt.Sprintf("%s[%d]", field, i)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// jobsAt reads the "jobs" array.
+func jobsAt(top map[string]json.RawMessage) ([]map[string]json.RawMessage, error) {
+	raw, ok := top["jobs"]
+	if !ok {
+		return nil, fieldErr(-1, "jobs", "missing: a job file must have a \"jobs\" array")
+	}
+	var elems []json.RawMessage
+	if err := decode(raw, &elems, "jobs"); err != nil {
+		return nil, err
+	}
+	jobs := make([]map[string]json.RawMessage, len(elems))
+	for i, e := range elems {
+		if err := decode(e, &jobs[i], fmt.Sprintf("jobs[%d]", i)); err != nil {
+			return nil, withJob(err, i, "")
+		}
+	}
+	return jobs, nil
+}
+
+func withJob(err error, job int, label string) error {
+	var je *Error
+	if errors.As(err, &je) {
+		je.Job, je.Label = job, label
+	}
+	return err
+}
+
+const emptyCompilerFix = "the compiler is empty: ld.lld leaves it empty without --thinlto-remote-compiler. " +
+	"Link through clang (-fuse-ld=lld -fthinlto-distributor=thindist, which passes its own path), " +
+	"or add --thinlto-remote-compiler=<path to clang> to the ld.lld command"
+
+func (p *parser) parseLLD(top, common map[string]json.RawMessage) (*File, error) {
+	f := &File{Schema: "lld"}
+	if raw, ok := common["linker_output"]; ok {
+		if err := decode(raw, &f.LinkerOutput, "common.linker_output"); err != nil {
+			return nil, err
+		}
+	}
+	cargs, err := stringsAt(common, "args", "common.args", true)
+	if err != nil {
+		return nil, err
+	}
+	if len(cargs) == 0 {
+		return nil, fieldErr(-1, "common.args", "is empty: its first entry must be the compiler")
+	}
+	if strings.TrimSpace(cargs[0]) == "" {
+		return nil, fieldErr(-1, "common.args[0]", "%s", emptyCompilerFix)
+	}
+	cinputs, err := stringsAt(common, "inputs", "common.inputs", false)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := jobsAt(top)
+	if err != nil {
+		return nil, err
+	}
+	f.Actions = make([]*action.Action, len(jobs))
+	for i, job := range jobs {
+		a, err := p.lldJob(i, job, cargs, cinputs)
+		if err != nil {
+			return nil, err
+		}
+		f.Actions[i] = a
+	}
+	return f, nil
+}
+
+func (p *parser) lldJob(i int, job map[string]json.RawMessage, cargs, cinputs []string) (*action.Action, error) {
+	field := func(k string) string { return fmt.Sprintf("jobs[%d].%s", i, k) }
+	inputs, err := stringsAt(job, "inputs", field("inputs"), true)
+	if err != nil {
+		return nil, withJob(err, i, "")
+	}
+	label := ""
+	if len(inputs) > 0 {
+		label = inputs[0]
+	}
+	args, err := stringsAt(job, "args", field("args"), true)
+	if err != nil {
+		return nil, withJob(err, i, label)
+	}
+	outputs, err := stringsAt(job, "outputs", field("outputs"), true)
+	if err != nil {
+		return nil, withJob(err, i, label)
+	}
+	a := &action.Action{Dir: p.dir}
+	for k, in := range inputs {
+		a.Inputs = append(a.Inputs, action.Input{Path: in, Role: roleOf(k)})
+	}
+	for _, in := range cinputs {
+		a.Inputs = append(a.Inputs, action.Input{Path: in, Role: action.RoleCommon})
+	}
+	for _, o := range outputs {
+		a.Outputs = append(a.Outputs, action.Output{Path: o})
+	}
+	a.Args = append(a.Args, action.Lit(cargs[0]))
+	for _, s := range cargs[1:] {
+		a.Args = append(a.Args, refer(a, s))
+	}
+	for _, s := range args {
+		a.Args = append(a.Args, refer(a, s))
+	}
+	return a, p.finish(a, i)
+}
+
+func roleOf(k int) action.Role {
+	switch k {
+	case 0:
+		return action.RoleModule
+	case 1:
+		return action.RoleIndex
+	}
+	return action.RoleImport
+}
+
+// refer turns a literal argument that names one of the action's outputs or
+// inputs (whole, or after "=" as in -fthinlto-index=X) into a reference, so
+// executors can place that file elsewhere and the command still finds it.
+func refer(a *action.Action, s string) action.Arg {
+	for _, cut := range []int{0, strings.IndexByte(s, '=') + 1} {
+		if cut < 0 || (cut == 0 && s == "") {
+			continue
+		}
+		prefix, rest := s[:cut], s[cut:]
+		if rest == "" {
+			continue
+		}
+		for k, o := range a.Outputs {
+			if o.Path == rest {
+				return action.Out(prefix, k)
+			}
+		}
+		for k, in := range a.Inputs {
+			if in.Path == rest {
+				return action.In(prefix, k)
+			}
+		}
+	}
+	return action.Lit(s)
+}
+
+// finish checks the reserved entries and that every output is named by an
+// argument (else the compiler would write it where thindist cannot stage it).
+func (p *parser) finish(a *action.Action, i int) error {
+	field := func(k string) string { return fmt.Sprintf("jobs[%d].%s", i, k) }
+	switch {
+	case len(a.Inputs) == 0 || a.Inputs[0].Role != action.RoleModule:
+		return &Error{Job: i, Field: field("inputs"), Msg: "is empty: inputs[0] must be the bitcode module and inputs[1] its index shard"}
+	case len(a.Inputs) < 2 || a.Inputs[1].Role != action.RoleIndex:
+		return &Error{Job: i, Label: a.Inputs[0].Path, Field: field("inputs"), Msg: "has 1 entry: inputs[1] must be the module's index shard"}
+	case len(a.Outputs) == 0:
+		return &Error{Job: i, Label: a.Inputs[0].Path, Field: field("outputs"), Msg: "is empty: outputs[0] must be the native object file"}
+	}
+	a.ID = a.Inputs[0].Path
+	for k, in := range a.Inputs {
+		if in.Path == "" {
+			return &Error{Job: i, Label: a.ID, Field: fmt.Sprintf("jobs[%d].inputs[%d]", i, k), Msg: "is an empty path"}
+		}
+	}
+	used := make([]bool, len(a.Outputs))
+	for _, arg := range a.Args {
+		if arg.Kind == action.OutputRef {
+			used[arg.Index] = true
+		}
+	}
+	for k, o := range a.Outputs {
+		if o.Path == "" {
+			return &Error{Job: i, Label: a.ID, Field: fmt.Sprintf("jobs[%d].outputs[%d]", i, k), Msg: "is an empty path"}
+		}
+		if !used[k] {
+			return &Error{Job: i, Label: a.ID, Field: fmt.Sprintf("jobs[%d].outputs[%d]", i, k),
+				Msg: fmt.Sprintf("%q is not named by any argument of the job, so the compiler's output cannot be directed", o.Path)}
+		}
+	}
+	if err := a.Validate(); err != nil {
+		return &Error{Job: i, Label: a.ID, Msg: err.Error()}
+	}
+	return nil
+}

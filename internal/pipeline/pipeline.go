@@ -1,0 +1,140 @@
+// Package pipeline runs backend actions from any job source through the
+// executor chain and reports on them. It is the one place that turns a
+// Config into executors and observers, so the DTLTO job file, `thindist
+// link` and the plugin all get the same behaviour.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/report"
+	"github.com/thindist/thindist/internal/schedule"
+)
+
+// Env is what a run may touch of its surroundings.
+type Env struct {
+	// Stderr receives progress, warnings, errors and the summary.
+	Stderr io.Writer
+	// Terminal says whether Stderr is a terminal (for --progress auto).
+	Terminal bool
+	// Getenv reads the environment (MAKEFLAGS for the jobserver).
+	Getenv func(string) string
+}
+
+// StdEnv is the environment of a command-line run.
+func StdEnv() Env {
+	return Env{Stderr: os.Stderr, Terminal: report.IsTerminal(os.Stderr), Getenv: os.Getenv}
+}
+
+// Reported wraps an error that Run has already printed.
+type Reported struct{ Err error }
+
+func (r *Reported) Error() string { return r.Err.Error() }
+func (r *Reported) Unwrap() error { return r.Err }
+
+// Run executes actions as cfg says and prints what happened. An error it
+// returns has been printed already and is a *Reported, unless it is a
+// problem with cfg itself.
+func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Action) error {
+	live := cfg.Progress == "always" || cfg.Progress == "auto" && env.Terminal
+	console := report.NewConsole(env.Stderr, live)
+
+	limiter, closeLimiter, err := localLimiter(cfg, env, console)
+	if err != nil {
+		return err
+	}
+	defer closeLimiter()
+	chain := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter}))
+
+	summary := report.NewSummary()
+	observers := []schedule.Observer{summary, warnings{console}}
+	var progress *report.Progress
+	if live {
+		progress = report.NewProgress(console)
+		observers = append(observers, progress)
+	}
+	var trace *report.Trace
+	if cfg.Trace != "" {
+		trace = report.NewTrace()
+		observers = append(observers, trace)
+	}
+
+	runErr := schedule.Run(ctx, actions, chain, schedule.Options{
+		Parallel: cfg.Jobs,
+		Observer: report.Tee(observers...),
+	})
+	if progress != nil {
+		progress.Stop()
+	}
+	if trace != nil {
+		if err := trace.Write(cfg.Trace); err != nil {
+			console.Printf("thindist: warning: writing the trace %s: %v", cfg.Trace, err)
+		}
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			console.Printf("thindist: interrupted; stopped every backend and removed temporary files")
+		} else {
+			console.Printf("thindist: error: %v", runErr)
+		}
+	}
+	if !cfg.Quiet {
+		console.Printf("%s", summary.Line())
+	}
+	if runErr != nil {
+		return &Reported{Err: runErr}
+	}
+	return nil
+}
+
+// localLimiter bounds local processes by --jobs and, under make, by make's
+// jobserver.
+func localLimiter(cfg *config.Config, env Env, console *report.Console) (executor.Limiter, func(), error) {
+	sem := executor.NewSemaphore(cfg.Jobs)
+	js, err := jobserver.FromMakeflags(env.Getenv("MAKEFLAGS"))
+	if err != nil {
+		console.Printf("thindist: warning: not using make's jobserver: %v", err)
+	}
+	if js == nil {
+		return sem, func() {}, nil
+	}
+	return both{sem, js}, js.Close, nil
+}
+
+// both holds a slot of each limiter: --jobs bounds this link, the jobserver
+// bounds the whole build.
+type both [2]executor.Limiter
+
+func (b both) Acquire(ctx context.Context) (func(), error) {
+	r0, err := b[0].Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r1, err := b[1].Acquire(ctx)
+	if err != nil {
+		r0()
+		return nil, err
+	}
+	return func() { r1(); r0() }, nil
+}
+
+// warnings passes on what a successful compiler printed (its warnings), as
+// an in-process link would.
+type warnings struct{ c *report.Console }
+
+func (warnings) Planned(int)                 {}
+func (warnings) Started(*action.Action, int) {}
+func (w warnings) Finished(a *action.Action, _ int, res *executor.Result, err error) {
+	if err != nil || res == nil || len(res.Stderr) == 0 {
+		return
+	}
+	w.c.Printf("thindist: %s:\n%s", a.ID, fmt.Sprint(string(res.Stderr)))
+}

@@ -1,0 +1,111 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
+)
+
+// Trace records one complete event per action, on the lane ("thread") of the
+// slot that ran it, in the Chrome trace event format that Perfetto and
+// chrome://tracing open.
+type Trace struct {
+	mu     sync.Mutex
+	start  time.Time
+	begun  map[*action.Action]time.Time
+	events []traceEvent
+	lanes  int
+}
+
+type traceEvent struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"` // microseconds
+	Dur  float64        `json:"dur,omitempty"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// NewTrace starts a trace now.
+func NewTrace() *Trace { return &Trace{start: time.Now(), begun: map[*action.Action]time.Time{}} }
+
+func (t *Trace) Planned(int) {}
+func (t *Trace) Started(a *action.Action, slot int) {
+	t.mu.Lock()
+	t.begun[a] = time.Now()
+	t.lanes = max(t.lanes, slot+1)
+	t.mu.Unlock()
+}
+func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err error) {
+	end := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	begin := t.begun[a]
+	delete(t.begun, a)
+	args := map[string]any{"module": a.ID, "output": a.Outputs[0].Path, "bytes": a.Weight}
+	cat := "failed"
+	if res != nil {
+		cat = res.Where.String()
+		args["where"] = cat
+		args["cpu_ms"] = res.CPU.Milliseconds()
+		args["status"] = res.Status()
+	}
+	if err != nil {
+		cat = "failed"
+		args["error"] = err.Error()
+	}
+	t.events = append(t.events, traceEvent{
+		Name: a.ID, Cat: cat, Ph: "X", Pid: 1, Tid: slot,
+		Ts: us(begin.Sub(t.start)), Dur: us(end.Sub(begin)), Args: args,
+	})
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// Write saves the trace to path, atomically.
+func (t *Trace) Write(path string) error {
+	t.mu.Lock()
+	events := []traceEvent{{Name: "process_name", Ph: "M", Pid: 1, Args: map[string]any{"name": "thindist"}}}
+	for i := 0; i < t.lanes; i++ {
+		events = append(events, traceEvent{Name: "thread_name", Ph: "M", Pid: 1, Tid: i,
+			Args: map[string]any{"name": fmt.Sprintf("slot %d", i)}})
+	}
+	events = append(events, t.events...)
+	t.mu.Unlock()
+	data, err := json.Marshal(map[string]any{"traceEvents": events, "displayTimeUnit": "ms"})
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, data)
+}
+
+// WriteFileAtomic writes data to a temporary file beside path and renames it
+// into place, so a reader never sees half a file.
+func WriteFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(0o644) // CreateTemp makes 0600; a trace is for sharing
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}

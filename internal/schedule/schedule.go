@@ -1,0 +1,227 @@
+// Package schedule runs a set of backend actions through an executor: it
+// checks their inputs up front, starts the largest modules first, keeps a
+// bounded number in flight, stages every output under a temporary name and
+// renames it into place only once the executor chain has accepted it, and
+// stops starting work at the first failure.
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
+)
+
+// Observer hears what the scheduler does, for progress lines, summaries and
+// traces. Calls come from several goroutines.
+type Observer interface {
+	Planned(total int)
+	Started(a *action.Action, slot int)
+	Finished(a *action.Action, slot int, res *executor.Result, err error)
+}
+
+// Options configures Run.
+type Options struct {
+	// Parallel is how many actions are in flight at once. Local processes
+	// are bounded separately by the local executor's limiter; this bound
+	// also covers actions waiting on a cache or a remote cluster.
+	Parallel int
+	// Observer, if set, hears every start and finish.
+	Observer Observer
+}
+
+// Run executes every action and returns once all have finished or, after a
+// failure or cancellation, once those already started have. On success each
+// action's outputs are at their declared paths. On failure no output of this
+// run is left behind, and the error describes every failed action.
+func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, opts Options) error {
+	if err := Preflight(actions); err != nil {
+		return err
+	}
+	order := make([]*action.Action, len(actions))
+	copy(order, actions)
+	sort.SliceStable(order, func(i, j int) bool { return order[i].Weight > order[j].Weight })
+
+	st := &staging{dirs: map[string]string{}}
+	defer st.removeAll()
+	obs := opts.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	obs.Planned(len(order))
+
+	var (
+		next      atomic.Int64
+		stop      atomic.Bool
+		mu        sync.Mutex
+		errs      []error
+		committed []string
+		wg        sync.WaitGroup
+	)
+	workers := min(max(opts.Parallel, 1), len(order))
+	for slot := 0; slot < workers; slot++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() && ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(order) {
+					return
+				}
+				a := order[i]
+				obs.Started(a, slot)
+				res, done, err := runOne(ctx, a, ex, st)
+				obs.Finished(a, slot, res, err)
+				mu.Lock()
+				committed = append(committed, done...)
+				if err != nil {
+					errs = append(errs, err)
+					stop.Store(true)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil && len(errs) == 0 {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		for _, p := range committed {
+			os.Remove(p)
+		}
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// runOne executes a into staged outputs and renames them into place.
+func runOne(ctx context.Context, a *action.Action, ex executor.Executor, st *staging) (*executor.Result, []string, error) {
+	out := make([]string, len(a.Outputs))
+	for i, o := range a.Outputs {
+		p, err := st.path(a.Abs(o.Path))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", a.ID, err)
+		}
+		out[i] = p
+	}
+	defer func() {
+		for _, p := range out {
+			os.Remove(p) // whatever was not renamed into place
+		}
+	}()
+	res, err := ex.Execute(ctx, a, out)
+	if err != nil {
+		var be *executor.BackendError
+		if !errors.As(err, &be) && ctx.Err() == nil {
+			err = fmt.Errorf("%s: %w", a.ID, err)
+		}
+		return res, nil, err
+	}
+	var done []string
+	for i, o := range a.Outputs {
+		final := a.Abs(o.Path)
+		if err := os.Rename(out[i], final); err != nil {
+			return res, done, fmt.Errorf("%s: placing output %s: %w", a.ID, o.Path, err)
+		}
+		done = append(done, final)
+	}
+	return res, done, nil
+}
+
+// staging hands out temporary output paths in a private directory beside
+// each final output, so the final rename is atomic (same file system) and a
+// crash or cancellation leaves nothing under the final name. Compilers also
+// put their own temporary files beside their -o, so those land in the
+// staging directory too and go with it.
+type staging struct {
+	mu   sync.Mutex
+	dirs map[string]string // final directory -> staging directory
+	seq  int
+}
+
+func (s *staging) path(final string) (string, error) {
+	dir := filepath.Dir(final)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sd, ok := s.dirs[dir]
+	if !ok {
+		var err error
+		sd, err = os.MkdirTemp(dir, ".thindist-*.tmp")
+		if err != nil {
+			return "", fmt.Errorf("creating a staging directory for outputs: %w", err)
+		}
+		s.dirs[dir] = sd
+	}
+	s.seq++
+	return filepath.Join(sd, fmt.Sprintf("%d-%s", s.seq, filepath.Base(final))), nil
+}
+
+func (s *staging) removeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sd := range s.dirs {
+		os.RemoveAll(sd)
+	}
+}
+
+// Preflight checks that every input of every action exists before anything
+// runs (clang exits 0 with an empty object when an import is missing) and
+// records each action's Weight, its module's size. Each distinct file is
+// looked at once, however many actions import it.
+func Preflight(actions []*action.Action) error {
+	sizes := map[string]int64{}
+	var missing []string
+	for _, a := range actions {
+		for _, in := range a.Inputs {
+			p := a.Abs(in.Local())
+			size, ok := sizes[p]
+			if !ok {
+				fi, err := os.Stat(p)
+				switch {
+				case err != nil:
+					size = -1
+					missing = append(missing, fmt.Sprintf("%s: %s %s does not exist (%v)", a.ID, in.Role, quoteIf(in.Local()), errors.Unwrap(err)))
+				case fi.IsDir():
+					size = -1
+					missing = append(missing, fmt.Sprintf("%s: %s %s is a directory, not a file", a.ID, in.Role, quoteIf(in.Local())))
+				default:
+					size = fi.Size()
+				}
+				sizes[p] = size
+			} else if size < 0 {
+				missing = append(missing, fmt.Sprintf("%s: %s %s does not exist", a.ID, in.Role, quoteIf(in.Local())))
+			}
+			if in.Role == action.RoleModule && size > 0 {
+				a.Weight = size
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	const show = 20
+	more := ""
+	if len(missing) > show {
+		more = fmt.Sprintf("\n  ... and %d more", len(missing)-show)
+		missing = missing[:show]
+	}
+	return fmt.Errorf("missing inputs; nothing was compiled (every input must exist before a backend runs: "+
+		"a missing import makes clang write an empty object):\n  %s%s", strings.Join(missing, "\n  "), more)
+}
+
+func quoteIf(p string) string { return fmt.Sprintf("%q", p) }
+
+type nopObserver struct{}
+
+func (nopObserver) Planned(int)                                           {}
+func (nopObserver) Started(*action.Action, int)                           {}
+func (nopObserver) Finished(*action.Action, int, *executor.Result, error) {}
