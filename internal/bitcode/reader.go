@@ -1,0 +1,496 @@
+package bitcode
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Builtin abbreviation ids.
+const (
+	abbrevEndBlock      = 0
+	abbrevEnterSubblock = 1
+	abbrevDefine        = 2
+	abbrevUnabbrev      = 3
+	firstUserAbbrev     = 4
+)
+
+// Well-known block ids and record codes.
+const (
+	blockInfoBlockID    = 0
+	blockInfoSetBID     = 1
+	moduleStrtabBlockID = 19
+	mstCodeEntry        = 1
+	mstCodeHash         = 2
+)
+
+const (
+	wrapperMagic = 0x0B17C0DE
+	maxDepth     = 64
+)
+
+// Operand encodings of an abbreviation.
+const (
+	encLiteral = 0
+	encFixed   = 1
+	encVBR     = 2
+	encArray   = 3
+	encChar6   = 4
+	encBlob    = 5
+)
+
+// ErrFormat is wrapped by every error reporting malformed input.
+var ErrFormat = errors.New("bitcode: malformed input")
+
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrFormat}, args...)...)
+}
+
+type abbrevOp struct {
+	enc uint8
+	val uint64 // literal value or fixed/vbr width
+}
+
+type abbrev []abbrevOp
+
+// bitReader reads little-endian bit fields, LLVM style (low bits first).
+type bitReader struct {
+	data []byte
+	pos  uint64 // bit position
+	end  uint64 // bit limit
+}
+
+func (r *bitReader) remaining() uint64 { return r.end - r.pos }
+
+func (r *bitReader) read(n uint) (uint64, error) {
+	if n > 64 {
+		return 0, errorf("field width %d", n)
+	}
+	if uint64(n) > r.remaining() {
+		return 0, errorf("unexpected end of stream at bit %d", r.pos)
+	}
+	var v uint64
+	for i := uint(0); i < n; {
+		byteIdx := r.pos >> 3
+		bit := uint(r.pos & 7)
+		take := 8 - bit
+		if take > n-i {
+			take = n - i
+		}
+		chunk := (uint64(r.data[byteIdx]) >> bit) & (1<<take - 1)
+		v |= chunk << i
+		i += take
+		r.pos += uint64(take)
+	}
+	return v, nil
+}
+
+func (r *bitReader) readVBR(n uint) (uint64, error) {
+	if n < 2 || n > 32 {
+		return 0, errorf("vbr width %d", n)
+	}
+	hi := uint64(1) << (n - 1)
+	var v uint64
+	var shift uint
+	for {
+		piece, err := r.read(n)
+		if err != nil {
+			return 0, err
+		}
+		data := piece & (hi - 1)
+		if shift >= 64 || (shift > 0 && data>>(64-shift) != 0) {
+			return 0, errorf("vbr value overflows 64 bits at bit %d", r.pos)
+		}
+		v |= data << shift
+		if piece&hi == 0 {
+			return v, nil
+		}
+		shift += n - 1
+	}
+}
+
+func (r *bitReader) align32() error {
+	p := (r.pos + 31) &^ 31
+	if p > r.end {
+		return errorf("unexpected end of stream while aligning")
+	}
+	r.pos = p
+	return nil
+}
+
+// eventKind enumerates what walk reports.
+type eventKind int
+
+const (
+	evEnter eventKind = iota
+	evExit
+	evAbbrev
+	evRecord
+)
+
+// event is one decoded element of the stream. Slices are only valid during
+// the callback.
+type event struct {
+	kind    eventKind
+	blockID uint64   // block the event belongs to (evEnter: the new block)
+	depth   int      // nesting depth of blockID, top-level blocks are 1
+	abbrev  abbrev   // evAbbrev
+	code    uint64   // evRecord
+	ops     []uint64 // evRecord
+	blob    []byte   // evRecord, when hasBlob
+	hasBlob bool
+}
+
+type scope struct {
+	blockID uint64
+	width   uint
+	end     uint64 // bit position after the block's END_BLOCK
+	abbrevs []abbrev
+}
+
+// container describes where the raw bitcode lies inside the file.
+type container struct {
+	wrapped bool
+	cpuType uint32
+	outside []byte // bytes of the file outside the raw bitcode (wrapper case)
+	body    []byte
+}
+
+func unwrap(data []byte) (container, error) {
+	var c container
+	if len(data) >= 4 && binary.LittleEndian.Uint32(data) == wrapperMagic {
+		if len(data) < 20 {
+			return c, errorf("short wrapper header")
+		}
+		off := uint64(binary.LittleEndian.Uint32(data[8:]))
+		size := uint64(binary.LittleEndian.Uint32(data[12:]))
+		if off < 20 || off+size > uint64(len(data)) {
+			return c, errorf("wrapper offset %d size %d outside file of %d bytes", off, size, len(data))
+		}
+		c.wrapped = true
+		c.cpuType = binary.LittleEndian.Uint32(data[16:])
+		c.outside = append(append([]byte(nil), data[20:off]...), data[off+size:]...)
+		data = data[off : off+size]
+	}
+	if len(data) < 4 || data[0] != 'B' || data[1] != 'C' || data[2] != 0xC0 || data[3] != 0xDE {
+		return c, errorf("missing 'BC' 0xC0DE magic")
+	}
+	c.body = data
+	return c, nil
+}
+
+// walk decodes the bitstream in c.body and calls fn for every event. It
+// returns the number of trailing all-zero bytes after the last top-level
+// block.
+func walk(c container, fn func(*event) error) (trailing int, err error) {
+	r := &bitReader{data: c.body, pos: 32, end: uint64(len(c.body)) * 8}
+	blockInfo := map[uint64][]abbrev{}
+	var stack []scope
+	ev := &event{}
+	var ops []uint64
+	curBID := int64(-1) // SETBID target inside BLOCKINFO
+	sawBlock := false
+
+	for {
+		if len(stack) == 0 {
+			if r.pos%32 != 0 {
+				return 0, errorf("top level not aligned")
+			}
+			if r.remaining() == 0 && sawBlock {
+				return 0, nil
+			}
+			// Tolerate zero padding after the last block (it can never
+			// start a block: the top-level id would be END_BLOCK).
+			rest := c.body[r.pos/8:]
+			allZero := true
+			for _, b := range rest {
+				if b != 0 {
+					allZero = false
+					break
+				}
+			}
+			if allZero && sawBlock {
+				return len(rest), nil
+			}
+		}
+		width := uint(2)
+		if len(stack) > 0 {
+			width = stack[len(stack)-1].width
+		}
+		id, err := r.read(width)
+		if err != nil {
+			return 0, err
+		}
+		if len(stack) == 0 && id != abbrevEnterSubblock {
+			return 0, errorf("top-level abbrev id %d is not ENTER_SUBBLOCK", id)
+		}
+		switch id {
+		case abbrevEndBlock:
+			top := stack[len(stack)-1]
+			if err := r.align32(); err != nil {
+				return 0, err
+			}
+			if r.pos != top.end {
+				return 0, errorf("block %d ends at bit %d, header says %d", top.blockID, r.pos, top.end)
+			}
+			stack = stack[:len(stack)-1]
+			*ev = event{kind: evExit, blockID: top.blockID, depth: len(stack) + 1}
+			if err := fn(ev); err != nil {
+				return 0, err
+			}
+		case abbrevEnterSubblock:
+			bid, err := r.readVBR(8)
+			if err != nil {
+				return 0, err
+			}
+			w, err := r.readVBR(4)
+			if err != nil {
+				return 0, err
+			}
+			if w < 1 || w > 32 {
+				return 0, errorf("abbrev width %d for block %d", w, bid)
+			}
+			if err := r.align32(); err != nil {
+				return 0, err
+			}
+			words, err := r.read(32)
+			if err != nil {
+				return 0, err
+			}
+			if words*32 > r.remaining() {
+				return 0, errorf("block %d claims %d words, %d bits left", bid, words, r.remaining())
+			}
+			if len(stack) > 0 && stack[len(stack)-1].blockID == blockInfoBlockID {
+				return 0, errorf("subblock inside BLOCKINFO")
+			}
+			if len(stack) >= maxDepth {
+				return 0, errorf("blocks nested deeper than %d", maxDepth)
+			}
+			s := scope{blockID: bid, width: uint(w), end: r.pos + words*32}
+			s.abbrevs = append([]abbrev(nil), blockInfo[bid]...)
+			stack = append(stack, s)
+			sawBlock = true
+			if bid == blockInfoBlockID {
+				curBID = -1
+			}
+			*ev = event{kind: evEnter, blockID: bid, depth: len(stack)}
+			if err := fn(ev); err != nil {
+				return 0, err
+			}
+		case abbrevDefine:
+			a, err := readAbbrevDef(r)
+			if err != nil {
+				return 0, err
+			}
+			top := &stack[len(stack)-1]
+			if top.blockID == blockInfoBlockID {
+				if curBID < 0 {
+					return 0, errorf("DEFINE_ABBREV in BLOCKINFO before SETBID")
+				}
+				blockInfo[uint64(curBID)] = append(blockInfo[uint64(curBID)], a)
+			} else {
+				top.abbrevs = append(top.abbrevs, a)
+			}
+			*ev = event{kind: evAbbrev, blockID: top.blockID, depth: len(stack), abbrev: a}
+			if err := fn(ev); err != nil {
+				return 0, err
+			}
+		default:
+			top := &stack[len(stack)-1]
+			*ev = event{kind: evRecord, blockID: top.blockID, depth: len(stack)}
+			ops = ops[:0]
+			if id == abbrevUnabbrev {
+				code, err := r.readVBR(6)
+				if err != nil {
+					return 0, err
+				}
+				n, err := r.readVBR(6)
+				if err != nil {
+					return 0, err
+				}
+				if n > r.remaining()/6 {
+					return 0, errorf("record with %d operands exceeds stream", n)
+				}
+				for i := uint64(0); i < n; i++ {
+					v, err := r.readVBR(6)
+					if err != nil {
+						return 0, err
+					}
+					ops = append(ops, v)
+				}
+				ev.code = code
+			} else {
+				idx := id - firstUserAbbrev
+				if idx >= uint64(len(top.abbrevs)) {
+					return 0, errorf("undefined abbrev id %d in block %d", id, top.blockID)
+				}
+				ops, err = readAbbrevRecord(r, top.abbrevs[idx], ops, ev)
+				if err != nil {
+					return 0, err
+				}
+				ev.code = ops[0]
+				ops = ops[1:]
+			}
+			ev.ops = ops
+			if top.blockID == blockInfoBlockID && ev.code == blockInfoSetBID {
+				if len(ops) < 1 || ops[0] > 1<<32 {
+					return 0, errorf("bad SETBID record")
+				}
+				curBID = int64(ops[0])
+			}
+			if err := fn(ev); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+func readAbbrevDef(r *bitReader) (abbrev, error) {
+	n, err := r.readVBR(5)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, errorf("abbreviation with no operands")
+	}
+	if n > r.remaining() {
+		return nil, errorf("abbreviation with %d operands exceeds stream", n)
+	}
+	a := make(abbrev, 0, n)
+	for i := uint64(0); i < n; i++ {
+		lit, err := r.read(1)
+		if err != nil {
+			return nil, err
+		}
+		if lit == 1 {
+			v, err := r.readVBR(8)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, abbrevOp{enc: encLiteral, val: v})
+			continue
+		}
+		enc, err := r.read(3)
+		if err != nil {
+			return nil, err
+		}
+		op := abbrevOp{enc: uint8(enc)}
+		switch enc {
+		case encFixed, encVBR:
+			w, err := r.readVBR(5)
+			if err != nil {
+				return nil, err
+			}
+			if w == 0 {
+				// A zero-width field is a literal zero (as in LLVM).
+				op = abbrevOp{enc: encLiteral}
+			} else if (enc == encFixed && w > 64) || (enc == encVBR && (w < 2 || w > 32)) {
+				return nil, errorf("bad width %d for encoding %d", w, enc)
+			} else {
+				op.val = w
+			}
+		case encArray, encChar6, encBlob:
+		default:
+			return nil, errorf("unknown abbreviation encoding %d", enc)
+		}
+		a = append(a, op)
+	}
+	// Validate shape: array must be second to last with a scalar element,
+	// blob must be last, and the record code must be a scalar.
+	for i, op := range a {
+		switch op.enc {
+		case encArray:
+			if i != len(a)-2 {
+				return nil, errorf("array operand not second to last")
+			}
+			if e := a[i+1].enc; e == encArray || e == encBlob || e == encLiteral {
+				return nil, errorf("invalid array element encoding %d", e)
+			}
+		case encBlob:
+			if i != len(a)-1 {
+				return nil, errorf("blob operand not last")
+			}
+		}
+	}
+	if a[0].enc == encArray || a[0].enc == encBlob {
+		return nil, errorf("abbreviation starts with an array or blob")
+	}
+	return a, nil
+}
+
+const char6Table = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._"
+
+func readScalar(r *bitReader, op abbrevOp) (uint64, error) {
+	switch op.enc {
+	case encLiteral:
+		return op.val, nil
+	case encFixed:
+		return r.read(uint(op.val))
+	case encVBR:
+		return r.readVBR(uint(op.val))
+	case encChar6:
+		v, err := r.read(6)
+		if err != nil {
+			return 0, err
+		}
+		return uint64(char6Table[v]), nil
+	}
+	return 0, errorf("encoding %d is not scalar", op.enc)
+}
+
+// readAbbrevRecord decodes one record using a; the result holds the code
+// followed by the operands. A blob is stored in ev.
+func readAbbrevRecord(r *bitReader, a abbrev, ops []uint64, ev *event) ([]uint64, error) {
+	for i := 0; i < len(a); i++ {
+		op := a[i]
+		switch op.enc {
+		case encArray:
+			n, err := r.readVBR(6)
+			if err != nil {
+				return nil, err
+			}
+			elt := a[i+1]
+			// Bound the allocation by what the stream can hold.
+			minBits := uint64(6) // char6
+			if elt.enc == encFixed || elt.enc == encVBR {
+				minBits = elt.val
+			}
+			if n > r.remaining()/minBits {
+				return nil, errorf("array of %d elements exceeds stream", n)
+			}
+			for j := uint64(0); j < n; j++ {
+				v, err := readScalar(r, elt)
+				if err != nil {
+					return nil, err
+				}
+				ops = append(ops, v)
+			}
+			i++
+		case encBlob:
+			n, err := r.readVBR(6)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.align32(); err != nil {
+				return nil, err
+			}
+			if n > r.remaining()/8 {
+				return nil, errorf("blob of %d bytes exceeds stream", n)
+			}
+			start := r.pos / 8
+			ev.blob = r.data[start : start+n]
+			ev.hasBlob = true
+			r.pos += n * 8
+			if err := r.align32(); err != nil {
+				return nil, err
+			}
+		default:
+			v, err := readScalar(r, op)
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, v)
+		}
+	}
+	return ops, nil
+}
