@@ -136,6 +136,7 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 			return s.streamOperation(op, stream, MethodExecute, nil)
 		}
 		s.acMisses.Add(1)
+		op.setStage(repb.ExecutionStage_QUEUED)
 	}
 
 	// Snapshot the QUEUED state before the action starts so that the first
