@@ -1,0 +1,95 @@
+package reapitest
+
+import (
+	"context"
+	"sync"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// acStore is the action cache, keyed by instance name and action digest.
+type acStore struct {
+	mu      sync.Mutex
+	results map[string]*repb.ActionResult
+}
+
+func newACStore() *acStore { return &acStore{results: map[string]*repb.ActionResult{}} }
+
+func acKey(instance string, d *repb.Digest) string { return instance + "\x00" + digestKey(d) }
+
+func (a *acStore) get(instance string, d *repb.Digest) (*repb.ActionResult, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.results[acKey(instance, d)]
+	if !ok {
+		return nil, false
+	}
+	return cloneResult(r), true
+}
+
+func (a *acStore) put(instance string, d *repb.Digest, r *repb.ActionResult) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.results[acKey(instance, d)] = cloneResult(r)
+}
+
+// ActionResult returns the cached result for actionDigest under instance,
+// for tests that want to inspect the cache directly.
+func (s *FakeServer) ActionResult(instance string, actionDigest *repb.Digest) (*repb.ActionResult, bool) {
+	return s.ac.get(instance, actionDigest)
+}
+
+// PutBlob stores data in the CAS directly (bypassing the RPC counters) and
+// returns its digest.
+func (s *FakeServer) PutBlob(data []byte) *repb.Digest { return s.cas.put(data) }
+
+// Blob returns a copy of the CAS blob with digest d.
+func (s *FakeServer) Blob(d *repb.Digest) ([]byte, bool) {
+	b, ok := s.cas.get(d)
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), b...), true
+}
+
+// acService implements repb.ActionCacheServer.
+type acService struct {
+	repb.UnimplementedActionCacheServer
+	s *FakeServer
+}
+
+func (a acService) GetActionResult(ctx context.Context, req *repb.GetActionResultRequest) (*repb.ActionResult, error) {
+	a.s.noteInstance(req.GetInstanceName())
+	if err := checkDigestFunction(req.GetDigestFunction()); err != nil {
+		return nil, err
+	}
+	if err := validDigest(req.GetActionDigest()); err != nil {
+		return nil, err
+	}
+	r, ok := a.s.ac.get(req.GetInstanceName(), req.GetActionDigest())
+	if !ok {
+		a.s.acMisses.Add(1)
+		return nil, status.Errorf(codes.NotFound, "no action result for %s", digestKey(req.GetActionDigest()))
+	}
+	a.s.acHits.Add(1)
+	r, _ = a.s.applyResultFaults(MethodGetActionResult, r)
+	return r, nil
+}
+
+func (a acService) UpdateActionResult(ctx context.Context, req *repb.UpdateActionResultRequest) (*repb.ActionResult, error) {
+	a.s.noteInstance(req.GetInstanceName())
+	if err := checkDigestFunction(req.GetDigestFunction()); err != nil {
+		return nil, err
+	}
+	if err := validDigest(req.GetActionDigest()); err != nil {
+		return nil, err
+	}
+	if req.GetActionResult() == nil {
+		return nil, status.Error(codes.InvalidArgument, "missing action_result")
+	}
+	a.s.ac.put(req.GetInstanceName(), req.GetActionDigest(), req.GetActionResult())
+	a.s.acUpdates.Add(1)
+	return req.GetActionResult(), nil
+}

@@ -1,0 +1,357 @@
+package reapitest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// maxBlobSize bounds decompressed blobs so a corrupt zstd frame cannot make
+// the test process allocate without limit.
+const maxBlobSize = 1 << 30
+
+type casStore struct {
+	mu    sync.RWMutex
+	blobs map[string][]byte // key: hash/size
+}
+
+func newCASStore() *casStore { return &casStore{blobs: map[string][]byte{}} }
+
+func digestKey(d *repb.Digest) string {
+	return fmt.Sprintf("%s/%d", d.GetHash(), d.GetSizeBytes())
+}
+
+func digestOf(data []byte) *repb.Digest {
+	h := sha256.Sum256(data)
+	return &repb.Digest{Hash: hex.EncodeToString(h[:]), SizeBytes: int64(len(data))}
+}
+
+func (c *casStore) put(data []byte) *repb.Digest {
+	d := digestOf(data)
+	c.mu.Lock()
+	c.blobs[digestKey(d)] = append([]byte{}, data...)
+	c.mu.Unlock()
+	return d
+}
+
+func (c *casStore) get(d *repb.Digest) ([]byte, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	b, ok := c.blobs[digestKey(d)]
+	return b, ok
+}
+
+func (c *casStore) has(d *repb.Digest) bool {
+	_, ok := c.get(d)
+	return ok
+}
+
+// validDigest checks that d is a well-formed SHA256 digest.
+func validDigest(d *repb.Digest) error {
+	if d == nil {
+		return status.Error(codes.InvalidArgument, "missing digest")
+	}
+	if len(d.Hash) != 64 {
+		return status.Errorf(codes.InvalidArgument, "digest hash %q is not a SHA256 hex hash", d.Hash)
+	}
+	if _, err := hex.DecodeString(d.Hash); err != nil || d.Hash != toLowerHex(d.Hash) {
+		return status.Errorf(codes.InvalidArgument, "digest hash %q is not lowercase hex", d.Hash)
+	}
+	if d.SizeBytes < 0 {
+		return status.Errorf(codes.InvalidArgument, "negative digest size %d", d.SizeBytes)
+	}
+	return nil
+}
+
+func toLowerHex(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'F' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+func checkDigestFunction(f repb.DigestFunction_Value) error {
+	if f != repb.DigestFunction_UNKNOWN && f != repb.DigestFunction_SHA256 {
+		return status.Errorf(codes.InvalidArgument, "digest function %v not supported (SHA256 only)", f)
+	}
+	return nil
+}
+
+// verify checks that data matches d.
+func verify(d *repb.Digest, data []byte) error {
+	got := digestOf(data)
+	if got.Hash != d.GetHash() || got.SizeBytes != d.GetSizeBytes() {
+		return status.Errorf(codes.InvalidArgument, "digest mismatch: declared %s, data is %s", digestKey(d), digestKey(got))
+	}
+	return nil
+}
+
+var (
+	zstdEncOnce sync.Once
+	zstdEnc     *zstd.Encoder
+	zstdDec     *zstd.Decoder
+)
+
+func zstdInit() {
+	zstdEncOnce.Do(func() {
+		var err error
+		zstdEnc, err = zstd.NewWriter(nil)
+		if err != nil {
+			panic(err)
+		}
+		zstdDec, err = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxBlobSize), zstd.WithDecoderConcurrency(0))
+		if err != nil {
+			panic(err)
+		}
+	})
+}
+
+func zstdCompress(data []byte) []byte {
+	zstdInit()
+	return zstdEnc.EncodeAll(data, nil)
+}
+
+func zstdDecompress(data []byte) ([]byte, error) {
+	zstdInit()
+	out, err := zstdDec.DecodeAll(data, nil)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "bad zstd data: %v", err)
+	}
+	return out, nil
+}
+
+func grpcStatus(err error) *statuspb.Status {
+	if err == nil {
+		return &statuspb.Status{}
+	}
+	return status.Convert(err).Proto()
+}
+
+func cloneResult(ar *repb.ActionResult) *repb.ActionResult {
+	return proto.Clone(ar).(*repb.ActionResult)
+}
+
+// missingBlobsError is the FAILED_PRECONDITION error the REAPI specifies for
+// Execute when inputs are absent from the CAS.
+func missingBlobsError(missing []*repb.Digest) error {
+	st := status.New(codes.FailedPrecondition, "reapitest: blobs missing from CAS")
+	pf := &errdetails.PreconditionFailure{}
+	for _, d := range missing {
+		pf.Violations = append(pf.Violations, &errdetails.PreconditionFailure_Violation{
+			Type:    "MISSING",
+			Subject: "blobs/" + digestKey(d),
+		})
+	}
+	if withDetails, err := st.WithDetails(pf); err == nil {
+		st = withDetails
+	}
+	return st.Err()
+}
+
+// casService implements repb.ContentAddressableStorageServer.
+type casService struct {
+	repb.UnimplementedContentAddressableStorageServer // SplitBlob, SpliceBlob, chunking: Unimplemented
+	s                                                 *FakeServer
+}
+
+func (c casService) FindMissingBlobs(ctx context.Context, req *repb.FindMissingBlobsRequest) (*repb.FindMissingBlobsResponse, error) {
+	c.s.findMissing.Add(1)
+	c.s.noteInstance(req.GetInstanceName())
+	if err := checkDigestFunction(req.GetDigestFunction()); err != nil {
+		return nil, err
+	}
+	resp := &repb.FindMissingBlobsResponse{}
+	for _, d := range req.GetBlobDigests() {
+		if err := validDigest(d); err != nil {
+			return nil, err
+		}
+		if !c.s.cas.has(d) {
+			resp.MissingBlobDigests = append(resp.MissingBlobDigests, d)
+		}
+	}
+	return resp, nil
+}
+
+func (c casService) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdateBlobsRequest) (*repb.BatchUpdateBlobsResponse, error) {
+	c.s.noteInstance(req.GetInstanceName())
+	if err := checkDigestFunction(req.GetDigestFunction()); err != nil {
+		return nil, err
+	}
+	if max := c.s.opts.MaxBatchTotalSizeBytes; max > 0 {
+		var total int64
+		for _, r := range req.GetRequests() {
+			total += r.GetDigest().GetSizeBytes()
+		}
+		if total > max {
+			return nil, status.Errorf(codes.InvalidArgument, "batch of %d bytes exceeds max_batch_total_size_bytes %d", total, max)
+		}
+	}
+	resp := &repb.BatchUpdateBlobsResponse{}
+	for _, r := range req.GetRequests() {
+		err := c.updateOne(r)
+		resp.Responses = append(resp.Responses, &repb.BatchUpdateBlobsResponse_Response{
+			Digest: r.GetDigest(),
+			Status: grpcStatus(err),
+		})
+	}
+	return resp, nil
+}
+
+func (c casService) updateOne(r *repb.BatchUpdateBlobsRequest_Request) error {
+	if err := validDigest(r.GetDigest()); err != nil {
+		return err
+	}
+	data := r.GetData()
+	switch r.GetCompressor() {
+	case repb.Compressor_IDENTITY:
+	case repb.Compressor_ZSTD:
+		if !c.s.opts.Zstd {
+			return status.Error(codes.InvalidArgument, "zstd not enabled on this server")
+		}
+		var err error
+		if data, err = zstdDecompress(data); err != nil {
+			return err
+		}
+	default:
+		return status.Errorf(codes.InvalidArgument, "compressor %v not supported", r.GetCompressor())
+	}
+	if err := verify(r.GetDigest(), data); err != nil {
+		return err
+	}
+	c.s.cas.put(data)
+	c.s.noteUpload(UploadRecord{
+		Method:     MethodBatchUpdateBlobs,
+		Hash:       r.GetDigest().GetHash(),
+		SizeBytes:  int64(len(data)),
+		WireBytes:  int64(len(r.GetData())),
+		Compressor: r.GetCompressor(),
+	})
+	return nil
+}
+
+func (c casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobsRequest) (*repb.BatchReadBlobsResponse, error) {
+	c.s.noteInstance(req.GetInstanceName())
+	if err := checkDigestFunction(req.GetDigestFunction()); err != nil {
+		return nil, err
+	}
+	if max := c.s.opts.MaxBatchTotalSizeBytes; max > 0 {
+		var total int64
+		for _, d := range req.GetDigests() {
+			total += d.GetSizeBytes()
+		}
+		if total > max {
+			return nil, status.Errorf(codes.InvalidArgument, "batch of %d bytes exceeds max_batch_total_size_bytes %d", total, max)
+		}
+	}
+	useZstd := false
+	if c.s.opts.Zstd {
+		for _, comp := range req.GetAcceptableCompressors() {
+			if comp == repb.Compressor_ZSTD {
+				useZstd = true
+			}
+		}
+	}
+	corruptThis := c.s.takeFault(MethodBatchReadBlobs, FaultCorruptRead)
+	resp := &repb.BatchReadBlobsResponse{}
+	for _, d := range req.GetDigests() {
+		r := &repb.BatchReadBlobsResponse_Response{Digest: d}
+		resp.Responses = append(resp.Responses, r)
+		if err := validDigest(d); err != nil {
+			r.Status = grpcStatus(err)
+			continue
+		}
+		data, ok := c.s.cas.get(d)
+		if !ok {
+			r.Status = grpcStatus(status.Errorf(codes.NotFound, "blob %s not found", digestKey(d)))
+			continue
+		}
+		c.s.blobsRead.Add(1)
+		c.s.bytesReadRaw.Add(int64(len(data)))
+		if corruptThis {
+			data = corrupt(data)
+		}
+		r.Status = grpcStatus(nil)
+		if useZstd {
+			r.Compressor = repb.Compressor_ZSTD
+			r.Data = zstdCompress(data)
+		} else {
+			r.Data = append([]byte(nil), data...)
+		}
+	}
+	return resp, nil
+}
+
+func (c casService) GetTree(req *repb.GetTreeRequest, stream grpc.ServerStreamingServer[repb.GetTreeResponse]) error {
+	c.s.noteInstance(req.GetInstanceName())
+	if err := checkDigestFunction(req.GetDigestFunction()); err != nil {
+		return err
+	}
+	if req.GetPageToken() != "" {
+		return status.Error(codes.InvalidArgument, "reapitest: GetTree returns everything at once; page tokens are not supported")
+	}
+	if err := validDigest(req.GetRootDigest()); err != nil {
+		return err
+	}
+	pageSize := int(req.GetPageSize())
+	if pageSize <= 0 {
+		pageSize = 1000
+	}
+	queue := []*repb.Digest{req.GetRootDigest()}
+	seen := map[string]bool{}
+	var page []*repb.Directory
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		if seen[digestKey(d)] {
+			continue
+		}
+		seen[digestKey(d)] = true
+		dir, err := c.s.getDirectory(d)
+		if err != nil {
+			if len(seen) == 1 {
+				return status.Errorf(codes.NotFound, "root directory %s not found", digestKey(d))
+			}
+			continue // the spec lets GetTree omit missing subtrees
+		}
+		page = append(page, dir)
+		for _, sub := range dir.GetDirectories() {
+			queue = append(queue, sub.GetDigest())
+		}
+		if len(page) == pageSize {
+			if err := stream.Send(&repb.GetTreeResponse{Directories: page}); err != nil {
+				return err
+			}
+			page = nil
+		}
+	}
+	if len(page) > 0 {
+		return stream.Send(&repb.GetTreeResponse{Directories: page})
+	}
+	return nil
+}
+
+func (s *FakeServer) getDirectory(d *repb.Digest) (*repb.Directory, error) {
+	data, ok := s.cas.get(d)
+	if !ok {
+		return nil, missingBlobsError([]*repb.Digest{d})
+	}
+	dir := &repb.Directory{}
+	if err := proto.Unmarshal(data, dir); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "blob %s is not a Directory: %v", digestKey(d), err)
+	}
+	return dir, nil
+}

@@ -1,0 +1,576 @@
+package reapitest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/longrunning/autogen/longrunningpb"
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// WorkerName is reported in ExecutedActionMetadata.worker.
+const WorkerName = "reapitest-fake-worker"
+
+// operation tracks one execution for Execute and WaitExecution.
+type operation struct {
+	name         string
+	actionDigest *repb.Digest
+
+	mu    sync.Mutex
+	stage repb.ExecutionStage_Value
+	resp  *repb.ExecuteResponse // set when done
+	done  chan struct{}
+}
+
+func (o *operation) setStage(st repb.ExecutionStage_Value) {
+	o.mu.Lock()
+	o.stage = st
+	o.mu.Unlock()
+}
+
+func (o *operation) finish(resp *repb.ExecuteResponse) {
+	o.mu.Lock()
+	o.stage = repb.ExecutionStage_COMPLETED
+	o.resp = resp
+	o.mu.Unlock()
+	close(o.done)
+}
+
+// snapshot builds the longrunning Operation for the current state, applying
+// the ActionResult faults pending for method to a final result.
+func (s *FakeServer) snapshot(o *operation, method string) (*longrunningpb.Operation, error) {
+	o.mu.Lock()
+	stage, resp := o.stage, o.resp
+	o.mu.Unlock()
+	md, err := anypb.New(&repb.ExecuteOperationMetadata{
+		Stage:          stage,
+		ActionDigest:   o.actionDigest,
+		DigestFunction: repb.DigestFunction_SHA256,
+	})
+	if err != nil {
+		return nil, err
+	}
+	op := &longrunningpb.Operation{Name: o.name, Metadata: md}
+	if resp == nil {
+		return op, nil
+	}
+	resp = proto.Clone(resp).(*repb.ExecuteResponse)
+	resp.Result, _ = s.applyResultFaults(method, resp.Result)
+	r, err := anypb.New(resp)
+	if err != nil {
+		return nil, err
+	}
+	op.Done = true
+	op.Result = &longrunningpb.Operation_Response{Response: r}
+	return op, nil
+}
+
+func (s *FakeServer) newOperation(instance string, d *repb.Digest) *operation {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := fmt.Sprintf("operations/%d-%s", s.opCounter.Add(1), hex.EncodeToString(b[:]))
+	if instance != "" {
+		name = instance + "/" + name
+	}
+	o := &operation{name: name, actionDigest: d, stage: repb.ExecutionStage_QUEUED, done: make(chan struct{})}
+	s.mu.Lock()
+	s.ops[name] = o
+	s.mu.Unlock()
+	return o
+}
+
+// execService implements repb.ExecutionServer.
+type execService struct {
+	repb.UnimplementedExecutionServer
+	s *FakeServer
+}
+
+func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreamingServer[longrunningpb.Operation]) error {
+	s := e.s
+	s.executeCalls.Add(1)
+	s.noteInstance(req.GetInstanceName())
+	if err := checkDigestFunction(req.GetDigestFunction()); err != nil {
+		return err
+	}
+	if err := validDigest(req.GetActionDigest()); err != nil {
+		return err
+	}
+	action, command, err := s.loadAction(req.GetActionDigest())
+	if err != nil {
+		return err
+	}
+	platform := action.GetPlatform()
+	if len(platform.GetProperties()) == 0 {
+		platform = command.GetPlatform()
+	}
+	if !s.platformAccepted(platform) {
+		s.execRejections.Add(1)
+		return status.Errorf(codes.Unavailable, "reapitest: no fake worker matches platform %v", platform.GetProperties())
+	}
+
+	op := s.newOperation(req.GetInstanceName(), req.GetActionDigest())
+	if !req.GetSkipCacheLookup() {
+		op.setStage(repb.ExecutionStage_CACHE_CHECK)
+		if ar, ok := s.ac.get(req.GetInstanceName(), req.GetActionDigest()); ok {
+			s.acHits.Add(1)
+			op.finish(&repb.ExecuteResponse{Result: ar, CachedResult: true, Status: grpcStatus(nil)})
+			return s.streamOperation(op, stream, MethodExecute, nil)
+		}
+		s.acMisses.Add(1)
+		op.setStage(repb.ExecutionStage_QUEUED)
+	}
+
+	// Snapshot the QUEUED state before the action starts so that the first
+	// message of a non-cached Execute is always an in-progress Operation.
+	first, err := s.snapshot(op, MethodExecute)
+	if err != nil {
+		return status.Errorf(codes.Internal, "snapshot: %v", err)
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "reapitest: server stopping")
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		op.setStage(repb.ExecutionStage_EXECUTING)
+		resp := s.run(s.ctx, req.GetInstanceName(), action, command)
+		if resp.GetStatus().GetCode() == int32(codes.OK) && resp.GetResult().GetExitCode() == 0 && !action.GetDoNotCache() {
+			s.ac.put(req.GetInstanceName(), req.GetActionDigest(), resp.GetResult())
+		}
+		op.finish(resp)
+	}()
+	return s.streamOperation(op, stream, MethodExecute, first)
+}
+
+func (e execService) WaitExecution(req *repb.WaitExecutionRequest, stream grpc.ServerStreamingServer[longrunningpb.Operation]) error {
+	s := e.s
+	s.waitCalls.Add(1)
+	s.mu.Lock()
+	op := s.ops[req.GetName()]
+	s.mu.Unlock()
+	if op == nil {
+		return status.Errorf(codes.NotFound, "reapitest: unknown operation %q", req.GetName())
+	}
+	return s.streamOperation(op, stream, MethodWaitExecution, nil)
+}
+
+// streamOperation sends first (or, if nil, the current state of op) and,
+// unless that is already done, the final state once the action finishes.
+func (s *FakeServer) streamOperation(op *operation, stream grpc.ServerStreamingServer[longrunningpb.Operation], method string, first *longrunningpb.Operation) error {
+	msg := first
+	if msg == nil {
+		var err error
+		if msg, err = s.snapshot(op, method); err != nil {
+			return status.Errorf(codes.Internal, "snapshot: %v", err)
+		}
+	}
+	if err := stream.Send(msg); err != nil {
+		return err
+	}
+	if msg.Done {
+		return nil
+	}
+	if method == MethodExecute {
+		if s.takeFault(MethodExecute, FaultDropExecuteStream) {
+			return nil
+		}
+		if s.takeFault(MethodExecute, FaultBreakExecuteStream) {
+			return status.Error(codes.Unavailable, "reapitest: injected broken Execute stream")
+		}
+	}
+	select {
+	case <-op.done:
+	case <-stream.Context().Done():
+		return status.FromContextError(stream.Context().Err()).Err()
+	}
+	msg, err := s.snapshot(op, method)
+	if err != nil {
+		return status.Errorf(codes.Internal, "snapshot: %v", err)
+	}
+	return stream.Send(msg)
+}
+
+func (s *FakeServer) platformAccepted(p *repb.Platform) bool {
+	if s.opts.Platform == nil {
+		return true
+	}
+	for _, prop := range p.GetProperties() {
+		vals, ok := s.opts.Platform[prop.GetName()]
+		if !ok || !slices.Contains(vals, prop.GetValue()) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *FakeServer) loadAction(d *repb.Digest) (*repb.Action, *repb.Command, error) {
+	data, ok := s.cas.get(d)
+	if !ok {
+		return nil, nil, missingBlobsError([]*repb.Digest{d})
+	}
+	action := &repb.Action{}
+	if err := proto.Unmarshal(data, action); err != nil {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "action blob is not an Action: %v", err)
+	}
+	if err := validDigest(action.GetCommandDigest()); err != nil {
+		return nil, nil, err
+	}
+	if err := validDigest(action.GetInputRootDigest()); err != nil {
+		return nil, nil, err
+	}
+	data, ok = s.cas.get(action.GetCommandDigest())
+	if !ok {
+		return nil, nil, missingBlobsError([]*repb.Digest{action.GetCommandDigest()})
+	}
+	command := &repb.Command{}
+	if err := proto.Unmarshal(data, command); err != nil {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "command blob is not a Command: %v", err)
+	}
+	if len(command.GetArguments()) == 0 {
+		return nil, nil, status.Error(codes.InvalidArgument, "command has no arguments")
+	}
+	return action, command, nil
+}
+
+// run executes the action in a fresh directory and returns the response.
+// Failures of the fake itself are reported in ExecuteResponse.status.
+func (s *FakeServer) run(ctx context.Context, instance string, action *repb.Action, command *repb.Command) *repb.ExecuteResponse {
+	s.executions.Add(1)
+	meta := &repb.ExecutedActionMetadata{Worker: WorkerName}
+	now := func() *timestamppb.Timestamp { return timestamppb.Now() }
+	meta.QueuedTimestamp = now()
+	meta.WorkerStartTimestamp = now()
+	fail := func(err error) *repb.ExecuteResponse {
+		meta.WorkerCompletedTimestamp = now()
+		return &repb.ExecuteResponse{
+			Status: grpcStatus(err),
+			Result: &repb.ActionResult{ExitCode: -1, ExecutionMetadata: meta},
+		}
+	}
+
+	root, err := os.MkdirTemp(s.execRootParent(), "reapitest-exec-")
+	if err != nil {
+		return fail(status.Errorf(codes.Internal, "mkdtemp: %v", err))
+	}
+	if !s.opts.KeepExecRoots {
+		defer os.RemoveAll(root)
+	}
+
+	meta.InputFetchStartTimestamp = now()
+	var missing []*repb.Digest
+	if err := s.materialize(root, action.GetInputRootDigest(), &missing); err != nil {
+		return fail(err)
+	}
+	if len(missing) > 0 {
+		return fail(missingBlobsError(missing))
+	}
+	meta.InputFetchCompletedTimestamp = now()
+
+	wd, err := relPath(command.GetWorkingDirectory(), true)
+	if err != nil {
+		return fail(err)
+	}
+	cwd := filepath.Join(root, filepath.FromSlash(wd))
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		return fail(status.Errorf(codes.Internal, "working directory: %v", err))
+	}
+	outputs := command.GetOutputPaths()
+	if len(outputs) == 0 {
+		outputs = append(append([]string{}, command.GetOutputFiles()...), command.GetOutputDirectories()...)
+	}
+	for _, o := range outputs {
+		rel, err := relPath(o, false)
+		if err != nil {
+			return fail(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(cwd, filepath.FromSlash(rel))), 0o755); err != nil {
+			return fail(status.Errorf(codes.Internal, "output parent: %v", err))
+		}
+	}
+
+	env := []string{}
+	pathVar, hasPath := "", false
+	for _, v := range command.GetEnvironmentVariables() {
+		env = append(env, v.GetName()+"="+v.GetValue())
+		if v.GetName() == "PATH" {
+			pathVar, hasPath = v.GetValue(), true
+		}
+	}
+	if !hasPath {
+		pathVar = os.Getenv("PATH")
+	}
+	args := command.GetArguments()
+	prog, err := resolveProgram(args[0], cwd, pathVar)
+	if err != nil {
+		return fail(err)
+	}
+
+	runCtx := ctx
+	if t := action.GetTimeout(); t != nil && t.AsDuration() > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, t.AsDuration())
+		defer cancel()
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(runCtx, prog)
+	cmd.Args = append([]string{}, args...)
+	cmd.Env = env
+	cmd.Dir = cwd
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 2 * time.Second
+
+	meta.ExecutionStartTimestamp = now()
+	runErr := cmd.Run()
+	meta.ExecutionCompletedTimestamp = now()
+
+	result := &repb.ActionResult{ExecutionMetadata: meta}
+	var respStatus error
+	var exitErr *exec.ExitError
+	switch {
+	case runErr == nil:
+	case errors.As(runErr, &exitErr):
+		result.ExitCode = int32(exitErr.ExitCode())
+	default:
+		if cmd.ProcessState == nil {
+			return fail(status.Errorf(codes.InvalidArgument, "reapitest: cannot start %q: %v", args[0], runErr))
+		}
+		result.ExitCode = int32(cmd.ProcessState.ExitCode())
+	}
+	if runCtx.Err() != nil {
+		if ctx.Err() != nil {
+			respStatus = status.Error(codes.Unavailable, "reapitest: server stopped during execution")
+		} else {
+			respStatus = status.Errorf(codes.DeadlineExceeded, "reapitest: action timed out after %v", action.GetTimeout().AsDuration())
+		}
+		if result.ExitCode == 0 {
+			result.ExitCode = -1
+		}
+	}
+
+	meta.OutputUploadStartTimestamp = now()
+	for _, o := range outputs {
+		rel, _ := relPath(o, false)
+		if err := s.collectOutput(result, cwd, rel); err != nil {
+			return fail(err)
+		}
+	}
+	result.StdoutDigest = s.cas.put(stdout.Bytes())
+	result.StderrDigest = s.cas.put(stderr.Bytes())
+	meta.OutputUploadCompletedTimestamp = now()
+	meta.WorkerCompletedTimestamp = now()
+	return &repb.ExecuteResponse{Result: result, Status: grpcStatus(respStatus)}
+}
+
+// relPath validates a slash-separated path relative to the input root or
+// working directory: no absolute paths, no "..", no "." components.
+func relPath(p string, allowEmpty bool) (string, error) {
+	if p == "" {
+		if allowEmpty {
+			return "", nil
+		}
+		return "", status.Error(codes.InvalidArgument, "empty output path")
+	}
+	if strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") {
+		return "", status.Errorf(codes.InvalidArgument, "path %q is not a clean relative path inside the root", p)
+	}
+	return p, nil
+}
+
+func checkName(n string) error {
+	if n == "" || n == "." || n == ".." || strings.ContainsRune(n, '/') {
+		return status.Errorf(codes.InvalidArgument, "invalid directory entry name %q", n)
+	}
+	return nil
+}
+
+// materialize writes the Directory tree d into dst (which exists).
+func (s *FakeServer) materialize(dst string, d *repb.Digest, missing *[]*repb.Digest) error {
+	data, ok := s.cas.get(d)
+	if !ok {
+		*missing = append(*missing, d)
+		return nil
+	}
+	dir := &repb.Directory{}
+	if err := proto.Unmarshal(data, dir); err != nil {
+		return status.Errorf(codes.InvalidArgument, "blob %s is not a Directory: %v", digestKey(d), err)
+	}
+	for _, f := range dir.GetFiles() {
+		if err := checkName(f.GetName()); err != nil {
+			return err
+		}
+		content, ok := s.cas.get(f.GetDigest())
+		if !ok {
+			*missing = append(*missing, f.GetDigest())
+			continue
+		}
+		mode := fs.FileMode(0o644)
+		if f.GetIsExecutable() {
+			mode = 0o755
+		}
+		p := filepath.Join(dst, f.GetName())
+		if err := os.WriteFile(p, content, mode); err != nil {
+			return status.Errorf(codes.Internal, "write input: %v", err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			return status.Errorf(codes.Internal, "chmod input: %v", err)
+		}
+	}
+	for _, sub := range dir.GetDirectories() {
+		if err := checkName(sub.GetName()); err != nil {
+			return err
+		}
+		p := filepath.Join(dst, sub.GetName())
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return status.Errorf(codes.InvalidArgument, "input directory %q: %v", sub.GetName(), err)
+		}
+		if err := s.materialize(p, sub.GetDigest(), missing); err != nil {
+			return err
+		}
+	}
+	for _, l := range dir.GetSymlinks() {
+		if err := checkName(l.GetName()); err != nil {
+			return err
+		}
+		if err := os.Symlink(l.GetTarget(), filepath.Join(dst, l.GetName())); err != nil {
+			return status.Errorf(codes.InvalidArgument, "input symlink %q: %v", l.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// resolveProgram implements the REAPI rule for arguments[0]: absolute, relative
+// to the working directory, or looked up in PATH.
+func resolveProgram(name, cwd, pathVar string) (string, error) {
+	if filepath.IsAbs(name) {
+		return name, nil
+	}
+	if strings.ContainsRune(name, '/') {
+		return filepath.Join(cwd, filepath.FromSlash(name)), nil
+	}
+	for _, dir := range filepath.SplitList(pathVar) {
+		if dir == "" {
+			dir = "."
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(cwd, dir)
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", status.Errorf(codes.InvalidArgument, "reapitest: %q not found in PATH %q", name, pathVar)
+}
+
+// collectOutput adds the output at rel (relative to cwd) to result, storing
+// its contents in the CAS. Absent outputs are skipped, as the spec allows.
+func (s *FakeServer) collectOutput(result *repb.ActionResult, cwd, rel string) error {
+	full := filepath.Join(cwd, filepath.FromSlash(rel))
+	fi, err := os.Lstat(full)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return status.Errorf(codes.Internal, "output %q: %v", rel, err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(full)
+		if err != nil {
+			return status.Errorf(codes.Internal, "output %q: %v", rel, err)
+		}
+		result.OutputSymlinks = append(result.OutputSymlinks, &repb.OutputSymlink{Path: rel, Target: target})
+	case fi.Mode().IsRegular():
+		data, err := os.ReadFile(full)
+		if err != nil {
+			return status.Errorf(codes.Internal, "output %q: %v", rel, err)
+		}
+		result.OutputFiles = append(result.OutputFiles, &repb.OutputFile{
+			Path:         rel,
+			Digest:       s.cas.put(data),
+			IsExecutable: fi.Mode()&0o111 != 0,
+		})
+	case fi.IsDir():
+		tree := &repb.Tree{}
+		root, err := s.dirToProto(full, &tree.Children)
+		if err != nil {
+			return err
+		}
+		tree.Root = root
+		data, err := proto.MarshalOptions{Deterministic: true}.Marshal(tree)
+		if err != nil {
+			return status.Errorf(codes.Internal, "marshal tree: %v", err)
+		}
+		result.OutputDirectories = append(result.OutputDirectories, &repb.OutputDirectory{
+			Path:       rel,
+			TreeDigest: s.cas.put(data),
+		})
+	}
+	return nil
+}
+
+// dirToProto converts the directory at p to a Directory message, storing file
+// contents and child Directory messages in the CAS and appending children.
+func (s *FakeServer) dirToProto(p string, children *[]*repb.Directory) (*repb.Directory, error) {
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "output directory: %v", err)
+	}
+	dir := &repb.Directory{}
+	for _, e := range entries { // sorted by name
+		full := filepath.Join(p, e.Name())
+		fi, err := os.Lstat(full)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "output directory: %v", err)
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(full)
+			if err != nil {
+				return nil, status.Errorf(codes.Internal, "output directory: %v", err)
+			}
+			dir.Symlinks = append(dir.Symlinks, &repb.SymlinkNode{Name: e.Name(), Target: target})
+		case fi.Mode().IsRegular():
+			data, err := os.ReadFile(full)
+			if err != nil {
+				return nil, status.Errorf(codes.Internal, "output directory: %v", err)
+			}
+			dir.Files = append(dir.Files, &repb.FileNode{Name: e.Name(), Digest: s.cas.put(data), IsExecutable: fi.Mode()&0o111 != 0})
+		case fi.IsDir():
+			sub, err := s.dirToProto(full, children)
+			if err != nil {
+				return nil, err
+			}
+			data, err := proto.MarshalOptions{Deterministic: true}.Marshal(sub)
+			if err != nil {
+				return nil, status.Errorf(codes.Internal, "marshal directory: %v", err)
+			}
+			*children = append(*children, sub)
+			dir.Directories = append(dir.Directories, &repb.DirectoryNode{Name: e.Name(), Digest: s.cas.put(data)})
+		}
+	}
+	return dir, nil
+}

@@ -1,0 +1,275 @@
+package reapitest
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+func needTools(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("%s not available: %v", p, err)
+		}
+	}
+}
+
+func copyAction() actionSpec {
+	return actionSpec{
+		args:    []string{"/bin/cp", "in.txt", "out/x.txt"},
+		outputs: []string{"out/x.txt"},
+		files:   map[string]map[string]inputFile{"": {"in.txt": {data: []byte("hello thinlto\n")}}},
+	}
+}
+
+func TestExecuteCopyReadBackAndCacheHit(t *testing.T) {
+	needTools(t, "/bin/cp")
+	s, c := startFake(t, Options{})
+	ad := copyAction().build(t, c)
+
+	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})
+	if resp.GetStatus().GetCode() != 0 {
+		t.Fatalf("status %v", resp.GetStatus())
+	}
+	res := resp.GetResult()
+	if resp.CachedResult || res.GetExitCode() != 0 {
+		t.Fatalf("cached=%v exit=%d", resp.CachedResult, res.GetExitCode())
+	}
+	if len(res.OutputFiles) != 1 || res.OutputFiles[0].Path != "out/x.txt" {
+		t.Fatalf("outputs %v", res.OutputFiles)
+	}
+	out := res.OutputFiles[0]
+	data, err := c.read(t, "blobs/"+out.Digest.Hash+"/"+itoa(out.Digest.SizeBytes))
+	if err != nil {
+		t.Fatalf("Read output: %v", err)
+	}
+	if string(data) != "hello thinlto\n" {
+		t.Fatalf("output %q", data)
+	}
+	if res.StdoutDigest == nil || res.StderrDigest == nil {
+		t.Fatal("missing stdout/stderr digests")
+	}
+	if _, ok := s.Blob(res.StdoutDigest); !ok {
+		t.Fatal("stdout not in CAS")
+	}
+	md := res.GetExecutionMetadata()
+	if md.GetWorker() != WorkerName || md.GetExecutionStartTimestamp() == nil || md.GetExecutionCompletedTimestamp() == nil ||
+		md.GetExecutionCompletedTimestamp().AsTime().Before(md.GetExecutionStartTimestamp().AsTime()) {
+		t.Fatalf("bad metadata %v", md)
+	}
+
+	resp2 := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})
+	if !resp2.CachedResult || !proto.Equal(resp2.Result.OutputFiles[0], out) {
+		t.Fatalf("second Execute: cached=%v result=%v", resp2.CachedResult, resp2.Result)
+	}
+	ar, err := c.ac.GetActionResult(ctxT(t), &repb.GetActionResultRequest{ActionDigest: ad})
+	if err != nil || !proto.Equal(ar.OutputFiles[0], out) {
+		t.Fatalf("GetActionResult: %v %v", ar, err)
+	}
+	st := s.Stats()
+	if st.Executions != 1 || st.ExecuteCalls != 2 || st.ACHits != 2 || st.ACMisses != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// skip_cache_lookup forces a real execution.
+	resp3 := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad, SkipCacheLookup: true})
+	if resp3.CachedResult || s.Stats().Executions != 2 {
+		t.Fatalf("skip_cache_lookup: cached=%v executions=%d", resp3.CachedResult, s.Stats().Executions)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestExecuteEnvironmentIsExact(t *testing.T) {
+	needTools(t, "/usr/bin/env")
+	_, c := startFake(t, Options{})
+	ad := actionSpec{
+		args:  []string{"/usr/bin/env"},
+		env:   map[string]string{"A": "1", "THINDIST": "yes"},
+		files: map[string]map[string]inputFile{"": {"unused": {data: []byte("x")}}},
+	}.build(t, c)
+	res := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}).GetResult()
+	stdout, err := c.read(t, "blobs/"+res.StdoutDigest.Hash+"/"+itoa(res.StdoutDigest.SizeBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(stdout) != "A=1\nTHINDIST=yes\n" {
+		t.Fatalf("env output %q", stdout)
+	}
+}
+
+func TestExecuteInputTreeWorkingDirAndModes(t *testing.T) {
+	needTools(t, "/bin/ls", "/bin/cp", "/usr/bin/test")
+	_, c := startFake(t, Options{})
+	files := map[string]map[string]inputFile{
+		"":    {"a.txt": {data: []byte("A")}},
+		"sub": {"tool": {data: []byte("#!/bin/false\n"), exec: true}, "data": {data: []byte("D")}},
+	}
+	links := map[string]map[string]string{"sub": {"link": "../a.txt"}}
+
+	// Only declared inputs (plus output parents) exist in the fresh root.
+	ls := actionSpec{args: []string{"/bin/ls", "-A", ".."}, workDir: "sub", files: files, links: links}.build(t, c)
+	res := c.execute(t, &repb.ExecuteRequest{ActionDigest: ls}).GetResult()
+	out, _ := c.read(t, "blobs/"+res.StdoutDigest.Hash+"/"+itoa(res.StdoutDigest.SizeBytes))
+	if string(out) != "a.txt\nsub\n" {
+		t.Fatalf("root listing %q", out)
+	}
+	ls2 := actionSpec{args: []string{"/bin/ls", "-A"}, workDir: "sub", files: files, links: links}.build(t, c)
+	res = c.execute(t, &repb.ExecuteRequest{ActionDigest: ls2}).GetResult()
+	out, _ = c.read(t, "blobs/"+res.StdoutDigest.Hash+"/"+itoa(res.StdoutDigest.SizeBytes))
+	if string(out) != "data\nlink\ntool\n" {
+		t.Fatalf("sub listing %q", out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		exit int32
+	}{
+		{[]string{"/usr/bin/test", "-x", "tool"}, 0},
+		{[]string{"/usr/bin/test", "-x", "data"}, 1},
+		{[]string{"/usr/bin/test", "-L", "link"}, 0},
+	} {
+		ad := actionSpec{args: tc.args, workDir: "sub", files: files, links: links}.build(t, c)
+		if got := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}).GetResult().GetExitCode(); got != tc.exit {
+			t.Errorf("%v: exit %d, want %d", tc.args, got, tc.exit)
+		}
+	}
+
+	// Outputs are relative to the working directory; the executable bit and
+	// symlink-followed contents are reported; output directories come as Trees.
+	cp := actionSpec{
+		args:    []string{"/bin/cp", "-p", "tool", "link", "../out/"},
+		workDir: "sub", files: files, links: links,
+		outputs: []string{"../out/tool"},
+	}.build(t, c)
+	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: cp})
+	if resp.GetStatus().GetCode() != int32(codes.InvalidArgument) {
+		t.Fatalf("escaping output path accepted: %v", resp.GetStatus())
+	}
+	cp = actionSpec{
+		args:    []string{"/bin/cp", "-p", "tool", "link", "out/"},
+		workDir: "sub", files: files, links: links,
+		outputs: []string{"out/tool", "out"},
+	}.build(t, c)
+	res = c.execute(t, &repb.ExecuteRequest{ActionDigest: cp}).GetResult()
+	if res.GetExitCode() != 0 || len(res.OutputFiles) != 1 || !res.OutputFiles[0].IsExecutable || res.OutputFiles[0].Path != "out/tool" {
+		t.Fatalf("result %v", res)
+	}
+	if len(res.OutputDirectories) != 1 {
+		t.Fatalf("output directories %v", res.OutputDirectories)
+	}
+	treeBlob, err := c.read(t, "blobs/"+res.OutputDirectories[0].TreeDigest.Hash+"/"+itoa(res.OutputDirectories[0].TreeDigest.SizeBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &repb.Tree{}
+	if err := proto.Unmarshal(treeBlob, tree); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range tree.Root.Files {
+		names = append(names, f.Name)
+	}
+	if strings.Join(names, ",") != "link,tool" || tree.Root.Files[0].Digest.Hash != digestOf([]byte("A")).Hash {
+		t.Fatalf("tree root %v", tree.Root)
+	}
+}
+
+func TestExecuteTimeout(t *testing.T) {
+	needTools(t, "/bin/sleep")
+	_, c := startFake(t, Options{})
+	ad := actionSpec{args: []string{"/bin/sleep", "20"}, timeout: 200 * time.Millisecond,
+		files: map[string]map[string]inputFile{"": {"x": {data: []byte("x")}}}}.build(t, c)
+	start := time.Now()
+	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})
+	if resp.GetStatus().GetCode() != int32(codes.DeadlineExceeded) {
+		t.Fatalf("status %v", resp.GetStatus())
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("timeout not honoured: took %v", d)
+	}
+}
+
+func TestExecuteNotCachedOnFailureOrDoNotCache(t *testing.T) {
+	needTools(t, "/bin/false", "/bin/cp")
+	s, c := startFake(t, Options{})
+	fail := actionSpec{args: []string{"/bin/false"}, files: map[string]map[string]inputFile{"": {"x": {data: []byte("x")}}}}.build(t, c)
+	for i := 0; i < 2; i++ {
+		resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: fail})
+		if resp.CachedResult || resp.Result.ExitCode != 1 {
+			t.Fatalf("run %d: cached=%v exit=%d", i, resp.CachedResult, resp.Result.ExitCode)
+		}
+	}
+	spec := copyAction()
+	spec.doNotCache = true
+	dnc := spec.build(t, c)
+	for i := 0; i < 2; i++ {
+		if resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: dnc}); resp.CachedResult {
+			t.Fatalf("do_not_cache result served from cache")
+		}
+	}
+	if got := s.Stats().Executions; got != 4 {
+		t.Fatalf("executions %d, want 4", got)
+	}
+	if _, err := c.ac.GetActionResult(ctxT(t), &repb.GetActionResultRequest{ActionDigest: fail}); err == nil {
+		t.Fatal("failed action was cached")
+	} else {
+		wantCode(t, err, codes.NotFound)
+	}
+}
+
+func TestExecutePlatformMismatchUnavailable(t *testing.T) {
+	needTools(t, "/bin/cp")
+	s, c := startFake(t, Options{Platform: map[string][]string{"OSFamily": {"linux"}, "pool": {"a", "b"}}})
+	bad := copyAction()
+	bad.platform = map[string]string{"OSFamily": "windows"}
+	stream, err := c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: bad.build(t, c)})
+	if err == nil {
+		_, err = drain(stream)
+	}
+	wantCode(t, err, codes.Unavailable)
+	if s.Stats().Executions != 0 || s.Stats().ExecuteRejections != 1 {
+		t.Fatalf("stats %+v", s.Stats())
+	}
+	good := copyAction()
+	good.platform = map[string]string{"OSFamily": "linux", "pool": "b"}
+	if resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: good.build(t, c)}); resp.Result.ExitCode != 0 {
+		t.Fatalf("matching platform: %v", resp)
+	}
+}
+
+func TestExecuteMissingInputs(t *testing.T) {
+	_, c := startFake(t, Options{})
+	// Action blob absent: FAILED_PRECONDITION from the RPC.
+	stream, err := c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: digestOf([]byte("nope"))})
+	if err == nil {
+		_, err = drain(stream)
+	}
+	wantCode(t, err, codes.FailedPrecondition)
+
+	// Input file absent: FAILED_PRECONDITION in ExecuteResponse.status.
+	dir := mustMarshal(t, &repb.Directory{Files: []*repb.FileNode{{Name: "in.txt", Digest: digestOf([]byte("never uploaded"))}}})
+	cmd := mustMarshal(t, &repb.Command{Arguments: []string{"/bin/cp", "in.txt", "x"}})
+	action := mustMarshal(t, &repb.Action{CommandDigest: digestOf(cmd), InputRootDigest: digestOf(dir)})
+	c.upload(t, dir, cmd, action)
+	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: digestOf(action)})
+	if resp.GetStatus().GetCode() != int32(codes.FailedPrecondition) {
+		t.Fatalf("status %v", resp.GetStatus())
+	}
+}
+
+func TestWaitExecutionUnknown(t *testing.T) {
+	_, c := startFake(t, Options{})
+	stream, err := c.exec.WaitExecution(ctxT(t), &repb.WaitExecutionRequest{Name: "operations/none"})
+	if err == nil {
+		_, err = drain(stream)
+	}
+	wantCode(t, err, codes.NotFound)
+}

@@ -1,0 +1,425 @@
+package reapitest
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	semverpb "github.com/bazelbuild/remote-apis/build/bazel/semver"
+	bspb "google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Full gRPC method names served by FakeServer. They are the keys of
+// Stats.RPCs and the method argument of InjectFault and Options.Hook.
+const (
+	MethodGetCapabilities    = "/build.bazel.remote.execution.v2.Capabilities/GetCapabilities"
+	MethodFindMissingBlobs   = "/build.bazel.remote.execution.v2.ContentAddressableStorage/FindMissingBlobs"
+	MethodBatchUpdateBlobs   = "/build.bazel.remote.execution.v2.ContentAddressableStorage/BatchUpdateBlobs"
+	MethodBatchReadBlobs     = "/build.bazel.remote.execution.v2.ContentAddressableStorage/BatchReadBlobs"
+	MethodGetTree            = "/build.bazel.remote.execution.v2.ContentAddressableStorage/GetTree"
+	MethodGetActionResult    = "/build.bazel.remote.execution.v2.ActionCache/GetActionResult"
+	MethodUpdateActionResult = "/build.bazel.remote.execution.v2.ActionCache/UpdateActionResult"
+	MethodExecute            = "/build.bazel.remote.execution.v2.Execution/Execute"
+	MethodWaitExecution      = "/build.bazel.remote.execution.v2.Execution/WaitExecution"
+	MethodRead               = "/google.bytestream.ByteStream/Read"
+	MethodWrite              = "/google.bytestream.ByteStream/Write"
+	MethodQueryWriteStatus   = "/google.bytestream.ByteStream/QueryWriteStatus"
+)
+
+// Options configures a FakeServer. The zero value is usable: no batch size
+// limit, no compression, any platform accepted, plaintext gRPC.
+type Options struct {
+	// MaxBatchTotalSizeBytes is advertised in CacheCapabilities and
+	// enforced by BatchUpdateBlobs and BatchReadBlobs (sum of digest sizes).
+	// 0 means "no limit" as in the REAPI spec.
+	MaxBatchTotalSizeBytes int64
+
+	// Zstd advertises Compressor ZSTD in both SupportedCompressors and
+	// SupportedBatchUpdateCompressors and accepts it on every path
+	// (BatchUpdateBlobs, BatchReadBlobs, ByteStream compressed-blobs).
+	// When false, zstd requests are rejected with InvalidArgument.
+	Zstd bool
+
+	// Platform is the set of accepted platform properties: property name to
+	// allowed values. If nil, every platform is accepted. Otherwise every
+	// property of an action's platform (Action.platform, or Command.platform
+	// when the former is empty) must name a key of Platform with one of its
+	// values, else Execute fails at once with codes.Unavailable (as
+	// Buildbarn does when no worker matches). An empty non-nil map accepts
+	// only actions without platform properties.
+	Platform map[string][]string
+
+	// TLS, if non-nil, makes the server speak TLS with this configuration.
+	// Set ClientAuth to tls.RequireAndVerifyClientCert for mTLS. See
+	// TestCerts.ServerTLSConfig.
+	TLS *tls.Config
+
+	// ExecRootDir is the parent of the per-action temporary execution
+	// directories; "" means os.TempDir().
+	ExecRootDir string
+
+	// KeepExecRoots leaves the per-action directories on disk (for
+	// debugging a failing test). They are removed by default.
+	KeepExecRoots bool
+
+	// Hook, if non-nil, is called at the start of every RPC with its full
+	// method name and incoming metadata. A non-nil error is returned to the
+	// client instead of running the RPC. It may be called concurrently.
+	Hook func(method string, md metadata.MD) error
+}
+
+// FakeServer is an in-memory REAPI v2 test double. Create it with
+// NewFakeServer, then Start it. All methods are safe for concurrent use.
+type FakeServer struct {
+	opts Options
+
+	cas *casStore
+	ac  *acStore
+
+	mu       sync.Mutex
+	grpcSrv  *grpc.Server
+	lis      net.Listener
+	ctx      context.Context
+	cancel   context.CancelFunc
+	started  bool
+	stopped  bool
+	ops      map[string]*operation
+	partials map[string]*partialWrite
+	faults   map[string]map[Fault]int
+	calls    []CallRecord
+	inst     []string
+	instSeen map[string]bool
+	uploads  []UploadRecord
+	rpcs     map[string]int64
+
+	wg sync.WaitGroup // background executions
+
+	executions     atomic.Int64
+	executeCalls   atomic.Int64
+	waitCalls      atomic.Int64
+	acHits         atomic.Int64
+	acMisses       atomic.Int64
+	findMissing    atomic.Int64
+	blobsUploaded  atomic.Int64
+	bytesRaw       atomic.Int64
+	bytesWire      atomic.Int64
+	opCounter      atomic.Int64
+	blobsRead      atomic.Int64
+	bytesReadRaw   atomic.Int64
+	acUpdates      atomic.Int64
+	execRejections atomic.Int64
+}
+
+// NewFakeServer returns a FakeServer configured by opts. It does not listen
+// until Start is called.
+func NewFakeServer(opts Options) *FakeServer {
+	return &FakeServer{
+		opts:     opts,
+		cas:      newCASStore(),
+		ac:       newACStore(),
+		ops:      map[string]*operation{},
+		partials: map[string]*partialWrite{},
+		faults:   map[string]map[Fault]int{},
+		instSeen: map[string]bool{},
+		rpcs:     map[string]int64{},
+	}
+}
+
+// Start listens on 127.0.0.1:0 and serves in the background. It returns the
+// "host:port" address to dial. Cancelling ctx stops the server as Stop does,
+// so passing t.Context() cleans up automatically. Start may be called once.
+func (s *FakeServer) Start(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return "", errors.New("reapitest: FakeServer already started")
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("reapitest: listen: %w", err)
+	}
+	var sopts []grpc.ServerOption
+	if s.opts.TLS != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
+	}
+	sopts = append(sopts,
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+	)
+	g := grpc.NewServer(sopts...)
+	repb.RegisterCapabilitiesServer(g, capabilitiesService{s: s})
+	repb.RegisterContentAddressableStorageServer(g, casService{s: s})
+	repb.RegisterActionCacheServer(g, acService{s: s})
+	repb.RegisterExecutionServer(g, execService{s: s})
+	bspb.RegisterByteStreamServer(g, byteStreamService{s: s})
+	s.grpcSrv = g
+	s.lis = lis
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.started = true
+	go func() { _ = g.Serve(lis) }()
+	if ctx != nil && ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				s.Stop()
+			case <-s.ctx.Done():
+			}
+		}()
+	}
+	return lis.Addr().String(), nil
+}
+
+// Addr returns the listening address, or "" before Start.
+func (s *FakeServer) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lis == nil {
+		return ""
+	}
+	return s.lis.Addr().String()
+}
+
+// Stop closes the listener and all connections, cancels running actions and
+// waits for them to finish. It is idempotent.
+func (s *FakeServer) Stop() {
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = true
+	g := s.grpcSrv
+	s.cancel()
+	s.mu.Unlock()
+	g.Stop()
+	s.wg.Wait()
+}
+
+// CallRecord is one RPC as seen by the server.
+type CallRecord struct {
+	Method   string      // full method name, e.g. MethodExecute
+	Metadata metadata.MD // incoming headers (a copy)
+}
+
+// UploadRecord describes one blob write accepted into the CAS.
+type UploadRecord struct {
+	Method     string // MethodBatchUpdateBlobs or MethodWrite
+	Hash       string
+	SizeBytes  int64 // uncompressed (raw) size
+	WireBytes  int64 // bytes received, compressed if Compressor is ZSTD
+	Compressor repb.Compressor_Value
+}
+
+// Stats is a snapshot of the server's counters.
+type Stats struct {
+	Executions            int64 // actions actually run (cache misses that executed)
+	ExecuteCalls          int64 // Execute RPCs, including rejected ones
+	WaitExecutionCalls    int64
+	ExecuteRejections     int64 // Execute calls rejected for platform mismatch
+	ACHits                int64 // GetActionResult hits + Execute cache hits
+	ACMisses              int64 // GetActionResult misses + Execute cache-lookup misses
+	ACUpdates             int64 // UpdateActionResult calls that stored a result
+	FindMissingBlobsCalls int64
+	BlobsUploaded         int64            // blobs received via BatchUpdateBlobs or ByteStream Write
+	BytesUploadedRaw      int64            // their uncompressed size
+	BytesUploadedWire     int64            // their size as sent (compressed when zstd)
+	BlobsRead             int64            // blobs served via BatchReadBlobs or ByteStream Read
+	BytesReadRaw          int64            // uncompressed bytes served
+	RPCs                  map[string]int64 // per full method name
+}
+
+// Stats returns a snapshot of all counters.
+func (s *FakeServer) Stats() Stats {
+	st := Stats{
+		Executions:            s.executions.Load(),
+		ExecuteCalls:          s.executeCalls.Load(),
+		WaitExecutionCalls:    s.waitCalls.Load(),
+		ExecuteRejections:     s.execRejections.Load(),
+		ACHits:                s.acHits.Load(),
+		ACMisses:              s.acMisses.Load(),
+		ACUpdates:             s.acUpdates.Load(),
+		FindMissingBlobsCalls: s.findMissing.Load(),
+		BlobsUploaded:         s.blobsUploaded.Load(),
+		BytesUploadedRaw:      s.bytesRaw.Load(),
+		BytesUploadedWire:     s.bytesWire.Load(),
+		BlobsRead:             s.blobsRead.Load(),
+		BytesReadRaw:          s.bytesReadRaw.Load(),
+		RPCs:                  map[string]int64{},
+	}
+	s.mu.Lock()
+	for k, v := range s.rpcs {
+		st.RPCs[k] = v
+	}
+	s.mu.Unlock()
+	return st
+}
+
+// Calls returns every RPC received so far, in arrival order.
+func (s *FakeServer) Calls() []CallRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]CallRecord, len(s.calls))
+	for i, c := range s.calls {
+		out[i] = CallRecord{Method: c.Method, Metadata: c.Metadata.Copy()}
+	}
+	return out
+}
+
+// HeaderValues returns all values of header key (case-insensitive) seen on
+// any RPC, in arrival order.
+func (s *FakeServer) HeaderValues(key string) []string {
+	var out []string
+	for _, c := range s.Calls() {
+		out = append(out, c.Metadata.Get(key)...)
+	}
+	return out
+}
+
+// InstanceNames returns the distinct instance names seen in requests and
+// ByteStream resource names, in first-seen order ("" is the default
+// instance).
+func (s *FakeServer) InstanceNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.inst...)
+}
+
+// Uploads returns one record per blob write accepted into the CAS.
+func (s *FakeServer) Uploads() []UploadRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]UploadRecord(nil), s.uploads...)
+}
+
+// ResetStats zeroes all counters and forgets recorded calls, uploads and
+// instance names. Stored blobs and action results are kept.
+func (s *FakeServer) ResetStats() {
+	for _, c := range []*atomic.Int64{&s.executions, &s.executeCalls, &s.waitCalls,
+		&s.execRejections, &s.acHits, &s.acMisses, &s.acUpdates, &s.findMissing,
+		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw} {
+		c.Store(0)
+	}
+	s.mu.Lock()
+	s.calls = nil
+	s.inst = nil
+	s.instSeen = map[string]bool{}
+	s.uploads = nil
+	s.rpcs = map[string]int64{}
+	s.mu.Unlock()
+}
+
+func (s *FakeServer) noteInstance(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.instSeen[name] {
+		s.instSeen[name] = true
+		s.inst = append(s.inst, name)
+	}
+}
+
+func (s *FakeServer) noteUpload(r UploadRecord) {
+	s.blobsUploaded.Add(1)
+	s.bytesRaw.Add(r.SizeBytes)
+	s.bytesWire.Add(r.WireBytes)
+	s.mu.Lock()
+	s.uploads = append(s.uploads, r)
+	s.mu.Unlock()
+}
+
+// begin records a call and applies Hook and the generic faults
+// (FaultUnavailable, FaultDeadlineExceeded).
+func (s *FakeServer) begin(ctx context.Context, method string) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	s.mu.Lock()
+	s.rpcs[method]++
+	s.calls = append(s.calls, CallRecord{Method: method, Metadata: md.Copy()})
+	s.mu.Unlock()
+	if h := s.opts.Hook; h != nil {
+		if err := h(method, md.Copy()); err != nil {
+			return err
+		}
+	}
+	if s.takeFault(method, FaultUnavailable) {
+		return status.Errorf(codes.Unavailable, "reapitest: injected Unavailable on %s", method)
+	}
+	if s.takeFault(method, FaultDeadlineExceeded) {
+		return status.Errorf(codes.DeadlineExceeded, "reapitest: injected DeadlineExceeded on %s", method)
+	}
+	return nil
+}
+
+func (s *FakeServer) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := s.begin(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (s *FakeServer) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := s.begin(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+func (s *FakeServer) execRootParent() string {
+	if s.opts.ExecRootDir != "" {
+		return s.opts.ExecRootDir
+	}
+	return os.TempDir()
+}
+
+// capabilitiesService implements repb.CapabilitiesServer.
+type capabilitiesService struct {
+	repb.UnimplementedCapabilitiesServer
+	s *FakeServer
+}
+
+func (c capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetCapabilitiesRequest) (*repb.ServerCapabilities, error) {
+	c.s.noteInstance(req.GetInstanceName())
+	var comps []repb.Compressor_Value
+	if c.s.opts.Zstd {
+		comps = []repb.Compressor_Value{repb.Compressor_ZSTD}
+	}
+	var props []string
+	for k := range c.s.opts.Platform {
+		props = append(props, k)
+	}
+	sort.Strings(props)
+	return &repb.ServerCapabilities{
+		CacheCapabilities: &repb.CacheCapabilities{
+			DigestFunctions: []repb.DigestFunction_Value{repb.DigestFunction_SHA256},
+			ActionCacheUpdateCapabilities: &repb.ActionCacheUpdateCapabilities{
+				UpdateEnabled: true,
+			},
+			MaxBatchTotalSizeBytes:          c.s.opts.MaxBatchTotalSizeBytes,
+			SymlinkAbsolutePathStrategy:     repb.SymlinkAbsolutePathStrategy_ALLOWED,
+			SupportedCompressors:            comps,
+			SupportedBatchUpdateCompressors: comps,
+		},
+		ExecutionCapabilities: &repb.ExecutionCapabilities{
+			DigestFunction:          repb.DigestFunction_SHA256,
+			DigestFunctions:         []repb.DigestFunction_Value{repb.DigestFunction_SHA256},
+			ExecEnabled:             true,
+			SupportedNodeProperties: nil,
+		},
+		LowApiVersion:  semver(2, 0),
+		HighApiVersion: semver(2, 3),
+	}, nil
+}
+
+func semver(major, minor int32) *semverpb.SemVer {
+	return &semverpb.SemVer{Major: major, Minor: minor}
+}
