@@ -28,6 +28,8 @@ func Main(ctx context.Context, args []string) int {
 		case "help":
 			usage(os.Stdout)
 			return 0
+		case "cache":
+			return cacheCmd(args[1:], env, os.Stdout)
 		case "version":
 			fmt.Println("thindist", Version)
 			return 0
@@ -41,6 +43,7 @@ twice for the same inputs.
 
 Usage:
   thindist [flags] JOBFILE     run the jobs of an lld DTLTO job file (lld calls this)
+  thindist cache stats|clear   show or empty the local cache
   thindist help                this text
   thindist version             print the version
 

@@ -2,7 +2,11 @@ package config
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 )
 
 // Config is everything that shapes a run, whatever its entry point (an lld
@@ -16,6 +20,24 @@ type Config struct {
 	Quiet bool
 	// Progress is "auto" (on a terminal), "always" or "never".
 	Progress string
+
+	// CacheDir is the local action cache; "" means DefaultCacheDir().
+	CacheDir string
+	// CacheSize bounds the local cache, e.g. "10G".
+	CacheSize string
+	// NoCache turns the local cache off.
+	NoCache bool
+}
+
+// DefaultCacheDir is $XDG_CACHE_HOME/thindist, else ~/.cache/thindist.
+func DefaultCacheDir(getenv func(string) string) string {
+	if d := getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "thindist")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".cache", "thindist")
+	}
+	return filepath.Join(os.TempDir(), "thindist-cache")
 }
 
 // Register defines the flags that fill c.
@@ -30,6 +52,12 @@ func (c *Config) Register(fs *FlagSet) {
 			"open it in https://ui.perfetto.dev or chrome://tracing")
 	fs.Bool(&c.Quiet, "quiet", "Reporting", false, "do not print the summary line at the end")
 	fs.Alias("q", "quiet")
+	fs.String(&c.CacheDir, "cache-dir", "Cache", "DIR", "",
+		"keep backend results in DIR and reuse them whenever an action's inputs, flags and\n"+
+			"compiler are the same (default $XDG_CACHE_HOME/thindist, else ~/.cache/thindist)")
+	fs.String(&c.CacheSize, "cache-size", "Cache", "SIZE", "10G",
+		"evict least recently used entries when the cache grows past SIZE (e.g. 500M, 10G)")
+	fs.Bool(&c.NoCache, "no-cache", "Cache", false, "neither read nor write the local cache")
 	fs.String(&c.Progress, "progress", "Reporting", "auto|always|never", "auto",
 		"draw a live progress line on stderr: auto draws it when stderr is a terminal")
 }
@@ -39,10 +67,43 @@ func (c *Config) Check() error {
 	if c.Jobs < 1 {
 		return fmt.Errorf("--jobs must be at least 1, not %d", c.Jobs)
 	}
+	if _, err := parseSize(c.CacheSize); err != nil {
+		return fmt.Errorf("--cache-size: %v", err)
+	}
 	switch c.Progress {
 	case "auto", "always", "never":
 	default:
 		return fmt.Errorf("--progress must be auto, always or never, not %q", c.Progress)
 	}
 	return nil
+}
+
+// CacheLimit is CacheSize in bytes.
+func (c *Config) CacheLimit() int64 {
+	n, _ := parseSize(c.CacheSize)
+	return n
+}
+
+// parseSize reads a size such as "10G", "512M", "300k" or "1000000".
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult, t = 1<<10, t[:n-1]
+		case 'M':
+			mult, t = 1<<20, t[:n-1]
+		case 'G':
+			mult, t = 1<<30, t[:n-1]
+		case 'T':
+			mult, t = 1<<40, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("invalid size %q (use e.g. 10G, 512M)", s)
+	}
+	return int64(v * float64(mult)), nil
 }

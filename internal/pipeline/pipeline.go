@@ -10,11 +10,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/schedule"
 )
@@ -47,12 +53,11 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 	live := cfg.Progress == "always" || cfg.Progress == "auto" && env.Terminal
 	console := report.NewConsole(env.Stderr, live)
 
-	limiter, closeLimiter, err := localLimiter(cfg, env, console)
+	chain, finish, err := buildChain(cfg, env, console)
 	if err != nil {
 		return err
 	}
-	defer closeLimiter()
-	chain := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter}))
+	defer finish()
 
 	summary := report.NewSummary()
 	observers := []schedule.Observer{summary, warnings{console}}
@@ -93,6 +98,63 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 		return &Reported{Err: runErr}
 	}
 	return nil
+}
+
+// buildChain composes the executors cfg asks for, innermost first:
+// local processes, then the local cache in front of them. Every producer is
+// wrapped in Verified, so nothing unverified is stored or linked. finish
+// records the run's cache counters and releases what the chain holds.
+func buildChain(cfg *config.Config, env Env, console *report.Console) (executor.Executor, func(), error) {
+	limiter, closeLimiter, err := localLimiter(cfg, env, console)
+	if err != nil {
+		return nil, nil, err
+	}
+	chain := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter}))
+	if cfg.NoCache {
+		return chain, closeLimiter, nil
+	}
+	dir := cfg.CacheDir
+	if dir == "" {
+		dir = config.DefaultCacheDir(env.Getenv)
+	}
+	disk, err := cache.OpenDisk(dir)
+	if err != nil {
+		console.Printf("thindist: warning: running without a cache: %v", err)
+		return chain, closeLimiter, nil
+	}
+	keys := &reapi.Keyer{
+		Files:      digest.NewFiles(),
+		CompilerID: cache.NewCompilerIDs(filepath.Join(dir, "compilers")).ID,
+		Getenv:     env.Getenv,
+	}
+	cached := cache.NewExecutor(disk, keys, chain, cache.Options{Where: executor.LocalCache, Warn: limitedWarn(console)})
+	finish := func() {
+		closeLimiter()
+		c := &cached.Counters
+		run := cache.Stats{Hits: c.Hits.Load(), Misses: c.Misses.Load(), SavedCPU: time.Duration(c.SavedCPU.Load())}
+		if err := disk.Finish(run, cfg.CacheLimit()); err != nil {
+			console.Printf("thindist: warning: cache %s: %v", dir, err)
+		}
+	}
+	return executor.Verified(cached), finish, nil
+}
+
+// limitedWarn prints the first few cache warnings of a run and counts the
+// rest, so a systematic problem is reported without flooding the build log.
+func limitedWarn(console *report.Console) func(string, ...any) {
+	var mu sync.Mutex
+	n := 0
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		switch {
+		case n <= 3:
+			console.Printf("thindist: warning: "+format, args...)
+		case n == 4:
+			console.Printf("thindist: warning: further cache warnings of this run are not shown")
+		}
+	}
 }
 
 // localLimiter bounds local processes by --jobs and, under make, by make's

@@ -3,12 +3,11 @@ package report
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/executor"
 )
 
@@ -84,28 +83,5 @@ func (t *Trace) Write(path string) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, data)
-}
-
-// WriteFileAtomic writes data to a temporary file beside path and renames it
-// into place, so a reader never sees half a file.
-func WriteFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o644) // CreateTemp makes 0600; a trace is for sharing
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return atomicfile.WriteFile(path, data, 0o644)
 }

@@ -1,0 +1,428 @@
+package cache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/thindist/thindist/internal/digest"
+)
+
+// Disk is a Store in a directory on this machine:
+//
+//	cas/<hh>/<hash>   blobs, named by their SHA-256
+//	ac/<hh>/<hash>    ActionResult records, named by the action key
+//	stats.json        counters over the cache's life
+//	lock              flock(2)ed while stats are updated or entries evicted
+//
+// Every file is written under a temporary name and renamed into place, so
+// links sharing the directory see whole entries or none. Every read checks
+// the digest; a corrupt or truncated entry is deleted and reads as a miss.
+// Use (a hit, a write) sets an entry's modification time, which orders
+// least-recently-used eviction.
+type Disk struct {
+	dir     string
+	written atomic.Int64 // bytes this process added, to decide when to trim
+}
+
+// OpenDisk opens (creating) the cache directory.
+func OpenDisk(dir string) (*Disk, error) {
+	for _, sub := range []string{"cas", "ac", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("cache directory %s: %w", dir, err)
+		}
+	}
+	return &Disk{dir: dir}, nil
+}
+
+// Dir is the cache directory.
+func (c *Disk) Dir() string { return c.dir }
+
+func (c *Disk) casPath(d digest.Digest) string {
+	h := d.HexHash()
+	return filepath.Join(c.dir, "cas", h[:2], h)
+}
+
+func (c *Disk) acPath(key digest.Digest) string {
+	h := key.HexHash()
+	return filepath.Join(c.dir, "ac", h[:2], h)
+}
+
+// GetActionResult reads the record for key.
+func (c *Disk) GetActionResult(_ context.Context, key digest.Digest) (*repb.ActionResult, error) {
+	p := c.acPath(key)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	// A record is a SHA-256 of the message followed by the message, so a
+	// truncated or flipped record is detected, not misparsed.
+	if len(data) < sha256.Size || sha256.Sum256(data[sha256.Size:]) != [32]byte(data[:sha256.Size]) {
+		os.Remove(p)
+		return nil, ErrNotFound
+	}
+	res := &repb.ActionResult{}
+	if err := proto.Unmarshal(data[sha256.Size:], res); err != nil {
+		os.Remove(p)
+		return nil, ErrNotFound
+	}
+	touch(p)
+	return res, nil
+}
+
+// UpdateActionResult writes the record for key.
+func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *repb.ActionResult) error {
+	msg, err := proto.MarshalOptions{Deterministic: true}.Marshal(res)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(msg)
+	return c.writeAtomic(c.acPath(key), func(w io.Writer) error {
+		if _, err := w.Write(sum[:]); err != nil {
+			return err
+		}
+		_, err := w.Write(msg)
+		return err
+	})
+}
+
+// ReadBlob links or copies blob d to dst and verifies it.
+func (c *Disk) ReadBlob(_ context.Context, d digest.Digest, dst string) error {
+	src := c.casPath(d)
+	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
+		return ErrNotFound
+	}
+	os.Remove(dst)
+	// A hard link costs no copy; the digest is still checked on every read.
+	if err := os.Link(src, dst); err != nil {
+		if err := copyFile(src, dst); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return ErrNotFound
+			}
+			return err
+		}
+	}
+	got, err := digest.OfFile(dst)
+	if err != nil {
+		return err
+	}
+	if got != d {
+		os.Remove(dst)
+		os.Remove(src)
+		return fmt.Errorf("cached blob %s is corrupt (content digest %s); removed it", d, got)
+	}
+	touch(src)
+	return nil
+}
+
+// ReadBlobBytes reads a small blob and verifies it.
+func (c *Disk) ReadBlobBytes(_ context.Context, d digest.Digest) ([]byte, error) {
+	if d.Size == 0 {
+		return nil, nil
+	}
+	p := c.casPath(d)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if digest.OfBytes(data) != d {
+		os.Remove(p)
+		return nil, fmt.Errorf("cached blob %s is corrupt; removed it", d)
+	}
+	touch(p)
+	return data, nil
+}
+
+// WriteBlob copies src into the store (verifying it is d while copying).
+func (c *Disk) WriteBlob(_ context.Context, d digest.Digest, src string) error {
+	dst := c.casPath(d)
+	if touch(dst) {
+		return nil // already stored: content-addressed, so identical
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return c.writeAtomic(dst, func(w io.Writer) error {
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(w, h), f)
+		if err != nil {
+			return err
+		}
+		if n != d.Size || [32]byte(h.Sum(nil)) != d.Hash {
+			return fmt.Errorf("%s changed while it was being cached", src)
+		}
+		c.written.Add(n)
+		return nil
+	})
+}
+
+// WriteBlobBytes stores data.
+func (c *Disk) WriteBlobBytes(_ context.Context, d digest.Digest, data []byte) error {
+	if d.Size == 0 {
+		return nil
+	}
+	dst := c.casPath(d)
+	if touch(dst) {
+		return nil
+	}
+	c.written.Add(int64(len(data)))
+	return c.writeAtomic(dst, func(w io.Writer) error { _, err := w.Write(data); return err })
+}
+
+// writeAtomic writes a file under tmp/ and renames it to dst.
+func (c *Disk) writeAtomic(dst string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Join(c.dir, "tmp"), "w-*")
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// touch marks p as used now; it reports whether p exists.
+func touch(p string) bool {
+	now := time.Now()
+	return os.Chtimes(p, now, now) == nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Stats are a cache's counters over its life.
+type Stats struct {
+	Hits int64 `json:"hits"`
+	// ApproxBytes is the size at the last trim plus what was written since:
+	// a full scan only runs when it passes the limit.
+	ApproxBytes int64         `json:"approx_bytes"`
+	Misses      int64         `json:"misses"`
+	Evictions   int64         `json:"evictions"`
+	SavedCPU    time.Duration `json:"saved_cpu_ns"`
+	// Entries and Bytes are measured when asked, not stored.
+	Entries int64 `json:"-"`
+	Bytes   int64 `json:"-"`
+}
+
+// withLock runs f holding the cache's lock file.
+func (c *Disk) withLock(f func() error) error {
+	lf, err := os.OpenFile(filepath.Join(c.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	return f()
+}
+
+func (c *Disk) readStats() Stats {
+	var s Stats
+	if data, err := os.ReadFile(filepath.Join(c.dir, "stats.json")); err == nil {
+		json.Unmarshal(data, &s) // a damaged stats file restarts the counters
+	}
+	return s
+}
+
+// AddStats adds a run's counters to the stored ones.
+func (c *Disk) AddStats(delta Stats) error {
+	return c.withLock(func() error {
+		s := c.readStats()
+		s.Hits += delta.Hits
+		s.Misses += delta.Misses
+		s.Evictions += delta.Evictions
+		s.SavedCPU += delta.SavedCPU
+		s.ApproxBytes += delta.ApproxBytes
+		return c.writeStats(s)
+	})
+}
+
+type entry struct {
+	path string
+	size int64
+	used time.Time
+}
+
+func (c *Disk) entries() ([]entry, error) {
+	var es []entry
+	for _, sub := range []string{"cas", "ac"} {
+		err := filepath.WalkDir(filepath.Join(c.dir, sub), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // removed by a concurrent eviction
+				}
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			es = append(es, entry{path: p, size: fi.Size(), used: fi.ModTime()})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return es, nil
+}
+
+// Stats returns the stored counters and the current size.
+func (c *Disk) Stats() (Stats, error) {
+	s := c.readStats()
+	es, err := c.entries()
+	if err != nil {
+		return s, err
+	}
+	for _, e := range es {
+		if filepath.Base(filepath.Dir(filepath.Dir(e.path))) == "ac" {
+			s.Entries++
+		}
+		s.Bytes += e.size
+	}
+	return s, nil
+}
+
+// Finish records a run's counters and, when the cache may have grown past
+// limit, trims it.
+func (c *Disk) Finish(run Stats, limit int64) error {
+	run.ApproxBytes = c.written.Swap(0)
+	if err := c.AddStats(run); err != nil {
+		return err
+	}
+	if c.readStats().ApproxBytes <= limit {
+		return nil
+	}
+	_, err := c.Trim(limit)
+	return err
+}
+
+// Trim evicts least recently used files until the cache holds at most
+// limit bytes. An action record whose blob was evicted is harmless: reading
+// it finds the blob missing and counts a miss.
+func (c *Disk) Trim(limit int64) (evicted int64, err error) {
+	err = c.withLock(func() error {
+		es, err := c.entries()
+		if err != nil {
+			return err
+		}
+		var total int64
+		for _, e := range es {
+			total += e.size
+		}
+		if total <= limit {
+			return c.setApprox(total)
+		}
+		sort.Slice(es, func(i, j int) bool { return es[i].used.Before(es[j].used) })
+		for _, e := range es {
+			if total <= limit {
+				break
+			}
+			if os.Remove(e.path) == nil {
+				total -= e.size
+				evicted++
+			}
+		}
+		if err := c.setApprox(total); err != nil {
+			return err
+		}
+		// Temporary files of writers that died.
+		tmps, _ := os.ReadDir(filepath.Join(c.dir, "tmp"))
+		for _, t := range tmps {
+			if fi, err := t.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+				os.Remove(filepath.Join(c.dir, "tmp", t.Name()))
+			}
+		}
+		return nil
+	})
+	if evicted > 0 {
+		c.AddStats(Stats{Evictions: evicted})
+	}
+	return evicted, err
+}
+
+// setApprox records the measured size; the caller holds the lock.
+func (c *Disk) setApprox(total int64) error {
+	s := c.readStats()
+	s.ApproxBytes = total
+	return c.writeStats(s)
+}
+
+func (c *Disk) writeStats(s Stats) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return c.writeAtomic(filepath.Join(c.dir, "stats.json"), func(w io.Writer) error { _, err := w.Write(data); return err })
+}
+
+// Clear removes every entry and resets the counters.
+func (c *Disk) Clear() error {
+	return c.withLock(func() error {
+		for _, sub := range []string{"cas", "ac", "tmp"} {
+			if err := os.RemoveAll(filepath.Join(c.dir, sub)); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Join(c.dir, sub), 0o755); err != nil {
+				return err
+			}
+		}
+		if err := os.Remove(filepath.Join(c.dir, "stats.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	})
+}

@@ -1,0 +1,177 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/reapi"
+)
+
+// Options configures NewExecutor.
+type Options struct {
+	// Where labels hits (executor.LocalCache or executor.RemoteCache).
+	Where executor.Where
+	// ReadOnly looks results up but never stores them.
+	ReadOnly bool
+	// Warn reports a cache problem that did not stop the action.
+	Warn func(format string, args ...any)
+}
+
+// Counters are what one run of a cache executor saw.
+type Counters struct {
+	Hits, Misses, Stores, Uncacheable atomic.Int64
+	SavedCPU                          atomic.Int64 // nanoseconds
+}
+
+// Executor is an executor.Executor that serves results from a Store and
+// stores the results of next. next must only return verified results
+// (executor.Verified): a failure is never stored, because it comes back
+// from next as an error.
+type Executor struct {
+	store    Store
+	keys     *reapi.Keyer
+	next     executor.Executor
+	opts     Options
+	Counters Counters
+}
+
+// NewExecutor returns the decorator.
+func NewExecutor(store Store, keys *reapi.Keyer, next executor.Executor, opts Options) *Executor {
+	if opts.Warn == nil {
+		opts.Warn = func(string, ...any) {}
+	}
+	return &Executor{store: store, keys: keys, next: next, opts: opts}
+}
+
+// Execute serves a from the store if it can, else runs it and stores the
+// result.
+func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	key, err := e.keys.Key(a)
+	if err != nil {
+		e.Counters.Uncacheable.Add(1)
+		e.opts.Warn("%s: not cached: %v", a.ID, err)
+		return e.next.Execute(ctx, a, out)
+	}
+	if res, err := e.lookup(ctx, key, a, out); err == nil {
+		e.Counters.Hits.Add(1)
+		e.Counters.SavedCPU.Add(int64(res.CPU))
+		return res, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		e.opts.Warn("%s: cache entry unusable, recompiling: %v", a.ID, err)
+	}
+	e.Counters.Misses.Add(1)
+	res, err := e.next.Execute(ctx, a, out)
+	if err != nil || res.Failed() || e.opts.ReadOnly {
+		return res, err
+	}
+	if err := e.store1(ctx, key, res, out); err != nil {
+		if ctx.Err() == nil {
+			e.opts.Warn("%s: could not store the result in the cache: %v", a.ID, err)
+		}
+	} else {
+		e.Counters.Stores.Add(1)
+	}
+	return res, nil
+}
+
+// lookup fetches the result for key into out. Any problem with the entry
+// (a missing or corrupt blob, a record that does not match the action) is
+// returned as an error and the action runs.
+func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Action, out []string) (*executor.Result, error) {
+	start := time.Now()
+	ar, err := e.store.GetActionResult(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if ar.ExitCode != 0 {
+		return nil, fmt.Errorf("the entry records exit code %d", ar.ExitCode)
+	}
+	files := map[string]*repb.OutputFile{}
+	for _, f := range ar.OutputFiles {
+		files[f.Path] = f
+	}
+	for i := range a.Outputs {
+		f, ok := files[outputName(i)]
+		if !ok {
+			return nil, fmt.Errorf("the entry lacks output %d", i)
+		}
+		d, err := digest.FromProto(f.Digest)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.store.ReadBlob(ctx, d, out[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := executor.CheckObject(out[0]); err != nil {
+		return nil, fmt.Errorf("cached object: %v", err)
+	}
+	res := &executor.Result{Where: e.opts.Where, CPU: cpuOf(ar)}
+	if d, err := digest.FromProto(ar.StderrDigest); err == nil && d.Size > 0 {
+		if res.Stderr, err = e.store.ReadBlobBytes(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	res.Wall = time.Since(start)
+	return res, nil
+}
+
+func (e *Executor) store1(ctx context.Context, key digest.Digest, res *executor.Result, out []string) error {
+	ar := &repb.ActionResult{ExitCode: 0}
+	for i, p := range out {
+		d, err := digest.OfFile(p)
+		if err != nil {
+			return err
+		}
+		if err := e.store.WriteBlob(ctx, d, p); err != nil {
+			return err
+		}
+		ar.OutputFiles = append(ar.OutputFiles, &repb.OutputFile{Path: outputName(i), Digest: d.Proto()})
+	}
+	if len(res.Stderr) > 0 {
+		d := digest.OfBytes(res.Stderr)
+		if err := e.store.WriteBlobBytes(ctx, d, res.Stderr); err != nil {
+			return err
+		}
+		ar.StderrDigest = d.Proto()
+	}
+	cpu, err := anypb.New(durationpb.New(res.CPU))
+	if err != nil {
+		return err
+	}
+	ar.ExecutionMetadata = &repb.ExecutedActionMetadata{Worker: "thindist", AuxiliaryMetadata: []*anypb.Any{cpu}}
+	return e.store.UpdateActionResult(ctx, key, ar)
+}
+
+// outputName is output i's path in a result: the canonical action's name.
+func outputName(i int) string { return fmt.Sprintf("out/%d", i) }
+
+// cpuOf is the compile's CPU time as recorded with the result, for "saved
+// CPU time": thindist's own record if present, else the execution's wall
+// time as a remote worker reports it.
+func cpuOf(ar *repb.ActionResult) time.Duration {
+	md := ar.GetExecutionMetadata()
+	for _, aux := range md.GetAuxiliaryMetadata() {
+		var d durationpb.Duration
+		if aux.UnmarshalTo(&d) == nil {
+			return d.AsDuration()
+		}
+	}
+	if s, c := md.GetExecutionStartTimestamp(), md.GetExecutionCompletedTimestamp(); s != nil && c != nil {
+		return c.AsTime().Sub(s.AsTime())
+	}
+	return 0
+}

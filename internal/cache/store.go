@@ -1,0 +1,37 @@
+// Package cache keeps backend results so that no backend compiles twice for
+// the same inputs. Store is one small interface over where results live (a
+// directory on this machine, or a remote CAS and ActionCache), and Executor
+// is a decorator that consults a Store before running the next executor and
+// fills it afterwards, keyed by reapi.Keyer's canonical Action digest.
+package cache
+
+import (
+	"context"
+	"errors"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+
+	"github.com/thindist/thindist/internal/digest"
+)
+
+// ErrNotFound is a miss.
+var ErrNotFound = errors.New("not in the cache")
+
+// Store keeps action results and the blobs they name, the way REAPI's
+// ActionCache and ContentAddressableStorage do.
+type Store interface {
+	// GetActionResult returns the result stored under key, or ErrNotFound.
+	GetActionResult(ctx context.Context, key digest.Digest) (*repb.ActionResult, error)
+	// UpdateActionResult stores res under key. Its blobs are written first.
+	UpdateActionResult(ctx context.Context, key digest.Digest, res *repb.ActionResult) error
+	// ReadBlob writes blob d to the file dst and verifies its digest. A blob
+	// that is missing is ErrNotFound; one that fails verification is an
+	// error and the store forgets it.
+	ReadBlob(ctx context.Context, d digest.Digest, dst string) error
+	// ReadBlobBytes returns a small blob (stdout, stderr), verified.
+	ReadBlobBytes(ctx context.Context, d digest.Digest) ([]byte, error)
+	// WriteBlob stores the content of file src, whose digest is d.
+	WriteBlob(ctx context.Context, d digest.Digest, src string) error
+	// WriteBlobBytes stores data, whose digest is d.
+	WriteBlobBytes(ctx context.Context, d digest.Digest, data []byte) error
+}

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/thindist/thindist/internal/cache"
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/pipeline"
+)
+
+// cacheCmd runs `thindist cache stats|clear [--cache-dir DIR]`.
+func cacheCmd(args []string, env pipeline.Env, stdout io.Writer) int {
+	if len(args) == 0 || (args[0] != "stats" && args[0] != "clear") {
+		fmt.Fprintf(env.Stderr, "usage: thindist cache stats|clear [--cache-dir DIR]\n")
+		return 2
+	}
+	var cfg config.Config
+	fs := newFlags(&cfg)
+	if err := fs.Parse(args[1:], env.Getenv); err != nil {
+		fmt.Fprintf(env.Stderr, "thindist cache: %v\n", err)
+		return 2
+	}
+	dir := cfg.CacheDir
+	if dir == "" {
+		dir = config.DefaultCacheDir(env.Getenv)
+	}
+	disk, err := cache.OpenDisk(dir)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "thindist cache: %v\n", err)
+		return 1
+	}
+	if args[0] == "clear" {
+		if err := disk.Clear(); err != nil {
+			fmt.Fprintf(env.Stderr, "thindist cache clear: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "cleared %s\n", dir)
+		return 0
+	}
+	s, err := disk.Stats()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "thindist cache stats: %v\n", err)
+		return 1
+	}
+	ratio := 0.0
+	if s.Hits+s.Misses > 0 {
+		ratio = 100 * float64(s.Hits) / float64(s.Hits+s.Misses)
+	}
+	fmt.Fprintf(stdout, "directory:  %s\n", dir)
+	fmt.Fprintf(stdout, "entries:    %d\n", s.Entries)
+	fmt.Fprintf(stdout, "size:       %s (limit %s)\n", human(s.Bytes), cfg.CacheSize)
+	fmt.Fprintf(stdout, "hits:       %d (%.1f%%)\n", s.Hits, ratio)
+	fmt.Fprintf(stdout, "misses:     %d\n", s.Misses)
+	fmt.Fprintf(stdout, "evictions:  %d\n", s.Evictions)
+	fmt.Fprintf(stdout, "saved CPU:  %s\n", s.SavedCPU.Round(time.Millisecond))
+	return 0
+}
+
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,120 @@
+// Package digest names content the way the Remote Execution API does: a
+// SHA-256 hash and a size. Files hashes each file once per run however many
+// actions read it.
+package digest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/protobuf/proto"
+)
+
+// Digest identifies a blob by content.
+type Digest struct {
+	Hash [32]byte
+	Size int64
+}
+
+// Empty is the digest of no bytes.
+var Empty = OfBytes(nil)
+
+// OfBytes digests b.
+func OfBytes(b []byte) Digest { return Digest{Hash: sha256.Sum256(b), Size: int64(len(b))} }
+
+// OfMessage digests the deterministic encoding of m and returns it too.
+func OfMessage(m proto.Message) (Digest, []byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return Digest{}, nil, err
+	}
+	return OfBytes(b), b, nil
+}
+
+// OfFile digests the file at path.
+func OfFile(path string) (Digest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Digest{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return Digest{}, err
+	}
+	var d Digest
+	copy(d.Hash[:], h.Sum(nil))
+	d.Size = n
+	return d, nil
+}
+
+// HexHash is the hash in lower-case hex.
+func (d Digest) HexHash() string { return hex.EncodeToString(d.Hash[:]) }
+
+// String renders "hash/size", the form REAPI resource names use.
+func (d Digest) String() string { return d.HexHash() + "/" + strconv.FormatInt(d.Size, 10) }
+
+// Proto converts to the REAPI message.
+func (d Digest) Proto() *repb.Digest { return &repb.Digest{Hash: d.HexHash(), SizeBytes: d.Size} }
+
+// FromProto converts from the REAPI message, checking its form.
+func FromProto(p *repb.Digest) (Digest, error) {
+	if p == nil {
+		return Digest{}, fmt.Errorf("missing digest")
+	}
+	return Parse(p.GetHash(), p.GetSizeBytes())
+}
+
+// Parse builds a digest from a hex hash and a size.
+func Parse(hash string, size int64) (Digest, error) {
+	var d Digest
+	if len(hash) != 64 || strings.ToLower(hash) != hash {
+		return d, fmt.Errorf("malformed SHA-256 hash %q", hash)
+	}
+	if _, err := hex.Decode(d.Hash[:], []byte(hash)); err != nil {
+		return d, fmt.Errorf("malformed SHA-256 hash %q", hash)
+	}
+	if size < 0 {
+		return d, fmt.Errorf("negative size %d", size)
+	}
+	d.Size = size
+	return d, nil
+}
+
+// Files memoises file digests for one run, so an import shared by a
+// thousand actions is read once. Safe for concurrent use; concurrent calls
+// for the same path wait for one read.
+type Files struct {
+	mu sync.Mutex
+	m  map[string]*fileEntry
+}
+
+type fileEntry struct {
+	once sync.Once
+	d    Digest
+	err  error
+}
+
+// NewFiles returns an empty memo.
+func NewFiles() *Files { return &Files{m: map[string]*fileEntry{}} }
+
+// Get digests the file at the absolute path.
+func (f *Files) Get(path string) (Digest, error) {
+	f.mu.Lock()
+	e, ok := f.m[path]
+	if !ok {
+		e = &fileEntry{}
+		f.m[path] = e
+	}
+	f.mu.Unlock()
+	e.once.Do(func() { e.d, e.err = OfFile(path) })
+	return e.d, e.err
+}

@@ -1,0 +1,234 @@
+// Package reapi translates backend actions into Remote Execution API v2
+// messages: the canonical Action whose digest is thindist's cache key (local
+// and remote alike), and the executable Action a remote worker runs.
+//
+// # The cache key
+//
+// A key must repeat across links, checkouts and machines, and must never
+// match two compilations that could produce different objects. lld names the
+// index shard and the output after its PID ("t1.1.2487.native.o.thinlto.bc"),
+// copies archive members out under PID-bearing names ("lib.a(m.o at 88).2.9A6.o")
+// and writes those names into the importers' shards, so neither the raw
+// command nor the raw shard bytes repeat. The key is therefore the digest of
+// a canonical Action, never executed, built from what determines the object:
+//
+//   - Command.arguments: the command with every input and output named by its
+//     role instead of its path: the index shard as "index.thinlto.bc", the
+//     outputs as "out/<i>", a common input (a profile) as "common/<i>", and the
+//     module being compiled as "modules/<k>", k being its slot in the shard's
+//     module table. Which slot is the primary module decides what clang
+//     compiles (a module whose path is not in the table compiles to an object
+//     with no symbols), so it is part of the key. The compiler is named by its
+//     base name only: its identity is in the salt.
+//   - The input root: "index.thinlto.bc" with the shard's normalised digest
+//     (bitcode.NormalizedDigest: the shard with every module path replaced by
+//     the module's content hash); "modules/<k>" with the content digest of the
+//     file the backend will load for table entry k, i.e. the declared input
+//     of that path, or the file at that path (absent files are recorded as
+//     absent); the common inputs by content.
+//   - Command.environment_variables: the variables that change what clang
+//     does whatever its arguments (CCC_OVERRIDE_OPTIONS and friends).
+//   - Platform: the remote platform properties, so objects built for
+//     different worker pools are never mixed.
+//   - Action.salt: a format version and the compiler's identity (the content
+//     digest of its executable, or a string the caller gives for a remote
+//     toolchain), so a new compiler misses everywhere.
+//
+// Paths, PIDs and the working directory are left out because the object does
+// not depend on them (measured with clang 22: the same object from every
+// spelling and flow).
+package reapi
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/bitcode"
+	"github.com/thindist/thindist/internal/digest"
+)
+
+// keyVersion changes whenever the key's construction does, so old entries
+// miss instead of being misread.
+const keyVersion = "thindist-key-v1"
+
+// KeyEnv lists environment variables that change clang's behaviour whatever
+// its arguments; their values are part of the key.
+var KeyEnv = []string{"CCC_OVERRIDE_OPTIONS", "CLANG_SPAWN_CC1", "LLVM_PROFILE_FILE"}
+
+// Keyer computes cache keys. One Keyer serves one run: it remembers file
+// digests, so each input is read once however many actions share it.
+type Keyer struct {
+	// Files memoises input digests.
+	Files *digest.Files
+	// CompilerID returns the identity of a compiler executable.
+	CompilerID func(path string) (string, error)
+	// Platform properties of the actions (remote execution); may be nil.
+	Platform *repb.Platform
+	// Getenv reads the environment for KeyEnv.
+	Getenv func(string) string
+}
+
+// Key returns the canonical Action digest of a. An error means no safe key
+// could be made (for example an unreadable shard); the action must then run
+// uncached.
+func (k *Keyer) Key(a *action.Action) (digest.Digest, error) {
+	act, _, err := k.canonical(a)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	d, _, err := digest.OfMessage(act)
+	return d, err
+}
+
+func (k *Keyer) canonical(a *action.Action) (*repb.Action, *repb.Command, error) {
+	shardIdx := -1
+	for i, in := range a.Inputs {
+		if in.Role == action.RoleIndex {
+			shardIdx = i
+			break
+		}
+	}
+	if shardIdx < 0 {
+		return nil, nil, fmt.Errorf("no index shard among the inputs")
+	}
+	shardPath := a.Abs(a.Inputs[shardIdx].Local())
+	shard, err := os.ReadFile(shardPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the index shard: %w", err)
+	}
+	table, err := bitcode.ModuleTable(shard)
+	if err != nil {
+		return nil, nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+	}
+	norm, err := bitcode.NormalizedDigest(shard)
+	if err != nil {
+		return nil, nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+	}
+
+	tree := NewTree()
+	tree.AddFile("index.thinlto.bc", digest.Digest{Hash: norm, Size: int64(len(shard))}, false)
+
+	// Map each declared input to its canonical name.
+	names := make([]string, len(a.Inputs))
+	names[shardIdx] = "index.thinlto.bc"
+	byPath := map[string]int{} // spelled path and absolute path -> input
+	for i, in := range a.Inputs {
+		byPath[in.Path] = i
+		byPath[a.Abs(in.Path)] = i
+	}
+	for slot, m := range table {
+		name := "modules/" + strconv.Itoa(slot)
+		var local string
+		if i, ok := byPath[m.Path]; ok {
+			local = a.Abs(a.Inputs[i].Local())
+			if names[i] == "" {
+				names[i] = name
+			}
+		} else if i, ok := byPath[a.Abs(m.Path)]; ok {
+			local = a.Abs(a.Inputs[i].Local())
+			if names[i] == "" {
+				names[i] = name
+			}
+		} else {
+			local = a.Abs(m.Path) // the backend looks there
+		}
+		d, err := k.Files.Get(local)
+		if os.IsNotExist(err) {
+			tree.AddFile(name+".absent", digest.Empty, false)
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("module %s: %w", m.Path, err)
+		}
+		if err := tree.AddFile(name, d, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	for i, in := range a.Inputs {
+		if names[i] != "" {
+			continue
+		}
+		switch in.Role {
+		case action.RoleModule:
+			// Not in the shard's table: clang compiles it as a foreign
+			// module (an object without its code). Keyed as such.
+			names[i] = "unlisted-module"
+		case action.RoleImport:
+			// An import the table does not name cannot affect the object.
+			continue
+		default:
+			names[i] = "common/" + strconv.Itoa(i)
+		}
+		d, err := k.Files.Get(a.Abs(in.Local()))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
+		}
+		if err := tree.AddFile(names[i], d, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, arg := range a.Args {
+		if arg.Kind == action.InputRef && names[arg.Index] == "" {
+			return nil, nil, fmt.Errorf("argument names input %s, which has no canonical name", a.Inputs[arg.Index].Path)
+		}
+	}
+
+	outs := make([]string, len(a.Outputs))
+	for i := range outs {
+		outs[i] = "out/" + strconv.Itoa(i)
+	}
+	argv := a.Argv(func(i int) string { return names[i] }, func(i int) string { return outs[i] })
+	argv[0] = filepath.Base(argv[0])
+
+	cmd := &repb.Command{Arguments: argv, OutputPaths: outs, Platform: k.Platform}
+	for _, name := range KeyEnv {
+		if v := k.getenv(name); v != "" {
+			cmd.EnvironmentVariables = append(cmd.EnvironmentVariables, &repb.Command_EnvironmentVariable{Name: name, Value: v})
+		}
+	}
+	sort.Slice(cmd.EnvironmentVariables, func(i, j int) bool {
+		return cmd.EnvironmentVariables[i].Name < cmd.EnvironmentVariables[j].Name
+	})
+	cmdDigest, _, err := digest.OfMessage(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	rootDigest, _, err := tree.Build()
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := k.CompilerID(a.Args[0].Text)
+	if err != nil {
+		return nil, nil, fmt.Errorf("identifying the compiler %s: %w", a.Args[0].Text, err)
+	}
+	return &repb.Action{
+		CommandDigest:   cmdDigest.Proto(),
+		InputRootDigest: rootDigest.Proto(),
+		Platform:        k.Platform,
+		Salt:            []byte(keyVersion + "\x00" + id),
+	}, cmd, nil
+}
+
+func (k *Keyer) getenv(name string) string {
+	if k.Getenv == nil {
+		return ""
+	}
+	return k.Getenv(name)
+}
+
+// Describe renders the key's ingredients for `--explain`-style debugging.
+func (k *Keyer) Describe(a *action.Action) (string, error) {
+	act, cmd, err := k.canonical(a)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("arguments: %s\nsalt: %q\ninput root: %s", strings.Join(cmd.Arguments, " "),
+		act.Salt, act.InputRootDigest.Hash), nil
+}
