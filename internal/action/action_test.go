@@ -75,3 +75,18 @@ func TestLayoutConflict(t *testing.T) {
 		t.Fatal("two sources on one path accepted")
 	}
 }
+
+func TestLocalLayoutLeavesAbsoluteInputsInPlace(t *testing.T) {
+	a := &Action{Inputs: []Input{{Path: "lib.a(m.o at 8)", Source: "m.1.o"}, {Path: "/abs/prof.txt"}}}
+	l, err := a.LocalLayout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Files) != 1 || l.Files[0].RootPath != "lib.a(m.o at 8)" {
+		t.Fatalf("Files = %+v", l.Files)
+	}
+	a.Inputs = append(a.Inputs, Input{Path: "/abs/id.o", Source: "x.o"})
+	if _, err := a.LocalLayout(); err == nil {
+		t.Fatal("an absolute identifier with content elsewhere was accepted")
+	}
+}

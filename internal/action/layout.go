@@ -46,10 +46,21 @@ func (e *ErrAbsolute) Error() string {
 
 // Layout computes the input root for the action. Inputs named by an absolute
 // path cannot be placed in a root and yield *ErrAbsolute.
-func (a *Action) Layout() (*Layout, error) {
+func (a *Action) Layout() (*Layout, error) { return a.layout(false) }
+
+// LocalLayout is Layout for a root on this machine: an input named by an
+// absolute path already resolves where the command looks for it, so it is
+// left out of the root unless its content lives elsewhere (then it cannot
+// be placed, and *ErrAbsolute is returned).
+func (a *Action) LocalLayout() (*Layout, error) { return a.layout(true) }
+
+func (a *Action) layout(skipAbsolute bool) (*Layout, error) {
 	depth := 0
 	for _, in := range a.Inputs {
 		if filepath.IsAbs(in.Path) {
+			if skipAbsolute && (in.Source == "" || in.Source == in.Path) {
+				continue
+			}
 			return nil, &ErrAbsolute{Path: in.Path}
 		}
 		if d := upLevels(in.Path); d > depth {
@@ -66,6 +77,9 @@ func (a *Action) Layout() (*Layout, error) {
 	seen := map[string]int{}
 	dirs := map[string]bool{}
 	for i, in := range a.Inputs {
+		if filepath.IsAbs(in.Path) {
+			continue // skipAbsolute: checked above
+		}
 		p := filepath.ToSlash(in.Path)
 		rp := path.Join(l.WorkDir, p)
 		if prev, ok := seen[rp]; ok {

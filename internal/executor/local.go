@@ -114,7 +114,7 @@ type sandbox struct{ root, workDir string }
 // sandbox lays out a's inputs as links in a fresh directory beside the
 // staging area (so it is cleaned up with it).
 func (l *local) sandbox(a *action.Action, stagedOut string) (*sandbox, error) {
-	layout, err := a.Layout()
+	layout, err := a.LocalLayout()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", a.ID, err)
 	}
