@@ -47,6 +47,7 @@ func (c *Config) Register(fs *FlagSet) {
 			"takes a token from make's jobserver (MAKEFLAGS --jobserver-auth) for every process\n"+
 			"after its first, so parallel links never oversubscribe the machine")
 	fs.Alias("j", "jobs")
+	fs.DefaultText("jobs", "the number of CPUs")
 	fs.String(&c.Trace, "trace", "Reporting", "FILE", "",
 		"write a Chrome trace of the run to FILE (JSON trace events, one lane per slot);\n"+
 			"open it in https://ui.perfetto.dev or chrome://tracing")
@@ -54,7 +55,8 @@ func (c *Config) Register(fs *FlagSet) {
 	fs.Alias("q", "quiet")
 	fs.String(&c.CacheDir, "cache-dir", "Cache", "DIR", "",
 		"keep backend results in DIR and reuse them whenever an action's inputs, flags and\n"+
-			"compiler are the same (default $XDG_CACHE_HOME/thindist, else ~/.cache/thindist)")
+			"compiler are the same")
+	fs.DefaultText("cache-dir", "$XDG_CACHE_HOME/thindist, else ~/.cache/thindist")
 	fs.String(&c.CacheSize, "cache-size", "Cache", "SIZE", "10G",
 		"evict least recently used entries when the cache grows past SIZE (e.g. 500M, 10G)")
 	fs.Bool(&c.NoCache, "no-cache", "Cache", false, "neither read nor write the local cache")

@@ -23,6 +23,7 @@ type FlagSet struct {
 type meta struct {
 	group string
 	arg   string // placeholder for the value in help
+	def   string // the default as help shows it, if not the value
 }
 
 // NewFlagSet returns an empty set for the command name.
@@ -73,6 +74,14 @@ func (s *FlagSet) Alias(short, long string) {
 	m := s.metas[long]
 	m.arg = m.arg + "|-" + short
 	s.metas[long] = m
+}
+
+// DefaultText sets how help describes a flag's default (e.g. "the number of
+// CPUs" rather than this machine's count).
+func (s *FlagSet) DefaultText(name, text string) {
+	m := s.metas[name]
+	m.def = text
+	s.metas[name] = m
 }
 
 // Parse reads args (flags, then positional arguments) and fills every flag
@@ -132,7 +141,10 @@ func (s *FlagSet) PrintDefaults(w io.Writer) {
 				fmt.Fprintf(w, "        %s\n", line)
 			}
 			extra := "env " + EnvName(name)
-			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "[]" {
+			switch {
+			case m.def != "":
+				extra += "; default " + m.def
+			case f.DefValue != "" && f.DefValue != "false" && f.DefValue != "[]":
 				extra += "; default " + f.DefValue
 			}
 			fmt.Fprintf(w, "        (%s)\n", extra)
