@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
@@ -27,6 +28,33 @@ type Env struct {
 	Terminal bool
 	// Getenv reads the environment (MAKEFLAGS for the jobserver).
 	Getenv func(string) string
+	// Diag, when set, receives every error and warning instead of Stderr
+	// (the plugin hands them to the linker's diagnostics); progress and the
+	// summary still go to Stderr. Nil prints them on Stderr.
+	Diag func(Diagnostic)
+}
+
+// Diagnostic is an error or warning of a run, for Env.Diag.
+type Diagnostic struct {
+	Warning bool
+	// Module is the module it concerns (an action's ID), or "" for the run
+	// as a whole. Msg names the module too, so it reads on its own.
+	Module string
+	// Msg is the text, without a "thindist: error:" prefix.
+	Msg string
+}
+
+// diag reports a warning or an error through env.Diag, or prints it.
+func diag(env Env, console *report.Console, d Diagnostic) {
+	if env.Diag != nil {
+		env.Diag(d)
+		return
+	}
+	kind := "error"
+	if d.Warning {
+		kind = "warning"
+	}
+	console.Printf("thindist: %s: %s", kind, d.Msg)
 }
 
 // StdEnv is the environment of a command-line run.
@@ -55,7 +83,7 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 	chain := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter}))
 
 	summary := report.NewSummary()
-	observers := []schedule.Observer{summary, warnings{console}}
+	observers := []schedule.Observer{summary, warnings{env, console}}
 	var progress *report.Progress
 	if live {
 		progress = report.NewProgress(console)
@@ -76,13 +104,28 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 	}
 	if trace != nil {
 		if err := trace.Write(cfg.Trace); err != nil {
-			console.Printf("thindist: warning: writing the trace %s: %v", cfg.Trace, err)
+			diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf("writing the trace %s: %v", cfg.Trace, err)})
 		}
 	}
 	if runErr != nil {
-		if errors.Is(runErr, context.Canceled) {
-			console.Printf("thindist: interrupted; stopped every backend and removed temporary files")
-		} else {
+		switch {
+		case errors.Is(runErr, context.Canceled):
+			if env.Diag != nil {
+				env.Diag(Diagnostic{Msg: "interrupted; stopped every backend and removed temporary files"})
+			} else {
+				console.Printf("thindist: interrupted; stopped every backend and removed temporary files")
+			}
+		case env.Diag != nil:
+			// One diagnostic per failed module, so the linker shows each.
+			for _, e := range split(runErr) {
+				d := Diagnostic{Msg: e.Error()}
+				var be *executor.BackendError
+				if errors.As(e, &be) {
+					d.Module = be.Action.ID
+				}
+				env.Diag(d)
+			}
+		default:
 			console.Printf("thindist: error: %v", runErr)
 		}
 	}
@@ -101,7 +144,7 @@ func localLimiter(cfg *config.Config, env Env, console *report.Console) (executo
 	sem := executor.NewSemaphore(cfg.Jobs)
 	js, err := jobserver.FromMakeflags(env.Getenv("MAKEFLAGS"))
 	if err != nil {
-		console.Printf("thindist: warning: not using make's jobserver: %v", err)
+		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf("not using make's jobserver: %v", err)})
 	}
 	if js == nil {
 		return sem, func() {}, nil
@@ -128,7 +171,10 @@ func (b both) Acquire(ctx context.Context) (func(), error) {
 
 // warnings passes on what a successful compiler printed (its warnings), as
 // an in-process link would.
-type warnings struct{ c *report.Console }
+type warnings struct {
+	env Env
+	c   *report.Console
+}
 
 func (warnings) Planned(int)                 {}
 func (warnings) Started(*action.Action, int) {}
@@ -136,5 +182,22 @@ func (w warnings) Finished(a *action.Action, _ int, res *executor.Result, err er
 	if err != nil || res == nil || len(res.Stderr) == 0 {
 		return
 	}
+	if w.env.Diag != nil {
+		w.env.Diag(Diagnostic{Warning: true, Module: a.ID,
+			Msg: fmt.Sprintf("%s:\n%s", a.ID, strings.TrimRight(string(res.Stderr), "\n"))})
+		return
+	}
 	w.c.Printf("thindist: %s:\n%s", a.ID, fmt.Sprint(string(res.Stderr)))
+}
+
+// split undoes errors.Join.
+func split(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, split(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }

@@ -78,7 +78,7 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 				}
 				a := order[i]
 				obs.Started(a, slot)
-				res, done, err := runOne(ctx, a, ex, st)
+				res, done, err := runSafe(ctx, a, ex, st)
 				obs.Finished(a, slot, res, err)
 				mu.Lock()
 				committed = append(committed, done...)
