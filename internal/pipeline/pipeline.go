@@ -118,6 +118,14 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 		case env.Diag != nil:
 			// One diagnostic per failed module, so the linker shows each.
 			for _, e := range split(runErr) {
+				var mi *schedule.MissingInputs
+				if errors.As(e, &mi) {
+					for _, m := range mi.Missing {
+						env.Diag(Diagnostic{Module: m.Action.ID, Msg: m.Msg +
+							" (nothing was compiled: a missing import makes clang write an empty object)"})
+					}
+					continue
+				}
 				d := Diagnostic{Msg: e.Error()}
 				var be *executor.BackendError
 				if errors.As(e, &be) {
