@@ -130,11 +130,16 @@ func project(t *testing.T) (dir, want string) {
 // callPlugin runs the harness: thin link, node array, dtltoPerformCodegen.
 func callPlugin(t *testing.T, dir string, env []string, extra ...string) (string, int) {
 	t.Helper()
+	return callPluginOn(t, dir, env, objects, extra...)
+}
+
+func callPluginOn(t *testing.T, dir string, env []string, inputs []string, extra ...string) (string, int) {
+	t.Helper()
 	so, h := tools(t)
 	args := []string{"--lld", filepath.Join(llvmBin, "ld.lld"), "--link-arg", "--undefined=main", "--dir", "native"}
 	args = append(args, extra...)
 	args = append(args, so)
-	args = append(args, objects...)
+	args = append(args, inputs...)
 	cmd := exec.Command(h, args...)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "MAKEFLAGS="), env...)
@@ -211,6 +216,53 @@ func TestPluginBuildsARunningProgram(t *testing.T) {
 				t.Errorf("staging left behind: %v", leftovers)
 			}
 		})
+	}
+}
+
+// TestPluginArchiveMembers: members of a regular archive are named
+// "lib.a(m.o at 98)" in the shards and the imports lists, which is no file;
+// the node's ModulePath is. The backend must still be given the shard's name.
+func TestPluginArchiveMembers(t *testing.T) {
+	dir, want := project(t)
+	mustRun(t, dir, filepath.Join(llvmBin, "llvm-ar"), "rcs", "libab.a", "a.o", "b.o")
+	if err := os.Mkdir(filepath.Join(dir, "ext"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var extra []string
+	mustRun(t, dir, filepath.Join(llvmBin, "ld.lld"), "--thinlto-index-only", "--thinlto-emit-imports-files",
+		"--undefined=main", "-o", "native/thin.out", "main.o", "libab.a")
+	imports, err := os.ReadFile(filepath.Join(dir, "main.o.imports"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each imported member, as lld names it, extracted to ext/.
+	for _, id := range strings.Split(strings.TrimSpace(string(imports)), "\n") {
+		if !strings.Contains(id, " at ") {
+			t.Fatalf("main.o imports %q, not an archive member", id)
+		}
+		member := id[strings.Index(id, "(")+1 : strings.Index(id, " at ")]
+		mustRun(t, filepath.Join(dir, "ext"), filepath.Join(llvmBin, "llvm-ar"), "x", "../libab.a", member)
+		extra = append(extra, "--member", id+"=ext/"+member)
+	}
+	if len(extra) != 4 {
+		t.Fatalf("main.o.imports = %q, want both members", imports)
+	}
+	// Without the archive's own copies on disk under their plain names.
+	for _, o := range []string{"a.o", "b.o"} {
+		os.Remove(filepath.Join(dir, o))
+	}
+	extra = append(extra, "--no-thin-link", "--opt", "-O2")
+	out, code := callPluginOn(t, dir, []string{"THINDIST_COMPILER=" + clang}, []string{"main.o", "libab.a"}, extra...)
+	if code != 0 || strings.Contains(out, "error:") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	objs := nativeObjects(t, dir)
+	if len(objs) != 3 {
+		t.Fatalf("native objects %v, want 3", objs)
+	}
+	mustRun(t, dir, clang, append([]string{"-fuse-ld=lld", "-o", "prog"}, objs...)...)
+	if got := mustRun(t, dir, "./prog"); got != want {
+		t.Errorf("the program printed %q, the in-process ThinLTO build %q", got, want)
 	}
 }
 

@@ -19,6 +19,9 @@
  *                   referenced)
  *   --dir DIR       where native objects go (default .)
  *   --opt ARG       append ARG to Argv (repeatable)
+ *   --member ID=PATH  an archive member of the link: a node whose ModuleId
+ *                   is ID ("lib.a(m.o at 98)", the name in the shards) and
+ *                   whose content is the extracted file PATH (repeatable)
  *   --mode MODE     normal, or a malformed call: null-cfg, null-nodes,
  *                   null-node, null-argv, null-argv-elem, null-module-id,
  *                   null-imports, garbage-nodes (an unmapped non-NULL
@@ -145,6 +148,8 @@ int main(int argc, char **argv) {
   size_t nopts = 0;
   char **linkArgs = calloc(argc + 1, sizeof *linkArgs);
   int nlinkArgs = 0;
+  char **members = calloc(argc + 1, sizeof *members);
+  int nmembers = 0;
   int i = 1;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
     if (!strcmp(argv[i], "--no-thin-link"))
@@ -157,6 +162,8 @@ int main(int argc, char **argv) {
       dir = argv[++i];
     else if (!strcmp(argv[i], "--link-arg"))
       linkArgs[nlinkArgs++] = argv[++i];
+    else if (!strcmp(argv[i], "--member"))
+      members[nmembers++] = argv[++i];
     else if (!strcmp(argv[i], "--opt"))
       opts[nopts++] = argv[++i];
     else if (!strcmp(argv[i], "--mode"))
@@ -193,23 +200,39 @@ int main(int argc, char **argv) {
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd))
     die("getcwd");
-  dtltoBitcodeNodeTy **nodes = calloc(nobj + 1, sizeof *nodes);
+  /* The modules: the link's inputs, then the archive members. */
+  int nmod = nobj + nmembers;
+  const char **ids = calloc(nmod + 1, sizeof *ids);
+  const char **paths = calloc(nmod + 1, sizeof *paths);
+  for (int j = 0; j < nobj; j++)
+    ids[j] = objs[j], paths[j] = objs[j];
+  for (int j = 0; j < nmembers; j++) {
+    char *eq = strchr(members[j], '=');
+    if (!eq) {
+      fprintf(stderr, "harness: --member wants ID=PATH\n");
+      return 2;
+    }
+    *eq = 0;
+    ids[nobj + j] = members[j];
+    paths[nobj + j] = eq + 1;
+  }
+  dtltoBitcodeNodeTy **nodes = calloc(nmod + 1, sizeof *nodes);
   size_t nnodes = 0;
-  for (int j = 0; j < nobj; j++) {
-    char *shard = join(objs[j], ".thinlto.bc", "");
+  for (int j = 0; j < nmod; j++) {
+    char *shard = join(ids[j], ".thinlto.bc", "");
     if (!exists(shard))
-      continue; /* nothing to compile */
+      continue; /* nothing to compile (or an archive: see --member) */
     dtltoBitcodeNodeTy *n = calloc(1, sizeof *n);
-    n->ModuleId = objs[j];
-    n->ModulePath = objs[j][0] == '/' ? objs[j] : join(cwd, "/", objs[j]);
+    n->ModuleId = ids[j];
+    n->ModulePath = paths[j][0] == '/' ? paths[j] : join(cwd, "/", paths[j]);
     struct stat st;
     n->ModuleSize = stat(n->ModulePath, &st) == 0 ? (size_t)st.st_size : 0;
     n->SummaryIndexPath = shard;
     char task[32];
     snprintf(task, sizeof task, ".%d.native.o", j + 1);
-    char *base = basename(xstrdup(objs[j]));
+    char *base = basename(xstrdup(ids[j]));
     n->NativeObjectPath = join(dir, "/", join(base, task, ""));
-    n->ImportsList = readImports(join(objs[j], ".imports", ""), &n->ImportsListSize);
+    n->ImportsList = readImports(join(ids[j], ".imports", ""), &n->ImportsListSize);
     n->TargetTriple = "x86_64-pc-linux-gnu";
     n->TaskNumber = j + 1;
     nodes[nnodes++] = n;
