@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,33 @@ type Env struct {
 	Terminal bool
 	// Getenv reads the environment (MAKEFLAGS for the jobserver).
 	Getenv func(string) string
+	// Diag, when set, receives every error and warning instead of Stderr
+	// (the plugin hands them to the linker's diagnostics); progress and the
+	// summary still go to Stderr. Nil prints them on Stderr.
+	Diag func(Diagnostic)
+}
+
+// Diagnostic is an error or warning of a run, for Env.Diag.
+type Diagnostic struct {
+	Warning bool
+	// Module is the module it concerns (an action's ID), or "" for the run
+	// as a whole. Msg names the module too, so it reads on its own.
+	Module string
+	// Msg is the text, without a "thindist: error:" prefix.
+	Msg string
+}
+
+// diag reports a warning or an error through env.Diag, or prints it.
+func diag(env Env, console *report.Console, d Diagnostic) {
+	if env.Diag != nil {
+		env.Diag(d)
+		return
+	}
+	kind := "error"
+	if d.Warning {
+		kind = "warning"
+	}
+	console.Printf("thindist: %s: %s", kind, d.Msg)
 }
 
 // StdEnv is the environment of a command-line run.
@@ -53,14 +81,17 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 	live := cfg.Progress == "always" || cfg.Progress == "auto" && env.Terminal
 	console := report.NewConsole(env.Stderr, live)
 
-	chain, finish, err := buildChain(cfg, env, console)
+	warn := func(format string, args ...any) {
+		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
+	}
+	chain, finish, err := buildChain(cfg, env, warn)
 	if err != nil {
 		return err
 	}
 	defer finish()
 
 	summary := report.NewSummary()
-	observers := []schedule.Observer{summary, warnings{console}}
+	observers := []schedule.Observer{summary, warnings{env, console}}
 	var progress *report.Progress
 	if live {
 		progress = report.NewProgress(console)
@@ -81,13 +112,36 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 	}
 	if trace != nil {
 		if err := trace.Write(cfg.Trace); err != nil {
-			console.Printf("thindist: warning: writing the trace %s: %v", cfg.Trace, err)
+			diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf("writing the trace %s: %v", cfg.Trace, err)})
 		}
 	}
 	if runErr != nil {
-		if errors.Is(runErr, context.Canceled) {
-			console.Printf("thindist: interrupted; stopped every backend and removed temporary files")
-		} else {
+		switch {
+		case errors.Is(runErr, context.Canceled):
+			if env.Diag != nil {
+				env.Diag(Diagnostic{Msg: "interrupted; stopped every backend and removed temporary files"})
+			} else {
+				console.Printf("thindist: interrupted; stopped every backend and removed temporary files")
+			}
+		case env.Diag != nil:
+			// One diagnostic per failed module, so the linker shows each.
+			for _, e := range split(runErr) {
+				var mi *schedule.MissingInputs
+				if errors.As(e, &mi) {
+					for _, m := range mi.Missing {
+						env.Diag(Diagnostic{Module: m.Action.ID, Msg: m.Msg +
+							" (nothing was compiled: a missing import makes clang write an empty object)"})
+					}
+					continue
+				}
+				d := Diagnostic{Msg: e.Error()}
+				var be *executor.BackendError
+				if errors.As(e, &be) {
+					d.Module = be.Action.ID
+				}
+				env.Diag(d)
+			}
+		default:
 			console.Printf("thindist: error: %v", runErr)
 		}
 	}
@@ -104,8 +158,8 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 // local processes, then the local cache in front of them. Every producer is
 // wrapped in Verified, so nothing unverified is stored or linked. finish
 // records the run's cache counters and releases what the chain holds.
-func buildChain(cfg *config.Config, env Env, console *report.Console) (executor.Executor, func(), error) {
-	limiter, closeLimiter, err := localLimiter(cfg, env, console)
+func buildChain(cfg *config.Config, env Env, warn func(string, ...any)) (executor.Executor, func(), error) {
+	limiter, closeLimiter, err := localLimiter(cfg, env, warn)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,7 +173,7 @@ func buildChain(cfg *config.Config, env Env, console *report.Console) (executor.
 	}
 	disk, err := cache.OpenDisk(dir)
 	if err != nil {
-		console.Printf("thindist: warning: running without a cache: %v", err)
+		warn("running without a cache: %v", err)
 		return chain, closeLimiter, nil
 	}
 	keys := &reapi.Keyer{
@@ -127,21 +181,21 @@ func buildChain(cfg *config.Config, env Env, console *report.Console) (executor.
 		CompilerID: cache.NewCompilerIDs(filepath.Join(dir, "compilers")).ID,
 		Getenv:     env.Getenv,
 	}
-	cached := cache.NewExecutor(disk, keys, chain, cache.Options{Where: executor.LocalCache, Warn: limitedWarn(console)})
+	cached := cache.NewExecutor(disk, keys, chain, cache.Options{Where: executor.LocalCache, Warn: limited(warn)})
 	finish := func() {
 		closeLimiter()
 		c := &cached.Counters
 		run := cache.Stats{Hits: c.Hits.Load(), Misses: c.Misses.Load(), SavedCPU: time.Duration(c.SavedCPU.Load())}
 		if err := disk.Finish(run, cfg.CacheLimit()); err != nil {
-			console.Printf("thindist: warning: cache %s: %v", dir, err)
+			warn("cache %s: %v", dir, err)
 		}
 	}
 	return executor.Verified(cached), finish, nil
 }
 
-// limitedWarn prints the first few cache warnings of a run and counts the
+// limited passes on the first few cache warnings of a run and drops the
 // rest, so a systematic problem is reported without flooding the build log.
-func limitedWarn(console *report.Console) func(string, ...any) {
+func limited(warn func(string, ...any)) func(string, ...any) {
 	var mu sync.Mutex
 	n := 0
 	return func(format string, args ...any) {
@@ -150,20 +204,20 @@ func limitedWarn(console *report.Console) func(string, ...any) {
 		n++
 		switch {
 		case n <= 3:
-			console.Printf("thindist: warning: "+format, args...)
+			warn(format, args...)
 		case n == 4:
-			console.Printf("thindist: warning: further cache warnings of this run are not shown")
+			warn("further cache warnings of this run are not shown")
 		}
 	}
 }
 
 // localLimiter bounds local processes by --jobs and, under make, by make's
 // jobserver.
-func localLimiter(cfg *config.Config, env Env, console *report.Console) (executor.Limiter, func(), error) {
+func localLimiter(cfg *config.Config, env Env, warn func(string, ...any)) (executor.Limiter, func(), error) {
 	sem := executor.NewSemaphore(cfg.Jobs)
 	js, err := jobserver.FromMakeflags(env.Getenv("MAKEFLAGS"))
 	if err != nil {
-		console.Printf("thindist: warning: not using make's jobserver: %v", err)
+		warn("not using make's jobserver: %v", err)
 	}
 	if js == nil {
 		return sem, func() {}, nil
@@ -190,7 +244,10 @@ func (b both) Acquire(ctx context.Context) (func(), error) {
 
 // warnings passes on what a successful compiler printed (its warnings), as
 // an in-process link would.
-type warnings struct{ c *report.Console }
+type warnings struct {
+	env Env
+	c   *report.Console
+}
 
 func (warnings) Planned(int)                 {}
 func (warnings) Started(*action.Action, int) {}
@@ -198,5 +255,22 @@ func (w warnings) Finished(a *action.Action, _ int, res *executor.Result, err er
 	if err != nil || res == nil || len(res.Stderr) == 0 {
 		return
 	}
+	if w.env.Diag != nil {
+		w.env.Diag(Diagnostic{Warning: true, Module: a.ID,
+			Msg: fmt.Sprintf("%s:\n%s", a.ID, strings.TrimRight(string(res.Stderr), "\n"))})
+		return
+	}
 	w.c.Printf("thindist: %s:\n%s", a.ID, fmt.Sprint(string(res.Stderr)))
+}
+
+// split undoes errors.Join.
+func split(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, split(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }

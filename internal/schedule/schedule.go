@@ -78,7 +78,7 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 				}
 				a := order[i]
 				obs.Started(a, slot)
-				res, done, err := runOne(ctx, a, ex, st)
+				res, done, err := runSafe(ctx, a, ex, st)
 				obs.Finished(a, slot, res, err)
 				mu.Lock()
 				committed = append(committed, done...)
@@ -179,7 +179,7 @@ func (s *staging) removeAll() {
 // looked at once, however many actions import it.
 func Preflight(actions []*action.Action) error {
 	sizes := map[string]int64{}
-	var missing []string
+	var missing []Missing
 	for _, a := range actions {
 		for _, in := range a.Inputs {
 			p := a.Abs(in.Local())
@@ -189,16 +189,16 @@ func Preflight(actions []*action.Action) error {
 				switch {
 				case err != nil:
 					size = -1
-					missing = append(missing, fmt.Sprintf("%s: %s %s does not exist (%v)", a.ID, in.Role, quoteIf(in.Local()), errors.Unwrap(err)))
+					missing = append(missing, Missing{a, fmt.Sprintf("%s: %s %s does not exist (%v)", a.ID, in.Role, quoteIf(in.Local()), errors.Unwrap(err))})
 				case fi.IsDir():
 					size = -1
-					missing = append(missing, fmt.Sprintf("%s: %s %s is a directory, not a file", a.ID, in.Role, quoteIf(in.Local())))
+					missing = append(missing, Missing{a, fmt.Sprintf("%s: %s %s is a directory, not a file", a.ID, in.Role, quoteIf(in.Local()))})
 				default:
 					size = fi.Size()
 				}
 				sizes[p] = size
 			} else if size < 0 {
-				missing = append(missing, fmt.Sprintf("%s: %s %s does not exist", a.ID, in.Role, quoteIf(in.Local())))
+				missing = append(missing, Missing{a, fmt.Sprintf("%s: %s %s does not exist", a.ID, in.Role, quoteIf(in.Local()))})
 			}
 			if in.Role == action.RoleModule && size > 0 {
 				a.Weight = size
@@ -208,14 +208,30 @@ func Preflight(actions []*action.Action) error {
 	if len(missing) == 0 {
 		return nil
 	}
+	return &MissingInputs{Missing: missing}
+}
+
+// Missing is one input Preflight did not find.
+type Missing struct {
+	Action *action.Action
+	Msg    string // names the action's module and the input
+}
+
+// MissingInputs is Preflight's error: every missing input of every action.
+type MissingInputs struct{ Missing []Missing }
+
+func (e *MissingInputs) Error() string {
 	const show = 20
-	more := ""
-	if len(missing) > show {
-		more = fmt.Sprintf("\n  ... and %d more", len(missing)-show)
-		missing = missing[:show]
+	var lines []string
+	for i, m := range e.Missing {
+		if i == show {
+			lines = append(lines, fmt.Sprintf("... and %d more", len(e.Missing)-show))
+			break
+		}
+		lines = append(lines, m.Msg)
 	}
-	return fmt.Errorf("missing inputs; nothing was compiled (every input must exist before a backend runs: "+
-		"a missing import makes clang write an empty object):\n  %s%s", strings.Join(missing, "\n  "), more)
+	return fmt.Sprintf("missing inputs; nothing was compiled (every input must exist before a backend runs: "+
+		"a missing import makes clang write an empty object):\n  %s", strings.Join(lines, "\n  "))
 }
 
 func quoteIf(p string) string { return fmt.Sprintf("%q", p) }
