@@ -106,6 +106,9 @@ func Generate(dir string, o Options) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, err
+	}
 	rng := rand.New(rand.NewSource(o.Seed))
 	hs := make([]helper, n)
 	for k := range hs {
