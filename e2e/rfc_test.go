@@ -35,7 +35,7 @@ func TestRFCv0(t *testing.T) {
 	index := map[string]int{"main.o": 0}
 	for i, s := range shards {
 		id := strings.TrimSuffix(filepath.Base(s), ".thinlto.bc") // libfoo.a(m0.o at 88)
-		member := id[len("libfoo.a(") : strings.LastIndex(id, " at ")]
+		member := id[len("libfoo.a("):strings.LastIndex(id, " at ")]
 		file := "m." + string(rune('0'+i)) + "000.o"
 		// The member's content, under another name; the original is gone.
 		if err := os.Rename(filepath.Join(p.Dir, member), filepath.Join(p.Dir, file)); err != nil {
