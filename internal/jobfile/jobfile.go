@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -115,12 +116,17 @@ func fieldErr(job int, field, format string, args ...any) *Error {
 func decode(raw json.RawMessage, v any, field string) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	err := dec.Decode(v)
-	if err == nil {
-		return nil
-	}
 	where := field
 	if where == "" {
 		where = "(top level)"
+	}
+	if err == nil {
+		// Decode reads one value: anything after it (a second object, the
+		// rest of a file written twice) would otherwise pass unnoticed.
+		if _, terr := dec.Token(); terr != io.EOF {
+			return fieldErr(-1, where, "malformed JSON: unexpected data after the value at byte %d", dec.InputOffset())
+		}
+		return nil
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {

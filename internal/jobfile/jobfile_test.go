@@ -112,6 +112,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{"empty", ``, -1, "(top level)", "malformed JSON"},
 		{"truncated", `{"common": {`, -1, "(top level)", "malformed JSON"},
+		{"trailing data", `{"common": {"args": ["c"]}, "jobs": []} {"x": 1}`, -1, "(top level)", "after the value"},
 		{"not an object", `[1]`, -1, "", "an object"},
 		{"no common", `{"jobs": []}`, -1, "common", "missing"},
 		{"common wrong type", `{"common": [], "jobs": []}`, -1, "common", "an object"},
