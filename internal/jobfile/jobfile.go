@@ -97,10 +97,47 @@ func Parse(data []byte, dir string) (*File, error) {
 	_, hasTool := common["codegen-tool"]
 	_, hasModules := common["modules"]
 	p := &parser{dir: dir}
+	var f *File
+	var err error
 	if hasVersion || hasTool || hasModules {
-		return p.parseV0(top, common)
+		f, err = p.parseV0(top, common)
+	} else {
+		f, err = p.parseLLD(top, common)
 	}
-	return p.parseLLD(top, common)
+	if err != nil {
+		return nil, err
+	}
+	return f, checkOutputs(f.Actions)
+}
+
+// checkOutputs rejects jobs that would write the same file, or overwrite
+// one of their own inputs: each output is staged and renamed into place, so
+// the last job would silently win and lld would link one object twice.
+func checkOutputs(actions []*action.Action) error {
+	owner := map[string]int{}
+	for i, a := range actions {
+		inputs := map[string]bool{}
+		for _, in := range a.Inputs {
+			inputs[a.Abs(in.Path)] = true
+			inputs[a.Abs(in.Local())] = true
+		}
+		for k, o := range a.Outputs {
+			p := a.Abs(o.Path)
+			field := fmt.Sprintf("jobs[%d].outputs[%d]", i, k)
+			if inputs[p] {
+				return &Error{Job: i, Label: a.ID, Field: field, Msg: fmt.Sprintf("%q is also an input of the job", o.Path)}
+			}
+			if j, ok := owner[p]; ok {
+				msg := fmt.Sprintf("%q is also an output of job %d", o.Path, j)
+				if j == i {
+					msg = fmt.Sprintf("%q is listed twice", o.Path)
+				}
+				return &Error{Job: i, Label: a.ID, Field: field, Msg: msg}
+			}
+			owner[p] = i
+		}
+	}
+	return nil
 }
 
 type parser struct {
