@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -96,10 +97,47 @@ func Parse(data []byte, dir string) (*File, error) {
 	_, hasTool := common["codegen-tool"]
 	_, hasModules := common["modules"]
 	p := &parser{dir: dir}
+	var f *File
+	var err error
 	if hasVersion || hasTool || hasModules {
-		return p.parseV0(top, common)
+		f, err = p.parseV0(top, common)
+	} else {
+		f, err = p.parseLLD(top, common)
 	}
-	return p.parseLLD(top, common)
+	if err != nil {
+		return nil, err
+	}
+	return f, checkOutputs(f.Actions)
+}
+
+// checkOutputs rejects jobs that would write the same file, or overwrite
+// one of their own inputs: each output is staged and renamed into place, so
+// the last job would silently win and lld would link one object twice.
+func checkOutputs(actions []*action.Action) error {
+	owner := map[string]int{}
+	for i, a := range actions {
+		inputs := map[string]bool{}
+		for _, in := range a.Inputs {
+			inputs[a.Abs(in.Path)] = true
+			inputs[a.Abs(in.Local())] = true
+		}
+		for k, o := range a.Outputs {
+			p := a.Abs(o.Path)
+			field := fmt.Sprintf("jobs[%d].outputs[%d]", i, k)
+			if inputs[p] {
+				return &Error{Job: i, Label: a.ID, Field: field, Msg: fmt.Sprintf("%q is also an input of the job", o.Path)}
+			}
+			if j, ok := owner[p]; ok {
+				msg := fmt.Sprintf("%q is also an output of job %d", o.Path, j)
+				if j == i {
+					msg = fmt.Sprintf("%q is listed twice", o.Path)
+				}
+				return &Error{Job: i, Label: a.ID, Field: field, Msg: msg}
+			}
+			owner[p] = i
+		}
+	}
+	return nil
 }
 
 type parser struct {
@@ -115,12 +153,17 @@ func fieldErr(job int, field, format string, args ...any) *Error {
 func decode(raw json.RawMessage, v any, field string) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	err := dec.Decode(v)
-	if err == nil {
-		return nil
-	}
 	where := field
 	if where == "" {
 		where = "(top level)"
+	}
+	if err == nil {
+		// Decode reads one value: anything after it (a second object, the
+		// rest of a file written twice) would otherwise pass unnoticed.
+		if _, terr := dec.Token(); terr != io.EOF {
+			return fieldErr(-1, where, "malformed JSON: unexpected data after the value at byte %d", dec.InputOffset())
+		}
+		return nil
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {

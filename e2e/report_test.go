@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+// TestTraceAndSummary links through thindist with --trace and checks the
+// trace (valid JSON, one complete "X" event per job on a lane below --jobs)
+// and the summary line.
+func TestTraceAndSummary(t *testing.T) {
+	t.Parallel()
+	const modules, jobs = 12, 3
+	p := program(t, testprog.Options{Modules: modules, Seed: 31, ArchiveModules: 2, ThinArchiveModules: 1})
+	trace := filepath.Join(t.TempDir(), "trace dir", "run.json")
+	if err := os.MkdirAll(filepath.Dir(trace), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	stderr := checkBoth(t, p, linkCmd{distArgs: []string{"--jobs=3", "--trace=" + trace}})
+	if !regexp.MustCompile(`(?m)^thindist: 12 jobs, 0 failed, 0 cached, 0 remote, 12 local in [0-9.]+m?s; slowest \S`).MatchString(stderr) {
+		t.Errorf("no summary line for 12 jobs:\n%s", stderr)
+	}
+	data, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Name string  `json:"name"`
+			Ph   string  `json:"ph"`
+			Ts   float64 `json:"ts"`
+			Dur  float64 `json:"dur"`
+			Pid  int     `json:"pid"`
+			Tid  int     `json:"tid"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(data, &tr); err != nil {
+		t.Fatalf("the trace is not valid JSON: %v\n%s", err, data)
+	}
+	names := map[string]bool{}
+	for _, e := range tr.TraceEvents {
+		if e.Ph != "X" {
+			continue
+		}
+		if e.Tid < 0 || e.Tid >= jobs {
+			t.Errorf("event %q on lane %d, want one below --jobs=%d", e.Name, e.Tid, jobs)
+		}
+		if e.Dur <= 0 || e.Ts < 0 {
+			t.Errorf("event %q: ts %v dur %v", e.Name, e.Ts, e.Dur)
+		}
+		if names[e.Name] {
+			t.Errorf("two events for %q", e.Name)
+		}
+		names[e.Name] = true
+	}
+	if len(names) != modules {
+		t.Errorf("%d complete events, want one per job (%d): %v", len(names), modules, names)
+	}
+	if !names["main.o"] {
+		t.Errorf("no event for main.o: %v", names)
+	}
+	noLeftovers(t, p.Dir)
+
+	// --quiet drops the summary.
+	l := linkCmd{p: p, objs: p.Objects, out: "prog-quiet", dist: thindist, distArgs: []string{"--quiet"}}
+	if out := l.mustLink(t); strings.Contains(out, "jobs,") {
+		t.Errorf("--quiet printed a summary:\n%s", out)
+	}
+}
+
+// TestHelp: --help names every flag and its environment variable.
+func TestHelp(t *testing.T) {
+	out, err := exec.Command(thindist, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("thindist --help: %v\n%s", err, out)
+	}
+	var cfg config.Config
+	fs := config.NewFlagSet("thindist")
+	cfg.Register(fs)
+	names := fs.Names()
+	if len(names) < 4 {
+		t.Fatalf("only %d flags defined: %q", len(names), names)
+	}
+	for _, n := range names {
+		if len(n) == 1 {
+			if !strings.Contains(string(out), "-"+n+", --") {
+				t.Errorf("--help does not show the short flag -%s", n)
+			}
+			continue
+		}
+		if !strings.Contains(string(out), "--"+n) {
+			t.Errorf("--help does not mention --%s", n)
+		}
+		if !strings.Contains(string(out), config.EnvName(n)) {
+			t.Errorf("--help does not mention %s", config.EnvName(n))
+		}
+	}
+	// Flags also work from the environment: THINDIST_JOBS=0 is rejected
+	// like --jobs=0.
+	cmd := exec.Command(thindist, "job.json")
+	cmd.Env = append(os.Environ(), "THINDIST_JOBS=0")
+	b, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--jobs") {
+		t.Errorf("THINDIST_JOBS=0: %v\n%s", err, b)
+	}
+}
