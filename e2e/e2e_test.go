@@ -115,7 +115,7 @@ func (l linkCmd) run(t *testing.T) (stderr string, err error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, driver(l.p), args...)
 	cmd.Dir = l.p.Dir
-	cmd.Env = append(os.Environ(), l.env...)
+	cmd.Env = testEnv(t, l.env...)
 	var eb bytes.Buffer
 	cmd.Stderr = &eb
 	cmd.Stdout = &eb
@@ -298,7 +298,7 @@ func runThindist(t *testing.T, dir string, env []string, args ...string) (int, s
 	defer cancel()
 	cmd := exec.CommandContext(ctx, thindist, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = testEnv(t, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -317,4 +317,13 @@ func linkNatives(t *testing.T, p *testprog.Program, natives []string, out string
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("final link: %v\n%s", err, b)
 	}
+}
+
+// testEnv is the environment for a command of test t: this process's, a
+// fresh cache directory of the test's own (so one test's results never
+// serve another's compiles and tests that count compiler runs see them all),
+// then extra.
+func testEnv(t *testing.T, extra ...string) []string {
+	env := append(os.Environ(), "THINDIST_CACHE_DIR="+t.TempDir())
+	return append(env, extra...)
 }

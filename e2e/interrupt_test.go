@@ -52,7 +52,7 @@ func TestInterrupt(t *testing.T) {
 
 	cmd := exec.Command(thindist, "--jobs=3", path)
 	cmd.Dir = p.Dir
-	cmd.Env = append(os.Environ(), tag, "TD_PIDS="+pids, "TD_SLEEP=60")
+	cmd.Env = testEnv(t, tag, "TD_PIDS="+pids, "TD_SLEEP=60")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -129,7 +129,7 @@ func TestInterruptThindistOnly(t *testing.T) {
 
 	cmd := exec.Command(thindist, "--jobs=2", path)
 	cmd.Dir = p.Dir
-	cmd.Env = append(os.Environ(), tag, "TD_PIDS="+pids, "TD_SLEEP=60")
+	cmd.Env = testEnv(t, tag, "TD_PIDS="+pids, "TD_SLEEP=60")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

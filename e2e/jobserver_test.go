@@ -83,7 +83,7 @@ func TestJobserver(t *testing.T) {
 		log := filepath.Join(t.TempDir(), "log")
 		cmd := exec.Command(args[0], append(args[1:], "-o", "prog-free")...)
 		cmd.Dir = p.Dir
-		cmd.Env = append(os.Environ(), "TD_LOG="+log, "TD_SLEEP=0.3", "MAKEFLAGS=")
+		cmd.Env = testEnv(t, "TD_LOG="+log, "TD_SLEEP=0.3", "MAKEFLAGS=")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("link: %v\n%s", err, out)
 		}
@@ -110,7 +110,7 @@ func TestJobserver(t *testing.T) {
 			}
 			cmd := exec.Command("make", margs...)
 			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "TD_LOG="+log, "TD_SLEEP=0.3", "MAKEFLAGS=")
+			cmd.Env = testEnv(t, "TD_LOG="+log, "TD_SLEEP=0.3", "MAKEFLAGS=")
 			out, err := cmd.CombinedOutput()
 			if form == "fifo" && err != nil && strings.Contains(string(out), "jobserver-style") {
 				t.Skip("this make has no fifo jobserver (make 4.4+); internal/jobserver tests the fifo form")

@@ -106,7 +106,7 @@ func TestHelp(t *testing.T) {
 	// Flags also work from the environment: THINDIST_JOBS=0 is rejected
 	// like --jobs=0.
 	cmd := exec.Command(thindist, "job.json")
-	cmd.Env = append(os.Environ(), "THINDIST_JOBS=0")
+	cmd.Env = testEnv(t, "THINDIST_JOBS=0")
 	b, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--jobs") {
 		t.Errorf("THINDIST_JOBS=0: %v\n%s", err, b)
