@@ -1,0 +1,113 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
+)
+
+func actions(t *testing.T, dir string, n int) []*action.Action {
+	var as []*action.Action
+	for i := 0; i < n; i++ {
+		m := fmt.Sprintf("m%d.o", i)
+		// Module sizes grow with i, so largest-first runs them in reverse.
+		if err := os.WriteFile(filepath.Join(dir, m), make([]byte, 10+i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		as = append(as, &action.Action{ID: m, Dir: dir,
+			Args:    []action.Arg{action.Lit("cc"), action.In("", 0), action.Out("-o", 0)},
+			Inputs:  []action.Input{{Path: m, Role: action.RoleModule}},
+			Outputs: []action.Output{{Path: m + ".native.o"}}})
+	}
+	return as
+}
+
+type recorder struct {
+	mu    sync.Mutex
+	order []string
+}
+
+func (r *recorder) Planned(int) {}
+func (r *recorder) Started(a *action.Action, _ int) {
+	r.mu.Lock()
+	r.order = append(r.order, a.ID)
+	r.mu.Unlock()
+}
+func (r *recorder) Finished(*action.Action, int, *executor.Result, error) {}
+
+func TestRunLargestFirstAndRenamesIntoPlace(t *testing.T) {
+	dir := t.TempDir()
+	as := actions(t, dir, 5)
+	write := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		if filepath.Dir(out[0]) == dir {
+			t.Errorf("%s: staged output %s is not in a staging directory", a.ID, out[0])
+		}
+		return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
+	})
+	rec := &recorder{}
+	if err := Run(context.Background(), as, write, Options{Parallel: 1, Observer: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.order, " "); got != "m4.o m3.o m2.o m1.o m0.o" {
+		t.Errorf("start order %s, want largest first", got)
+	}
+	for _, a := range as {
+		data, err := os.ReadFile(filepath.Join(dir, a.Outputs[0].Path))
+		if err != nil || string(data) != a.ID {
+			t.Errorf("%s: output %q, %v", a.ID, data, err)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".thindist-*"))
+	if len(left) != 0 {
+		t.Errorf("staging left behind: %v", left)
+	}
+}
+
+func TestRunStopsAtFirstFailureAndRemovesOutputs(t *testing.T) {
+	dir := t.TempDir()
+	as := actions(t, dir, 6)
+	var ran atomic.Int32
+	ex := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		ran.Add(1)
+		if a.ID == "m4.o" {
+			return nil, &executor.BackendError{Action: a, Result: &executor.Result{ExitCode: 1}, Reason: "exit status 1"}
+		}
+		return &executor.Result{}, os.WriteFile(out[0], []byte("x"), 0o644)
+	})
+	err := Run(context.Background(), as, ex, Options{Parallel: 1})
+	var be *executor.BackendError
+	if !errors.As(err, &be) || be.Action.ID != "m4.o" {
+		t.Fatalf("err = %v, want m4.o's failure", err)
+	}
+	if n := ran.Load(); n != 2 {
+		t.Errorf("%d actions ran, want 2 (m5.o, then m4.o failed and nothing more started)", n)
+	}
+	for _, a := range as {
+		if _, err := os.Stat(filepath.Join(dir, a.Outputs[0].Path)); !os.IsNotExist(err) {
+			t.Errorf("%s: output of a failed run left behind", a.ID)
+		}
+	}
+}
+
+func TestPreflightNamesMissingInputs(t *testing.T) {
+	dir := t.TempDir()
+	as := actions(t, dir, 2)
+	as[1].Inputs = append(as[1].Inputs, action.Input{Path: "gone.o", Role: action.RoleImport})
+	ex := executor.Func(func(context.Context, *action.Action, []string) (*executor.Result, error) {
+		t.Error("an action ran despite a missing input")
+		return &executor.Result{}, nil
+	})
+	err := Run(context.Background(), as, ex, Options{Parallel: 2})
+	if err == nil || !strings.Contains(err.Error(), `m1.o: imported module "gone.o" does not exist`) {
+		t.Fatalf("err = %v", err)
+	}
+}
