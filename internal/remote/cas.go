@@ -182,7 +182,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		}
 		return data, nil
 	}
-	limit := u.c.batchLimit - 4096
+	limit := u.c.batchData()
 	var batch []digest.Digest
 	var batchData [][]byte
 	var batchSize int64
@@ -370,7 +370,7 @@ func (c *Client) ReadBytes(ctx context.Context, d digest.Digest) ([]byte, error)
 	var lastCorrupt error
 	err := c.retryRead(ctx, func(ctx context.Context) error {
 		var err error
-		if d.Size+perBlobOverhead <= c.batchLimit-4096 {
+		if d.Size+perBlobOverhead <= c.batchData() {
 			data, err = c.batchRead(ctx, d)
 		} else {
 			data, err = c.streamRead(ctx, d)
@@ -483,3 +483,8 @@ func (c *Client) streamRead(ctx context.Context, d digest.Digest) ([]byte, error
 	}
 	return buf.Bytes(), nil
 }
+
+// batchData is how many bytes of blobs (with their per-blob overhead) one
+// batch request carries: the server's limit less room for the request's
+// own framing.
+func (c *Client) batchData() int64 { return c.batchLimit - min(4096, c.batchLimit/16) }
