@@ -216,6 +216,7 @@ func TestRemotePlatformMismatch(t *testing.T) {
 	if !strings.Contains(stderr, "OSFamily=Windows") || !strings.Contains(stderr, "--remote-platform") {
 		t.Errorf("the error does not name the platform:\n%s", stderr)
 	}
+	t.Logf("%s", stderr)
 	stderr, err = remoteLink(t, p, addr, "--remote-platform=OSFamily=Linux", "--remote-fallback=none")
 	if !wantCorrectOrFailed(t, p, stderr, err) {
 		t.Errorf("matching platform: link failed:\n%s", stderr)

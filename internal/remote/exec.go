@@ -91,23 +91,23 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 			e.Counters.NotRemotable.Add(1)
 			return nil, &NotRemotable{Err: err}
 		}
-		return nil, fmt.Errorf("%s: preparing the remote action: %w", a.ID, err)
+		return nil, fmt.Errorf("preparing the remote action: %w", err)
 	}
 	if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
-		return nil, fmt.Errorf("%s: uploading inputs: %w", a.ID, err)
+		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
 	uploaded := time.Now()
 	e.Counters.UploadWall.Add(int64(uploaded.Sub(start)))
 	resp, err := e.run(ctx, ex)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", a.ID, err)
+		return nil, err
 	}
 	ran := time.Now()
 	e.Counters.ExecWall.Add(int64(ran.Sub(uploaded)))
 	res, err := e.collect(ctx, a, ex, resp, out)
 	e.Counters.DownloadWall.Add(int64(time.Since(ran)))
 	if err != nil {
-		return nil, fmt.Errorf("%s: remote result rejected: %w", a.ID, err)
+		return nil, fmt.Errorf("remote result rejected: %w", err)
 	}
 	res.Wall = time.Since(start)
 	return res, nil
@@ -120,7 +120,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 	var opName string
 	var lastErr error
 	unavailable := 0
-	for attempt := 1; attempt <= e.c.opts.MaxAttempts+1; attempt++ {
+	for attempt := 1; attempt <= e.c.opts.MaxAttempts; attempt++ {
 		if attempt > 1 {
 			e.Counters.Retries.Add(1)
 			if err := sleep(ctx, backoff(attempt-1)); err != nil {
@@ -190,7 +190,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			return nil, fmt.Errorf("remote execution: %w", err)
 		}
 	}
-	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", e.c.opts.MaxAttempts+1, lastErr)
+	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", e.c.opts.MaxAttempts, lastErr)
 	if unavailable > 0 {
 		msg += fmt.Sprintf("\n  (a server that has no worker matching the platform properties [%s] answers Unavailable at once, as Buildbarn does: check --remote-platform)",
 			e.platformString())
@@ -371,7 +371,7 @@ func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) 
 		return res, fmt.Errorf("%w\n  (--remote-fallback=none: not compiling locally)", err)
 	}
 	f.Fallbacks.Add(1)
-	f.o.Warn("remote execution failed, compiling locally: %s", firstLine(err.Error()))
+	f.o.Warn("%s: remote execution failed, compiling locally: %s", a.ID, firstLine(strings.TrimPrefix(err.Error(), a.ID+": ")))
 	return f.local.Execute(ctx, a, out)
 }
 
