@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,4 +344,27 @@ func TestRemoteCachedResultFaults(t *testing.T) {
 	}
 }
 
-var _ = context.Background
+
+
+// TestRemoteDoctor: doctor passes against the test double with the same
+// clang, and fails clearly when the workers' compiler differs.
+func TestRemoteDoctor(t *testing.T) {
+	needClang(t)
+	_, addr := fakeRemote(t, reapitest.Options{Zstd: true})
+	dir := t.TempDir()
+	code, out := runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang)
+	if code != 0 || !strings.Contains(out, "all checks passed") || !strings.Contains(out, "clang version 22") {
+		t.Errorf("doctor: exit %d\n%s", code, out)
+	}
+	t.Logf("%s", out)
+	other := filepath.Join(dir, "old-clang")
+	os.WriteFile(other, []byte("#!/bin/sh\necho 'Debian clang version 19.1.7'\n"), 0o777)
+	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang, "--remote-compiler="+other)
+	if code != 1 || !strings.Contains(out, "same version") {
+		t.Errorf("doctor with another compiler on the workers: exit %d\n%s", code, out)
+	}
+	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://127.0.0.1:1", "--remote-retries=1")
+	if code != 1 || !strings.Contains(out, "FAIL") {
+		t.Errorf("doctor against nothing: exit %d\n%s", code, out)
+	}
+}

@@ -93,9 +93,6 @@ func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 	mineSet := map[digest.Digest]*upload{}
 	u.mu.Lock()
 	claim := func(d digest.Digest) {
-		if d.Size == 0 {
-			return // the empty blob is always present
-		}
 		if e, ok := u.m[d]; ok {
 			if _, own := mineSet[d]; !own {
 				wait = append(wait, e)
