@@ -344,8 +344,6 @@ func TestRemoteCachedResultFaults(t *testing.T) {
 	}
 }
 
-
-
 // TestRemoteDoctor: doctor passes against the test double with the same
 // clang, and fails clearly when the workers' compiler differs.
 func TestRemoteDoctor(t *testing.T) {
