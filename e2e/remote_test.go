@@ -81,7 +81,7 @@ func wantCorrectOrFailed(t *testing.T, p *testprog.Program, stderr string, err e
 	return true
 }
 
-var remoteLine = regexp.MustCompile(`remote grpcs?://\S+: (\d+) cache hits, (\d+) misses(?:; (\d+) executed, (\d+) server cache hits, (\d+) retries, (\d+) ran locally)?`)
+var remoteLine = regexp.MustCompile(`remote grpcs?://\S+: (\d+) cache hits, (\d+) misses(?:; (\d+) executed, (\d+) server cache hits, (\d+) retries, (\d+) ran locally)?[^\n]*`)
 
 type remoteSummary struct{ hits, misses, executed, serverHits, retries, local int }
 
