@@ -30,6 +30,8 @@ func Main(ctx context.Context, args []string) int {
 			return 0
 		case "cache":
 			return cacheCmd(args[1:], env, os.Stdout)
+		case "doctor":
+			return doctorCmd(ctx, args[1:], env, os.Stdout)
 		case "version":
 			fmt.Println("thindist", Version)
 			return 0
@@ -44,6 +46,9 @@ twice for the same inputs.
 Usage:
   thindist [flags] JOBFILE     run the jobs of an lld DTLTO job file (lld calls this)
   thindist cache stats|clear   show or empty the local cache
+  thindist doctor --remote URL [--remote-* ...] [--compiler CLANG]
+                               check a remote execution service: connection,
+                               capabilities, CAS, the workers' compiler version
   thindist help                this text
   thindist version             print the version
 

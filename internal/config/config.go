@@ -27,6 +27,12 @@ type Config struct {
 	CacheSize string
 	// NoCache turns the local cache off.
 	NoCache bool
+
+	// ConfigFile is a file of `flag = value` lines read before the
+	// environment and the command line (lowest precedence).
+	ConfigFile string
+
+	Remote Remote
 }
 
 // DefaultCacheDir is $XDG_CACHE_HOME/thindist, else ~/.cache/thindist.
@@ -62,6 +68,12 @@ func (c *Config) Register(fs *FlagSet) {
 	fs.Bool(&c.NoCache, "no-cache", "Cache", false, "neither read nor write the local cache")
 	fs.String(&c.Progress, "progress", "Reporting", "auto|always|never", "auto",
 		"draw a live progress line on stderr: auto draws it when stderr is a terminal")
+	fs.String(&c.ConfigFile, "config", "Configuration", "FILE", "",
+		"read settings from FILE: one `flag = value` a line (flag names without dashes,\n"+
+			"repeatable flags on several lines, '#' comments); the environment and the\n"+
+			"command line win over it")
+	fs.configFlag = "config"
+	c.Remote.register(fs)
 }
 
 // Check validates c after parsing.
@@ -71,6 +83,9 @@ func (c *Config) Check() error {
 	}
 	if _, err := parseSize(c.CacheSize); err != nil {
 		return fmt.Errorf("--cache-size: %v", err)
+	}
+	if err := c.Remote.check(); err != nil {
+		return err
 	}
 	switch c.Progress {
 	case "auto", "always", "never":

@@ -18,6 +18,8 @@ type FlagSet struct {
 	fs    *flag.FlagSet
 	metas map[string]meta
 	order []string
+	// configFlag names the flag holding a config file, if any.
+	configFlag string
 }
 
 type meta struct {
@@ -93,17 +95,55 @@ func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
 	}
 	given := map[string]bool{}
 	s.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fromEnv := map[string]bool{}
 	for _, name := range s.order {
 		if given[name] {
 			continue
 		}
 		if v := getenv(EnvName(name)); v != "" {
-			if err := s.fs.Set(name, v); err != nil {
+			var err error
+			if l, ok := s.fs.Lookup(name).Value.(listValue); ok {
+				err = l.SetList(v)
+			} else {
+				err = s.fs.Set(name, v)
+			}
+			if err != nil {
 				return fmt.Errorf("%s=%q: %v", EnvName(name), v, err)
 			}
+			fromEnv[name] = true
+		}
+	}
+	if s.configFlag == "" {
+		return nil
+	}
+	path := s.fs.Lookup(s.configFlag).Value.String()
+	if path == "" {
+		return nil
+	}
+	kvs, err := readConfigFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	for _, kv := range kvs {
+		f := s.fs.Lookup(kv[0])
+		if f == nil || kv[0] == s.configFlag {
+			return fmt.Errorf("config file %s: unknown setting %q", path, kv[0])
+		}
+		if given[f.Name] || fromEnv[f.Name] {
+			continue
+		}
+		if err := s.fs.Set(f.Name, kv[1]); err != nil {
+			return fmt.Errorf("config file %s: %s = %q: %v", path, kv[0], kv[1], err)
 		}
 	}
 	return nil
+}
+
+// listValue is a repeatable flag that takes several values from one
+// environment variable.
+type listValue interface {
+	flag.Value
+	SetList(string) error
 }
 
 // Args returns the positional arguments.

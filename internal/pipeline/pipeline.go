@@ -84,11 +84,16 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 	warn := func(format string, args ...any) {
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
 	}
-	chain, finish, err := buildChain(cfg, env, warn)
+	chain, parallel, finish, err := buildChain(ctx, cfg, env, console, warn)
 	if err != nil {
 		return err
 	}
-	defer finish()
+	finished := false
+	defer func() {
+		if !finished {
+			finish()
+		}
+	}()
 
 	summary := report.NewSummary()
 	observers := []schedule.Observer{summary, warnings{env, console}}
@@ -104,12 +109,14 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 	}
 
 	runErr := schedule.Run(ctx, actions, chain, schedule.Options{
-		Parallel: cfg.Jobs,
+		Parallel: parallel,
 		Observer: report.Tee(observers...),
 	})
 	if progress != nil {
 		progress.Stop()
 	}
+	finish() // its cache and remote counters print before the summary line
+	finished = true
 	if trace != nil {
 		if err := trace.Write(cfg.Trace); err != nil {
 			diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf("writing the trace %s: %v", cfg.Trace, err)})
@@ -155,42 +162,72 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 }
 
 // buildChain composes the executors cfg asks for, innermost first:
-// local processes, then the local cache in front of them. Every producer is
-// wrapped in Verified, so nothing unverified is stored or linked. finish
-// records the run's cache counters and releases what the chain holds.
-func buildChain(cfg *config.Config, env Env, warn func(string, ...any)) (executor.Executor, func(), error) {
+//
+//	local processes                 Verified(local)
+//	remote execution, else local    Fallback(Verified(remote), Verified(local))   (--remote)
+//	remote cache                    Verified(remotecache(...))                    (--remote)
+//	local cache                     Verified(localcache(...))
+//
+// Every producer is wrapped in Verified, so nothing unverified is stored or
+// linked. parallel is how many actions may be in flight. finish records the
+// run's counters and releases what the chain holds.
+func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any)) (executor.Executor, int, func(), error) {
 	limiter, closeLimiter, err := localLimiter(cfg, env, warn)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, nil, err
 	}
-	chain := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter}))
-	if cfg.NoCache {
-		return chain, closeLimiter, nil
+	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter}))
+	chain, parallel := local, cfg.Jobs
+	finishers := []func(){closeLimiter}
+	finish := func() {
+		for i := len(finishers) - 1; i >= 0; i-- {
+			finishers[i]()
+		}
 	}
+
 	dir := cfg.CacheDir
 	if dir == "" {
 		dir = config.DefaultCacheDir(env.Getenv)
 	}
-	disk, err := cache.OpenDisk(dir)
-	if err != nil {
-		warn("running without a cache: %v", err)
-		return chain, closeLimiter, nil
+	var disk *cache.Disk
+	if !cfg.NoCache {
+		if disk, err = cache.OpenDisk(dir); err != nil {
+			warn("running without a cache: %v", err)
+			disk = nil
+		}
 	}
-	keys := &reapi.Keyer{
-		Files:      digest.NewFiles(),
-		CompilerID: cache.NewCompilerIDs(filepath.Join(dir, "compilers")).ID,
-		Getenv:     env.Getenv,
+	idDir := ""
+	if disk != nil {
+		idDir = filepath.Join(dir, "compilers")
+	}
+	ids := cache.NewCompilerIDs(idDir)
+	keys := &reapi.Keyer{Files: digest.NewFiles(), CompilerID: ids.ID, Getenv: env.Getenv}
+
+	if cfg.Remote.Target != "" {
+		r, err := newRemote(ctx, cfg, env, console, warn, keys, local)
+		if err != nil {
+			if cfg.Remote.Fallback == "none" {
+				finish()
+				return nil, 0, nil, err
+			}
+			warn("%v; compiling locally", err)
+		} else {
+			chain, parallel = r.chain, cfg.Remote.Jobs
+			finishers = append(finishers, func() { r.finish(cfg.Quiet) })
+		}
+	}
+	if disk == nil {
+		return chain, parallel, finish, nil
 	}
 	cached := cache.NewExecutor(disk, keys, chain, cache.Options{Where: executor.LocalCache, Warn: limited(warn)})
-	finish := func() {
-		closeLimiter()
+	finishers = append(finishers, func() {
 		c := &cached.Counters
 		run := cache.Stats{Hits: c.Hits.Load(), Misses: c.Misses.Load(), SavedCPU: time.Duration(c.SavedCPU.Load())}
 		if err := disk.Finish(run, cfg.CacheLimit()); err != nil {
 			warn("cache %s: %v", dir, err)
 		}
-	}
-	return executor.Verified(cached), finish, nil
+	})
+	return executor.Verified(cached), parallel, finish, nil
 }
 
 // limited passes on the first few cache warnings of a run and drops the

@@ -1,0 +1,368 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+// fakeRemote starts a REAPI test double for the test.
+func fakeRemote(t *testing.T, o reapitest.Options) (*reapitest.FakeServer, string) {
+	t.Helper()
+	if o.ExecRootDir == "" {
+		o.ExecRootDir = t.TempDir()
+	}
+	s := reapitest.NewFakeServer(o)
+	addr, err := s.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s, addr
+}
+
+// remoteProgram is the program the remote tests link: plain objects and a
+// regular archive (whose members' shards cannot be made stable).
+func remoteProgram(t *testing.T) *testprog.Program {
+	return program(t, testprog.Options{Modules: 6, ArchiveModules: 2, Seed: 7})
+}
+
+// copyProgram copies p's directory (sources, objects, archives) to a fresh
+// directory: the same relative paths in another place.
+func copyProgram(t *testing.T, p *testprog.Program) *testprog.Program {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "elsewhere", "checkout")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", p.Dir+"/.", dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	q := *p
+	q.Dir = dst
+	for _, f := range []string{"prog-dtlto", "prog-inprocess"} {
+		os.Remove(filepath.Join(dst, f))
+	}
+	return &q
+}
+
+// remoteLink links p through thindist on the server at addr and returns
+// its stderr and error.
+func remoteLink(t *testing.T, p *testprog.Program, addr string, args ...string) (string, error) {
+	t.Helper()
+	l := linkCmd{p: p, objs: p.Objects, out: "prog-dtlto", dist: thindist,
+		distArgs: append([]string{"--no-cache", "--remote=grpc://" + addr}, args...)}
+	return l.run(t)
+}
+
+// wantCorrectOrFailed checks the invariant of every fault: the link either
+// failed with a clear message, or produced a program that prints p.Want.
+func wantCorrectOrFailed(t *testing.T, p *testprog.Program, stderr string, err error) bool {
+	t.Helper()
+	if err != nil {
+		if !strings.Contains(stderr, "thindist: error:") {
+			t.Errorf("the link failed without a thindist error message:\n%s", stderr)
+		}
+		if _, statErr := os.Stat(filepath.Join(p.Dir, "prog-dtlto")); statErr == nil {
+			t.Errorf("a failed link left a program behind")
+		}
+		return false
+	}
+	if got := runProg(t, p, "prog-dtlto"); got != p.Want {
+		t.Fatalf("WRONG PROGRAM: prints %q, want %q\n%s", got, p.Want, stderr)
+	}
+	return true
+}
+
+var remoteLine = regexp.MustCompile(`remote grpcs?://\S+: (\d+) cache hits, (\d+) misses(?:; (\d+) executed, (\d+) server cache hits, (\d+) retries, (\d+) ran locally)?[^\n]*`)
+
+type remoteSummary struct{ hits, misses, executed, serverHits, retries, local int }
+
+func parseRemote(t *testing.T, stderr string) remoteSummary {
+	t.Helper()
+	m := remoteLine.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no remote summary line in:\n%s", stderr)
+	}
+	n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
+	return remoteSummary{n(1), n(2), n(3), n(4), n(5), n(6)}
+}
+
+// TestRemoteLink: a link through the REAPI test double gives a program
+// that behaves like the in-process one; a second link of the same files in
+// another directory executes nothing; each blob is uploaded once.
+func TestRemoteLink(t *testing.T) {
+	p := remoteProgram(t)
+	srv, addr := fakeRemote(t, reapitest.Options{Zstd: true, MaxBatchTotalSizeBytes: 4 << 10})
+	stderr := checkBoth(t, p, linkCmd{distArgs: []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none"}})
+	st := srv.Stats()
+	sum := parseRemote(t, stderr)
+	jobs := len(p.Modules)
+	if st.Executions != int64(jobs) || sum.executed != jobs || sum.local != 0 {
+		t.Errorf("cold link: %d executions on the server, summary %+v; want %d remote executions\n%s", st.Executions, sum, jobs, stderr)
+	}
+	seen := map[string]int{}
+	for _, u := range srv.Uploads() {
+		seen[u.Hash]++
+		if seen[u.Hash] == 2 {
+			t.Errorf("blob %s/%d uploaded twice", u.Hash, u.SizeBytes)
+		}
+	}
+	if st.RPCs[reapitest.MethodWrite] == 0 {
+		t.Errorf("no ByteStream upload with a 4 KiB batch limit: %v", st.RPCs)
+	}
+	t.Logf("cold: %s", firstMatch(stderr))
+
+	// The same relative paths elsewhere: everything hits.
+	srv.ResetStats()
+	q := copyProgram(t, p)
+	stderr, err := remoteLink(t, q, addr, "--remote-fallback=none")
+	if err != nil {
+		t.Fatalf("warm link: %v\n%s", err, stderr)
+	}
+	wantCorrectOrFailed(t, q, stderr, nil)
+	st = srv.Stats()
+	sum = parseRemote(t, stderr)
+	if st.Executions != 0 || st.ExecuteCalls != 0 || sum.hits != jobs || st.BlobsUploaded != 0 {
+		t.Errorf("warm link from another directory: %d executions, %d Execute calls, %d blobs uploaded, summary %+v; want %d cache hits and nothing else\n%s",
+			st.Executions, st.ExecuteCalls, st.BlobsUploaded, sum, jobs, stderr)
+	}
+	t.Logf("warm: %s", firstMatch(stderr))
+}
+
+func firstMatch(s string) string { return remoteLine.FindString(s) }
+
+// TestRemoteFaults: every injected fault ends in a correct program or a
+// clear failure, with either fallback.
+func TestRemoteFaults(t *testing.T) {
+	p := remoteProgram(t)
+	type fault struct {
+		name   string
+		method string
+		fault  reapitest.Fault
+		n      int
+		// recovers: the remote itself gets over it (retry, WaitExecution),
+		// so even --remote-fallback=none links.
+		recovers bool
+	}
+	faults := []fault{
+		{"unavailable", reapitest.MethodExecute, reapitest.FaultUnavailable, 2, true},
+		{"unavailable-always", reapitest.MethodExecute, reapitest.FaultUnavailable, 1000, false},
+		{"deadline", reapitest.MethodExecute, reapitest.FaultDeadlineExceeded, 2, true},
+		{"dropped-stream", reapitest.MethodExecute, reapitest.FaultDropExecuteStream, 3, true},
+		{"broken-stream", reapitest.MethodExecute, reapitest.FaultBreakExecuteStream, 3, true},
+		{"wrong-digest", reapitest.MethodExecute, reapitest.FaultWrongOutputDigest, 1, false},
+		{"missing-output", reapitest.MethodExecute, reapitest.FaultMissingOutput, 1, false},
+		{"escaping-output", reapitest.MethodExecute, reapitest.FaultEscapingOutputPath, 1, false},
+		{"zero-byte-object", reapitest.MethodExecute, reapitest.FaultZeroByteOutput, 1, false},
+		{"corrupt-batch-read", reapitest.MethodBatchReadBlobs, reapitest.FaultCorruptRead, 2, true},
+		{"corrupt-stream-read", reapitest.MethodRead, reapitest.FaultCorruptRead, 2, true},
+		{"upload-unavailable", reapitest.MethodBatchUpdateBlobs, reapitest.FaultUnavailable, 2, true},
+		{"find-missing-deadline", reapitest.MethodFindMissingBlobs, reapitest.FaultDeadlineExceeded, 2, true},
+	}
+	for _, f := range faults {
+		for _, fallback := range []string{"local", "none"} {
+			t.Run(f.name+"/"+fallback, func(t *testing.T) {
+				q := copyProgram(t, p)
+				// Small batches so that objects are read with ByteStream.
+				limit := int64(4 << 10)
+				if f.method == reapitest.MethodRead {
+					limit = 1 << 10 // every object is read with ByteStream
+				}
+				srv, addr := fakeRemote(t, reapitest.Options{MaxBatchTotalSizeBytes: limit})
+				srv.InjectFault(f.method, f.fault, f.n)
+				stderr, err := remoteLink(t, q, addr, "--remote-fallback="+fallback, "--remote-retries=4")
+				ok := wantCorrectOrFailed(t, q, stderr, err)
+				if f.n < 1000 && srv.PendingFaults(f.method, f.fault) == f.n {
+					t.Errorf("the fault never fired")
+				}
+				switch {
+				case fallback == "local" && !ok:
+					t.Errorf("with --remote-fallback=local the link failed:\n%s", stderr)
+				case fallback == "none" && f.recovers && !ok:
+					t.Errorf("the client should get over %s by itself:\n%s", f.name, stderr)
+				case fallback == "none" && !f.recovers && ok:
+					t.Errorf("with --remote-fallback=none a faulty result was accepted:\n%s", stderr)
+				}
+				if fallback == "local" && !f.recovers && !strings.Contains(stderr, "compiling locally") {
+					t.Errorf("no warning about the local fallback:\n%s", stderr)
+				}
+				if testing.Verbose() {
+					t.Logf("%s", stderr)
+				}
+			})
+		}
+	}
+}
+
+// TestRemotePlatformMismatch: a server without a worker for the platform
+// answers Unavailable at once; the client gives up after its retries with
+// a message naming the platform properties.
+func TestRemotePlatformMismatch(t *testing.T) {
+	p := remoteProgram(t)
+	_, addr := fakeRemote(t, reapitest.Options{Platform: map[string][]string{"OSFamily": {"Linux"}}})
+	stderr, err := remoteLink(t, p, addr, "--remote-fallback=none", "--remote-platform=OSFamily=Windows", "--remote-retries=2")
+	if wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatalf("the link succeeded without a matching worker:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "OSFamily=Windows") || !strings.Contains(stderr, "--remote-platform") {
+		t.Errorf("the error does not name the platform:\n%s", stderr)
+	}
+	t.Logf("%s", stderr)
+	stderr, err = remoteLink(t, p, addr, "--remote-platform=OSFamily=Linux", "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Errorf("matching platform: link failed:\n%s", stderr)
+	}
+}
+
+// TestRemoteHeadersInstanceTLS: headers and the instance name reach the
+// server, over mutual TLS.
+func TestRemoteHeadersInstanceTLS(t *testing.T) {
+	p := remoteProgram(t)
+	certs, err := reapitest.NewTestCerts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := certs.WriteFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := certs.ServerTLSConfig(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, addr := fakeRemote(t, reapitest.Options{TLS: tlsCfg})
+	base := []string{"--no-cache", "--remote=grpcs://" + addr, "--remote-ca=" + files.CACert, "--remote-fallback=none",
+		"--remote-instance=team/linux", "--remote-header=x-buildbuddy-api-key=sekrit", "--remote-header=X-Other=1"}
+	l := linkCmd{p: p, objs: p.Objects, out: "prog-dtlto", dist: thindist,
+		distArgs: append(base, "--remote-cert="+files.ClientCert, "--remote-key="+files.ClientKey)}
+	stderr, err := l.run(t)
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatalf("mTLS link failed:\n%s", stderr)
+	}
+	if v := srv.HeaderValues("x-buildbuddy-api-key"); len(v) == 0 || v[0] != "sekrit" {
+		t.Errorf("API key header: %q", v)
+	}
+	if v := srv.HeaderValues("x-other"); len(v) == 0 {
+		t.Errorf("second header missing")
+	}
+	found := false
+	for _, n := range srv.InstanceNames() {
+		found = found || n == "team/linux"
+	}
+	if !found {
+		t.Errorf("instance names seen: %q", srv.InstanceNames())
+	}
+	if srv.Stats().Executions == 0 {
+		t.Errorf("nothing executed remotely")
+	}
+	// Without a client certificate the handshake fails: a clear error.
+	os.Remove(filepath.Join(p.Dir, "prog-dtlto"))
+	l.distArgs = base
+	stderr, err = l.run(t)
+	if wantCorrectOrFailed(t, p, stderr, err) {
+		t.Errorf("linked without a client certificate")
+	}
+}
+
+// TestRemoteCacheOnly: --remote-cache-only compiles locally, stores with
+// --remote-upload, and a link elsewhere then compiles nothing.
+func TestRemoteCacheOnly(t *testing.T) {
+	p := remoteProgram(t)
+	srv, addr := fakeRemote(t, reapitest.Options{})
+	stderr, err := remoteLink(t, p, addr, "--remote-cache-only", "--remote-upload")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatal(stderr)
+	}
+	st := srv.Stats()
+	jobs := len(p.Modules)
+	if st.Executions != 0 || st.ACUpdates != int64(jobs) {
+		t.Errorf("cache-only upload: %d executions, %d AC updates; want 0 and %d", st.Executions, st.ACUpdates, jobs)
+	}
+	q := copyProgram(t, p)
+	stderr, err = remoteLink(t, q, addr, "--remote-cache-only")
+	wantCorrectOrFailed(t, q, stderr, err)
+	if sum := parseRemote(t, stderr); sum.hits != jobs || sum.misses != 0 {
+		t.Errorf("cache-only second link: %+v, want %d hits\n%s", sum, jobs, stderr)
+	}
+	// Reading without --remote-upload stores nothing.
+	srv2, addr2 := fakeRemote(t, reapitest.Options{})
+	r := copyProgram(t, p)
+	stderr, err = remoteLink(t, r, addr2, "--remote-cache-only")
+	wantCorrectOrFailed(t, r, stderr, err)
+	if n := srv2.Stats().ACUpdates; n != 0 {
+		t.Errorf("--remote-cache-only without --remote-upload stored %d results", n)
+	}
+}
+
+// TestRemoteAbsolutePaths: modules named by absolute paths run locally,
+// with one warning for the whole link.
+func TestRemoteAbsolutePaths(t *testing.T) {
+	p := remoteProgram(t)
+	srv, addr := fakeRemote(t, reapitest.Options{})
+	l := linkCmd{p: p, objs: p.AbsObjects(), out: "prog-dtlto", dist: thindist,
+		distArgs: []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none"}}
+	stderr, err := l.run(t)
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatal(stderr)
+	}
+	if n := strings.Count(stderr, "not remotely"); n != 1 {
+		t.Errorf("%d warnings about local-only actions, want 1:\n%s", n, stderr)
+	}
+	if srv.Stats().Executions != 0 {
+		t.Errorf("absolute module paths executed remotely")
+	}
+}
+
+// TestRemoteCachedResultFaults: a bad entry in the remote ActionCache is
+// never linked: the action runs again.
+func TestRemoteCachedResultFaults(t *testing.T) {
+	p := remoteProgram(t)
+	srv, addr := fakeRemote(t, reapitest.Options{})
+	stderr, err := remoteLink(t, p, addr, "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatal(stderr)
+	}
+	for _, f := range []reapitest.Fault{reapitest.FaultZeroByteOutput, reapitest.FaultWrongOutputDigest,
+		reapitest.FaultMissingOutput, reapitest.FaultEscapingOutputPath} {
+		t.Run(f.String(), func(t *testing.T) {
+			q := copyProgram(t, p)
+			srv.InjectFault(reapitest.MethodGetActionResult, f, 2)
+			stderr, err := remoteLink(t, q, addr, "--remote-fallback=none")
+			if !wantCorrectOrFailed(t, q, stderr, err) {
+				t.Errorf("link failed:\n%s", stderr)
+			}
+			srv.ClearFaults()
+		})
+	}
+}
+
+// TestRemoteDoctor: doctor passes against the test double with the same
+// clang, and fails clearly when the workers' compiler differs.
+func TestRemoteDoctor(t *testing.T) {
+	needClang(t)
+	_, addr := fakeRemote(t, reapitest.Options{Zstd: true})
+	dir := t.TempDir()
+	code, out := runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang)
+	if code != 0 || !strings.Contains(out, "all checks passed") || !strings.Contains(out, "clang version 22") {
+		t.Errorf("doctor: exit %d\n%s", code, out)
+	}
+	t.Logf("%s", out)
+	other := filepath.Join(dir, "old-clang")
+	os.WriteFile(other, []byte("#!/bin/sh\necho 'Debian clang version 19.1.7'\n"), 0o777)
+	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang, "--remote-compiler="+other)
+	if code != 1 || !strings.Contains(out, "same version") {
+		t.Errorf("doctor with another compiler on the workers: exit %d\n%s", code, out)
+	}
+	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://127.0.0.1:1", "--remote-retries=1")
+	if code != 1 || !strings.Contains(out, "FAIL") {
+		t.Errorf("doctor against nothing: exit %d\n%s", code, out)
+	}
+}

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/remote"
+)
+
+// doctorCmd runs `thindist doctor --remote URL [--remote-* ...] [--compiler CLANG]`:
+// connectivity, capabilities, a CAS round trip, and whether the workers'
+// compiler reports the same version as the local one.
+func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
+	var cfg config.Config
+	fs := newFlags(&cfg)
+	compiler := "clang"
+	fs.String(&compiler, "compiler", "Doctor", "PATH", "clang",
+		"the local compiler whose version the workers' must match (lld uses the clang that drives it)")
+	if err := fs.Parse(args, env.Getenv); err != nil {
+		fmt.Fprintf(env.Stderr, "thindist doctor: %v\n", err)
+		return 2
+	}
+	if err := cfg.Check(); err != nil {
+		fmt.Fprintf(env.Stderr, "thindist doctor: %v\n", err)
+		return 2
+	}
+	rc := &cfg.Remote
+	if rc.Target == "" {
+		fmt.Fprintf(env.Stderr, "usage: thindist doctor --remote grpc[s]://HOST:PORT [--remote-* flags] [--compiler CLANG]\n")
+		return 2
+	}
+	ok := true
+	step := func(name string, err error, detail string) {
+		if err != nil {
+			ok = false
+			fmt.Fprintf(stdout, "FAIL  %s: %v\n", name, err)
+			return
+		}
+		fmt.Fprintf(stdout, "ok    %s%s\n", name, detail)
+	}
+
+	start := time.Now()
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	client, err := remote.Dial(dctx, pipeline.RemoteOptions(rc))
+	cancel()
+	step("connect to "+rc.Target+" and GetCapabilities", err, fmt.Sprintf(" (%v)", time.Since(start).Round(time.Millisecond)))
+	if err != nil {
+		return 1
+	}
+	defer client.Close()
+	caps := client.Caps
+	cc, ec := caps.GetCacheCapabilities(), caps.GetExecutionCapabilities()
+	fmt.Fprintf(stdout, "      API %d.%d-%d.%d; digest functions %v; compression %s; batch limit %d bytes (server says %d)\n",
+		caps.GetLowApiVersion().GetMajor(), caps.GetLowApiVersion().GetMinor(),
+		caps.GetHighApiVersion().GetMajor(), caps.GetHighApiVersion().GetMinor(),
+		cc.GetDigestFunctions(), client.Compression(), client.BatchLimit(), cc.GetMaxBatchTotalSizeBytes())
+	fmt.Fprintf(stdout, "      ActionCache writes by clients: %v; remote execution: %v\n",
+		cc.GetActionCacheUpdateCapabilities().GetUpdateEnabled(), ec.GetExecEnabled())
+
+	step("CAS upload, FindMissingBlobs and read back", client.CheckCAS(ctx), "")
+
+	local, err := exec.LookPath(compiler)
+	if err == nil {
+		local, err = filepath.Abs(local)
+	}
+	var localVer string
+	if err == nil {
+		var out []byte
+		out, err = exec.CommandContext(ctx, local, "--version").Output()
+		localVer = firstLineOf(string(out))
+	}
+	step("local compiler "+compiler, err, ": "+localVer)
+
+	if rc.CacheOnly || !client.ExecEnabled() {
+		fmt.Fprintf(stdout, "skip  remote compiler check (no remote execution)\n")
+	} else {
+		remoteCompiler := rc.Compiler
+		if remoteCompiler == "" {
+			remoteCompiler = local
+		}
+		rex := remote.NewExecutor(client, remote.ExecOptions{Compiler: rc.Compiler, Platform: rc.Platform,
+			Env: pipeline.RemoteEnv(env.Getenv), Timeout: rc.ExecTimeout})
+		res, err := rex.RunCommand(ctx, []string{remoteCompiler, "--version"})
+		var remoteVer string
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("%s --version exited %d on the worker: %s", remoteCompiler, res.ExitCode,
+				strings.TrimSpace(string(res.Stderr)))
+		}
+		if err == nil {
+			remoteVer = firstLineOf(string(res.Stdout))
+			if localVer != "" && remoteVer != localVer {
+				err = fmt.Errorf("the workers' %s reports %q, the local %s %q: DTLTO needs the same version (set --remote-compiler or the platform's container image)",
+					remoteCompiler, remoteVer, compiler, localVer)
+			}
+		}
+		step("workers' compiler "+remoteCompiler, err, ": "+remoteVer)
+	}
+	if !ok {
+		return 1
+	}
+	fmt.Fprintf(stdout, "all checks passed\n")
+	return 0
+}
+
+func firstLineOf(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

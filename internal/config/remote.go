@@ -1,0 +1,182 @@
+package config
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Remote is the remote execution and remote cache configuration.
+type Remote struct {
+	// Target is grpc://HOST:PORT or grpcs://HOST:PORT; "" turns remote off.
+	Target   string
+	Instance string
+	CA       string
+	Cert     string
+	Key      string
+	Headers  KVList
+	Platform KVList
+	// Compiler is the compiler's path on the workers ("" = the local path).
+	Compiler string
+	// Jobs is how many actions are in flight with a remote service.
+	Jobs int
+	// Fallback is "local" or "none".
+	Fallback string
+	// CacheOnly executes locally and only uses the remote cache.
+	CacheOnly bool
+	// Upload writes locally built results to the remote cache in
+	// cache-only mode.
+	Upload bool
+	// Timeout bounds each RPC and blob transfer; ExecTimeout bounds one
+	// execution on a worker.
+	Timeout, ExecTimeout time.Duration
+	// Attempts bounds the tries of an RPC or execution that fails
+	// transiently.
+	Attempts int
+}
+
+// KVList is a repeatable KEY=VALUE flag. From an environment variable it
+// takes several pairs separated by commas or newlines.
+type KVList [][2]string
+
+func (l *KVList) String() string {
+	var s []string
+	for _, kv := range *l {
+		s = append(s, kv[0]+"="+kv[1])
+	}
+	return strings.Join(s, ",")
+}
+
+// Set adds one KEY=VALUE pair.
+func (l *KVList) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", v)
+	}
+	*l = append(*l, [2]string{strings.TrimSpace(k), val})
+	return nil
+}
+
+// SetList adds the pairs of an environment variable's value.
+func (l *KVList) SetList(v string) error {
+	for _, item := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '\n' }) {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		if err := l.Set(strings.TrimSpace(item)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// durationValue is a time.Duration flag.
+type durationValue struct{ p *time.Duration }
+
+func (d durationValue) String() string {
+	if d.p == nil {
+		return ""
+	}
+	return d.p.String()
+}
+func (d durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d.p = v
+	return nil
+}
+
+func (r *Remote) register(fs *FlagSet) {
+	const g = "Remote execution (REAPI v2: Buildbarn, BuildBuddy, EngFlow, NativeLink)"
+	fs.String(&r.Target, "remote", g, "grpc[s]://HOST:PORT", "",
+		"run backends on this Remote Execution API v2 service and share results through its\n"+
+			"ActionCache; grpcs:// uses TLS with the system roots unless --remote-ca is given")
+	fs.String(&r.Instance, "remote-instance", g, "NAME", "", "the REAPI instance name")
+	fs.String(&r.CA, "remote-ca", g, "FILE", "", "PEM root certificates for grpcs://")
+	fs.String(&r.Cert, "remote-cert", g, "FILE", "", "PEM client certificate for mutual TLS")
+	fs.String(&r.Key, "remote-key", g, "FILE", "", "PEM client key for mutual TLS")
+	fs.Var(&r.Headers, "remote-header", g, "KEY=VALUE",
+		"send this header with every call (repeatable), e.g. x-buildbuddy-api-key=...")
+	fs.Var(&r.Platform, "remote-platform", g, "KEY=VALUE",
+		"a platform property workers must match (repeatable), e.g. OSFamily=Linux,\n"+
+			"container-image=docker://..., Pool=...")
+	fs.String(&r.Compiler, "remote-compiler", g, "PATH", "",
+		"the compiler's path on the workers (default: the same path as on this machine)")
+	fs.Int(&r.Jobs, "remote-jobs", g, 50,
+		"keep at most N actions in flight with the remote service (local processes stay\n"+
+			"bounded by --jobs)")
+	fs.String(&r.Fallback, "remote-fallback", g, "local|none", "local",
+		"when remote execution of an action fails: compile it locally with a warning, or fail")
+	fs.Bool(&r.CacheOnly, "remote-cache-only", g, false,
+		"compile locally; only look results up in the remote cache (and with --remote-upload\n"+
+			"store them there)")
+	fs.Bool(&r.Upload, "remote-upload", g, false,
+		"with --remote-cache-only: store locally built results in the remote cache")
+	fs.Var(durationValue{&r.Timeout}, "remote-timeout", g, "DURATION", "bound each remote call and blob transfer")
+	fs.Var(durationValue{&r.ExecTimeout}, "remote-exec-timeout", g, "DURATION",
+		"bound one backend's execution on a worker (default: the server's limit)")
+	fs.Int(&r.Attempts, "remote-retries", g, 5,
+		"try a call that fails transiently (Unavailable, ResourceExhausted, DeadlineExceeded)\n"+
+			"at most N times, with exponential backoff")
+}
+
+func (r *Remote) check() error {
+	if r.Target == "" {
+		return nil
+	}
+	if !strings.HasPrefix(r.Target, "grpc://") && !strings.HasPrefix(r.Target, "grpcs://") {
+		return fmt.Errorf("--remote %q: use grpc://HOST:PORT or grpcs://HOST:PORT", r.Target)
+	}
+	switch r.Fallback {
+	case "local", "none":
+	default:
+		return fmt.Errorf("--remote-fallback must be local or none, not %q", r.Fallback)
+	}
+	if r.Jobs < 1 {
+		return fmt.Errorf("--remote-jobs must be at least 1, not %d", r.Jobs)
+	}
+	if r.Attempts < 1 {
+		return fmt.Errorf("--remote-retries must be at least 1, not %d", r.Attempts)
+	}
+	if (r.Cert == "") != (r.Key == "") {
+		return fmt.Errorf("--remote-cert and --remote-key go together")
+	}
+	return nil
+}
+
+// readConfigFile reads `key = value` lines (flag names without dashes;
+// '#' starts a comment) from path.
+func readConfigFile(path string) ([][2]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out [][2]string
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			// A bare boolean flag name means true.
+			k, v = line, "true"
+		}
+		k = strings.TrimLeft(strings.TrimSpace(k), "-")
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
+			v = v[1 : len(v)-1]
+		}
+		if k == "" {
+			return nil, fmt.Errorf("%s:%d: no key", path, n)
+		}
+		out = append(out, [2]string{k, v})
+	}
+	return out, sc.Err()
+}

@@ -1,0 +1,107 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/thindist/thindist/internal/cache"
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/report"
+)
+
+// remoteChain is the remote part of the executor chain.
+type remoteChain struct {
+	chain  executor.Executor
+	finish func(quiet bool)
+}
+
+// RemoteOptions turns the configuration into the client's options.
+func RemoteOptions(r *config.Remote) remote.Options {
+	return remote.Options{
+		Target: r.Target, Instance: r.Instance, CA: r.CA, Cert: r.Cert, Key: r.Key,
+		Headers: r.Headers, RPCTimeout: r.Timeout, MaxAttempts: r.Attempts,
+	}
+}
+
+// RemoteEnv is the fixed environment of remote commands: a PATH, plus the
+// variables that change clang's behaviour (reapi.KeyEnv) as set here, so a
+// remote compile behaves as the local one would.
+func RemoteEnv(getenv func(string) string) [][2]string {
+	env := [][2]string{{"PATH", "/usr/local/bin:/usr/bin:/bin"}}
+	for _, name := range reapi.KeyEnv {
+		if v := getenv(name); v != "" {
+			env = append(env, [2]string{name, v})
+		}
+	}
+	return env
+}
+
+// newRemote connects to the service and builds
+// Verified(remotecache(Fallback(Verified(remote), local))), or with
+// --remote-cache-only Verified(remotecache(local)).
+func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local executor.Executor) (*remoteChain, error) {
+	rc := &cfg.Remote
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	client, err := remote.Dial(dctx, RemoteOptions(rc))
+	if err != nil {
+		return nil, err
+	}
+	warn := limited(warnAll)
+	cacheOnly := rc.CacheOnly
+	if !cacheOnly && !client.ExecEnabled() {
+		warnAll("%s offers no remote execution; using it as a cache only", rc.Target)
+		cacheOnly = true
+	}
+	if rc.Compiler != "" {
+		// The workers' compiler is part of every key.
+		localID := keys.CompilerID
+		keys.CompilerID = func(path string) (string, error) {
+			id, err := localID(path)
+			return id + "\x00remote-compiler=" + rc.Compiler, err
+		}
+	}
+	producer := local
+	var rex *remote.Executor
+	var fb *remote.Fallback
+	if !cacheOnly {
+		keys.Platform = reapi.Platform(rc.Platform)
+		rex = remote.NewExecutor(client, remote.ExecOptions{
+			Compiler: rc.Compiler, Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
+			Timeout: rc.ExecTimeout, Files: keys.Files,
+		})
+		fb = remote.NewFallback(executor.Verified(rex), local, remote.FallbackOptions{
+			None: rc.Fallback == "none",
+			Warn: func(format string, args ...any) { warn(format, args...) },
+		})
+		producer = fb
+	}
+	rcache := cache.NewExecutor(remote.NewStore(client), keys, producer, cache.Options{
+		Where: executor.RemoteCache, ReadOnly: cacheOnly && !rc.Upload, Warn: warn,
+	})
+	finish := func(quiet bool) {
+		defer client.Close()
+		if quiet {
+			return
+		}
+		c := &client.CAS.Counters
+		line := fmt.Sprintf("thindist: remote %s: %d cache hits, %d misses", rc.Target,
+			rcache.Counters.Hits.Load(), rcache.Counters.Misses.Load())
+		if rex != nil {
+			line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
+				rex.Counters.Executed.Load(), rex.Counters.ServerCacheHits.Load(), rex.Counters.Retries.Load(),
+				fb.Fallbacks.Load()+fb.LocalOnly.Load())
+		}
+		line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
+			c.BlobsUploaded.Load(), mib(c.BytesUploaded.Load()), mib(c.WireBytesUploaded.Load()),
+			mib(c.BytesRequested.Load()))
+		console.Printf("%s", line)
+	}
+	return &remoteChain{chain: executor.Verified(rcache), finish: finish}, nil
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

@@ -1,0 +1,196 @@
+package reapi
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/digest"
+)
+
+// Stable names, relative to the working directory, of the files whose
+// local names carry lld's PID. They make the executable Action's digest
+// repeat across links (the shard's bytes do too, for plain objects).
+const (
+	StableDir   = ".thindist"
+	StableIndex = StableDir + "/index.thinlto.bc"
+)
+
+// StableOutput is output i's path, relative to the working directory, in
+// the executable action.
+func StableOutput(i int) string { return StableDir + "/out/" + strconv.Itoa(i) + ".o" }
+
+// ExecOptions shapes the executable Action.
+type ExecOptions struct {
+	// Files memoises input digests.
+	Files *digest.Files
+	// Compiler replaces Args[0] (the compiler's path on the workers); ""
+	// keeps the local path.
+	Compiler string
+	// Platform properties, sorted by name then value.
+	Platform *repb.Platform
+	// Env is the command's whole environment (fixed, so the digest does not
+	// depend on the developer's shell). Sorted by name.
+	Env []*repb.Command_EnvironmentVariable
+	// Timeout bounds the execution on the worker; 0 leaves it to the server.
+	Timeout time.Duration
+}
+
+// Executable is the Action a remote worker runs for a backend action.
+type Executable struct {
+	Action       *repb.Action
+	ActionDigest digest.Digest
+	Command      *repb.Command
+	// Blobs holds the encoded Action, Command and Directory messages.
+	Blobs map[digest.Digest][]byte
+	// Files maps the digest of every input file to a local file holding it.
+	Files map[digest.Digest]string
+	// Outputs[i] is where output i appears in the ActionResult (relative to
+	// the working directory, as OutputFile.path is).
+	Outputs []string
+}
+
+// Sizes returns the number and total size of the distinct blobs the action
+// needs in the CAS.
+func (e *Executable) Sizes() (n int, bytes int64) {
+	for d := range e.Blobs {
+		n, bytes = n+1, bytes+d.Size
+	}
+	for d := range e.Files {
+		if _, ok := e.Blobs[d]; !ok {
+			n, bytes = n+1, bytes+d.Size
+		}
+	}
+	return
+}
+
+// BuildExecutable turns a into an executable Action: every module and
+// import at the exact relative path the index shard records, below a
+// working directory nested deep enough for ".." paths (action.Layout); the
+// index shard and the outputs under the stable names above; the command
+// rendered to match. A module named by an absolute path yields
+// *action.ErrAbsolute: such an action only runs on this machine.
+func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
+	// Inputs whose names need not be kept (the shard, common inputs the
+	// command names by reference) move to stable names, so their absolute
+	// or PID-bearing names neither leak nor prevent remote execution.
+	b := *a
+	b.Inputs = append([]action.Input(nil), a.Inputs...)
+	referenced := map[int]bool{}
+	for _, arg := range a.Args {
+		if arg.Kind == action.InputRef {
+			referenced[arg.Index] = true
+		}
+	}
+	for i, in := range b.Inputs {
+		var name string
+		switch {
+		case in.Role == action.RoleIndex:
+			name = StableIndex
+		case in.Role == action.RoleCommon && referenced[i]:
+			name = StableDir + "/common/" + strconv.Itoa(i) + "/" + filepath.Base(in.Path)
+		default:
+			continue
+		}
+		b.Inputs[i] = action.Input{Path: name, Source: a.Abs(in.Local()), Role: in.Role}
+	}
+	layout, err := b.Layout()
+	if err != nil {
+		return nil, err
+	}
+
+	tree := NewTree()
+	tree.AddDir(layout.WorkDir)
+	for _, d := range layout.Dirs {
+		tree.AddDir(d)
+	}
+	files := map[digest.Digest]string{}
+	for _, f := range layout.Files {
+		local := b.Abs(b.Inputs[f.Input].Local())
+		d, err := o.Files.Get(local)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", b.Inputs[f.Input].Role, b.Inputs[f.Input].Path, err)
+		}
+		if err := tree.AddFile(f.RootPath, d, false); err != nil {
+			return nil, err
+		}
+		files[d] = local
+	}
+	rootDigest, blobs, err := tree.Build()
+	if err != nil {
+		return nil, err
+	}
+
+	outs := make([]string, len(a.Outputs))
+	for i := range outs {
+		outs[i] = StableOutput(i)
+	}
+	argv := b.Argv(func(i int) string { return b.Inputs[i].Path }, func(i int) string { return outs[i] })
+	if o.Compiler != "" {
+		argv[0] = o.Compiler
+	}
+	env := append([]*repb.Command_EnvironmentVariable(nil), o.Env...)
+	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
+	cmd := &repb.Command{
+		Arguments:            argv,
+		EnvironmentVariables: env,
+		OutputPaths:          outs,
+		WorkingDirectory:     layout.WorkDir,
+		Platform:             o.Platform,
+	}
+	cmdDigest, cmdBytes, err := digest.OfMessage(cmd)
+	if err != nil {
+		return nil, err
+	}
+	blobs[cmdDigest] = cmdBytes
+	act := &repb.Action{
+		CommandDigest:   cmdDigest.Proto(),
+		InputRootDigest: rootDigest.Proto(),
+		Platform:        o.Platform,
+	}
+	if o.Timeout > 0 {
+		act.Timeout = durationpb.New(o.Timeout)
+	}
+	actDigest, actBytes, err := digest.OfMessage(act)
+	if err != nil {
+		return nil, err
+	}
+	blobs[actDigest] = actBytes
+	return &Executable{Action: act, ActionDigest: actDigest, Command: cmd, Blobs: blobs, Files: files, Outputs: outs}, nil
+}
+
+// Platform builds a sorted Platform message from name=value pairs; nil for
+// none.
+func Platform(props [][2]string) *repb.Platform {
+	if len(props) == 0 {
+		return nil
+	}
+	p := &repb.Platform{}
+	for _, kv := range props {
+		p.Properties = append(p.Properties, &repb.Platform_Property{Name: kv[0], Value: kv[1]})
+	}
+	sort.Slice(p.Properties, func(i, j int) bool {
+		a, b := p.Properties[i], p.Properties[j]
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Value < b.Value
+	})
+	return p
+}
+
+// CheckOutputPath reports whether p, an output path of an ActionResult,
+// stays inside the working directory.
+func CheckOutputPath(p string) error {
+	if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == ".." || len(p) >= 3 && p[:3] == "../" {
+		return fmt.Errorf("output path %q escapes the working directory", p)
+	}
+	return nil
+}

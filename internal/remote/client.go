@@ -1,0 +1,256 @@
+// Package remote talks to a Remote Execution API v2 service (Buildbarn,
+// BuildBuddy, EngFlow, NativeLink, Google RBE): a CAS client that uploads
+// each blob at most once per run, a cache.Store over the remote
+// ActionCache, and an executor.Executor that runs backend actions on the
+// service's workers.
+package remote
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/klauspost/compress/zstd"
+	"google.golang.org/genproto/googleapis/bytestream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Options says how to reach the service.
+type Options struct {
+	// Target is grpc://host:port (plaintext) or grpcs://host:port (TLS).
+	Target string
+	// Instance is the REAPI instance name ("" for the default).
+	Instance string
+	// CA is a PEM file of roots for grpcs; "" uses the system roots.
+	CA string
+	// Cert and Key are a PEM client certificate and key for mutual TLS.
+	Cert, Key string
+	// Headers are sent with every call (API keys, auth tokens).
+	Headers [][2]string
+	// RPCTimeout bounds each unary call and each blob transfer; default 1m.
+	RPCTimeout time.Duration
+	// MaxAttempts bounds the tries of a call that fails transiently;
+	// default 5.
+	MaxAttempts int
+	// Compression enables zstd when the server offers it (default on;
+	// DisableCompression turns it off).
+	DisableCompression bool
+}
+
+// Client is a connection to the service with its capabilities.
+type Client struct {
+	opts Options
+	conn *grpc.ClientConn
+	Caps *repb.ServerCapabilities
+
+	cas  repb.ContentAddressableStorageClient
+	ac   repb.ActionCacheClient
+	exec repb.ExecutionClient
+	bs   bytestream.ByteStreamClient
+
+	zstdUpload, zstdRead, zstdBatch bool
+	batchLimit                      int64
+	enc                             *zstd.Encoder
+	dec                             *zstd.Decoder
+
+	// CAS is the uploader shared by every action of the run.
+	CAS *Uploader
+}
+
+// grpcMax is gRPC's default message limit, which servers that give no
+// batch limit are assumed to keep.
+const grpcMax = 4 << 20
+
+// Dial connects to the service, reads its capabilities and checks that it
+// can serve thindist (SHA-256 digests).
+func Dial(ctx context.Context, o Options) (*Client, error) {
+	if o.RPCTimeout <= 0 {
+		o.RPCTimeout = time.Minute
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	addr, creds, err := transport(o)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("remote %s: %w", o.Target, err)
+	}
+	c := &Client{
+		opts: o, conn: conn,
+		cas:  repb.NewContentAddressableStorageClient(conn),
+		ac:   repb.NewActionCacheClient(conn),
+		exec: repb.NewExecutionClient(conn),
+		bs:   bytestream.NewByteStreamClient(conn),
+	}
+	var caps *repb.ServerCapabilities
+	err = c.retry(ctx, "GetCapabilities", func(ctx context.Context) error {
+		var err error
+		caps, err = repb.NewCapabilitiesClient(conn).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{InstanceName: o.Instance})
+		return err
+	})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("remote %s: GetCapabilities: %w", o.Target, err)
+	}
+	c.Caps = caps
+	cc := caps.GetCacheCapabilities()
+	if cc == nil {
+		conn.Close()
+		return nil, fmt.Errorf("remote %s: the server has no CAS (no cache capabilities)", o.Target)
+	}
+	fns := cc.GetDigestFunctions()
+	if len(fns) > 0 && !slices.Contains(fns, repb.DigestFunction_SHA256) {
+		conn.Close()
+		return nil, fmt.Errorf("remote %s: the server does not support SHA-256 digests (it offers %v)", o.Target, fns)
+	}
+	if !o.DisableCompression {
+		c.zstdUpload = slices.Contains(cc.GetSupportedCompressors(), repb.Compressor_ZSTD)
+		c.zstdRead = c.zstdUpload
+		c.zstdBatch = slices.Contains(cc.GetSupportedBatchUpdateCompressors(), repb.Compressor_ZSTD)
+	}
+	c.batchLimit = cc.GetMaxBatchTotalSizeBytes()
+	if c.batchLimit <= 0 || c.batchLimit > grpcMax {
+		c.batchLimit = grpcMax
+	}
+	c.enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	c.dec, _ = zstd.NewReader(nil)
+	c.CAS = newUploader(c)
+	return c, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error {
+	c.dec.Close()
+	return c.conn.Close()
+}
+
+// Instance is the instance name.
+func (c *Client) Instance() string { return c.opts.Instance }
+
+// ExecEnabled reports whether the server offers remote execution.
+func (c *Client) ExecEnabled() bool { return c.Caps.GetExecutionCapabilities().GetExecEnabled() }
+
+// Compression describes the compression in use, for messages.
+func (c *Client) Compression() string {
+	if c.zstdUpload || c.zstdBatch {
+		return "zstd"
+	}
+	return "none"
+}
+
+// BatchLimit is the largest batch request thindist sends.
+func (c *Client) BatchLimit() int64 { return c.batchLimit }
+
+func transport(o Options) (string, credentials.TransportCredentials, error) {
+	switch {
+	case strings.HasPrefix(o.Target, "grpc://"):
+		if o.CA != "" || o.Cert != "" {
+			return "", nil, fmt.Errorf("--remote %s is plaintext gRPC; use grpcs:// with --remote-ca/--remote-cert", o.Target)
+		}
+		return strings.TrimPrefix(o.Target, "grpc://"), insecure.NewCredentials(), nil
+	case strings.HasPrefix(o.Target, "grpcs://"):
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if o.CA != "" {
+			pem, err := os.ReadFile(o.CA)
+			if err != nil {
+				return "", nil, fmt.Errorf("--remote-ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return "", nil, fmt.Errorf("--remote-ca %s: no PEM certificates in it", o.CA)
+			}
+			cfg.RootCAs = pool
+		}
+		if (o.Cert == "") != (o.Key == "") {
+			return "", nil, fmt.Errorf("--remote-cert and --remote-key go together")
+		}
+		if o.Cert != "" {
+			cert, err := tls.LoadX509KeyPair(o.Cert, o.Key)
+			if err != nil {
+				return "", nil, fmt.Errorf("--remote-cert/--remote-key: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		return strings.TrimPrefix(o.Target, "grpcs://"), credentials.NewTLS(cfg), nil
+	}
+	return "", nil, fmt.Errorf("--remote %q: use grpc://HOST:PORT or grpcs://HOST:PORT", o.Target)
+}
+
+// withMD adds the configured headers to ctx.
+func (c *Client) withMD(ctx context.Context) context.Context {
+	if len(c.opts.Headers) == 0 {
+		return ctx
+	}
+	kv := make([]string, 0, 2*len(c.opts.Headers))
+	for _, h := range c.opts.Headers {
+		kv = append(kv, strings.ToLower(h[0]), h[1])
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+// transient reports whether a failed call may succeed if tried again.
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// retry calls f with the headers and a per-call deadline until it succeeds,
+// fails for good, or has been tried MaxAttempts times, backing off
+// exponentially with jitter between tries.
+func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(c.withMD(ctx), c.opts.RPCTimeout)
+		err = f(cctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !transient(err) || attempt >= c.opts.MaxAttempts {
+			break
+		}
+		if err := sleep(ctx, backoff(attempt)); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond << min(attempt-1, 6)
+	d = min(d, 5*time.Second)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var errNotFound = errors.New("not found")

@@ -1,0 +1,390 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/longrunning/autogen/longrunningpb"
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/reapi"
+)
+
+// ExecOptions configures the remote executor.
+type ExecOptions struct {
+	// Compiler is the compiler's path on the workers; "" keeps the local
+	// path (workers with the same toolchain layout).
+	Compiler string
+	// Platform properties (OSFamily, container-image, Pool...).
+	Platform [][2]string
+	// Env is the fixed environment of every command.
+	Env [][2]string
+	// Timeout bounds one execution on a worker (0: the server's default).
+	Timeout time.Duration
+	// Files memoises input digests (shared with the cache key).
+	Files *digest.Files
+	// SkipCacheLookup makes the server execute even when its ActionCache
+	// holds the executable action.
+	SkipCacheLookup bool
+}
+
+// ExecCounters are what the remote executor did in a run.
+type ExecCounters struct {
+	Actions, Executed, ServerCacheHits     atomic.Int64
+	ExecuteCalls, WaitCalls, Retries       atomic.Int64
+	UploadWall, ExecWall, DownloadWall     atomic.Int64 // nanoseconds, summed over actions
+	OutputsRead, OutputBytes, NotRemotable atomic.Int64
+}
+
+// Executor runs actions on the service's workers.
+type Executor struct {
+	c        *Client
+	o        ExecOptions
+	platform *repb.Platform
+	env      []*repb.Command_EnvironmentVariable
+	Counters ExecCounters
+}
+
+// NewExecutor returns a remote executor on c.
+func NewExecutor(c *Client, o ExecOptions) *Executor {
+	e := &Executor{c: c, o: o, platform: reapi.Platform(o.Platform)}
+	for _, kv := range o.Env {
+		e.env = append(e.env, &repb.Command_EnvironmentVariable{Name: kv[0], Value: kv[1]})
+	}
+	if o.Files == nil {
+		e.o.Files = digest.NewFiles()
+	}
+	return e
+}
+
+// NotRemotable is an action that can only run on this machine (its modules
+// are named by absolute paths).
+type NotRemotable struct{ Err error }
+
+func (e *NotRemotable) Error() string { return "cannot run remotely: " + e.Err.Error() }
+func (e *NotRemotable) Unwrap() error { return e.Err }
+
+// Execute implements executor.Executor.
+func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	start := time.Now()
+	e.Counters.Actions.Add(1)
+	ex, err := reapi.BuildExecutable(a, reapi.ExecOptions{
+		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout,
+	})
+	if err != nil {
+		var abs *action.ErrAbsolute
+		if errors.As(err, &abs) {
+			e.Counters.NotRemotable.Add(1)
+			return nil, &NotRemotable{Err: err}
+		}
+		return nil, fmt.Errorf("preparing the remote action: %w", err)
+	}
+	if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
+		return nil, fmt.Errorf("uploading inputs: %w", err)
+	}
+	uploaded := time.Now()
+	e.Counters.UploadWall.Add(int64(uploaded.Sub(start)))
+	resp, err := e.run(ctx, ex)
+	if err != nil {
+		return nil, err
+	}
+	ran := time.Now()
+	e.Counters.ExecWall.Add(int64(ran.Sub(uploaded)))
+	res, err := e.collect(ctx, a, ex, resp, out)
+	e.Counters.DownloadWall.Add(int64(time.Since(ran)))
+	if err != nil {
+		return nil, fmt.Errorf("remote result rejected: %w", err)
+	}
+	res.Wall = time.Since(start)
+	return res, nil
+}
+
+// run executes ex, following the operation stream, resuming it with
+// WaitExecution when it drops, and retrying transient failures a bounded
+// number of times.
+func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.ExecuteResponse, error) {
+	var opName string
+	var lastErr error
+	unavailable := 0
+	for attempt := 1; attempt <= e.c.opts.MaxAttempts; attempt++ {
+		if attempt > 1 {
+			e.Counters.Retries.Add(1)
+			if err := sleep(ctx, backoff(attempt-1)); err != nil {
+				return nil, err
+			}
+		}
+		sctx, cancel := context.WithCancel(e.c.withMD(ctx))
+		var stream grpc.ServerStreamingClient[longrunningpb.Operation]
+		var err error
+		if opName == "" {
+			e.Counters.ExecuteCalls.Add(1)
+			stream, err = e.c.exec.Execute(sctx, &repb.ExecuteRequest{
+				InstanceName: e.c.opts.Instance, ActionDigest: ex.ActionDigest.Proto(),
+				SkipCacheLookup: e.o.SkipCacheLookup, DigestFunction: repb.DigestFunction_SHA256,
+			})
+		} else {
+			e.Counters.WaitCalls.Add(1)
+			stream, err = e.c.exec.WaitExecution(sctx, &repb.WaitExecutionRequest{Name: opName})
+		}
+		var resp *repb.ExecuteResponse
+		if err == nil {
+			var name string
+			resp, name, err = follow(stream)
+			if name != "" {
+				opName = name
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err == nil && resp == nil {
+			// The stream ended without a finished operation: resume it.
+			lastErr = errors.New("the operation stream ended before the action finished")
+			continue
+		}
+		if err == nil {
+			err = status.FromProto(resp.GetStatus()).Err()
+			if err == nil {
+				return resp, nil
+			}
+			if status.Code(err) == codes.DeadlineExceeded {
+				return nil, fmt.Errorf("the action timed out on the worker: %v", err)
+			}
+			opName = "" // the operation is over: a retry executes anew
+		}
+		lastErr = err
+		switch code := status.Code(err); {
+		case code == codes.NotFound && opName != "":
+			opName = "" // the server forgot the operation: execute again
+		case code == codes.FailedPrecondition:
+			// Inputs went missing from the CAS (evicted): upload again.
+			for d := range ex.Blobs {
+				e.c.CAS.Forget(d)
+			}
+			for d := range ex.Files {
+				e.c.CAS.Forget(d)
+			}
+			if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
+				return nil, fmt.Errorf("uploading inputs again: %w", err)
+			}
+			opName = ""
+		case code == codes.Unavailable && opName == "":
+			unavailable++
+		case transient(err):
+		default:
+			return nil, fmt.Errorf("remote execution: %w", err)
+		}
+	}
+	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", e.c.opts.MaxAttempts, lastErr)
+	if unavailable > 0 {
+		msg += fmt.Sprintf("\n  (a server that has no worker matching the platform properties [%s] answers Unavailable at once, as Buildbarn does: check --remote-platform)",
+			e.platformString())
+	}
+	return nil, errors.New(msg)
+}
+
+func (e *Executor) platformString() string {
+	var s []string
+	for _, p := range e.platform.GetProperties() {
+		s = append(s, p.Name+"="+p.Value)
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, " ")
+}
+
+// follow reads operations until one is done. It returns the response, or
+// nil and no error if the stream ended cleanly first, and the operation's
+// name as soon as it is known.
+func follow(stream grpc.ServerStreamingClient[longrunningpb.Operation]) (*repb.ExecuteResponse, string, error) {
+	name := ""
+	for {
+		op, err := stream.Recv()
+		if err == io.EOF {
+			return nil, name, nil
+		}
+		if err != nil {
+			return nil, name, err
+		}
+		if op.GetName() != "" {
+			name = op.GetName()
+		}
+		if !op.GetDone() {
+			continue
+		}
+		if e := op.GetError(); e != nil {
+			return nil, name, status.FromProto(e).Err()
+		}
+		resp := &repb.ExecuteResponse{}
+		if op.GetResponse() == nil {
+			return nil, name, status.Error(codes.Internal, "a finished operation without a response")
+		}
+		if err := op.GetResponse().UnmarshalTo(resp); err != nil {
+			return nil, name, status.Errorf(codes.Internal, "a finished operation with an unreadable response: %v", err)
+		}
+		return resp, name, nil
+	}
+}
+
+// collect checks the result against the declared outputs and downloads
+// them. Any deviation is an error: nothing undeclared is written.
+func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Executable, resp *repb.ExecuteResponse, out []string) (*executor.Result, error) {
+	ar := resp.GetResult()
+	if ar == nil {
+		return nil, errors.New("the response holds no result")
+	}
+	if len(ar.OutputDirectories)+len(ar.OutputSymlinks)+len(ar.OutputFileSymlinks)+len(ar.OutputDirectorySymlinks) > 0 {
+		return nil, errors.New("the result names directories or symlinks, which the action does not declare")
+	}
+	declared := map[string]int{}
+	for i, p := range ex.Outputs {
+		declared[p] = i
+	}
+	got := make([]*repb.OutputFile, len(ex.Outputs))
+	for _, f := range ar.OutputFiles {
+		if err := reapi.CheckOutputPath(f.Path); err != nil {
+			return nil, err
+		}
+		i, ok := declared[f.Path]
+		if !ok {
+			return nil, fmt.Errorf("the result names %q, which the action does not declare", f.Path)
+		}
+		got[i] = f
+	}
+	res := &executor.Result{Where: executor.Remote, ExitCode: int(ar.ExitCode)}
+	if resp.CachedResult {
+		res.Where = executor.RemoteCache
+		e.Counters.ServerCacheHits.Add(1)
+	} else {
+		e.Counters.Executed.Add(1)
+	}
+	md := ar.GetExecutionMetadata()
+	if s, c := md.GetExecutionStartTimestamp(), md.GetExecutionCompletedTimestamp(); s != nil && c != nil {
+		res.CPU = c.AsTime().Sub(s.AsTime())
+	}
+	var err error
+	if res.Stderr, err = e.stdio(ctx, ar.StderrRaw, ar.StderrDigest); err != nil {
+		return nil, fmt.Errorf("reading stderr: %w", err)
+	}
+	if res.Stdout, err = e.stdio(ctx, ar.StdoutRaw, ar.StdoutDigest); err != nil {
+		return nil, fmt.Errorf("reading stdout: %w", err)
+	}
+	if res.Failed() {
+		return res, nil // Verified reports it; its outputs do not matter
+	}
+	for i, f := range got {
+		if f == nil {
+			return nil, fmt.Errorf("the result lacks output %s (%s)", ex.Outputs[i], a.Outputs[i].Path)
+		}
+		d, err := digest.FromProto(f.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("output %s: %v", f.Path, err)
+		}
+		if f.Contents != nil && int64(len(f.Contents)) == d.Size {
+			if digest.OfBytes(f.Contents) != d {
+				return nil, fmt.Errorf("output %s: inlined contents do not match the digest", f.Path)
+			}
+			if err := writeFile(out[i], f.Contents); err != nil {
+				return nil, err
+			}
+		} else if err := e.c.ReadFile(ctx, d, out[i]); err != nil {
+			return nil, fmt.Errorf("output %s: %w", f.Path, err)
+		}
+		e.c.CAS.MarkPresent(d)
+		e.Counters.OutputsRead.Add(1)
+		e.Counters.OutputBytes.Add(d.Size)
+	}
+	return res, nil
+}
+
+func (e *Executor) stdio(ctx context.Context, raw []byte, p *repb.Digest) ([]byte, error) {
+	if len(raw) > 0 || p == nil {
+		return raw, nil
+	}
+	d, err := digest.FromProto(p)
+	if err != nil {
+		return nil, err
+	}
+	return e.c.ReadBytes(ctx, d)
+}
+
+// FallbackOptions configures Fallback.
+type FallbackOptions struct {
+	// None fails the link when the remote fails, instead of compiling
+	// locally.
+	None bool
+	// Warn reports what happened.
+	Warn func(format string, args ...any)
+}
+
+// Fallback runs actions with remote and, when that fails, with local.
+// Actions that cannot run remotely (absolute module paths) always run
+// locally, with one warning per run.
+type Fallback struct {
+	remote, local executor.Executor
+	o             FallbackOptions
+	absOnce       sync.Once
+	Fallbacks     atomic.Int64
+	LocalOnly     atomic.Int64
+}
+
+// NewFallback returns the decorator.
+func NewFallback(remote, local executor.Executor, o FallbackOptions) *Fallback {
+	if o.Warn == nil {
+		o.Warn = func(string, ...any) {}
+	}
+	return &Fallback{remote: remote, local: local, o: o}
+}
+
+// Execute implements executor.Executor.
+func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	res, err := f.remote.Execute(ctx, a, out)
+	if err == nil || ctx.Err() != nil {
+		return res, err
+	}
+	var nr *NotRemotable
+	if errors.As(err, &nr) {
+		f.LocalOnly.Add(1)
+		f.absOnce.Do(func() {
+			f.o.Warn("%s and other actions run on this machine, not remotely: %v. "+
+				"Link with relative paths to run them remotely.", a.ID, nr.Err)
+		})
+		return f.local.Execute(ctx, a, out)
+	}
+	if f.o.None {
+		return res, fmt.Errorf("%w\n  (--remote-fallback=none: not compiling locally)", err)
+	}
+	f.Fallbacks.Add(1)
+	f.o.Warn("%s: remote execution failed, compiling locally: %s", a.ID, firstLine(strings.TrimPrefix(err.Error(), a.ID+": ")))
+	return f.local.Execute(ctx, a, out)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}
+
+func writeFile(dst string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o644)
+}
