@@ -657,13 +657,14 @@ func (p *plan) finalLink(ctx context.Context) ([]string, error) {
 	}
 	cmd := []string{p.line.compiler, "@" + rsp}
 	out, err := p.run(ctx, cmd, p.opts.Stdout)
-	if out != "" {
-		io.WriteString(p.opts.Stderr, out)
-	}
 	if err != nil {
+		// lld's --thinlto-index-only stops before it checks for undefined
+		// symbols, so those are reported here, as an in-process link
+		// reports them after its backends.
 		return cmd, &Error{Step: "the final link (step 3 of 3: linking the native objects)",
-			Err: fmt.Errorf("%v\n  command: %s", err, action.ShellQuote(cmd))}
+			Err: fmt.Errorf("%v\n  command: %s", err, action.ShellQuote(cmd)), Output: out}
 	}
+	io.WriteString(p.opts.Stderr, out) // the linker's warnings
 	return cmd, nil
 }
 

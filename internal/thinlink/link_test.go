@@ -1,0 +1,283 @@
+package thinlink_test
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/thinlink"
+)
+
+// TestLinkProgram links the generated program with `thindist link` and with
+// in-process ThinLTO, on LLVM 19 and 22, and compares what the binaries print.
+func TestLinkProgram(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, tc)
+			run(t, p.dir, nil, p.mainLink("ref")...)
+			ref := run(t, p.dir, nil, "./ref")
+			mustEqual(t, "in-process ThinLTO build's output", ref, wantMain)
+
+			res := p.mustLink(t, p.mainLink("app"), nil)
+			mustEqual(t, "thindist link build's output", run(t, p.dir, nil, "./app"), ref)
+
+			var got []string
+			for _, m := range res.Modules {
+				got = append(got, m.Display)
+			}
+			slices.Sort(got)
+			want := []string{filepath.Join(p.dir, "obj/dead.o"), "lib/liba.a(a1.o)", "lib/libt.a(../obj/t1.o)",
+				"lib/libw.a(w1.o)", "obj/cls.o", "obj/core.o", "obj/main.o", "sub/../obj/hot.o"}
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("modules compiled:\n got  %q\n want %q (unused archive members and non-bitcode objects excluded)", got, want)
+			}
+			for _, a := range res.Actions {
+				if a.Inputs[0].Role != action.RoleModule || a.Inputs[1].Role != action.RoleIndex {
+					t.Errorf("%s: inputs %v", a.ID, a.Inputs)
+				}
+			}
+			if fileExists(filepath.Join(p.dir, "app.thindist.d")) {
+				t.Errorf("the work directory was not removed")
+			}
+		})
+	}
+}
+
+// TestLinkRenderings checks the thin and final link commands: archive
+// semantics kept with --start-lib/--end-lib, --whole-archive members plain,
+// non-bitcode inputs untouched.
+func TestLinkRenderings(t *testing.T) {
+	tc := toolchains(t)[0]
+	p := newProject(t, tc)
+	res := p.mustLink(t, p.mainLink("app"), func(o *thinlink.Options) { o.KeepWorkDir = true })
+	work := filepath.Join(p.dir, res.WorkDir)
+	if !fileExists(work) {
+		t.Fatalf("--keep-work-dir: %s is gone", work)
+	}
+	final := readRsp(t, filepath.Join(p.dir, strings.TrimPrefix(res.Final[1], "@")))
+	thin := readRsp(t, filepath.Join(p.dir, strings.TrimPrefix(res.ThinLink[1], "@")))
+	joined := strings.Join(final, " ")
+	for _, s := range []string{"obj/asm.o", "obj/nolto.o", "-Xlinker --whole-archive", "-Xlinker --no-whole-archive", "-O2", "-o app"} {
+		if !strings.Contains(joined, s) {
+			t.Errorf("final link lacks %q: %s", s, joined)
+		}
+	}
+	for _, s := range []string{"obj/main.o", "obj/core.o", "lib/liba.a", "lib/libt.a", "lib/libw.a", "-la", "--thinlto"} {
+		if slices.Contains(final, s) || strings.Contains(joined, "--thinlto") {
+			t.Errorf("final link still names %q: %s", s, joined)
+		}
+	}
+	// liba and libt are libraries (--start-lib), libw's member is plain.
+	if n := strings.Count(joined, "-Xlinker --start-lib"); n != 2 {
+		t.Errorf("final link has %d --start-lib groups, want 2: %s", n, joined)
+	}
+	thinJoined := strings.Join(thin, " ")
+	if n := strings.Count(thinJoined, "-Xlinker --start-lib"); n != 2 {
+		t.Errorf("thin link has %d --start-lib groups, want 2: %s", n, thinJoined)
+	}
+	if !strings.Contains(thinJoined, "-Xlinker obj/t1.o -Xlinker obj/t2.o") {
+		t.Errorf("thin archive members not passed by their own paths: %s", thinJoined)
+	}
+	os.RemoveAll(work)
+}
+
+func readRsp(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		l = strings.TrimSuffix(strings.TrimPrefix(l, `"`), `"`)
+		out = append(out, strings.ReplaceAll(strings.ReplaceAll(l, `\"`, `"`), `\\`, `\`))
+	}
+	return out
+}
+
+// TestLinkSharedAndRelocatable links a shared library and a relocatable
+// object with `thindist link` and uses them, against in-process ThinLTO.
+func TestLinkSharedAndRelocatable(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, tc)
+			cc := tc.tool("clang")
+			env := []string{"LD_LIBRARY_PATH=" + filepath.Join(p.dir, "tl")}
+			os.MkdirAll(filepath.Join(p.dir, "tl"), 0o755)
+			os.MkdirAll(filepath.Join(p.dir, "ip"), 0o755)
+
+			// -shared
+			so := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-shared", "obj/s1.o", "obj/s2.o", "-o"}
+			run(t, p.dir, nil, append(so, "ip/libs.so")...)
+			p.mustLink(t, append(so, "tl/libs.so"), nil)
+			if f, err := elf.Open(filepath.Join(p.dir, "tl/libs.so")); err != nil || f.Type != elf.ET_DYN {
+				t.Fatalf("tl/libs.so is not a shared library: %v", err)
+			}
+			user := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainso.o", "-Ltl", "-ls", "-o", "tl/appso"}
+			p.mustLink(t, user, nil)
+			mustEqual(t, "program using the shared library", run(t, p.dir, env, "tl/appso"), wantSO)
+			run(t, p.dir, nil, cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainso.o", "-Lip", "-ls", "-o", "ip/appso")
+			mustEqual(t, "in-process build", run(t, p.dir, []string{"LD_LIBRARY_PATH=" + filepath.Join(p.dir, "ip")}, "ip/appso"), wantSO)
+
+			// -r
+			rel := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-r", "obj/r1.o", "obj/r2.o", "-o"}
+			p.mustLink(t, append(rel, "tl/rel.o"), nil)
+			f, err := elf.Open(filepath.Join(p.dir, "tl/rel.o"))
+			if err != nil || f.Type != elf.ET_REL {
+				t.Fatalf("tl/rel.o is not a relocatable ELF object: %v", err)
+			}
+			syms, _ := f.Symbols()
+			if !slices.ContainsFunc(syms, func(s elf.Symbol) bool { return s.Name == "f_rel" && s.Section != elf.SHN_UNDEF }) {
+				t.Fatalf("tl/rel.o does not define f_rel: %v", syms)
+			}
+			run(t, p.dir, nil, cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainr.o", "tl/rel.o", "-o", "tl/appr")
+			run(t, p.dir, nil, append(rel, "ip/rel.o")...)
+			run(t, p.dir, nil, cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainr.o", "ip/rel.o", "-o", "ip/appr")
+			mustEqual(t, "program using the -r object", run(t, p.dir, nil, "tl/appr"), run(t, p.dir, nil, "ip/appr"))
+			mustEqual(t, "program using the -r object", run(t, p.dir, nil, "tl/appr"), wantRel)
+		})
+	}
+}
+
+// TestPerModuleOptions: with --compdb, a module whose compile command adds
+// -fno-unroll-loops -fno-vectorize gets a smaller native object, and every
+// other module's object stays byte-identical.
+func TestPerModuleOptions(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, tc)
+			dbPath := filepath.Join(p.dir, "compile_commands.json")
+			db, err := thinlink.LoadCompDB(dbPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.mustLink(t, p.mainLink("app-a"), func(o *thinlink.Options) {
+				o.CompDB = db
+				o.KeepNativeObjects = "keep-a"
+			})
+			mustEqual(t, "--compdb build's output", run(t, p.dir, nil, "./app-a"), wantMain)
+
+			// The same database, but the hot loop's module not unrolled or vectorised.
+			var entries []map[string]any
+			data, _ := os.ReadFile(dbPath)
+			json.Unmarshal(data, &entries)
+			changed := 0
+			for _, e := range entries {
+				if e["file"] == "src/hot.c" {
+					e["arguments"] = append(e["arguments"].([]any), "-fno-unroll-loops", "-fno-vectorize")
+					changed++
+				}
+			}
+			if changed != 1 {
+				t.Fatalf("hot.c not in the database")
+			}
+			data, _ = json.Marshal(entries)
+			os.WriteFile(filepath.Join(p.dir, "compdb-b.json"), data, 0o644)
+			dbB, err := thinlink.LoadCompDB(filepath.Join(p.dir, "compdb-b.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.mustLink(t, p.mainLink("app-b"), func(o *thinlink.Options) {
+				o.CompDB = dbB
+				o.KeepNativeObjects = "keep-b"
+			})
+			mustEqual(t, "--compdb build's output", run(t, p.dir, nil, "./app-b"), wantMain)
+
+			var names []string
+			filepath.WalkDir(filepath.Join(p.dir, "keep-a"), func(path string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					r, _ := filepath.Rel(filepath.Join(p.dir, "keep-a"), path)
+					names = append(names, r)
+				}
+				return nil
+			})
+			slices.Sort(names)
+			wantNames := []string{"lib/liba.a/a1.o", "lib/libw.a/w1.o", "obj/cls.o", "obj/core.o", "obj/hot.o",
+				"obj/main.o", "obj/t1.o", strings.TrimPrefix(filepath.Join(p.dir, "obj/dead.o"), "/")}
+			slices.Sort(wantNames)
+			if !slices.Equal(names, wantNames) {
+				t.Fatalf("--keep-native-objects names:\n got  %q\n want %q", names, wantNames)
+			}
+			for _, n := range names {
+				a, _ := os.ReadFile(filepath.Join(p.dir, "keep-a", n))
+				b, err := os.ReadFile(filepath.Join(p.dir, "keep-b", n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == "obj/hot.o" {
+					t.Logf("hot.o: %d bytes with the link's options, %d with -fno-unroll-loops -fno-vectorize", len(a), len(b))
+					if len(b) >= len(a) {
+						t.Errorf("hot.o with -fno-unroll-loops -fno-vectorize is %d bytes, not smaller than %d", len(b), len(a))
+					}
+					continue
+				}
+				if !bytes.Equal(a, b) {
+					t.Errorf("%s changed although its compile command did not", n)
+				}
+			}
+			// Without per-module options the hot loop is vectorised too.
+			p.mustLink(t, p.mainLink("app-c"), func(o *thinlink.Options) { o.KeepNativeObjects = "keep-c" })
+			c, _ := os.ReadFile(filepath.Join(p.dir, "keep-c/obj/hot.o"))
+			b, _ := os.ReadFile(filepath.Join(p.dir, "keep-b/obj/hot.o"))
+			if len(c) <= len(b) {
+				t.Errorf("hot.o without --compdb is %d bytes, not larger than the -fno-unroll-loops one (%d)", len(c), len(b))
+			}
+		})
+	}
+}
+
+// TestLinkErrors: bad input yields the linker's own message and what
+// thindist was doing, and no work directory is left behind.
+func TestLinkErrors(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, tc)
+			cxx := tc.tool("clang++")
+			base := []string{cxx, "-O2", "-flto=thin", "-fuse-ld=lld"}
+			cases := []struct {
+				name string
+				cmd  []string
+				want []string
+			}{
+				{"no bitcode", append(base, "obj/asm.o", "obj/nolto.o", "-o", "e1"),
+					[]string{"looking for bitcode", "no input of the link is LLVM bitcode"}},
+				{"missing archive", append(base, "obj/main.o", "obj/core.o", "lib/libmissing.a", "-o", "e2"),
+					[]string{"the thin link", "lib/libmissing.a", "no such file"}},
+				{"duplicate symbol", append(base, "obj/main.o", "obj/core.o", "-Llib", "-la", "-Wl,lib/libt.a", "obj/asm.o",
+					"obj/nolto.o", "obj/hot.o", "obj/cls.o", "lib/libw.a", "obj/core.o", "-o", "e5"),
+					[]string{"the thin link", "duplicate symbol", "f_core"}},
+				{"undefined symbol", append(base, "obj/main.o", "obj/cls.o", "-o", "e3"),
+					[]string{"the final link", "undefined symbol", "f_core"}},
+				{"not lld", []string{cxx, "-O2", "-flto=thin", "obj/main.o", "-o", "e4"},
+					[]string{"needs lld", "-fuse-ld=lld"}},
+			}
+			for _, c := range cases {
+				lr, err := p.link(t, c.cmd, nil)
+				if err == nil {
+					t.Errorf("%s: no error", c.name)
+					continue
+				}
+				for _, w := range c.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: error lacks %q:\n%v\n%s", c.name, w, err, lr.stderr)
+					}
+				}
+				out := c.cmd[len(c.cmd)-1]
+				if fileExists(filepath.Join(p.dir, out+".thindist.d")) || fileExists(filepath.Join(p.dir, out)) {
+					t.Errorf("%s: left the work directory or an output behind", c.name)
+				}
+			}
+		})
+	}
+}
