@@ -187,7 +187,7 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 		case a == "-o":
 			l.output = next()
 			verbatim(a, l.output)
-		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "-objc"):
+		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "-obj") && !strings.HasPrefix(a, "-opt"):
 			l.output = a[2:]
 			verbatim(a)
 		case strings.HasPrefix(a, "-Wl,"):

@@ -281,3 +281,59 @@ func TestLinkErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkFromSubdir links with every module named through "..": lld writes
+// shards under the prefix-replaced module paths, and thindist nests its
+// work directory so that none lands outside it.
+func TestLinkFromSubdir(t *testing.T) {
+	tc := toolchains(t)[len(toolchains(t))-1]
+	p := newProject(t, tc)
+	before := listFiles(t, p.dir)
+	sub := filepath.Join(p.dir, "sub")
+	cmd := []string{tc.tool("clang++"), "-O2", "-flto=thin", "-fuse-ld=lld", "../obj/main.o", "../obj/core.o", "../obj/cls.o",
+		"../lib/libw.a", "-L../lib", "-la", "../lib/libt.a", "../obj/asm.o", "../obj/nolto.o", "../obj/hot.o",
+		"-Wl,--whole-archive", "../lib/libw.a", "-Wl,--no-whole-archive", "-o", "app"}
+	var stderr strings.Builder
+	opts := func(o *thinlink.Options) { o.Dir = sub; o.Stderr = &stderr }
+	res := p.mustLink(t, cmd, opts)
+	mustEqual(t, "output", run(t, sub, nil, "./app"), wantMain)
+	for _, a := range res.Actions {
+		if _, err := a.Layout(); err != nil {
+			t.Errorf("%s: no remote layout: %v", a.ID, err)
+		}
+	}
+	after := listFiles(t, p.dir)
+	for f := range after {
+		if !before[f] && f != "sub/app" {
+			t.Errorf("thindist link left %s behind", f)
+		}
+	}
+}
+
+func listFiles(t *testing.T, dir string) map[string]bool {
+	files := map[string]bool{}
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			r, _ := filepath.Rel(dir, path)
+			files[r] = true
+		}
+		return nil
+	})
+	return files
+}
+
+// TestModulePathMismatch: a module lld recorded under a path thindist did
+// not give it (here through a linker script) is an error, not an object
+// silently compiled from nothing.
+func TestModulePathMismatch(t *testing.T) {
+	tc := toolchains(t)[0]
+	p := newProject(t, tc)
+	os.WriteFile(filepath.Join(p.dir, "extra.ld"), []byte("INPUT(obj/core.o)\n"), 0o644)
+	cmd := []string{tc.tool("clang++"), "-O2", "-flto=thin", "-fuse-ld=lld", "obj/main.o", "extra.ld", "obj/cls.o",
+		"-Llib", "-la", "lib/libt.a", "obj/asm.o", "obj/nolto.o", "obj/hot.o", "-o", "app"}
+	lr, err := p.link(t, cmd, nil)
+	if err == nil || !strings.Contains(err.Error(), `not a module thindist put on the link line under that path`) ||
+		!strings.Contains(err.Error(), "obj/core.o") {
+		t.Fatalf("want a module path error naming obj/core.o, got %v\n%s", err, lr.stderr)
+	}
+}

@@ -686,20 +686,30 @@ func (p *plan) run(ctx context.Context, argv []string, stdout io.Writer) (string
 	return stderr.String(), err
 }
 
-// hint explains a thin-link failure caused by an lld too old for the
-// separate thin-link flow.
+// hint explains a thin-link failure caused by an lld that lacks an option
+// of the separate thin-link flow: it names the options lld rejected.
 func hint(out string) string {
 	var missing []string
-	for _, f := range []string{"--thinlto-index-only", "--thinlto-emit-imports-files", "--thinlto-prefix-replace"} {
-		if strings.Contains(out, "unknown argument") && strings.Contains(out, f) {
-			missing = append(missing, f)
+	for _, line := range strings.Split(out, "\n") {
+		_, rest, ok := strings.Cut(line, "unknown argument '")
+		if !ok {
+			continue
 		}
+		arg, _, _ := strings.Cut(rest, "'")
+		for _, f := range []string{"--thinlto-index-only", "--thinlto-emit-imports-files", "--thinlto-prefix-replace"} {
+			if arg == f || strings.HasPrefix(arg, f+"=") {
+				missing = append(missing, f)
+			}
+		}
+	}
+	if strings.Contains(out, "--thinlto-prefix-replace") && strings.Contains(out, "expects") {
+		missing = append(missing, "--thinlto-prefix-replace=old;new;native (the three-part form)")
 	}
 	if len(missing) == 0 {
 		return ""
 	}
 	sort.Strings(missing)
-	return fmt.Sprintf("\n  your lld does not support %s, which thindist link needs for the separate thin link "+
-		"(lld 15 or newer supports them all; the three-part --thinlto-prefix-replace=old;new;native needs 15 too)",
+	return fmt.Sprintf("\n  your lld does not support %s, which thindist link needs for the separate thin link; "+
+		"use a newer lld (LLVM 19 and 22 are known to work) with -fuse-ld=lld or --ld-path=",
 		strings.Join(missing, ", "))
 }
