@@ -129,6 +129,7 @@ type plan struct {
 	archive map[int][]entry   // item index -> replacement
 	single  map[int]*Module   // item index -> plain bitcode object
 	ids     map[string]string // keep names used
+	missing []string          // inputs that cannot be opened (left to the linker)
 }
 
 // Link runs the whole flow and returns what it did.
@@ -181,9 +182,12 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		return nil, &Error{Step: "looking for bitcode among the link's inputs", Err: err}
 	}
 	if len(p.order) == 0 {
-		return nil, &Error{Step: "looking for bitcode among the link's inputs", Err: fmt.Errorf(
-			"no input of the link is LLVM bitcode, so there is nothing to compile (were the objects built with -flto=thin?); " +
-				"link without thindist, or check the command")}
+		msg := "no input of the link is LLVM bitcode, so there is nothing to compile (were the objects built with -flto=thin?); " +
+			"link without thindist, or check the command"
+		if len(p.missing) > 0 {
+			msg += fmt.Sprintf("; these inputs cannot be opened: %s", strings.Join(p.missing, ", "))
+		}
+		return nil, &Error{Step: "looking for bitcode among the link's inputs", Err: errors.New(msg)}
 	}
 	res = &Result{WorkDir: p.work}
 
@@ -267,6 +271,8 @@ func (p *plan) findModules() error {
 			continue
 		}
 		switch classify(p.abs(path)) {
+		case KindMissing:
+			p.missing = append(p.missing, path)
 		case KindBitcode:
 			p.single[i] = p.addModule(path, path, mangle(path), p.abs(path), "")
 		case KindArchive, KindThin:
@@ -465,6 +471,9 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 	out, err := p.run(ctx, cmd, nil)
 	if err != nil {
 		return nil, cmd, &Error{Step: step, Err: fmt.Errorf("%v%s\n  command: %s", err, hint(out), action.ShellQuote(cmd)), Output: out}
+	}
+	if p.opts.Verbose && out != "" {
+		io.WriteString(p.opts.Stderr, out)
 	}
 	data, err := os.ReadFile(p.abs(indexFile))
 	if err != nil {
