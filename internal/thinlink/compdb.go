@@ -13,6 +13,7 @@ import (
 type CompDB struct {
 	byOutput map[string]*compileCommand // absolute, cleaned output path
 	byBase   map[string][]*compileCommand
+	byReal   map[string]*compileCommand // output path with symbolic links resolved, built on first need
 }
 
 type compileCommand struct {
@@ -95,15 +96,20 @@ func (db *CompDB) lookup(abs, memberName string) *compileCommand {
 		if cc := db.byOutput[filepath.Clean(abs)]; cc != nil {
 			return cc
 		}
-		// The same file through a symbolic link or another spelling.
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
+		// The same file through a symbolic link.
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil
+		}
+		if db.byReal == nil {
+			db.byReal = map[string]*compileCommand{}
 			for out, cc := range db.byOutput {
-				if r, err := filepath.EvalSymlinks(out); err == nil && r == real {
-					return cc
+				if r, err := filepath.EvalSymlinks(out); err == nil {
+					db.byReal[r] = cc
 				}
 			}
 		}
-		return nil
+		return db.byReal[real]
 	}
 	if c := db.byBase[filepath.Base(memberName)]; len(c) == 1 {
 		return c[0]

@@ -337,3 +337,32 @@ func TestModulePathMismatch(t *testing.T) {
 		t.Fatalf("want a module path error naming obj/core.o, got %v\n%s", err, lr.stderr)
 	}
 }
+
+// TestBackendFailure: a failing backend stops the link, names the module,
+// and leaves neither the work directory nor an output behind.
+func TestBackendFailure(t *testing.T) {
+	tc := toolchains(t)[0]
+	p := newProject(t, tc)
+	db := `[{"directory": "` + p.dir + `", "file": "src/hot.c", "output": "obj/hot.o",
+	  "arguments": ["clang", "-O2", "-fno-such-option-for-thindist", "-c", "src/hot.c", "-o", "obj/hot.o"]}]`
+	os.WriteFile(filepath.Join(p.dir, "bad.json"), []byte(db), 0o644)
+	cdb, err := thinlink.LoadCompDB(filepath.Join(p.dir, "bad.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr, err := p.link(t, p.mainLink("app"), func(o *thinlink.Options) { o.CompDB = cdb })
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{"sub/../obj/hot.o", "-fno-such-option-for-thindist"} {
+		if !strings.Contains(err.Error()+lr.stderr, want) {
+			t.Errorf("error lacks %q:\n%v\n%s", want, err, lr.stderr)
+		}
+	}
+	if !strings.Contains(lr.stderr, "--keep-work-dir") {
+		t.Errorf("no hint about --keep-work-dir:\n%s", lr.stderr)
+	}
+	if fileExists(filepath.Join(p.dir, "app")) || fileExists(filepath.Join(p.dir, "app.thindist.d")) {
+		t.Errorf("left an output or the work directory behind")
+	}
+}

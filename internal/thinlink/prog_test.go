@@ -65,6 +65,9 @@ int f_lib(int x) { return f_core(x) + 10; }
 	"a2.c": `extern int missing_symbol(void);
 int f_unused_member(void) { return missing_symbol(); }
 `,
+	// A native (-fno-lto) member of the same archive as bitcode ones.
+	"an.c": `int f_anative(int x) { return x + 5; }
+`,
 	"t1.c": `int f_core(int);
 int f_thin(int x) { return f_core(x) * 2; }
 `,
@@ -106,15 +109,15 @@ extern "C" int f_cpp(int x) {
 	"main.cpp": `#include <cstdio>
 extern "C" {
 int f_core(int); int f_lib(int); int f_thin(int); int f_asm(void); int f_nolto(int);
-int f_hot(const int *, int); int f_cpp(int);
+int f_hot(const int *, int); int f_cpp(int); int f_anative(int);
 extern int registry;
 }
 int main(int argc, char **) {
   int a[100];
   for (int i = 0; i < 100; i++) a[i] = i + argc;
-  std::printf("core=%d lib=%d thin=%d asm=%d nolto=%d hot=%d cpp=%d registry=%d\n",
+  std::printf("core=%d lib=%d thin=%d asm=%d nolto=%d hot=%d cpp=%d anative=%d registry=%d\n",
               f_core(argc + 1), f_lib(argc + 1), f_thin(argc + 1), f_asm(), f_nolto(argc + 1),
-              f_hot(a, 100), f_cpp(argc + 2), registry);
+              f_hot(a, 100), f_cpp(argc + 2), f_anative(argc), registry);
   return 0;
 }
 `,
@@ -141,7 +144,7 @@ int main(void) { printf("rel=%d\n", f_rel(6)); return 0; }
 }
 
 const (
-	wantMain = "core=7 lib=17 thin=14 asm=42 nolto=107 hot=338350 cpp=12 registry=1000\n"
+	wantMain = "core=7 lib=17 thin=14 asm=42 nolto=107 hot=338350 cpp=12 anative=6 registry=1000\n"
 	wantSO   = "shared=21\n"
 	wantRel  = "rel=43\n"
 )
@@ -171,7 +174,7 @@ func compileFlags(src string) []string {
 	switch {
 	case strings.HasSuffix(src, ".s"):
 		return []string{"-c"}
-	case src == "nolto.c":
+	case src == "nolto.c" || src == "an.c":
 		return []string{"-O2", "-c"}
 	case src == "s1.c" || src == "s2.c":
 		return []string{"-O2", "-flto=thin", "-fPIC", "-c"}
@@ -203,7 +206,7 @@ func newProject(t *testing.T, tc toolchain) *project {
 	data, _ := json.MarshalIndent(db, "", "  ")
 	os.WriteFile(filepath.Join(dir, "compile_commands.json"), data, 0o644)
 	ar := tc.tool("llvm-ar")
-	run(t, dir, nil, ar, "rcs", "lib/liba.a", "obj/a1.o", "obj/a2.o")
+	run(t, dir, nil, ar, "rcs", "lib/liba.a", "obj/a1.o", "obj/an.o", "obj/a2.o")
 	run(t, dir, nil, ar, "rcsT", "lib/libt.a", "obj/t1.o", "obj/t2.o")
 	run(t, dir, nil, ar, "rcs", "lib/libw.a", "obj/w1.o")
 	os.WriteFile(filepath.Join(dir, "objs.rsp"), []byte("obj/core.o 'obj/cls.o'\n"), 0o644)

@@ -129,6 +129,8 @@ type plan struct {
 	archive map[int][]entry   // item index -> replacement
 	single  map[int]*Module   // item index -> plain bitcode object
 	ids     map[string]string // keep names used
+	idx     string            // where lld writes shards and imports files
+	native  string            // the prefix of lld's native object names in index.txt
 	missing []string          // inputs that cannot be opened (left to the linker)
 }
 
@@ -204,6 +206,10 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	res.Actions = actions
 	if len(actions) > 0 {
 		if err := opts.Run(ctx, actions); err != nil {
+			if !opts.KeepWorkDir && !errors.Is(err, context.Canceled) {
+				fmt.Fprintf(opts.Stderr, "thindist link: the backend compilations failed; the work directory %s is removed "+
+					"(run again with --keep-work-dir to keep its index shards and re-run a command by hand)\n", p.work)
+			}
 			return res, err
 		}
 	}
@@ -335,7 +341,7 @@ func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
 			continue
 		}
 		name := filepath.Base(m.Name)
-		if name == "." || name == "/" || name == "" {
+		if name == "." || name == ".." || name == "/" || name == "" {
 			name = "member"
 		}
 		for j := 2; used[name]; j++ {
@@ -428,21 +434,23 @@ func upLevels(p string) int {
 	return max
 }
 
-// prefixes returns the directories lld writes shards into and names native
-// objects under: nested deep enough that a module path climbing with ".."
-// stays inside the work directory.
-func (p *plan) prefixes() (idx, native string) {
+// setPrefixes chooses the directories lld writes shards into and names
+// native objects under: nested deep enough that a module path climbing with
+// ".." stays inside the work directory.
+func (p *plan) setPrefixes() {
 	depth := 0
 	for _, m := range p.order {
 		depth = max(depth, upLevels(m.Key))
 	}
 	nest := strings.Repeat("/u", depth)
-	return filepath.Join(p.work, "idx") + nest + "/", filepath.Join(p.work, "lld-native") + nest + "/"
+	p.idx = filepath.Join(p.work, "idx") + nest + "/"
+	p.native = filepath.Join(p.work, "lld-native") + nest + "/"
 }
 
 // thinLink runs the thin link and returns the modules lld lists, in link order.
 func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
-	idx, native := p.prefixes()
+	p.setPrefixes()
+	idx, native := p.idx, p.native
 	indexFile := filepath.Join(p.work, "index.txt")
 	args := p.render(func(i int, it item) ([]string, bool) {
 		if m, ok := p.single[i]; ok {
@@ -523,15 +531,11 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 	return linked, cmd, nil
 }
 
-func (p *plan) shard(m *Module) string {
-	idx, _ := p.prefixes()
-	return filepath.Join(idx, m.Key) + ".thinlto.bc"
-}
+// shard and importsFile name what lld wrote for m: the module path appended
+// to the index prefix (lld resolves ".." in it, as Join does).
+func (p *plan) shard(m *Module) string { return filepath.Join(p.idx, m.Key) + ".thinlto.bc" }
 
-func (p *plan) importsFile(m *Module) string {
-	idx, _ := p.prefixes()
-	return filepath.Join(idx, m.Key) + ".imports"
-}
+func (p *plan) importsFile(m *Module) string { return filepath.Join(p.idx, m.Key) + ".imports" }
 
 // actions builds one backend action per linked module.
 func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
