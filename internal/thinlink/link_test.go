@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,6 +43,11 @@ func TestLinkProgram(t *testing.T) {
 			for _, a := range res.Actions {
 				if a.Inputs[0].Role != action.RoleModule || a.Inputs[1].Role != action.RoleIndex {
 					t.Errorf("%s: inputs %v", a.ID, a.Inputs)
+				}
+				// Absolute object paths are given to lld relative to the
+				// link's directory, so every action can run remotely.
+				if _, err := a.Layout(); err != nil {
+					t.Errorf("%s: no input root layout: %v", a.ID, err)
 				}
 			}
 			if fileExists(filepath.Join(p.dir, "app.thindist.d")) {
@@ -294,14 +300,42 @@ func TestLinkFromSubdir(t *testing.T) {
 		"../lib/libw.a", "-L../lib", "-la", "../lib/libt.a", "../obj/asm.o", "../obj/nolto.o", "../obj/hot.o",
 		"-Wl,--whole-archive", "../lib/libw.a", "-Wl,--no-whole-archive", "-o", "app"}
 	var stderr strings.Builder
-	opts := func(o *thinlink.Options) { o.Dir = sub; o.Stderr = &stderr }
+	opts := func(o *thinlink.Options) { o.Dir = sub; o.Stderr = &stderr; o.KeepWorkDir = true }
 	res := p.mustLink(t, cmd, opts)
 	mustEqual(t, "output", run(t, sub, nil, "./app"), wantMain)
-	for _, a := range res.Actions {
-		if _, err := a.Layout(); err != nil {
+	// Each action, run in a private input root laid out as a remote worker
+	// would (its inputs copied at their relative paths), writes the very
+	// object the local run wrote.
+	for i, a := range res.Actions {
+		l, err := a.Layout()
+		if err != nil {
 			t.Errorf("%s: no remote layout: %v", a.ID, err)
+			continue
+		}
+		root := t.TempDir()
+		for _, d := range l.Dirs {
+			os.MkdirAll(filepath.Join(root, d), 0o755)
+		}
+		for _, f := range l.Files {
+			data, err := os.ReadFile(a.Abs(a.Inputs[f.Input].Local()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.MkdirAll(filepath.Dir(filepath.Join(root, f.RootPath)), 0o755)
+			os.WriteFile(filepath.Join(root, f.RootPath), data, 0o644)
+		}
+		wd := filepath.Join(root, l.WorkDir)
+		os.MkdirAll(wd, 0o755)
+		out := fmt.Sprintf("out%d.o", i)
+		argv := a.Argv(func(i int) string { return a.Inputs[i].Path }, func(int) string { return out })
+		run(t, wd, nil, argv...)
+		got, _ := os.ReadFile(filepath.Join(wd, out))
+		want, _ := os.ReadFile(a.Abs(a.Outputs[0].Path))
+		if len(want) == 0 || !bytes.Equal(got, want) {
+			t.Errorf("%s: the object built in an input root differs from the local one (%d vs %d bytes)", a.ID, len(got), len(want))
 		}
 	}
+	os.RemoveAll(filepath.Join(sub, res.WorkDir))
 	after := listFiles(t, p.dir)
 	for f := range after {
 		if !before[f] && f != "sub/app" {

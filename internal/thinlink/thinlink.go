@@ -239,6 +239,27 @@ func (p *plan) rel(abs string) string {
 	return abs
 }
 
+// portable spells a module's path for lld, which records it in the index,
+// and for the backend: an absolute path becomes relative to the link's
+// directory when that names the same file, so that actions carry no
+// machine-specific paths and can run in a remote input root. Relative paths
+// are kept as given ("a/../b.o" included: the action layout handles them).
+func (p *plan) portable(path string) string {
+	if !filepath.IsAbs(path) {
+		return path
+	}
+	r, err := filepath.Rel(p.opts.Dir, path)
+	if err != nil {
+		return path
+	}
+	a, err1 := os.Stat(path)
+	b, err2 := os.Stat(filepath.Join(p.opts.Dir, r))
+	if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+		return path
+	}
+	return r
+}
+
 const workMarker = ".thindist-work"
 
 func (p *plan) makeWorkDir(work string) error {
@@ -280,7 +301,7 @@ func (p *plan) findModules() error {
 		case KindMissing:
 			p.missing = append(p.missing, path)
 		case KindBitcode:
-			p.single[i] = p.addModule(path, path, mangle(path), p.abs(path), "")
+			p.single[i] = p.addModule(p.portable(path), path, mangle(path), p.abs(path), "")
 		case KindArchive, KindThin:
 			ar, err := readArchive(p.abs(path))
 			if err != nil {
@@ -336,7 +357,7 @@ func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
 				ents = append(ents, entry{file: file})
 				continue
 			}
-			ents = append(ents, entry{mod: p.addModule(file, fmt.Sprintf("%s(%s)", spelled, m.Name),
+			ents = append(ents, entry{mod: p.addModule(p.portable(file), fmt.Sprintf("%s(%s)", spelled, m.Name),
 				mangle(file), p.abs(file), "")})
 			continue
 		}
@@ -573,15 +594,15 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 			a.Args = append(a.Args, action.In(flag, len(a.Inputs)-1))
 		}
 		for _, prof := range profiles {
-			addProfile("-fprofile-sample-use=", prof)
+			addProfile("-fprofile-sample-use=", p.portable(prof))
 		}
 		if cc := p.opts.CompDB.lookup(m.Object, m.Member); cc != nil {
 			for _, f := range frontendFiltered(cc.args) {
 				if v, ok := strings.CutPrefix(f, "-fprofile-sample-use="); ok {
 					if !filepath.IsAbs(v) {
-						v = p.rel(filepath.Join(cc.dir, v))
+						v = filepath.Join(cc.dir, v)
 					}
-					addProfile("-fprofile-sample-use=", v)
+					addProfile("-fprofile-sample-use=", p.portable(v))
 					continue
 				}
 				a.Args = append(a.Args, action.Lit(f))
