@@ -49,6 +49,7 @@ type linkLine struct {
 	ldPath      string // --ld-path
 	searchDirs  []string
 	driverArgs  []string // every driver argument, for flags
+	linkerArgs  []string // every linker argument (from -Wl, and -Xlinker), for flags
 }
 
 // driverSeparate lists clang driver options whose value is the next
@@ -96,6 +97,7 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 	pending := "" // a linker option waiting for its value
 	var linker func(tok string)
 	linker = func(tok string) {
+		l.linkerArgs = append(l.linkerArgs, tok)
 		add := func(it item) {
 			it.viaLinker = true
 			if it.orig == nil {

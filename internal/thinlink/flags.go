@@ -16,7 +16,8 @@ import (
 //   - -fpic for -shared and PIE links, -fno-pic for -no-pie and -static
 //     ones, nothing for -r (lld then keeps each module's own model).
 //   - -march, -mcpu, -mtune, --target, -m32/-m64: the driver derives
-//     -plugin-opt=mcpu and the target from them.
+//     -plugin-opt=mcpu and the target from them. The linker's own --lto-O<n>,
+//     --plugin-opt=O<n> and --plugin-opt=mcpu= override the driver's.
 //   - -mllvm options, which the driver forwards to lld's LTO.
 //   - -fprofile-sample-use: the sample profile is applied again after
 //     importing; the file becomes a common input of every action.
@@ -53,6 +54,19 @@ func (l *linkLine) backendFlags() (flags []string, profiles []string) {
 		case strings.HasPrefix(a, "-fprofile-sample-use="), strings.HasPrefix(a, "-fauto-profile="):
 			p := a[strings.IndexByte(a, '=')+1:]
 			profiles = append(profiles, p)
+		}
+	}
+	// Linker options that set in-process ThinLTO's level or CPU directly
+	// win over the driver's, as they do in lld.
+	for _, a := range l.linkerArgs {
+		v := strings.TrimLeft(a, "-")
+		v = strings.TrimPrefix(strings.TrimPrefix(v, "plugin-opt="), "lto-")
+		switch {
+		case len(v) == 2 && v[0] == 'O' && v[1] >= '0' && v[1] <= '3':
+			opt = "-" + v
+		case strings.HasPrefix(v, "mcpu="):
+			// -mcpu= is not a driver option on every target (x86).
+			target = append(target, "-Xclang", "-target-cpu", "-Xclang", v[len("mcpu="):])
 		}
 	}
 	flags = append(flags, target...)

@@ -147,6 +147,9 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	if opts.Stderr == nil {
 		opts.Stderr = os.Stderr
 	}
+	if opts.Run == nil {
+		return nil, errors.New("thinlink: Options.Run is not set")
+	}
 	if len(opts.Command) == 0 {
 		return nil, &Error{Step: "reading the link command", Err: errors.New("no link command given after --")}
 	}
@@ -230,15 +233,6 @@ func (p *plan) abs(path string) string {
 	return filepath.Join(p.opts.Dir, path)
 }
 
-// rel spells an absolute path relative to the link's directory when it can,
-// so that actions stay free of machine-specific absolute paths.
-func (p *plan) rel(abs string) string {
-	if r, err := filepath.Rel(p.opts.Dir, abs); err == nil {
-		return r
-	}
-	return abs
-}
-
 // portable spells a module's path for lld, which records it in the index,
 // and for the backend: an absolute path becomes relative to the link's
 // directory when that names the same file, so that actions carry no
@@ -279,7 +273,7 @@ func (p *plan) makeWorkDir(work string) error {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
 	}
-	p.work = p.rel(abs)
+	p.work = p.portable(abs)
 	return os.WriteFile(filepath.Join(abs, workMarker), nil, 0o644)
 }
 

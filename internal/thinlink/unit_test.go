@@ -92,6 +92,7 @@ func TestBackendFlagsFollowTheLink(t *testing.T) {
 		{[]string{"clang", "-Os", "-no-pie", "-march=x86-64-v3"}, []string{"-march=x86-64-v3", "-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fno-pic"}},
 		{[]string{"clang", "-O0", "-r", "-mllvm", "-x=1"}, []string{"-O0", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-mllvm", "-x=1"}},
 		{[]string{"clang", "-Ofast", "-static", "-fprofile-sample-use=p.prof"}, []string{"-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fno-pic"}},
+		{[]string{"clang", "-O1", "-Wl,--lto-O3,--plugin-opt=mcpu=znver3"}, []string{"-Xclang", "-target-cpu", "-Xclang", "znver3", "-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fpic"}},
 	} {
 		l, _ := parseLinkLine(c.args, t.TempDir())
 		got, profiles := l.backendFlags()
