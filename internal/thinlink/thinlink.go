@@ -37,6 +37,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/thindist/thindist/internal/action"
 )
@@ -703,6 +705,9 @@ func (p *plan) run(ctx context.Context, argv []string, stdout io.Writer) (string
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = p.opts.Dir
+	// On cancellation let the driver and lld remove their temporary files.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if stdout != nil {
