@@ -122,11 +122,28 @@ func TestLinkSharedAndRelocatable(t *testing.T) {
 			os.MkdirAll(filepath.Join(p.dir, "ip"), 0o755)
 
 			// -shared
-			so := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-shared", "obj/s1.o", "obj/s2.o", "-o"}
+			// with a version script (an option value that is a file but no
+			// input) and an implicit linker script as an input.
+			os.WriteFile(filepath.Join(p.dir, "exports.map"), []byte("{ global: f_shared; local: *; };\n"), 0o644)
+			os.WriteFile(filepath.Join(p.dir, "s2.ld"), []byte("INPUT(obj/s2n.o)\n"), 0o644)
+			run(t, p.dir, nil, cc, "-O2", "-fPIC", "-c", "src/s2.c", "-o", "obj/s2n.o")
+			so := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-shared", "-Wl,--version-script,exports.map",
+				"obj/s1.o", "s2.ld", "-o"}
 			run(t, p.dir, nil, append(so, "ip/libs.so")...)
 			p.mustLink(t, append(so, "tl/libs.so"), nil)
-			if f, err := elf.Open(filepath.Join(p.dir, "tl/libs.so")); err != nil || f.Type != elf.ET_DYN {
+			f, err := elf.Open(filepath.Join(p.dir, "tl/libs.so"))
+			if err != nil || f.Type != elf.ET_DYN {
 				t.Fatalf("tl/libs.so is not a shared library: %v", err)
+			}
+			dyn, _ := f.DynamicSymbols()
+			var exported []string
+			for _, s := range dyn {
+				if s.Section != elf.SHN_UNDEF && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {
+					exported = append(exported, s.Name)
+				}
+			}
+			if !slices.Equal(exported, []string{"f_shared"}) {
+				t.Errorf("tl/libs.so exports %q, want only f_shared (the version script)", exported)
 			}
 			user := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainso.o", "-Ltl", "-ls", "-o", "tl/appso"}
 			p.mustLink(t, user, nil)
@@ -137,7 +154,7 @@ func TestLinkSharedAndRelocatable(t *testing.T) {
 			// -r
 			rel := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-r", "obj/r1.o", "obj/r2.o", "-o"}
 			p.mustLink(t, append(rel, "tl/rel.o"), nil)
-			f, err := elf.Open(filepath.Join(p.dir, "tl/rel.o"))
+			f, err = elf.Open(filepath.Join(p.dir, "tl/rel.o"))
 			if err != nil || f.Type != elf.ET_REL {
 				t.Fatalf("tl/rel.o is not a relocatable ELF object: %v", err)
 			}
