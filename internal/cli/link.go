@@ -20,6 +20,7 @@ type linkFlags struct {
 	keepNative  string
 	keepWorkDir bool
 	workDir     string
+	compiler    string
 	verbose     bool
 }
 
@@ -39,6 +40,9 @@ func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 	fs.String(&lf.workDir, "work-dir", "Link", "DIR", "",
 		"the private work directory (default: OUTPUT.thindist.d beside the link's -o); an\n"+
 			"existing one is replaced only if thindist created it")
+	fs.String(&lf.compiler, "compiler", "Link", "CLANG", "",
+		"the clang that runs the backends (default: the link's clang driver, or for a command that\n"+
+			"runs ld.lld itself, the clang installed beside it); it must be the LLVM that wrote the index")
 	fs.Bool(&lf.verbose, "verbose", "Link", false, "print the thin and final link commands")
 	fs.Alias("v", "verbose")
 	cfg.Register(fs)
@@ -47,6 +51,7 @@ func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 
 const linkIntro = `Usage:
   thindist link [flags] -- clang++ -flto=thin -fuse-ld=lld OBJECTS... -o app
+  thindist link [flags] -- ld.lld -r -o vmlinux.o --whole-archive vmlinux.a
 
 Links a ThinLTO program through the separate thin-link flow, with every ThinLTO
 backend run by thindist: works with any lld that has --thinlto-index-only
@@ -80,6 +85,7 @@ func link(ctx context.Context, args []string, env pipeline.Env) int {
 	}
 	opts := thinlink.Options{
 		Command:           command,
+		Compiler:          lf.compiler,
 		WorkDir:           lf.workDir,
 		KeepWorkDir:       lf.keepWorkDir,
 		KeepNativeObjects: lf.keepNative,

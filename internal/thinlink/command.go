@@ -45,6 +45,8 @@ type linkLine struct {
 	static      bool
 	staticPie   bool
 	noPie       bool
+	pie         bool   // --pie given to the linker
+	direct      bool   // the command runs ld.lld itself, not the clang driver
 	linker      string // the -fuse-ld value, "" if none
 	ldPath      string // --ld-path
 	searchDirs  []string
@@ -96,12 +98,29 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 	var whole, lazy, static bool
 	pending := "" // a linker option waiting for its value
 	var linker func(tok string)
+	rspDepth := 0
 	linker = func(tok string) {
+		if strings.HasPrefix(tok, "@") && len(tok) > 1 && pending == "" && rspDepth < 20 {
+			// A linker response file: lld reads it with GNU quoting, paths
+			// relative to the directory it runs in.
+			f := tok[1:]
+			if !filepath.IsAbs(f) {
+				f = filepath.Join(dir, f)
+			}
+			if data, err := os.ReadFile(f); err == nil {
+				rspDepth++
+				for _, t := range tokenizeGNU(string(data)) {
+					linker(t)
+				}
+				rspDepth--
+				return
+			}
+		}
 		l.linkerArgs = append(l.linkerArgs, tok)
 		add := func(it item) {
 			it.viaLinker = true
 			if it.orig == nil {
-				it.orig = []string{"-Xlinker", tok}
+				it.orig = l.wrap(tok)
 			}
 			l.items = append(l.items, it)
 		}
@@ -152,9 +171,9 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 			case "shared", "Bshareable":
 				l.shared = true
 			case "no-pie", "nopie":
-				l.noPie = true
+				l.noPie, l.pie = true, false
 			case "pie":
-				l.noPie = false
+				l.noPie, l.pie = false, true
 			default:
 				switch {
 				case linkerSeparate[name]:
@@ -172,6 +191,12 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 		add(item{kind: itInput, path: tok, whole: whole, lazy: lazy})
 	}
 
+	if l.direct = isLLD(args[0]); l.direct {
+		for _, a := range args[1:] {
+			linker(a)
+		}
+		args = nil
+	}
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		next := func() string {
@@ -252,8 +277,26 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 	return l, nil
 }
 
-// usesLLD reports whether the driver will run lld.
+// isLLD reports whether a command is ld.lld itself (ld.lld, ld.lld-19).
+func isLLD(argv0 string) bool {
+	b := filepath.Base(argv0)
+	return b == "ld.lld" || strings.HasPrefix(b, "ld.lld-")
+}
+
+// wrap renders one linker argument for the command: as is for ld.lld,
+// after -Xlinker for the clang driver.
+func (l *linkLine) wrap(tok string) []string {
+	if l.direct {
+		return []string{tok}
+	}
+	return []string{"-Xlinker", tok}
+}
+
+// usesLLD reports whether the link runs lld.
 func (l *linkLine) usesLLD() bool {
+	if l.direct {
+		return true
+	}
 	if l.ldPath != "" {
 		return strings.Contains(filepath.Base(l.ldPath), "lld")
 	}
@@ -261,11 +304,16 @@ func (l *linkLine) usesLLD() bool {
 }
 
 // pic reports how the linker's in-process ThinLTO would set the relocation
-// model: PIC for -shared and PIE output (the default of Debian's clang),
-// static for -no-pie and -static, the modules' own for -r (nil).
+// model: PIC for -shared and PIE output (the default of Debian's clang, but
+// not of ld.lld run directly), static for -no-pie and -static, the modules'
+// own for -r (nil).
 func (l *linkLine) pic() *bool {
 	if l.relocatable {
 		return nil
+	}
+	if l.direct { // lld's own default is not PIE
+		v := l.shared || l.pie
+		return &v
 	}
 	v := l.shared || l.staticPie || !(l.noPie || l.static)
 	return &v

@@ -417,3 +417,29 @@ func TestBackendFailure(t *testing.T) {
 		t.Errorf("left an output or the work directory behind")
 	}
 }
+
+// TestDirectLLDRelocatable is the kernel's vmlinux.o link: ld.lld run by
+// itself, -r, a thin archive under --whole-archive holding bitcode and an
+// assembly object.
+func TestDirectLLDRelocatable(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, tc)
+			cmd := []string{tc.tool("ld.lld"), "-m", "elf_x86_64", "-r", "-o", "OUT", "--whole-archive", "vmlinux.a", "--no-whole-archive"}
+			out := func(o string) []string { c := slices.Clone(cmd); c[5] = o; return c }
+			run(t, p.dir, nil, out("ip.o")...)
+			res := p.mustLink(t, out("tl.o"), nil)
+			if len(res.Modules) != 2 {
+				t.Errorf("compiled %d modules, want 2 (k1.o, k2.o)", len(res.Modules))
+			}
+			if !strings.HasSuffix(res.Actions[0].Command()[0], "/clang") {
+				t.Errorf("backend compiler %q, want the clang beside ld.lld", res.Actions[0].Command()[0])
+			}
+			for _, o := range []string{"ip", "tl"} {
+				run(t, p.dir, nil, tc.tool("clang"), "-fuse-ld=lld", "obj/maink.o", o+".o", "-o", o+"-k")
+				mustEqual(t, o+" program", run(t, p.dir, nil, "./"+o+"-k"), wantK)
+			}
+		})
+	}
+}

@@ -137,6 +137,16 @@ int f_rel(int x) { return f_r2(x) + 7; }
 `,
 	"r2.c": `int f_r2(int x) { return x * x; }
 `,
+	// A kernel-like relocatable link run with ld.lld itself.
+	"k1.c": `int k_helper(int); int f_asm(void);
+int k_init(void) { return k_helper(3) + f_asm(); }
+`,
+	"k2.c": `int k_helper(int x) { return x * 11; }
+`,
+	"maink.c": `#include <stdio.h>
+int k_init(void);
+int main(void) { printf("k=%d\n", k_init()); return 0; }
+`,
 	"mainr.c": `#include <stdio.h>
 int f_rel(int);
 int main(void) { printf("rel=%d\n", f_rel(6)); return 0; }
@@ -147,6 +157,7 @@ const (
 	wantMain = "core=7 lib=17 thin=14 asm=42 nolto=107 hot=338350 cpp=12 anative=6 registry=1000\n"
 	wantSO   = "shared=21\n"
 	wantRel  = "rel=43\n"
+	wantK    = "k=75\n"
 )
 
 // project is a generated program, compiled.
@@ -174,7 +185,7 @@ func compileFlags(src string) []string {
 	switch {
 	case strings.HasSuffix(src, ".s"):
 		return []string{"-c"}
-	case src == "nolto.c" || src == "an.c":
+	case src == "nolto.c" || src == "an.c" || src == "maink.c":
 		return []string{"-O2", "-c"}
 	case src == "s1.c" || src == "s2.c":
 		return []string{"-O2", "-flto=thin", "-fPIC", "-c"}
@@ -209,7 +220,9 @@ func newProject(t *testing.T, tc toolchain) *project {
 	run(t, dir, nil, ar, "rcs", "lib/liba.a", "obj/a1.o", "obj/an.o", "obj/a2.o")
 	run(t, dir, nil, ar, "rcsT", "lib/libt.a", "obj/t1.o", "obj/t2.o")
 	run(t, dir, nil, ar, "rcs", "lib/libw.a", "obj/w1.o")
+	run(t, dir, nil, ar, "rcsT", "vmlinux.a", "obj/k1.o", "obj/asm.o", "obj/k2.o")
 	os.WriteFile(filepath.Join(dir, "objs.rsp"), []byte("obj/core.o 'obj/cls.o'\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "lt.rsp"), []byte("lib/libt.a\n"), 0o644)
 	return p
 }
 
@@ -219,7 +232,7 @@ func (p *project) mainLink(out string) []string {
 	return []string{p.tc.tool("clang++"), "-O2", "-flto=thin", "-fuse-ld=lld",
 		"obj/main.o", "@objs.rsp",
 		"-Wl,--whole-archive", "lib/libw.a", "-Wl,--no-whole-archive",
-		"-Llib", "-la", "-Wl,lib/libt.a",
+		"-Llib", "-la", "-Wl,@lt.rsp",
 		"obj/asm.o", "obj/nolto.o", filepath.Join(p.dir, "obj/dead.o"), "sub/../obj/hot.o",
 		"-o", out}
 }

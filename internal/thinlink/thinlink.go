@@ -45,8 +45,12 @@ import (
 
 // Options configures Link.
 type Options struct {
-	// Command is the link command, the clang driver first.
+	// Command is the link command: the clang driver, or ld.lld itself,
+	// first.
 	Command []string
+	// Compiler runs the backends; "" means the link's clang driver, or for
+	// ld.lld run directly the clang installed beside it.
+	Compiler string
 	// Dir is the absolute directory the link runs in; "" is the current one.
 	Dir string
 	// WorkDir is the private work directory; "" means "<output>.thindist.d"
@@ -403,7 +407,7 @@ func (p *plan) render(repl func(i int, it item) ([]string, bool)) []string {
 	for i, it := range p.line.items {
 		if toks, ok := repl(i, it); ok {
 			for _, t := range toks {
-				out = append(out, "-Xlinker", t)
+				out = append(out, p.line.wrap(t)...)
 			}
 			continue
 		}
@@ -483,10 +487,10 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 		}
 		return nil, false
 	})
-	args = append(args,
-		"-Xlinker", "--thinlto-index-only="+indexFile,
-		"-Xlinker", "--thinlto-emit-imports-files",
-		"-Xlinker", "--thinlto-prefix-replace=;"+idx+";"+native)
+	for _, f := range []string{"--thinlto-index-only=" + indexFile, "--thinlto-emit-imports-files",
+		"--thinlto-prefix-replace=;" + idx + ";" + native} {
+		args = append(args, p.line.wrap(f)...)
+	}
 	rsp := filepath.Join(p.work, "thin-link.rsp")
 	if err := writeResponseFile(p.abs(rsp), args); err != nil {
 		return nil, nil, &Error{Step: "writing the thin link's response file", Err: err}
@@ -556,13 +560,9 @@ func (p *plan) importsFile(m *Module) string { return filepath.Join(p.idx, m.Key
 
 // actions builds one backend action per linked module.
 func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
-	compiler := p.line.compiler
-	if !strings.ContainsRune(compiler, '/') {
-		if lp, err := exec.LookPath(compiler); err == nil {
-			compiler = lp
-		}
-	} else if !filepath.IsAbs(compiler) {
-		compiler = p.abs(compiler)
+	compiler, err := p.compiler()
+	if err != nil {
+		return nil, err
 	}
 	base, profiles := p.line.backendFlags()
 	var actions []*action.Action
@@ -617,6 +617,45 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 		actions = append(actions, a)
 	}
 	return actions, nil
+}
+
+// compiler returns the clang that runs the backends: Options.Compiler, the
+// link's own driver, or for ld.lld run directly the clang installed beside
+// it (ld.lld-19 -> clang-19), since the backend must be the LLVM that wrote
+// the index.
+func (p *plan) compiler() (string, error) {
+	resolve := func(c string) string {
+		if !strings.ContainsRune(c, '/') {
+			if lp, err := exec.LookPath(c); err == nil {
+				return lp
+			}
+			return c
+		}
+		return p.abs(c)
+	}
+	if p.opts.Compiler != "" {
+		return resolve(p.opts.Compiler), nil
+	}
+	if !p.line.direct {
+		return resolve(p.line.compiler), nil
+	}
+	ld := resolve(p.line.compiler)
+	suffix := strings.TrimPrefix(filepath.Base(ld), "ld.lld")
+	for _, cand := range []string{ld, ""} {
+		if cand == "" {
+			real, err := filepath.EvalSymlinks(ld)
+			if err != nil {
+				break
+			}
+			cand = real
+			suffix = ""
+		}
+		c := filepath.Join(filepath.Dir(cand), "clang"+suffix)
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("cannot find the clang of the same LLVM as %s to run the backends; give it with --compiler", p.line.compiler)
 }
 
 func readLines(path string) ([]string, error) {
