@@ -443,3 +443,30 @@ func TestDirectLLDRelocatable(t *testing.T) {
 		})
 	}
 }
+
+// TestActionsRepeat: two links of the same inputs produce the same actions,
+// byte for byte (commands and every input), so a cache hits on the second.
+func TestActionsRepeat(t *testing.T) {
+	tc := toolchains(t)[0]
+	p := newProject(t, tc)
+	digest := func() []string {
+		res := p.mustLink(t, p.mainLink("app"), func(o *thinlink.Options) { o.KeepWorkDir = true })
+		defer os.RemoveAll(filepath.Join(p.dir, res.WorkDir))
+		var out []string
+		for _, a := range res.Actions {
+			out = append(out, action.ShellQuote(a.Command()))
+			for _, in := range a.Inputs {
+				data, err := os.ReadFile(a.Abs(in.Local()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, in.Path+"="+string(data))
+			}
+		}
+		return out
+	}
+	first, second := digest(), digest()
+	if len(first) == 0 || !slices.Equal(first, second) {
+		t.Fatalf("the second link's actions differ from the first's")
+	}
+}

@@ -305,7 +305,11 @@ func (p *plan) findModules() error {
 		case KindArchive, KindThin:
 			ar, err := readArchive(p.abs(path))
 			if err != nil {
-				return err
+				// Left to the linker: should it hold bitcode, lld records its
+				// members under names thindist does not know, which the thin
+				// link step reports.
+				fmt.Fprintf(p.opts.Stderr, "thindist: warning: cannot read the archive %s (%v); passing it to the linker as it is\n", path, err)
+				continue
 			}
 			if !ar.HasBitcode() {
 				continue
