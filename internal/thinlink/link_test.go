@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -34,8 +35,8 @@ func TestLinkProgram(t *testing.T) {
 				got = append(got, m.Display)
 			}
 			slices.Sort(got)
-			want := []string{filepath.Join(p.dir, "obj/dead.o"), "lib/liba.a(a1.o)", "lib/libt.a(../obj/t1.o)",
-				"lib/libw.a(w1.o)", "obj/cls.o", "obj/core.o", "obj/main.o", "sub/../obj/hot.o"}
+			want := []string{filepath.Join(p.dir, "obj/dead.o"), "lib/liba.a(a1.o)", "lib/liba.a(a3.o)", "lib/libt.a(../obj/t1.o)",
+				"lib/libw.a(w1.o)", "obj/cls.o", "obj/core.o", "obj/main.o", "obj/nv.o", "sub/../obj/hot.o"}
 			slices.Sort(want)
 			if !slices.Equal(got, want) {
 				t.Errorf("modules compiled:\n got  %q\n want %q (unused archive members and non-bitcode objects excluded)", got, want)
@@ -81,9 +82,15 @@ func TestLinkRenderings(t *testing.T) {
 			t.Errorf("final link still names %q: %s", s, joined)
 		}
 	}
-	// liba and libt are libraries (--start-lib), libw's member is plain.
-	if n := strings.Count(joined, "-Xlinker --start-lib"); n != 2 {
-		t.Errorf("final link has %d --start-lib groups, want 2: %s", n, joined)
+	// What the thin link extracted is linked as plain objects; what it did
+	// not stays lazy (liba's unused native member an2.o) or, for bitcode,
+	// is dropped.
+	if n := strings.Count(joined, "-Xlinker --start-lib"); n != 1 ||
+		!regexp.MustCompile(`-Xlinker --start-lib -Xlinker app\.thindist\.d/ar/\d+/an2\.o -Xlinker --end-lib`).MatchString(joined) {
+		t.Errorf("final link should have one --start-lib group, holding an2.o: %s", joined)
+	}
+	if !strings.Contains(joined, "app.thindist.d/forced/") || !strings.Contains(joined, "/n.o -Xlinker -ln") {
+		t.Errorf("final link should link libn.a's extracted member n.o before -ln: %s", joined)
 	}
 	thinJoined := strings.Join(thin, " ")
 	if n := strings.Count(thinJoined, "-Xlinker --start-lib"); n != 2 {
@@ -225,7 +232,7 @@ func TestPerModuleOptions(t *testing.T) {
 				return nil
 			})
 			slices.Sort(names)
-			wantNames := []string{"lib/liba.a/a1.o", "lib/libw.a/w1.o", "obj/cls.o", "obj/core.o", "obj/hot.o",
+			wantNames := []string{"lib/liba.a/a1.o", "lib/liba.a/a3.o", "lib/libw.a/w1.o", "obj/nv.o", "obj/cls.o", "obj/core.o", "obj/hot.o",
 				"obj/main.o", "obj/t1.o", strings.TrimPrefix(filepath.Join(p.dir, "obj/dead.o"), "/")}
 			slices.Sort(wantNames)
 			if !slices.Equal(names, wantNames) {
@@ -314,7 +321,7 @@ func TestLinkFromSubdir(t *testing.T) {
 	before := listFiles(t, p.dir)
 	sub := filepath.Join(p.dir, "sub")
 	cmd := []string{tc.tool("clang++"), "-O2", "-flto=thin", "-fuse-ld=lld", "../obj/main.o", "../obj/core.o", "../obj/cls.o",
-		"../lib/libw.a", "-L../lib", "-la", "../lib/libt.a", "../obj/asm.o", "../obj/nolto.o", "../obj/hot.o",
+		"../lib/libw.a", "-L../lib", "-la", "-ln", "../obj/nv.o", "../lib/libt.a", "../obj/asm.o", "../obj/nolto.o", "../obj/hot.o",
 		"-Wl,--whole-archive", "../lib/libw.a", "-Wl,--no-whole-archive", "-o", "app"}
 	var stderr strings.Builder
 	opts := func(o *thinlink.Options) { o.Dir = sub; o.Stderr = &stderr; o.KeepWorkDir = true }
@@ -468,5 +475,26 @@ func TestActionsRepeat(t *testing.T) {
 	first, second := digest(), digest()
 	if len(first) == 0 || !slices.Equal(first, second) {
 		t.Fatalf("the second link's actions differ from the first's")
+	}
+}
+
+// TestUserStartLib: the user's own --start-lib group keeps its semantics;
+// what the thin link extracted from it is linked in the final link even
+// where the optimised code no longer refers to it (a3.o's constructor).
+func TestUserStartLib(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, tc)
+			cmd := p.mainLink("app")
+			i := slices.Index(cmd, "-la")
+			cmd = slices.Replace(cmd, i, i+1, "-Wl,--start-lib", "obj/a1.o", "obj/an.o", "obj/a2.o", "obj/an2.o", "obj/a3.o", "-Wl,--end-lib")
+			ref := slices.Clone(cmd)
+			ref[len(ref)-1] = "ref"
+			run(t, p.dir, nil, ref...)
+			mustEqual(t, "in-process build", run(t, p.dir, nil, "./ref"), wantMain)
+			p.mustLink(t, cmd, nil)
+			mustEqual(t, "thindist link build", run(t, p.dir, nil, "./app"), wantMain)
+		})
 	}
 }

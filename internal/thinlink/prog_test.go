@@ -68,6 +68,24 @@ int f_unused_member(void) { return missing_symbol(); }
 	// A native (-fno-lto) member of the same archive as bitcode ones.
 	"an.c": `int f_anative(int x) { return x + 5; }
 `,
+	// Unused native member: linking it would fail on the missing symbol.
+	"an2.c": `extern int missing_symbol3(void);
+int f_an2(void) { return missing_symbol3(); }
+`,
+	// A bitcode member whose only function main inlines: the thin link
+	// extracts it, so its constructor runs in-process and must run here.
+	"a3.c": `extern int registry;
+int f_small(int x) { return x + 1; }
+__attribute__((constructor)) static void reg3(void) { registry += 20; }
+`,
+	// A native archive's member referred to only by code that ThinLTO
+	// removes (never() is 0): extracted by the thin link, so linked.
+	"n.c": `extern int registry;
+int f_n(int x) { return x; }
+__attribute__((constructor)) static void regn(void) { registry += 300; }
+`,
+	"nv.c": `int never(void) { return 0; }
+`,
 	"t1.c": `int f_core(int);
 int f_thin(int x) { return f_core(x) * 2; }
 `,
@@ -110,14 +128,16 @@ extern "C" int f_cpp(int x) {
 extern "C" {
 int f_core(int); int f_lib(int); int f_thin(int); int f_asm(void); int f_nolto(int);
 int f_hot(const int *, int); int f_cpp(int); int f_anative(int);
+int f_small(int); int never(void); int f_n(int);
 extern int registry;
 }
 int main(int argc, char **) {
   int a[100];
   for (int i = 0; i < 100; i++) a[i] = i + argc;
-  std::printf("core=%d lib=%d thin=%d asm=%d nolto=%d hot=%d cpp=%d anative=%d registry=%d\n",
+  int n = never() ? f_n(argc) : f_small(argc);
+  std::printf("core=%d lib=%d thin=%d asm=%d nolto=%d hot=%d cpp=%d anative=%d small=%d registry=%d\n",
               f_core(argc + 1), f_lib(argc + 1), f_thin(argc + 1), f_asm(), f_nolto(argc + 1),
-              f_hot(a, 100), f_cpp(argc + 2), f_anative(argc), registry);
+              f_hot(a, 100), f_cpp(argc + 2), f_anative(argc), n, registry);
   return 0;
 }
 `,
@@ -154,7 +174,7 @@ int main(void) { printf("rel=%d\n", f_rel(6)); return 0; }
 }
 
 const (
-	wantMain = "core=7 lib=17 thin=14 asm=42 nolto=107 hot=338350 cpp=12 anative=6 registry=1000\n"
+	wantMain = "core=7 lib=17 thin=14 asm=42 nolto=107 hot=338350 cpp=12 anative=6 small=2 registry=1320\n"
 	wantSO   = "shared=21\n"
 	wantRel  = "rel=43\n"
 	wantK    = "k=75\n"
@@ -185,7 +205,7 @@ func compileFlags(src string) []string {
 	switch {
 	case strings.HasSuffix(src, ".s"):
 		return []string{"-c"}
-	case src == "nolto.c" || src == "an.c" || src == "maink.c":
+	case src == "nolto.c" || src == "an.c" || src == "an2.c" || src == "n.c" || src == "maink.c":
 		return []string{"-O2", "-c"}
 	case src == "s1.c" || src == "s2.c":
 		return []string{"-O2", "-flto=thin", "-fPIC", "-c"}
@@ -217,7 +237,8 @@ func newProject(t *testing.T, tc toolchain) *project {
 	data, _ := json.MarshalIndent(db, "", "  ")
 	os.WriteFile(filepath.Join(dir, "compile_commands.json"), data, 0o644)
 	ar := tc.tool("llvm-ar")
-	run(t, dir, nil, ar, "rcs", "lib/liba.a", "obj/a1.o", "obj/an.o", "obj/a2.o")
+	run(t, dir, nil, ar, "rcs", "lib/liba.a", "obj/a1.o", "obj/an.o", "obj/a2.o", "obj/an2.o", "obj/a3.o")
+	run(t, dir, nil, ar, "rcs", "lib/libn.a", "obj/n.o")
 	run(t, dir, nil, ar, "rcsT", "lib/libt.a", "obj/t1.o", "obj/t2.o")
 	run(t, dir, nil, ar, "rcs", "lib/libw.a", "obj/w1.o")
 	run(t, dir, nil, ar, "rcsT", "vmlinux.a", "obj/k1.o", "obj/asm.o", "obj/k2.o")
@@ -232,7 +253,7 @@ func (p *project) mainLink(out string) []string {
 	return []string{p.tc.tool("clang++"), "-O2", "-flto=thin", "-fuse-ld=lld",
 		"obj/main.o", "@objs.rsp",
 		"-Wl,--whole-archive", "lib/libw.a", "-Wl,--no-whole-archive",
-		"-Llib", "-la", "-Wl,@lt.rsp",
+		"-Llib", "-la", "-Wl,@lt.rsp", "-ln", "obj/nv.o",
 		"obj/asm.o", "obj/nolto.o", filepath.Join(p.dir, "obj/dead.o"), "sub/../obj/hot.o",
 		"-o", out}
 }

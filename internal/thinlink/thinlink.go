@@ -20,9 +20,12 @@
 //     inputs, and runs them with pipeline.Run (so the cache, remote
 //     execution and reporting apply as for lld's DTLTO);
 //  4. runs the final link: the same command again with each bitcode object
-//     replaced by its native object, unused lazy modules dropped, and
-//     everything else (assembly, -fno-lto and prebuilt objects, shared
-//     libraries, linker scripts, archives without bitcode) untouched.
+//     replaced by its native object, everything the thin link extracted from
+//     archives and --start-lib groups (lld's --why-extract) linked as plain
+//     objects, what it did not extract left lazy (native) or dropped
+//     (bitcode), and everything else (assembly, -fno-lto and prebuilt
+//     objects, shared libraries, linker scripts) untouched: the objects an
+//     in-process ThinLTO link would link.
 package thinlink
 
 import (
@@ -131,13 +134,18 @@ type plan struct {
 	line    *linkLine
 	work    string // work directory as used in commands (relative to Dir if possible)
 	modules map[string]*Module
-	order   []*Module         // every module, in command-line order
-	archive map[int][]entry   // item index -> replacement
-	single  map[int]*Module   // item index -> plain bitcode object
-	ids     map[string]string // keep names used
-	idx     string            // where lld writes shards and imports files
-	native  string            // the prefix of lld's native object names in index.txt
-	missing []string          // inputs that cannot be opened (left to the linker)
+	order   []*Module           // every module, in command-line order
+	archive map[int][]entry     // item index -> replacement
+	single  map[int]*Module     // item index -> plain bitcode object
+	ids     map[string]string   // keep names used
+	idx     string              // where lld writes shards and imports files
+	native  string              // the prefix of lld's native object names in index.txt
+	missing []string            // inputs that cannot be opened (left to the linker)
+	passed  map[int]string      // item index -> archive without bitcode
+	members map[string][]string // archive as lld names it -> members it extracted
+	// extracted holds what the thin link extracted from archives and
+	// --start-lib groups, as lld names it ("dir/x.o", "lib.a(m.o)").
+	extracted map[string]bool
 }
 
 // Link runs the whole flow and returns what it did.
@@ -172,7 +180,7 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 			"thindist link needs lld for the thin link (--thinlto-index-only); add -fuse-ld=lld to the link command")}
 	}
 	p := &plan{opts: opts, line: line, modules: map[string]*Module{}, archive: map[int][]entry{},
-		single: map[int]*Module{}, ids: map[string]string{}}
+		single: map[int]*Module{}, ids: map[string]string{}, passed: map[int]string{}}
 
 	work := opts.WorkDir
 	if work == "" {
@@ -312,6 +320,7 @@ func (p *plan) findModules() error {
 				continue
 			}
 			if !ar.HasBitcode() {
+				p.passed[i] = path
 				continue
 			}
 			ents, err := p.unpack(ar, path, nar)
@@ -420,22 +429,26 @@ func (p *plan) render(repl func(i int, it item) ([]string, bool)) []string {
 	return out
 }
 
-// archiveTokens renders an archive's replacement with file() choosing each
-// entry's file ("" drops it).
-func archiveTokens(it item, ents []entry, file func(entry) string) []string {
-	var files []string
-	for _, e := range ents {
-		if f := file(e); f != "" {
-			files = append(files, f)
+// group renders files for the linker: plain ones are always linked, lazy
+// ones only if they define a symbol the link needs (--start-lib/--end-lib,
+// the semantics of archive members). Under --whole-archive all are plain;
+// inside the user's own --start-lib group a plain file closes and reopens it.
+func group(it item, plain, lazy []string) []string {
+	if it.whole {
+		plain, lazy = append(plain, lazy...), nil
+	}
+	out := []string{}
+	if it.lazy {
+		if len(plain) > 0 {
+			out = append(append(append(out, "--end-lib"), plain...), "--start-lib")
 		}
+		return append(out, lazy...)
 	}
-	if len(files) == 0 {
-		return []string{}
+	out = append(out, plain...)
+	if len(lazy) > 0 {
+		out = append(append(append(out, "--start-lib"), lazy...), "--end-lib")
 	}
-	if it.whole || it.lazy {
-		return files
-	}
-	return append(append([]string{"--start-lib"}, files...), "--end-lib")
+	return out
 }
 
 // upLevels returns how far above its start a relative path climbs at most.
@@ -482,16 +495,20 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 			return []string{m.Key}, true
 		}
 		if ents, ok := p.archive[i]; ok {
-			return archiveTokens(it, ents, func(e entry) string {
+			var files []string
+			for _, e := range ents {
 				if e.mod != nil {
-					return e.mod.Key
+					files = append(files, e.mod.Key)
+				} else {
+					files = append(files, e.file)
 				}
-				return e.file
-			}), true
+			}
+			return group(it, nil, files), true
 		}
 		return nil, false
 	})
-	for _, f := range []string{"--thinlto-index-only=" + indexFile, "--thinlto-emit-imports-files",
+	whyFile := filepath.Join(p.work, "why-extract.txt")
+	for _, f := range []string{"--why-extract=" + whyFile, "--thinlto-index-only=" + indexFile, "--thinlto-emit-imports-files",
 		"--thinlto-prefix-replace=;" + idx + ";" + native} {
 		args = append(args, p.line.wrap(f)...)
 	}
@@ -511,6 +528,9 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 	data, err := os.ReadFile(p.abs(indexFile))
 	if err != nil {
 		return nil, cmd, &Error{Step: step, Err: fmt.Errorf("the linker exited 0 but wrote no index file %s: %v", indexFile, err), Output: out}
+	}
+	if err := p.readWhyExtract(whyFile); err != nil {
+		return nil, cmd, &Error{Step: step, Err: err, Output: out}
 	}
 	var linked []*Module
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -554,6 +574,88 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 		}
 	}
 	return linked, cmd, nil
+}
+
+// readWhyExtract records what the thin link extracted from archives and
+// --start-lib groups (lld's --why-extract, written in index-only mode by lld
+// 19 and 22 alike): the final link must link exactly those, even when the
+// optimised code no longer refers to them (a member kept for its static
+// constructor), as in-process ThinLTO does.
+func (p *plan) readWhyExtract(path string) error {
+	lines, err := readLines(p.abs(path))
+	if err != nil {
+		return fmt.Errorf("the linker wrote no --why-extract file: %v", err)
+	}
+	p.extracted = map[string]bool{}
+	p.members = map[string][]string{}
+	for _, l := range lines[min(1, len(lines)):] { // a header line first
+		f := strings.Split(l, "\t")
+		if len(f) < 2 {
+			continue
+		}
+		p.extracted[f[1]] = true
+		if i := strings.LastIndex(f[1], "("); i > 0 && strings.HasSuffix(f[1], ")") {
+			a := f[1][:i]
+			p.members[a] = append(p.members[a], f[1][i+1:len(f[1])-1])
+		}
+	}
+	return nil
+}
+
+// forcedMembers returns the members of an archive without bitcode that the
+// thin link extracted, as files (written out for a regular archive), so the
+// final link links them whatever the optimised code still refers to. The
+// archive stays on the link line for what the native code newly needs
+// (runtime library calls), as after an in-process LTO.
+func (p *plan) forcedMembers(i int, spelled string) ([]string, error) {
+	var names []string
+	for a, ms := range p.members {
+		// lld spells the archive as it opened it (a -l search builds
+		// "dir/libx.a"): compare files, not strings.
+		if sameFile(p.abs(a), p.abs(spelled)) {
+			names = append(names, ms...)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	sort.Strings(names)
+	ar, err := readArchive(p.abs(spelled))
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, name := range names {
+		var found []Member
+		for _, m := range ar.Members {
+			if filepath.Base(m.Name) == name {
+				found = append(found, m)
+			}
+		}
+		if len(found) != 1 {
+			fmt.Fprintf(p.opts.Stderr, "thindist: warning: %s has %d members named %s; leaving it to archive semantics\n", spelled, len(found), name)
+			continue
+		}
+		if ar.Thin {
+			files = append(files, filepath.Join(filepath.Dir(spelled), found[0].Name))
+			continue
+		}
+		file := filepath.Join(p.work, "forced", fmt.Sprint(i), name)
+		if err := os.MkdirAll(filepath.Dir(p.abs(file)), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(p.abs(file), found[0].Data, 0o644); err != nil {
+			return nil, err
+		}
+		files = append(files, file)
+	}
+	return files, nil
+}
+
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
 // shard and importsFile name what lld wrote for m: the module path appended
@@ -704,26 +806,51 @@ func (p *plan) keep(linked []*Module) error {
 
 // finalLink runs the link with native objects in place of the bitcode.
 func (p *plan) finalLink(ctx context.Context) ([]string, error) {
+	var forceErr error
 	args := p.render(func(i int, it item) ([]string, bool) {
 		if m, ok := p.single[i]; ok {
 			if !m.linked {
-				return []string{}, true
+				return []string{}, true // a lazy module the link did not use
 			}
-			return []string{m.Native}, true
+			return group(it, []string{m.Native}, nil), true
 		}
 		if ents, ok := p.archive[i]; ok {
-			return archiveTokens(it, ents, func(e entry) string {
+			var plain, lazy []string
+			for _, e := range ents {
 				switch {
-				case e.mod == nil:
-					return e.file
-				case e.mod.linked:
-					return e.mod.Native
+				case e.mod != nil && e.mod.linked:
+					plain = append(plain, e.mod.Native)
+				case e.mod != nil: // a bitcode member the link did not use
+				case p.extracted[e.file]:
+					plain = append(plain, e.file)
+				default:
+					lazy = append(lazy, e.file)
 				}
-				return "" // a member the link did not use
-			}), true
+			}
+			return group(it, plain, lazy), true
+		}
+		if spelled, ok := p.passed[i]; ok {
+			forced, err := p.forcedMembers(i, spelled)
+			if err != nil {
+				forceErr = err
+			}
+			if len(forced) > 0 {
+				self := it.path
+				if it.kind == itLib {
+					self = "-l" + it.lib
+				}
+				return append(group(it, forced, nil), self), true
+			}
+			return nil, false
+		}
+		if it.kind == itInput && it.lazy && p.extracted[it.path] {
+			return group(it, []string{it.path}, nil), true
 		}
 		return nil, false
 	})
+	if forceErr != nil {
+		return nil, &Error{Step: "extracting archive members for the final link", Err: forceErr}
+	}
 	rsp := filepath.Join(p.work, "final-link.rsp")
 	if err := writeResponseFile(p.abs(rsp), args); err != nil {
 		return nil, &Error{Step: "writing the final link's response file", Err: err}
