@@ -899,7 +899,7 @@ func hint(out string) string {
 			continue
 		}
 		arg, _, _ := strings.Cut(rest, "'")
-		for _, f := range []string{"--thinlto-index-only", "--thinlto-emit-imports-files", "--thinlto-prefix-replace"} {
+		for _, f := range []string{"--thinlto-index-only", "--thinlto-emit-imports-files", "--thinlto-prefix-replace", "--why-extract"} {
 			if arg == f || strings.HasPrefix(arg, f+"=") {
 				missing = append(missing, f)
 			}
