@@ -191,10 +191,18 @@ func TestPerModuleOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.mustLink(t, p.mainLink("app-a"), func(o *thinlink.Options) {
+			lr, err := p.link(t, p.mainLink("app-a"), func(o *thinlink.Options) {
 				o.CompDB = db
 				o.KeepNativeObjects = "keep-a"
 			})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, lr.stderr)
+			}
+			// Every module matches its compile command (by -o, through "..",
+			// an absolute path, a thin archive, a regular archive's member).
+			if strings.Contains(lr.stderr, "no compile command") {
+				t.Errorf("modules without a compile command:\n%s", lr.stderr)
+			}
 			mustEqual(t, "--compdb build's output", run(t, p.dir, nil, "./app-a"), wantMain)
 
 			// The same database, but the hot loop's module not unrolled or vectorised.

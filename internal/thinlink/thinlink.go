@@ -672,6 +672,18 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 	}
 	base, profiles := p.line.backendFlags()
 	var actions []*action.Action
+	var unmatched []string
+	defer func() {
+		if len(unmatched) > 0 {
+			more := ""
+			if len(unmatched) > 5 {
+				more = fmt.Sprintf(" and %d more", len(unmatched)-5)
+				unmatched = unmatched[:5]
+			}
+			fmt.Fprintf(p.opts.Stderr, "thindist: note: no compile command in the compilation database wrote %s%s; "+
+				"they use the link's options\n", strings.Join(unmatched, ", "), more)
+		}
+	}()
 	for n, m := range linked {
 		m.Native = filepath.Join(p.work, "native", fmt.Sprintf("%d.%s.o", n, filepath.Base(m.KeepName)))
 		a := &action.Action{ID: m.Display, Dir: p.opts.Dir}
@@ -698,7 +710,11 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 		for _, prof := range profiles {
 			addProfile("-fprofile-sample-use=", p.portable(prof))
 		}
-		if cc := p.opts.CompDB.lookup(m.Object, m.Member); cc != nil {
+		cc := p.opts.CompDB.lookup(m.Object, m.Member)
+		if cc == nil && p.opts.CompDB != nil {
+			unmatched = append(unmatched, m.Display)
+		}
+		if cc != nil {
 			for _, f := range frontendFiltered(cc.args) {
 				if v, ok := strings.CutPrefix(f, "-fprofile-sample-use="); ok {
 					if !filepath.IsAbs(v) {
