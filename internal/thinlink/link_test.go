@@ -23,12 +23,15 @@ func TestLinkProgram(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := newProject(t, tc)
-			run(t, p.dir, nil, p.mainLink("ref")...)
+			os.MkdirAll(filepath.Join(p.dir, "ref-objs"), 0o755)
+			run(t, p.dir, nil, append(p.mainLink("ref"), "-Wl,--lto-obj-path=ref-objs/lto")...)
 			ref := run(t, p.dir, nil, "./ref")
 			mustEqual(t, "in-process ThinLTO build's output", ref, wantMain)
 
-			res := p.mustLink(t, p.mainLink("app"), nil)
+			res := p.mustLink(t, p.mainLink("app"), keepKept)
 			mustEqual(t, "thindist link build's output", run(t, p.dir, nil, "./app"), ref)
+
+			sameAsInProcess(t, p, "ref-objs", res)
 
 			var got []string
 			for _, m := range res.Modules {
@@ -136,8 +139,9 @@ func TestLinkSharedAndRelocatable(t *testing.T) {
 			run(t, p.dir, nil, cc, "-O2", "-fPIC", "-c", "src/s2.c", "-o", "obj/s2n.o")
 			so := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-shared", "-Wl,--version-script,exports.map",
 				"obj/s1.o", "s2.ld", "-o"}
-			run(t, p.dir, nil, append(so, "ip/libs.so")...)
-			p.mustLink(t, append(so, "tl/libs.so"), nil)
+			os.MkdirAll(filepath.Join(p.dir, "ip/so-objs"), 0o755)
+			run(t, p.dir, nil, append(so, "ip/libs.so", "-Wl,--lto-obj-path=ip/so-objs/lto")...)
+			sameAsInProcess(t, p, "ip/so-objs", p.mustLink(t, append(so, "tl/libs.so"), keepKept))
 			f, err := elf.Open(filepath.Join(p.dir, "tl/libs.so"))
 			if err != nil || f.Type != elf.ET_DYN {
 				t.Fatalf("tl/libs.so is not a shared library: %v", err)
@@ -160,7 +164,9 @@ func TestLinkSharedAndRelocatable(t *testing.T) {
 
 			// -r
 			rel := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-r", "obj/r1.o", "obj/r2.o", "-o"}
-			p.mustLink(t, append(rel, "tl/rel.o"), nil)
+			os.MkdirAll(filepath.Join(p.dir, "ip/r-objs"), 0o755)
+			run(t, p.dir, nil, append(rel, "ip/rel-objs.o", "-Wl,--lto-obj-path=ip/r-objs/lto")...)
+			sameAsInProcess(t, p, "ip/r-objs", p.mustLink(t, append(rel, "tl/rel.o"), keepKept))
 			f, err = elf.Open(filepath.Join(p.dir, "tl/rel.o"))
 			if err != nil || f.Type != elf.ET_REL {
 				t.Fatalf("tl/rel.o is not a relocatable ELF object: %v", err)
@@ -443,8 +449,10 @@ func TestDirectLLDRelocatable(t *testing.T) {
 			p := newProject(t, tc)
 			cmd := []string{tc.tool("ld.lld"), "-m", "elf_x86_64", "-r", "-o", "OUT", "--whole-archive", "vmlinux.a", "--no-whole-archive"}
 			out := func(o string) []string { c := slices.Clone(cmd); c[5] = o; return c }
-			run(t, p.dir, nil, out("ip.o")...)
-			res := p.mustLink(t, out("tl.o"), nil)
+			os.MkdirAll(filepath.Join(p.dir, "k-objs"), 0o755)
+			run(t, p.dir, nil, append(out("ip.o"), "--lto-obj-path=k-objs/lto")...)
+			res := p.mustLink(t, out("tl.o"), keepKept)
+			sameAsInProcess(t, p, "k-objs", res)
 			if len(res.Modules) != 2 {
 				t.Errorf("compiled %d modules, want 2 (k1.o, k2.o)", len(res.Modules))
 			}
@@ -506,3 +514,30 @@ func TestUserStartLib(t *testing.T) {
 		})
 	}
 }
+
+// sameAsInProcess: without --compdb the backends use what in-process ThinLTO
+// uses, so every native object must be byte-identical to the one lld
+// compiled in-process (its --lto-obj-path=DIR/lto writes them as lto1,
+// lto2...). res must come from a link with KeepNativeObjects "kept".
+func sameAsInProcess(t *testing.T, p *project, refDir string, res *thinlink.Result) {
+	t.Helper()
+	inProcess := map[string]int{}
+	refObjs, _ := filepath.Glob(filepath.Join(p.dir, refDir, "lto[0-9]*"))
+	for _, f := range refObjs {
+		data, _ := os.ReadFile(f)
+		inProcess[string(data)]++
+	}
+	if len(refObjs) != len(res.Modules) || len(refObjs) == 0 {
+		t.Errorf("in-process ThinLTO compiled %d modules, thindist %d", len(refObjs), len(res.Modules))
+	}
+	for _, m := range res.Modules {
+		data, _ := os.ReadFile(filepath.Join(p.dir, "kept", m.KeepName))
+		if inProcess[string(data)] == 0 {
+			t.Errorf("%s: the native object differs from every object of the in-process link", m.Display)
+		}
+		inProcess[string(data)]--
+	}
+	os.RemoveAll(filepath.Join(p.dir, "kept"))
+}
+
+func keepKept(o *thinlink.Options) { o.KeepNativeObjects = "kept" }
