@@ -541,3 +541,18 @@ func sameAsInProcess(t *testing.T, p *project, refDir string, res *thinlink.Resu
 }
 
 func keepKept(o *thinlink.Options) { o.KeepNativeObjects = "kept" }
+
+// TestArchivesGivenTwice: GNU-ld style link lines repeat archives; every
+// object must still be linked once.
+func TestArchivesGivenTwice(t *testing.T) {
+	tc := toolchains(t)[len(toolchains(t))-1]
+	p := newProject(t, tc)
+	cmd := p.mainLink("app")
+	cmd = slices.Insert(cmd, len(cmd)-2, "-la", "-Wl,@lt.rsp", "-ln", "lib/libt.a", "lib/liba.a")
+	ref := slices.Clone(cmd)
+	ref[len(ref)-1] = "ref"
+	run(t, p.dir, nil, ref...)
+	mustEqual(t, "in-process build", run(t, p.dir, nil, "./ref"), wantMain)
+	p.mustLink(t, cmd, nil)
+	mustEqual(t, "thindist link build", run(t, p.dir, nil, "./app"), wantMain)
+}

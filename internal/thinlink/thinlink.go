@@ -143,6 +143,7 @@ type plan struct {
 	missing []string            // inputs that cannot be opened (left to the linker)
 	passed  map[int]string      // item index -> archive without bitcode
 	members map[string][]string // archive as lld names it -> members it extracted
+	forced  map[string]bool     // archives (as lld names them) whose members are forced
 	// extracted holds what the thin link extracted from archives and
 	// --start-lib groups, as lld names it ("dir/x.o", "lib.a(m.o)").
 	extracted map[string]bool
@@ -588,6 +589,7 @@ func (p *plan) readWhyExtract(path string) error {
 	}
 	p.extracted = map[string]bool{}
 	p.members = map[string][]string{}
+	p.forced = map[string]bool{}
 	for _, l := range lines[min(1, len(lines)):] { // a header line first
 		f := strings.Split(l, "\t")
 		if len(f) < 2 {
@@ -611,8 +613,10 @@ func (p *plan) forcedMembers(i int, spelled string) ([]string, error) {
 	var names []string
 	for a, ms := range p.members {
 		// lld spells the archive as it opened it (a -l search builds
-		// "dir/libx.a"): compare files, not strings.
-		if sameFile(p.abs(a), p.abs(spelled)) {
+		// "dir/libx.a"): compare files, not strings. An archive given twice
+		// has its members forced once.
+		if !p.forced[a] && sameFile(p.abs(a), p.abs(spelled)) {
+			p.forced[a] = true
 			names = append(names, ms...)
 		}
 	}
@@ -823,12 +827,25 @@ func (p *plan) keep(linked []*Module) error {
 // finalLink runs the link with native objects in place of the bitcode.
 func (p *plan) finalLink(ctx context.Context) ([]string, error) {
 	var forceErr error
+	// A file linked as a plain object must appear once, although an archive
+	// (a thin one: the same member files) may be given twice.
+	seen := map[string]bool{}
+	once := func(files []string) []string {
+		var out []string
+		for _, f := range files {
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+		return out
+	}
 	args := p.render(func(i int, it item) ([]string, bool) {
 		if m, ok := p.single[i]; ok {
 			if !m.linked {
 				return []string{}, true // a lazy module the link did not use
 			}
-			return group(it, []string{m.Native}, nil), true
+			return group(it, once([]string{m.Native}), nil), true
 		}
 		if ents, ok := p.archive[i]; ok {
 			var plain, lazy []string
@@ -843,14 +860,14 @@ func (p *plan) finalLink(ctx context.Context) ([]string, error) {
 					lazy = append(lazy, e.file)
 				}
 			}
-			return group(it, plain, lazy), true
+			return group(it, once(plain), lazy), true
 		}
 		if spelled, ok := p.passed[i]; ok {
 			forced, err := p.forcedMembers(i, spelled)
 			if err != nil {
 				forceErr = err
 			}
-			if len(forced) > 0 {
+			if forced = once(forced); len(forced) > 0 {
 				self := it.path
 				if it.kind == itLib {
 					self = "-l" + it.lib
@@ -860,7 +877,7 @@ func (p *plan) finalLink(ctx context.Context) ([]string, error) {
 			return nil, false
 		}
 		if it.kind == itInput && it.lazy && p.extracted[it.path] {
-			return group(it, []string{it.path}, nil), true
+			return group(it, once([]string{it.path}), nil), true
 		}
 		return nil, false
 	})
