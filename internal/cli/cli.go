@@ -35,6 +35,8 @@ func Main(ctx context.Context, args []string) int {
 		case "version":
 			fmt.Println("thindist", Version)
 			return 0
+		case "link":
+			return link(ctx, args[1:], env)
 		}
 	}
 	return distribute(ctx, args, env)
@@ -45,6 +47,8 @@ twice for the same inputs.
 
 Usage:
   thindist [flags] JOBFILE     run the jobs of an lld DTLTO job file (lld calls this)
+  thindist link [flags] -- LINK-COMMAND
+                               distributed ThinLTO with any lld: see 'thindist link --help'
   thindist cache stats|clear   show or empty the local cache
   thindist doctor --remote URL [--remote-* ...] [--compiler CLANG]
                                check a remote execution service: connection,

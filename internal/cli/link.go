@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/thinlink"
+)
+
+// linkFlags are the options of `thindist link` besides the common ones.
+type linkFlags struct {
+	compdb      string
+	keepNative  string
+	keepWorkDir bool
+	workDir     string
+	compiler    string
+	verbose     bool
+}
+
+func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
+	fs := config.NewFlagSet("thindist link")
+	fs.String(&lf.compdb, "compdb", "Link", "FILE", "",
+		"give each module's backend the optimisation and code-generation options of its own\n"+
+			"compile command in this compilation database (compile_commands.json), frontend-only\n"+
+			"options removed; modules without an entry use the link's options")
+	fs.String(&lf.keepNative, "keep-native-objects", "Link", "DIR", "",
+		"keep each module's native object in DIR: a plain object obj/x.o as DIR/obj/x.o, a member\n"+
+			"m.o of archive lib/libx.a as DIR/lib/libx.a/m.o (absolute paths lose their leading /,\n"+
+			"\"..\" becomes \"__\")")
+	fs.Bool(&lf.keepWorkDir, "keep-work-dir", "Link", false,
+		"keep the work directory (index shards, imports files, native objects, the thin and\n"+
+			"final link's response files) instead of removing it at the end")
+	fs.String(&lf.workDir, "work-dir", "Link", "DIR", "",
+		"the private work directory (default: OUTPUT.thindist.d beside the link's -o); an\n"+
+			"existing one is replaced only if thindist created it")
+	fs.String(&lf.compiler, "compiler", "Link", "CLANG", "",
+		"the clang that runs the backends (default: the link's clang driver, or for a command that\n"+
+			"runs ld.lld itself, the clang installed beside it); it must be the LLVM that wrote the index")
+	fs.Bool(&lf.verbose, "verbose", "Link", false, "print the thin and final link commands")
+	fs.Alias("v", "verbose")
+	cfg.Register(fs)
+	return fs
+}
+
+const linkIntro = `Usage:
+  thindist link [flags] -- clang++ -flto=thin -fuse-ld=lld OBJECTS... -o app
+  thindist link [flags] -- ld.lld -r -o vmlinux.o --whole-archive vmlinux.a
+
+Links a ThinLTO program through the separate thin-link flow, with every ThinLTO
+backend run by thindist: works with any lld that has --thinlto-index-only
+(Debian's 19 and 22 included). Steps: the thin link writes index shards and
+imports files into a work directory; each module is compiled by its own backend
+action; the final link links the native objects. Archives keep their semantics
+(--start-lib/--end-lib, --whole-archive), and objects that are not bitcode
+(assembly, -fno-lto, prebuilt) pass through untouched.
+`
+
+func link(ctx context.Context, args []string, env pipeline.Env) int {
+	var cfg config.Config
+	var lf linkFlags
+	fs := newLinkFlags(&cfg, &lf)
+	if err := fs.Parse(args, env.Getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			linkUsage(os.Stdout)
+			return 0
+		}
+		fmt.Fprintf(env.Stderr, "thindist link: %v\nRun 'thindist link --help' for usage.\n", err)
+		return 2
+	}
+	if err := cfg.Check(); err != nil {
+		fmt.Fprintf(env.Stderr, "thindist link: %v\n", err)
+		return 2
+	}
+	command := fs.Args()
+	if len(command) == 0 {
+		fmt.Fprintf(env.Stderr, "thindist link: no link command given\nRun 'thindist link --help' for usage.\n")
+		return 2
+	}
+	opts := thinlink.Options{
+		Command:           command,
+		Compiler:          lf.compiler,
+		WorkDir:           lf.workDir,
+		KeepWorkDir:       lf.keepWorkDir,
+		KeepNativeObjects: lf.keepNative,
+		Stdout:            os.Stdout,
+		Stderr:            env.Stderr,
+		Verbose:           lf.verbose,
+		Run: func(ctx context.Context, actions []*action.Action) error {
+			return pipeline.Run(ctx, &cfg, env, actions)
+		},
+	}
+	if lf.compdb != "" {
+		db, err := thinlink.LoadCompDB(lf.compdb)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "thindist link: reading the compilation database: %v\n", err)
+			return 2
+		}
+		opts.CompDB = db
+	}
+	_, err := thinlink.Link(ctx, opts)
+	var te *thinlink.Error
+	if errors.As(err, &te) {
+		fmt.Fprintf(env.Stderr, "thindist link: error in %v\n", te)
+		if errors.Is(err, context.Canceled) {
+			return 130
+		}
+		return 1
+	}
+	return exitCode(err, env)
+}
+
+func linkUsage(w io.Writer) {
+	var cfg config.Config
+	var lf linkFlags
+	fs := newLinkFlags(&cfg, &lf)
+	io.WriteString(w, linkIntro)
+	fs.PrintDefaults(w)
+	io.WriteString(w, `
+Exit status: 0 when the program was linked; 1 when a step failed (the step, the
+linker's or compiler's own messages and the command are printed); 2 for a usage
+error.
+`)
+}

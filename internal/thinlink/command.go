@@ -1,0 +1,348 @@
+package thinlink
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The link command is a clang driver command line. thindist keeps it as it
+// is, except for the linker inputs that hold bitcode: those it finds (plain
+// objects, archives given by path or through -l, also inside -Wl, and
+// -Xlinker) so that the thin link can see archive members as files of their
+// own and the final link can see native objects in their place.
+
+type itemKind uint8
+
+const (
+	itVerbatim itemKind = iota // driver arguments kept as they are
+	itLinker                   // one linker argument (from -Wl, or -Xlinker)
+	itInput                    // a linker input file
+	itLib                      // -l<spec>
+)
+
+type item struct {
+	kind itemKind
+	orig []string // how to write the item back unchanged
+	// path is the input as spelled (itInput) or the file -l resolved to
+	// (itLib, "" when thindist does not find it in a -L directory).
+	path      string
+	lib       string // the -l spec, e.g. "foo" or ":libfoo.a"
+	viaLinker bool   // given inside -Wl, or -Xlinker
+	whole     bool   // --whole-archive in effect
+	lazy      bool   // inside the user's own --start-lib ... --end-lib
+	static    bool   // -Bstatic in effect (for -l)
+}
+
+// linkLine is a parsed link command.
+type linkLine struct {
+	compiler    string
+	items       []item
+	output      string
+	shared      bool
+	relocatable bool
+	static      bool
+	staticPie   bool
+	noPie       bool
+	pie         bool   // --pie given to the linker
+	direct      bool   // the command runs ld.lld itself, not the clang driver
+	linker      string // the -fuse-ld value, "" if none
+	ldPath      string // --ld-path
+	searchDirs  []string
+	driverArgs  []string // every driver argument, for flags
+	linkerArgs  []string // every linker argument (from -Wl, and -Xlinker), for flags
+}
+
+// driverSeparate lists clang driver options whose value is the next
+// argument, so that value is not taken for an input file.
+var driverSeparate = map[string]bool{
+	"-x": true, "-target": true, "-arch": true, "-Xclang": true, "-mllvm": true,
+	"-Xassembler": true, "-Xpreprocessor": true, "-Xarch_device": true, "-Xarch_host": true,
+	"-include": true, "-imacros": true, "-isystem": true, "-idirafter": true, "-iquote": true,
+	"-iprefix": true, "-iwithprefix": true, "-isysroot": true, "-I": true, "-D": true, "-U": true,
+	"-MF": true, "-MT": true, "-MQ": true, "-MJ": true, "-T": true, "-z": true, "-u": true,
+	"-e": true, "-rpath": true, "-B": true, "--sysroot": true, "-F": true, "--param": true,
+	"-dependency-file": true, "-Xoffload-linker": true, "-Xopenmp-target": true,
+	"-ccc-install-dir": true, "--serialize-diagnostics": true, "-install_name": true,
+	"-framework": true, "-gcc-toolchain": true, "--gcc-toolchain": true, "-aux-info": true,
+}
+
+// linkerSeparate lists lld (ELF) options whose value is the next argument,
+// named without leading dashes (lld accepts - and -- alike).
+var linkerSeparate = map[string]bool{
+	"o": true, "L": true, "library-path": true, "l": true, "library": true, "T": true,
+	"script": true, "Map": true, "rpath": true, "R": true, "soname": true, "h": true,
+	"e": true, "entry": true, "u": true, "undefined": true, "z": true, "m": true,
+	"version-script": true, "dynamic-list": true, "y": true, "trace-symbol": true,
+	"defsym": true, "wrap": true, "plugin-opt": true, "plugin": true, "F": true, "f": true,
+	"filter": true, "auxiliary": true, "b": true, "format": true, "init": true, "fini": true,
+	"sysroot": true, "exclude-libs": true, "dynamic-linker": true, "I": true,
+	"export-dynamic-symbol": true, "export-dynamic-symbol-list": true,
+	"retain-symbols-file": true, "symbol-ordering-file": true, "call-graph-ordering-file": true,
+	"just-symbols": true, "Ttext": true, "Tdata": true, "Tbss": true, "image-base": true,
+	"mllvm": true, "section-start": true, "undefined-glob": true, "require-defined": true,
+	"dependency-file": true, "error-limit": true, "hash-style": true, "emulation": true,
+	"remap-inputs-file": true, "why-extract": true, "package-metadata": true,
+	"thinlto-cache-dir": true, "lto-O": false, "build-id": false, "soname-prefix": true,
+	"rsp-quoting": true, "Tsegment": true, "Trodata-segment": true, "icf": false,
+}
+
+// parseLinkLine parses args (argv with the compiler first, response files
+// already expanded). dir is the directory the command runs in.
+func parseLinkLine(args []string, dir string) (*linkLine, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("no link command given")
+	}
+	l := &linkLine{compiler: args[0], output: "a.out"}
+	var whole, lazy, static bool
+	pending := "" // a linker option waiting for its value
+	var linker func(tok string)
+	rspDepth := 0
+	linker = func(tok string) {
+		if strings.HasPrefix(tok, "@") && len(tok) > 1 && pending == "" && rspDepth < 20 {
+			// A linker response file: lld reads it with GNU quoting, paths
+			// relative to the directory it runs in.
+			f := tok[1:]
+			if !filepath.IsAbs(f) {
+				f = filepath.Join(dir, f)
+			}
+			if data, err := os.ReadFile(f); err == nil {
+				rspDepth++
+				for _, t := range tokenizeGNU(string(data)) {
+					linker(t)
+				}
+				rspDepth--
+				return
+			}
+		}
+		l.linkerArgs = append(l.linkerArgs, tok)
+		add := func(it item) {
+			it.viaLinker = true
+			if it.orig == nil {
+				it.orig = l.wrap(tok)
+			}
+			l.items = append(l.items, it)
+		}
+		if pending != "" {
+			opt := pending
+			pending = ""
+			switch opt {
+			case "l", "library":
+				add(item{kind: itLib, lib: tok, static: static, whole: whole, lazy: lazy})
+				return
+			case "L", "library-path":
+				l.searchDirs = append(l.searchDirs, tok)
+			case "o":
+				l.output = tok
+			}
+			add(item{kind: itLinker})
+			return
+		}
+		name := strings.TrimLeft(tok, "-")
+		if strings.HasPrefix(tok, "-") {
+			if i := strings.IndexByte(name, '='); i >= 0 {
+				val := name[i+1:]
+				switch name[:i] {
+				case "library":
+					add(item{kind: itLib, lib: val, static: static, whole: whole, lazy: lazy})
+					return
+				case "library-path":
+					l.searchDirs = append(l.searchDirs, val)
+				}
+				add(item{kind: itLinker})
+				return
+			}
+			switch name {
+			case "whole-archive":
+				whole = true
+			case "no-whole-archive":
+				whole = false
+			case "start-lib":
+				lazy = true
+			case "end-lib":
+				lazy = false
+			case "Bstatic", "static", "dn", "non_shared":
+				static = true
+			case "Bdynamic", "dy", "call_shared":
+				static = false
+			case "r", "relocatable":
+				l.relocatable = true
+			case "shared", "Bshareable":
+				l.shared = true
+			case "no-pie", "nopie":
+				l.noPie, l.pie = true, false
+			case "pie":
+				l.noPie, l.pie = false, true
+			default:
+				switch {
+				case linkerSeparate[name]:
+					pending = name
+				case strings.HasPrefix(tok, "-l") && len(tok) > 2:
+					add(item{kind: itLib, lib: tok[2:], static: static, whole: whole, lazy: lazy})
+					return
+				case strings.HasPrefix(tok, "-L") && len(tok) > 2:
+					l.searchDirs = append(l.searchDirs, tok[2:])
+				}
+			}
+			add(item{kind: itLinker})
+			return
+		}
+		add(item{kind: itInput, path: tok, whole: whole, lazy: lazy})
+	}
+
+	if l.direct = isLLD(args[0]); l.direct {
+		for _, a := range args[1:] {
+			linker(a)
+		}
+		args = nil
+	}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		next := func() string {
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return ""
+		}
+		verbatim := func(orig ...string) {
+			l.items = append(l.items, item{kind: itVerbatim, orig: orig})
+			l.driverArgs = append(l.driverArgs, orig...)
+		}
+		switch {
+		case a == "-o":
+			l.output = next()
+			verbatim(a, l.output)
+		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "-obj") && !strings.HasPrefix(a, "-opt"):
+			l.output = a[2:]
+			verbatim(a)
+		case strings.HasPrefix(a, "-Wl,"):
+			for _, tok := range strings.Split(a[4:], ",") {
+				linker(tok)
+			}
+		case a == "-Xlinker":
+			linker(next())
+		case a == "-l":
+			v := next()
+			l.items = append(l.items, item{kind: itLib, lib: v, orig: []string{a, v}, static: static || l.static, whole: whole, lazy: lazy})
+		case strings.HasPrefix(a, "-l") && len(a) > 2:
+			l.items = append(l.items, item{kind: itLib, lib: a[2:], orig: []string{a}, static: static || l.static, whole: whole, lazy: lazy})
+		case a == "-L":
+			v := next()
+			l.searchDirs = append(l.searchDirs, v)
+			verbatim(a, v)
+		case strings.HasPrefix(a, "-L"):
+			l.searchDirs = append(l.searchDirs, a[2:])
+			verbatim(a)
+		case a == "-shared":
+			l.shared = true
+			verbatim(a)
+		case a == "-r":
+			l.relocatable = true
+			verbatim(a)
+		case a == "-static":
+			l.static = true
+			verbatim(a)
+		case a == "-static-pie":
+			l.staticPie = true
+			verbatim(a)
+		case a == "-no-pie" || a == "-nopie":
+			l.noPie = true
+			verbatim(a)
+		case a == "-pie":
+			l.noPie = false
+			verbatim(a)
+		case strings.HasPrefix(a, "-fuse-ld="):
+			l.linker = a[len("-fuse-ld="):]
+			verbatim(a)
+		case strings.HasPrefix(a, "--ld-path="):
+			l.ldPath = a[len("--ld-path="):]
+			verbatim(a)
+		case driverSeparate[a]:
+			verbatim(a, next())
+		case strings.HasPrefix(a, "-") && a != "-":
+			verbatim(a)
+		default:
+			l.items = append(l.items, item{kind: itInput, path: a, orig: []string{a}, whole: whole, lazy: lazy})
+		}
+	}
+	// lld searches every -L directory, wherever it appears, for every -l.
+	for i := range l.items {
+		it := &l.items[i]
+		if it.kind == itLib {
+			it.path = l.findLib(it.lib, it.static || l.static, dir)
+		}
+	}
+	return l, nil
+}
+
+// isLLD reports whether a command is ld.lld itself (ld.lld, ld.lld-19).
+func isLLD(argv0 string) bool {
+	b := filepath.Base(argv0)
+	return b == "ld.lld" || strings.HasPrefix(b, "ld.lld-")
+}
+
+// wrap renders one linker argument for the command: as is for ld.lld,
+// after -Xlinker for the clang driver.
+func (l *linkLine) wrap(tok string) []string {
+	if l.direct {
+		return []string{tok}
+	}
+	return []string{"-Xlinker", tok}
+}
+
+// usesLLD reports whether the link runs lld.
+func (l *linkLine) usesLLD() bool {
+	if l.direct {
+		return true
+	}
+	if l.ldPath != "" {
+		return strings.Contains(filepath.Base(l.ldPath), "lld")
+	}
+	return l.linker == "lld" || strings.Contains(filepath.Base(l.linker), "lld")
+}
+
+// pic reports how the linker's in-process ThinLTO would set the relocation
+// model: PIC for -shared and PIE output (the default of Debian's clang, but
+// not of ld.lld run directly), static for -no-pie and -static, the modules'
+// own for -r (nil).
+func (l *linkLine) pic() *bool {
+	if l.relocatable {
+		return nil
+	}
+	if l.direct { // lld's own default is not PIE
+		v := l.shared || l.pie
+		return &v
+	}
+	v := l.shared || l.staticPie || !(l.noPie || l.static)
+	return &v
+}
+
+// findLib resolves -l<spec> the way lld does, but only in the -L
+// directories of the command: the driver's own directories hold system
+// libraries, which are not bitcode. "" means not found there.
+func (l *linkLine) findLib(spec string, static bool, dir string) string {
+	var names []string
+	if strings.HasPrefix(spec, ":") {
+		names = []string{spec[1:]}
+	} else {
+		if !static {
+			names = append(names, "lib"+spec+".so")
+		}
+		names = append(names, "lib"+spec+".a")
+	}
+	for _, d := range l.searchDirs {
+		for _, n := range names {
+			p := filepath.Join(d, n)
+			abs := p
+			if !filepath.IsAbs(abs) {
+				abs = filepath.Join(dir, abs)
+			}
+			if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+				return p
+			}
+		}
+	}
+	return ""
+}

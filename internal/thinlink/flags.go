@@ -1,0 +1,83 @@
+package thinlink
+
+import (
+	"strings"
+)
+
+// backendFlags returns the backend options that reproduce what the linker's
+// in-process ThinLTO does for this link (lld sets the same in its LTO
+// configuration, and lld 22 passes the same to DTLTO jobs):
+//
+//   - -O<n>: the driver passes the link's -O level to lld as
+//     -plugin-opt=O<n> (-Os/-Oz/-Og as O2/O2/O1, -Ofast as O3); lld's
+//     default is O2.
+//   - -ffunction-sections -fdata-sections -faddrsig: lld always enables them
+//     for LTO code, so --gc-sections and --icf work on it.
+//   - -fpic for -shared and PIE links, -fno-pic for -no-pie and -static
+//     ones, nothing for -r (lld then keeps each module's own model).
+//   - -march, -mcpu, -mtune, --target, -m32/-m64: the driver derives
+//     -plugin-opt=mcpu and the target from them. The linker's own --lto-O<n>,
+//     --plugin-opt=O<n> and --plugin-opt=mcpu= override the driver's.
+//   - -mllvm options, which the driver forwards to lld's LTO.
+//   - -fprofile-sample-use: the sample profile is applied again after
+//     importing; the file becomes a common input of every action.
+//   - -Wno-unused-command-line-argument, because some of these mean nothing
+//     for IR input.
+//
+// The returned profile lists input files every backend reads.
+func (l *linkLine) backendFlags() (flags []string, profiles []string) {
+	opt := "-O2"
+	var target []string
+	var mllvm []string
+	args := l.driverArgs
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-O" || a == "-O1" || a == "-Og":
+			opt = "-O1"
+		case a == "-O0":
+			opt = "-O0"
+		case a == "-O2" || a == "-Os" || a == "-Oz":
+			opt = "-O2"
+		case a == "-O3" || a == "-O4" || a == "-Ofast":
+			opt = "-O3"
+		case strings.HasPrefix(a, "-march=") || strings.HasPrefix(a, "-mcpu=") ||
+			strings.HasPrefix(a, "-mtune=") || strings.HasPrefix(a, "--target=") ||
+			a == "-m32" || a == "-m64" || a == "-mx32":
+			target = append(target, a)
+		case a == "-target" && i+1 < len(args):
+			target = append(target, "--target="+args[i+1])
+			i++
+		case a == "-mllvm" && i+1 < len(args):
+			mllvm = append(mllvm, a, args[i+1])
+			i++
+		case strings.HasPrefix(a, "-fprofile-sample-use="), strings.HasPrefix(a, "-fauto-profile="):
+			p := a[strings.IndexByte(a, '=')+1:]
+			profiles = append(profiles, p)
+		}
+	}
+	// Linker options that set in-process ThinLTO's level or CPU directly
+	// win over the driver's, as they do in lld.
+	for _, a := range l.linkerArgs {
+		v := strings.TrimLeft(a, "-")
+		v = strings.TrimPrefix(strings.TrimPrefix(v, "plugin-opt="), "lto-")
+		switch {
+		case len(v) == 2 && v[0] == 'O' && v[1] >= '0' && v[1] <= '3':
+			opt = "-" + v
+		case strings.HasPrefix(v, "mcpu="):
+			// -mcpu= is not a driver option on every target (x86).
+			target = append(target, "-Xclang", "-target-cpu", "-Xclang", v[len("mcpu="):])
+		}
+	}
+	flags = append(flags, target...)
+	flags = append(flags, opt, "-faddrsig", "-ffunction-sections", "-fdata-sections")
+	if pic := l.pic(); pic != nil {
+		if *pic {
+			flags = append(flags, "-fpic")
+		} else {
+			flags = append(flags, "-fno-pic")
+		}
+	}
+	flags = append(flags, mllvm...)
+	return flags, profiles
+}

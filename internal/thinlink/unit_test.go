@@ -1,0 +1,198 @@
+package thinlink
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestResponseFileRoundTrip(t *testing.T) {
+	args := []string{"plain", "with space", `quo"te`, `back\slash`, "", "it's", "tab\there", "lib.a(m.o at 88)"}
+	p := filepath.Join(t.TempDir(), "x.rsp")
+	if err := writeResponseFile(p, args); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(p)
+	if got := tokenizeGNU(string(data)); !reflect.DeepEqual(got, args) {
+		t.Fatalf("round trip: got %q, want %q", got, args)
+	}
+	if got := tokenizeGNU(`a 'b c' "d\"e" f\ g`); !reflect.DeepEqual(got, []string{"a", "b c", `d"e`, "f g"}) {
+		t.Fatalf("tokenizeGNU = %q", got)
+	}
+}
+
+func TestExpandNestedResponseFiles(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sub", "inner.rsp"), []byte("c.o\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "outer.rsp"), []byte("b.o @inner.rsp\n"), 0o644)
+	os.Rename(filepath.Join(dir, "outer.rsp"), filepath.Join(dir, "sub", "outer.rsp"))
+	got, err := expandResponseFiles([]string{"clang", "a.o", "@sub/outer.rsp", "@missing.rsp"}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"clang", "a.o", "b.o", "c.o", "@missing.rsp"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestParseLinkLine(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "L"), 0o755)
+	os.WriteFile(filepath.Join(dir, "L", "libx.a"), []byte("!<arch>\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "L", "liby.so"), []byte("\x7fELF"), 0o644)
+	os.WriteFile(filepath.Join(dir, "L", "liby.a"), []byte("!<arch>\n"), 0o644)
+	l, err := parseLinkLine([]string{"clang++", "-O3", "-fuse-ld=lld", "a.o", "-Wl,-rpath,/opt/lib,--whole-archive,w.a,--no-whole-archive",
+		"-Xlinker", "-soname", "-Xlinker", "libq.so", "-lx", "-ly", "-Wl,-Bstatic", "-ly", "-L", "L", "-x", "c",
+		"-Wl,--start-lib", "lazy.o", "-Wl,--end-lib", "-oapp", "-Wl,-z,now", "-T", "script.ld", "-shared"}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs, libs []string
+	for _, it := range l.items {
+		switch it.kind {
+		case itInput:
+			tag := it.path
+			if it.whole {
+				tag += "(whole)"
+			}
+			if it.lazy {
+				tag += "(lazy)"
+			}
+			inputs = append(inputs, tag)
+		case itLib:
+			libs = append(libs, it.lib+"="+it.path)
+		}
+	}
+	if want := []string{"a.o", "w.a(whole)", "lazy.o(lazy)"}; !reflect.DeepEqual(inputs, want) {
+		t.Errorf("inputs = %q, want %q (option values such as /opt/lib, libq.so, now, script.ld are not inputs)", inputs, want)
+	}
+	if want := []string{"x=L/libx.a", "y=L/liby.so", "y=L/liby.a"}; !reflect.DeepEqual(libs, want) {
+		t.Errorf("libs = %q, want %q", libs, want)
+	}
+	if l.output != "app" || !l.shared || !l.usesLLD() {
+		t.Errorf("output %q shared %v lld %v", l.output, l.shared, l.usesLLD())
+	}
+	flags, _ := l.backendFlags()
+	if want := []string{"-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fpic"}; !reflect.DeepEqual(flags, want) {
+		t.Errorf("backend flags = %q, want %q", flags, want)
+	}
+}
+
+func TestBackendFlagsFollowTheLink(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"clang", "-fuse-ld=lld"}, []string{"-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fpic"}},
+		{[]string{"clang", "-Os", "-no-pie", "-march=x86-64-v3"}, []string{"-march=x86-64-v3", "-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fno-pic"}},
+		{[]string{"clang", "-O0", "-r", "-mllvm", "-x=1"}, []string{"-O0", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-mllvm", "-x=1"}},
+		{[]string{"clang", "-Ofast", "-static", "-fprofile-sample-use=p.prof"}, []string{"-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fno-pic"}},
+		{[]string{"clang", "-O1", "-Wl,--lto-O3,--plugin-opt=mcpu=znver3"}, []string{"-Xclang", "-target-cpu", "-Xclang", "znver3", "-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fpic"}},
+	} {
+		l, _ := parseLinkLine(c.args, t.TempDir())
+		got, profiles := l.backendFlags()
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: flags %q, want %q", c.args, got, c.want)
+		}
+		if strings.Contains(strings.Join(c.args, " "), "sample") != (len(profiles) == 1) {
+			t.Errorf("%q: profiles %q", c.args, profiles)
+		}
+	}
+}
+
+func TestFrontendFiltered(t *testing.T) {
+	in := []string{"clang", "-O2", "-flto=thin", "-DX=1", "-D", "Y", "-UZ", "-Iinc", "-I", "inc2", "-isystem", "/s",
+		"-include", "pre.h", "-Wp,-MD,x.d", "-MD", "-MF", "x.d", "-MT", "x.o", "-c", "-o", "x.o", "src/x.c", "-x", "c",
+		"-std=c11", "-Wall", "-Werror", "-Wa,--noexecstack", "-fno-unroll-loops", "-fno-vectorize", "-march=native",
+		"-g", "-fPIC", "-mllvm", "-inline-threshold=10", "-fprofile-instr-use=x.profdata", "-fprofile-sample-use=s.prof",
+		"-falign-loops=1", "-gsplit-dwarf", "-fcolor-diagnostics"}
+	got := frontendFiltered(in)
+	want := []string{"-O2", "-Wa,--noexecstack", "-fno-unroll-loops", "-fno-vectorize", "-march=native", "-g", "-fPIC",
+		"-mllvm", "-inline-threshold=10", "-fprofile-sample-use=s.prof", "-falign-loops=1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestSplitShell(t *testing.T) {
+	got := splitShell(`cc -DX="a b" 'q r' s\ t -c x.c`)
+	want := []string{"cc", "-DX=a b", "q r", "s t", "-c", "x.c"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestMangleAndUpLevels(t *testing.T) {
+	for in, want := range map[string]string{"/a/b.o": "a/b.o", "../x/b.o": "__/x/b.o", "a/./c/../d.o": "a/d.o", "lib.a": "lib.a"} {
+		if got := mangle(in); got != want {
+			t.Errorf("mangle(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]int{"a.o": 0, "../a.o": 1, "x/../../../a.o": 2, "/abs/../a.o": 0} {
+		if got := upLevels(in); got != want {
+			t.Errorf("upLevels(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestHint(t *testing.T) {
+	out := "ld.lld: error: unknown argument '--thinlto-emit-imports-files', did you mean '--thinlto-index-only'\n"
+	h := hint(out)
+	if !strings.Contains(h, "--thinlto-emit-imports-files") || strings.Contains(h, "--thinlto-index-only") {
+		t.Fatalf("hint = %q", h)
+	}
+	if hint("ld.lld: error: undefined symbol: f\n") != "" {
+		t.Fatalf("hint for an unrelated error")
+	}
+}
+
+// TestReadArchive checks the reader against llvm-ar's GNU archives with
+// long names, regular and thin, and a BSD archive.
+func TestReadArchive(t *testing.T) {
+	ar := "/usr/lib/llvm-22/bin/llvm-ar"
+	if _, err := os.Stat(ar); err != nil {
+		t.Skip("llvm-ar 22 not installed")
+	}
+	dir := t.TempDir()
+	long := "a_member_with_a_name_longer_than_sixteen.o"
+	os.WriteFile(filepath.Join(dir, long), []byte("BC\xc0\xde rest"), 0o644)
+	os.WriteFile(filepath.Join(dir, "n.o"), []byte("\x7fELF native"), 0o644)
+	os.WriteFile(filepath.Join(dir, "w.o"), []byte("\xde\xc0\x17\x0b wrapped"), 0o644)
+	for _, c := range []struct{ name, flags string }{
+		{"gnu.a", "rcs"}, {"thin.a", "rcsT"}, {"bsd.a", "rcs --format=bsd"},
+	} {
+		args := append(strings.Fields(c.flags), c.name, long, "n.o", "w.o")
+		cmd := exec.Command(ar, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("llvm-ar %v: %v\n%s", args, err, out)
+		}
+		a, err := readArchive(filepath.Join(dir, c.name))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var names []string
+		var bc []bool
+		for _, m := range a.Members {
+			names = append(names, m.Name)
+			bc = append(bc, m.Bitcode)
+			if !a.Thin {
+				want, _ := os.ReadFile(filepath.Join(dir, m.Name))
+				if string(m.Data) != string(want) {
+					t.Errorf("%s(%s): data %q", c.name, m.Name, m.Data)
+				}
+			}
+		}
+		if !reflect.DeepEqual(names, []string{long, "n.o", "w.o"}) || !reflect.DeepEqual(bc, []bool{true, false, true}) {
+			t.Errorf("%s: members %q bitcode %v", c.name, names, bc)
+		}
+		if a.Thin != (c.name == "thin.a") {
+			t.Errorf("%s: thin = %v", c.name, a.Thin)
+		}
+	}
+}
