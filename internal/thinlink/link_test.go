@@ -556,3 +556,40 @@ func TestArchivesGivenTwice(t *testing.T) {
 	p.mustLink(t, cmd, nil)
 	mustEqual(t, "thindist link build", run(t, p.dir, nil, "./app"), wantMain)
 }
+
+// TestSecondLinkCompilesNothing: `thindist link` goes through the same
+// executor chain as DTLTO, so a second link of the same inputs is served
+// from the action cache and runs no backend; the binary is byte-identical.
+func TestSecondLinkCompilesNothing(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, tc)
+			log := filepath.Join(p.dir, "compiles.log")
+			wrapper := filepath.Join(p.dir, "clang-wrapper")
+			script := fmt.Sprintf("#!/bin/sh\necho x >> %q\nexec %q \"$@\"\n", log, tc.tool("clang"))
+			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			useWrapper := func(o *thinlink.Options) { o.Compiler = wrapper }
+			compiles := func() int {
+				data, _ := os.ReadFile(log)
+				return bytes.Count(data, []byte("x\n"))
+			}
+			first := p.mustLink(t, p.mainLink("app1"), useWrapper)
+			n1 := compiles()
+			if n1 != len(first.Actions) || n1 == 0 {
+				t.Fatalf("first link: %d compiles for %d actions", n1, len(first.Actions))
+			}
+			p.mustLink(t, p.mainLink("app2"), useWrapper)
+			if n2 := compiles() - n1; n2 != 0 {
+				t.Errorf("second link ran the compiler %d times, want 0 (all cached)", n2)
+			}
+			a1, _ := os.ReadFile(filepath.Join(p.dir, "app1"))
+			a2, _ := os.ReadFile(filepath.Join(p.dir, "app2"))
+			if len(a1) == 0 || !bytes.Equal(a1, a2) {
+				t.Errorf("the cached link's binary differs from the first")
+			}
+		})
+	}
+}

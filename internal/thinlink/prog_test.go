@@ -182,8 +182,9 @@ const (
 
 // project is a generated program, compiled.
 type project struct {
-	dir string
-	tc  toolchain
+	dir   string
+	tc    toolchain
+	cache string // the action cache every link of this project shares
 }
 
 func run(t *testing.T, dir string, env []string, argv ...string) string {
@@ -216,7 +217,7 @@ func compileFlags(src string) []string {
 func newProject(t *testing.T, tc toolchain) *project {
 	t.Helper()
 	dir := t.TempDir()
-	p := &project{dir: dir, tc: tc}
+	p := &project{dir: dir, tc: tc, cache: t.TempDir()}
 	for _, d := range []string{"src", "obj", "lib", "include", "sub"} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
@@ -267,7 +268,7 @@ type linkRun struct {
 func (p *project) link(t *testing.T, cmd []string, mod func(*thinlink.Options)) (*linkRun, error) {
 	t.Helper()
 	var stderr bytes.Buffer
-	cfg := &config.Config{Jobs: 4, Progress: "never", Quiet: true}
+	cfg := &config.Config{Jobs: 4, Progress: "never", Quiet: true, CacheDir: p.cache, CacheSize: "1G"}
 	env := pipeline.Env{Stderr: &stderr, Getenv: func(string) string { return "" }}
 	opts := thinlink.Options{
 		Command: cmd,
