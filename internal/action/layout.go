@@ -63,7 +63,7 @@ func (a *Action) layout(skipAbsolute bool) (*Layout, error) {
 			}
 			return nil, &ErrAbsolute{Path: in.Path}
 		}
-		if d := upLevels(in.Path); d > depth {
+		if d := UpLevels(in.Path); d > depth {
 			depth = d
 		}
 	}
@@ -109,8 +109,12 @@ func (a *Action) layout(skipAbsolute bool) (*Layout, error) {
 	return l, nil
 }
 
-// upLevels returns how far above its start a relative path climbs at most.
-func upLevels(p string) int {
+// UpLevels returns how far above its start a relative path climbs at most
+// ("../x/../../y" climbs 2); an absolute path climbs 0.
+func UpLevels(p string) int {
+	if filepath.IsAbs(p) {
+		return 0
+	}
 	depth, max := 0, 0
 	for _, c := range strings.Split(filepath.ToSlash(p), "/") {
 		switch c {

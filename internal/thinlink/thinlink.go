@@ -452,26 +452,6 @@ func group(it item, plain, lazy []string) []string {
 	return out
 }
 
-// upLevels returns how far above its start a relative path climbs at most.
-func upLevels(p string) int {
-	if filepath.IsAbs(p) {
-		return 0
-	}
-	depth, max := 0, 0
-	for _, c := range strings.Split(filepath.ToSlash(p), "/") {
-		switch c {
-		case "", ".":
-		case "..":
-			depth--
-			if -depth > max {
-				max = -depth
-			}
-		default:
-			depth++
-		}
-	}
-	return max
-}
 
 // setPrefixes chooses the directories lld writes shards into and names
 // native objects under: nested deep enough that a module path climbing with
@@ -479,7 +459,7 @@ func upLevels(p string) int {
 func (p *plan) setPrefixes() {
 	depth := 0
 	for _, m := range p.order {
-		depth = max(depth, upLevels(m.Key))
+		depth = max(depth, action.UpLevels(m.Key))
 	}
 	nest := strings.Repeat("/u", depth)
 	p.idx = filepath.Join(p.work, "idx") + nest + "/"

@@ -1,6 +1,7 @@
 package thinlink
 
 import (
+	"github.com/thindist/thindist/internal/action"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,8 +135,8 @@ func TestMangleAndUpLevels(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]int{"a.o": 0, "../a.o": 1, "x/../../../a.o": 2, "/abs/../a.o": 0} {
-		if got := upLevels(in); got != want {
-			t.Errorf("upLevels(%q) = %d, want %d", in, got, want)
+		if got := action.UpLevels(in); got != want {
+			t.Errorf("UpLevels(%q) = %d, want %d", in, got, want)
 		}
 	}
 }
