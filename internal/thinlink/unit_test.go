@@ -1,13 +1,14 @@
 package thinlink
 
 import (
-	"github.com/thindist/thindist/internal/action"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/thindist/thindist/internal/action"
 )
 
 func TestResponseFileRoundTrip(t *testing.T) {
