@@ -452,7 +452,6 @@ func group(it item, plain, lazy []string) []string {
 	return out
 }
 
-
 // setPrefixes chooses the directories lld writes shards into and names
 // native objects under: nested deep enough that a module path climbing with
 // ".." stays inside the work directory.
