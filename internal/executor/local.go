@@ -87,10 +87,20 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 	cmd.Env = l.opts.Env
 	var stdout, stderr capped
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	// The compiler leads a process group of its own, and cancellation
+	// signals the whole group: a compiler wrapper (a shell script, ccache,
+	// distcc) does not pass SIGTERM on to the compiler it runs, which would
+	// otherwise survive thindist, keep running, and hold the stderr pipe
+	// open so that Wait only returns after KillDelay.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = l.opts.KillDelay
 	start := time.Now()
 	err := cmd.Run()
+	if ctx.Err() != nil && cmd.Process != nil {
+		// Whatever of the group ignored SIGTERM.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	res := &Result{Where: Local, Wall: time.Since(start), Stdout: stdout.b, Stderr: stderr.b}
 	if ps := cmd.ProcessState; ps != nil {
 		res.CPU = ps.UserTime() + ps.SystemTime()
