@@ -20,9 +20,11 @@
 //     compiles (a module whose path is not in the table compiles to an object
 //     with no symbols), so it is part of the key. The compiler is named by its
 //     base name only: its identity is in the salt.
-//   - The input root: "index.thinlto.bc" with the shard's normalised digest
-//     (bitcode.NormalizedDigest: the shard with every module path replaced by
-//     the module's content hash); "modules/<k>" with the content digest of the
+//   - The input root: "index.thinlto.bc" standing for the shard's
+//     normalised digest (bitcode.NormalizedDigest: the shard with every
+//     module path replaced by the module's content hash; the node is the
+//     digest of those 32 bytes, never of the raw shard, whose length varies
+//     with the length of lld's PID); "modules/<k>" with the content digest of the
 //     file the backend will load for table entry k, i.e. the declared input
 //     of that path, or the file at that path (absent files are recorded as
 //     absent); the common inputs by content.
@@ -56,7 +58,7 @@ import (
 
 // keyVersion changes whenever the key's construction does, so old entries
 // miss instead of being misread.
-const keyVersion = "thindist-key-v1"
+const keyVersion = "thindist-key-v2"
 
 // KeyEnv lists environment variables that change clang's behaviour whatever
 // its arguments; their values are part of the key.
@@ -113,7 +115,12 @@ func (k *Keyer) canonical(a *action.Action) (*repb.Action, *repb.Command, error)
 	}
 
 	tree := NewTree()
-	tree.AddFile("index.thinlto.bc", digest.Digest{Hash: norm, Size: int64(len(shard))}, false)
+	// The shard enters the key only through its normalised digest. Its raw
+	// length must stay out: it carries the length of every PID-bearing
+	// archive member path, so a relink by an lld whose PID has another
+	// number of hex digits would miss. The tree holds a stand-in file
+	// whose content is the normalised digest.
+	tree.AddFile("index.thinlto.bc", digest.OfBytes(norm[:]), false)
 
 	// Map each declared input to its canonical name.
 	names := make([]string, len(a.Inputs))
