@@ -284,7 +284,9 @@ func (r *rig) jobFile(out string) []job {
 	r.t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	matches, _ := filepath.Glob(filepath.Join(r.jobs, filepath.Base(out)+".*.dist-file.json"))
+	base := filepath.Base(out)
+	stem := strings.TrimSuffix(base, filepath.Ext(base)) // lld's "<stem of -o>.<PID>.dist-file.json"
+	matches, _ := filepath.Glob(filepath.Join(r.jobs, stem+".*.dist-file.json"))
 	var fresh []string
 	for _, m := range matches {
 		if !r.seen[m] {
@@ -320,6 +322,17 @@ func (r *rig) jobFile(out string) []job {
 		jobs = append(jobs, jb)
 	}
 	return jobs
+}
+
+// skipJobFiles marks every job file kept so far as read (after links whose
+// job files are not looked at).
+func (r *rig) skipJobFiles() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	matches, _ := filepath.Glob(filepath.Join(r.jobs, "*.dist-file.json"))
+	for _, m := range matches {
+		r.seen[m] = true
+	}
 }
 
 // modules lists the jobs' modules, sorted.
