@@ -100,6 +100,13 @@ func newRig(t *testing.T, o testprog.Options) *rig {
 	if err := p.Compile(context.Background(), clang); err != nil {
 		t.Fatal(err)
 	}
+	return rigFor(t, p, root)
+}
+
+// rigFor sets up the wrappers and the cache for a program already built,
+// keeping them under root.
+func rigFor(t *testing.T, p *testprog.Program, root string) *rig {
+	t.Helper()
 	r := &rig{
 		t: t, p: p,
 		tools:    filepath.Join(root, "tools"),
