@@ -101,12 +101,13 @@ const (
 	tagRecord    = 'R'
 	tagModule    = 'M'
 	tagTrailing  = 'T'
+	tagSummary   = 'S' // a canonicalised combined summary block
 	keyHash      = 'h'
 	keyPath      = 'p'
 	keyHashPath  = 'b'
 )
 
-const digestDomain = "thindist/bitcode.NormalizedDigest/v1\x00"
+const digestDomain = "thindist/bitcode.NormalizedDigest/v2\x00"
 
 // NormalizedDigest returns a SHA-256 over a canonical rendering of the
 // shard's decoded record stream in which the path of every module-table
@@ -160,9 +161,36 @@ func NormalizedDigest(shard []byte) ([32]byte, error) {
 		}
 		return nil
 	}
+	// The summary block is held back and rendered whole at its end, by
+	// canonicalSummary if it can.
+	var held []heldEvent
+	holding, holdDepth := false, 0
 	trailing, err := walk(c, func(ev *event) error {
 		if err := t.add(ev, emitModule); err != nil {
 			return err
+		}
+		if holding {
+			if ev.kind == evExit && ev.blockID == globalValSummaryBlockID && ev.depth == holdDepth {
+				holding = false
+				if canon, ok := canonicalSummary(held); ok {
+					d.tag(tagSummary)
+					d.bytes(canon)
+				} else {
+					for i := range held {
+						d.event(held[i].event())
+					}
+				}
+				held = nil
+				d.event(ev)
+				return nil
+			}
+			held = append(held, hold(ev))
+			return nil
+		}
+		if ev.kind == evEnter && ev.blockID == globalValSummaryBlockID {
+			holding, holdDepth = true, ev.depth
+			d.event(ev)
+			return nil
 		}
 		if ev.kind == evRecord && ev.blockID == moduleStrtabBlockID &&
 			(ev.code == mstCodeEntry || ev.code == mstCodeHash) {
@@ -174,6 +202,9 @@ func NormalizedDigest(shard []byte) ([32]byte, error) {
 	})
 	if err != nil {
 		return sum, err
+	}
+	if holding {
+		return sum, errorf("summary block not closed")
 	}
 	d.tag(tagTrailing)
 	d.uint(uint64(trailing))
