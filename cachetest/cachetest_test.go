@@ -212,6 +212,9 @@ func (r *rig) linkCmd(l link) *exec.Cmd {
 	if l.cacheDir == "" {
 		l.cacheDir = r.cacheDir
 	}
+	// clang passes --thinlto-remote-compiler=<itself> to lld; the -Wl
+	// option comes later on lld's command line and wins (checked with
+	// clang/lld 22: common.args[0] is the wrapper).
 	args := []string{"-flto=thin", "-fuse-ld=lld", "-O2",
 		"-fthinlto-distributor=" + r.dist,
 		"-Wl,--thinlto-remote-compiler=" + l.compiler,
