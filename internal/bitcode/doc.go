@@ -74,11 +74,15 @@
 // reference are hashed unchanged, so two shards with equal digests have the
 // same record stream, the same modid -> content mapping and the same set of
 // references; they can differ only in the file names through which equal
-// content is reached (and in the value-id numbering, see above). If a relink
-// reorders the module table (it is sorted by path, so new paths may sort
-// differently, e.g. when archive members are copied out next to an output in
-// another directory), modids are renumbered and the digest changes: that is
-// a cache miss, never a wrong hit. The digest
+// content is reached (and in the value-id numbering, see above). A relink
+// can also reorder the module table (it is sorted by path, and lld copies
+// archive members out next to the output, so linking into another directory
+// moves them) and so renumber the modids. When the summary block is
+// canonicalised, the table is rendered as the sorted set of module
+// identities without modids, and each summary's modid is replaced by its
+// module's identity (modid -> identity is a bijection, checked), so the
+// digest does not change. When it is not, modids are hashed as they are and
+// a reordered table is a cache miss, never a wrong hit. The digest
 // does not cover the files the backend reads; callers must key those (the
 // job's input module and the imported modules) by content separately, which
 // the recorded hashes make possible.

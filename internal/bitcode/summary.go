@@ -86,7 +86,8 @@ type summaryUnit struct {
 }
 
 type summaryOp struct {
-	isGUID bool // v is a GUID standing for a value id (0 with isGUID: "no value")
+	isGUID bool   // v is a GUID standing for a value id (0 with isGUID: "no value")
+	module []byte // the identity of the module a modid names (v unused)
 	v      uint64
 }
 
@@ -109,7 +110,12 @@ type summaryOp struct {
 // behind under another numbering), in the writer's phase order, every value
 // id resolvable, every count consistent. Anything else returns ok=false and
 // the caller renders the block as it is.
-func canonicalSummary(evs []heldEvent) (out []byte, ok bool) {
+//
+// The modid operand of each summary is replaced by the identity of its
+// module (modules: modid -> identity, as NormalizedDigest renders it), so
+// the rendering does not depend on the module table's order either; a modid
+// missing from the table refuses the block.
+func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, ok bool) {
 	ids := map[uint64]uint64{}
 	guids := map[uint64]bool{}
 	phase := -1
@@ -191,6 +197,14 @@ func canonicalSummary(evs []heldEvent) (out []byte, ok bool) {
 		}
 		u := summaryUnit{seq: seq, code: ev.code}
 		for i, v := range ops {
+			if i == 1 { // modid, in every layout above
+				m, ok := modules[v]
+				if !ok {
+					return nil, false
+				}
+				u.ops = append(u.ops, summaryOp{module: m})
+				continue
+			}
 			if !isID(i) {
 				u.ops = append(u.ops, summaryOp{v: v})
 				continue
@@ -238,9 +252,14 @@ func canonicalSummary(evs []heldEvent) (out []byte, ok bool) {
 			d.uint(u.code)
 			d.uint(uint64(len(u.ops)))
 			for _, op := range u.ops {
-				if op.isGUID {
+				switch {
+				case op.module != nil:
+					d.tag('m')
+					d.bytes(op.module)
+					continue
+				case op.isGUID:
 					d.tag('g')
-				} else {
+				default:
 					d.tag('v')
 				}
 				d.uint(op.v)

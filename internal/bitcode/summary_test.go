@@ -114,8 +114,26 @@ func idPositions(ev heldEvent) []int {
 // renumber gives every value id another number (a random permutation)
 // and shuffles the order of the function and variable summaries of
 // distinct GUIDs, as another link's numbering would.
-func renumber(evs []heldEvent, rng *rand.Rand) []heldEvent {
+func renumber(evs []heldEvent, mods map[uint64][]byte, rng *rand.Rand) ([]heldEvent, map[uint64][]byte) {
 	evs = cloneEvents(evs)
+	// Module ids too, as a table in another order would number them.
+	var modIDs []uint64
+	for id := range mods {
+		modIDs = append(modIDs, id)
+	}
+	sort.Slice(modIDs, func(i, j int) bool { return modIDs[i] < modIDs[j] })
+	mperm := rng.Perm(len(modIDs))
+	modTo := map[uint64]uint64{}
+	newMods := map[uint64][]byte{}
+	for i, id := range modIDs {
+		modTo[id] = modIDs[mperm[i]]
+		newMods[modIDs[mperm[i]]] = mods[id]
+	}
+	for i := range evs {
+		if c := evs[i].code; evs[i].kind == evRecord && (c == fsCombinedProfile || c == fsCombinedGlobalVarRefs || c == fsCombinedAlias) {
+			evs[i].ops[1] = modTo[evs[i].ops[1]]
+		}
+	}
 	var ids []uint64
 	for _, ev := range evs {
 		if ev.kind == evRecord && ev.code == fsValueGUID {
@@ -162,12 +180,12 @@ func renumber(evs []heldEvent, rng *rand.Rand) []heldEvent {
 			return rank[guidOf[units[i].ops[0]]] < rank[guidOf[units[j].ops[0]]]
 		})
 	}
-	return evs
+	return evs, newMods
 }
 
-func mustCanon(t *testing.T, evs []heldEvent) []byte {
+func mustCanon(t *testing.T, evs []heldEvent, mods map[uint64][]byte) []byte {
 	t.Helper()
-	out, ok := canonicalSummary(evs)
+	out, ok := canonicalSummary(evs, mods)
 	if !ok {
 		t.Fatal("a summary block as LLVM 22 writes it was not canonicalised")
 	}
@@ -182,10 +200,23 @@ func TestCanonicalSummaryReal(t *testing.T) {
 	tested := 0
 	for _, shard := range realShards(t) {
 		evs := summaryEvents(t, shard)
-		base := mustCanon(t, evs)
+		table, err := ModuleTable(shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := map[[5]uint32]int{}
+		for _, m := range table {
+			count[m.Hash]++
+		}
+		mods, ok := moduleIdents(table, count)
+		if !ok {
+			t.Fatal("module identities repeat")
+		}
+		base := mustCanon(t, evs, mods)
 		for i := 0; i < 5; i++ {
-			if got := mustCanon(t, renumber(evs, rng)); !bytes.Equal(got, base) {
-				t.Fatal("renumbered value ids changed the rendering")
+			r, rm := renumber(evs, mods, rng)
+			if got := mustCanon(t, r, rm); !bytes.Equal(got, base) {
+				t.Fatal("renumbered value and module ids changed the rendering")
 			}
 		}
 		// Changes of meaning.
@@ -209,7 +240,7 @@ func TestCanonicalSummaryReal(t *testing.T) {
 			t.Helper()
 			m := cloneEvents(evs)
 			mutate(m)
-			if got, ok := canonicalSummary(m); ok && bytes.Equal(got, base) {
+			if got, ok := canonicalSummary(m, mods); ok && bytes.Equal(got, base) {
 				t.Errorf("%s: same rendering", what)
 			}
 		}
@@ -250,7 +281,8 @@ func TestCanonicalSummaryRefuses(t *testing.T) {
 		rec(fsCombinedGlobalVarRefs, 2, 0, 97, 4),
 		rec(fsCombinedAlias, 1, 0, 96, 0),
 	}
-	if _, ok := canonicalSummary(good); !ok {
+	mods := map[uint64][]byte{0: []byte("module a"), 1: []byte("module b")}
+	if _, ok := canonicalSummary(good, mods); !ok {
 		t.Fatal("the well-formed block was refused")
 	}
 	for name, mutate := range map[string]func([]heldEvent) []heldEvent{
@@ -269,8 +301,9 @@ func TestCanonicalSummaryRefuses(t *testing.T) {
 		"short alias":        func(e []heldEvent) []heldEvent { e[6].ops = e[6].ops[:3]; return e },
 		"nested block":       func(e []heldEvent) []heldEvent { return append(e, heldEvent{kind: evEnter, blockID: 99}) },
 		"blob":               func(e []heldEvent) []heldEvent { e[1].hasBlob = true; return e },
+		"unknown module id":  func(e []heldEvent) []heldEvent { e[5].ops[1] = 7; return e },
 	} {
-		if _, ok := canonicalSummary(mutate(cloneEvents(good))); ok {
+		if _, ok := canonicalSummary(mutate(cloneEvents(good)), mods); ok {
 			t.Errorf("%s: canonicalised", name)
 		}
 	}
@@ -279,8 +312,8 @@ func TestCanonicalSummaryRefuses(t *testing.T) {
 	two = append(two[:6], append([]heldEvent{rec(fsCombinedProfile, 1, 1, 96, 11, 64, 0, 0, 0, 0)}, two[6:]...)...)
 	swapped := cloneEvents(two)
 	swapped[4], swapped[6] = swapped[6], swapped[4]
-	a, okA := canonicalSummary(two)
-	b, okB := canonicalSummary(swapped)
+	a, okA := canonicalSummary(two, mods)
+	b, okB := canonicalSummary(swapped, mods)
 	if !okA || !okB {
 		t.Fatal("two summaries of one GUID: refused")
 	}
