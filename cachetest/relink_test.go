@@ -2,6 +2,7 @@ package cachetest
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -47,7 +48,8 @@ func canUnshare() bool {
 // out under PID-bearing names and writes those names into the importers'
 // shards, so this also checks the shard normalisation. A third link runs in
 // a PID namespace, where lld's PID (and so every member and shard name) is
-// shorter: the key must not depend on the shard's raw length either.
+// shorter: the key must not depend on the shard's raw length either. And
+// one more links into another directory.
 func TestWarmRelink(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -90,6 +92,18 @@ func TestWarmRelink(t *testing.T) {
 				t.Errorf("warm trace: %v, want %d where=cache", w, len(all))
 			}
 			sameBinary(t, "warm relink", readFile(t, warm.out), ref)
+
+			// Into another directory: lld copies archive members out next
+			// to the output, so their paths, and their places in the shards'
+			// module tables, change.
+			if err := os.MkdirAll(filepath.Join(r.p.Dir, "elsewhere"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			moved := r.link(link{out: "elsewhere/prog"})
+			if len(moved.compiled) != 0 {
+				t.Errorf("relink into another directory compiled %q, want nothing", moved.compiled)
+			}
+			sameBinary(t, "relink into another directory", readFile(t, moved.out), ref)
 
 			if !canUnshare() {
 				t.Log("unshare --pid unavailable: the short-PID relink is not checked")
