@@ -1,11 +1,13 @@
 package bitcode
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"hash"
 	"io"
+	"sort"
 	"strings"
 )
 
@@ -101,12 +103,14 @@ const (
 	tagRecord    = 'R'
 	tagModule    = 'M'
 	tagTrailing  = 'T'
+	tagSummary   = 'S' // a canonicalised combined summary block
+	tagCanonical = 'K' // module table and summary rendered without ids
 	keyHash      = 'h'
 	keyPath      = 'p'
 	keyHashPath  = 'b'
 )
 
-const digestDomain = "thindist/bitcode.NormalizedDigest/v1\x00"
+const digestDomain = "thindist/bitcode.NormalizedDigest/v2\x00"
 
 // NormalizedDigest returns a SHA-256 over a canonical rendering of the
 // shard's decoded record stream in which the path of every module-table
@@ -131,6 +135,36 @@ func NormalizedDigest(shard []byte) ([32]byte, error) {
 	if err != nil {
 		return sum, err
 	}
+
+	idents, identsOK := moduleIdents(mods, count)
+
+	// First pass: the summary block, canonicalised if canonicalSummary
+	// can (and then the module table is rendered without modids, as a
+	// sorted set of identities, the modids in the summaries being
+	// replaced by the identities too).
+	var held []heldEvent
+	holding, holdDepth, summaries := false, 0, 0
+	if _, err := walk(c, func(ev *event) error {
+		switch {
+		case holding && ev.kind == evExit && ev.blockID == globalValSummaryBlockID && ev.depth == holdDepth:
+			holding = false
+			summaries++
+		case holding:
+			held = append(held, hold(ev))
+		case ev.kind == evEnter && ev.blockID == globalValSummaryBlockID:
+			holding, holdDepth = true, ev.depth
+		}
+		return nil
+	}); err != nil {
+		return sum, err
+	}
+	var canon []byte
+	canonOK := false
+	if summaries == 1 && identsOK {
+		canon, canonOK = canonicalSummary(held, idents)
+	}
+	held = nil
+
 	d := &digester{h: sha256.New()}
 	d.h.Write([]byte(digestDomain))
 	d.tag(tagContainer)
@@ -141,28 +175,49 @@ func NormalizedDigest(shard []byte) ([32]byte, error) {
 	} else {
 		d.uint(0)
 	}
+	if canonOK {
+		d.tag(tagCanonical)
+	}
 
 	t := &tableBuilder{}
+	var table [][]byte // canonOK: identities of the current MST block
 	emitModule := func(m Module) error {
+		if canonOK {
+			table = append(table, idents[m.ID])
+			return nil
+		}
 		d.tag(tagModule)
 		d.uint(m.ID)
-		switch {
-		case !m.HasHash():
-			d.tag(keyPath)
-			d.bytes([]byte(m.Path))
-		case count[m.Hash] > 1:
-			d.tag(keyHashPath)
-			d.hash(m.Hash)
-			d.bytes([]byte(m.Path))
-		default:
-			d.tag(keyHash)
-			d.hash(m.Hash)
-		}
+		d.h.Write(identOf(m, count))
 		return nil
 	}
+	skipping, skipDepth := false, 0
 	trailing, err := walk(c, func(ev *event) error {
 		if err := t.add(ev, emitModule); err != nil {
 			return err
+		}
+		if skipping {
+			if ev.kind == evExit && ev.blockID == globalValSummaryBlockID && ev.depth == skipDepth {
+				skipping = false
+				d.tag(tagSummary)
+				d.bytes(canon)
+				d.event(ev)
+			}
+			return nil
+		}
+		if canonOK && ev.kind == evEnter && ev.blockID == globalValSummaryBlockID {
+			skipping, skipDepth = true, ev.depth
+			d.event(ev)
+			return nil
+		}
+		if canonOK && ev.kind == evExit && ev.blockID == moduleStrtabBlockID {
+			sort.Slice(table, func(i, j int) bool { return bytes.Compare(table[i], table[j]) < 0 })
+			d.tag(tagModule)
+			d.uint(uint64(len(table)))
+			for _, id := range table {
+				d.bytes(id)
+			}
+			table = nil
 		}
 		if ev.kind == evRecord && ev.blockID == moduleStrtabBlockID &&
 			(ev.code == mstCodeEntry || ev.code == mstCodeHash) {
@@ -175,10 +230,50 @@ func NormalizedDigest(shard []byte) ([32]byte, error) {
 	if err != nil {
 		return sum, err
 	}
+	if skipping {
+		return sum, errorf("summary block not closed")
+	}
 	d.tag(tagTrailing)
 	d.uint(uint64(trailing))
 	copy(sum[:], d.h.Sum(nil))
 	return sum, nil
+}
+
+// moduleIdents renders each module's identity without its modid: its
+// content hash when that identifies it, else (also) its path. ok is false
+// when modids or identities repeat.
+func moduleIdents(mods []Module, count map[[5]uint32]int) (idents map[uint64][]byte, ok bool) {
+	idents = map[uint64][]byte{}
+	seen := map[string]bool{}
+	ok = true
+	for _, m := range mods {
+		id := identOf(m, count)
+		if _, dup := idents[m.ID]; dup || seen[string(id)] {
+			ok = false
+		}
+		idents[m.ID] = id
+		seen[string(id)] = true
+	}
+	return idents, ok
+}
+
+// identOf renders module m's identity without its modid.
+func identOf(m Module, count map[[5]uint32]int) []byte {
+	var b byteSink
+	d := &digester{h: &b}
+	switch {
+	case !m.HasHash():
+		d.tag(keyPath)
+		d.bytes([]byte(m.Path))
+	case count[m.Hash] > 1:
+		d.tag(keyHashPath)
+		d.hash(m.Hash)
+		d.bytes([]byte(m.Path))
+	default:
+		d.tag(keyHash)
+		d.hash(m.Hash)
+	}
+	return b.b
 }
 
 type digester struct {

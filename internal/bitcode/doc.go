@@ -50,13 +50,39 @@
 //     own module's summaries by the input file's path, so dropping it could
 //     conflate jobs for two identical members with different summaries).
 //
+// The second substitution concerns value ids. The thin link numbers the
+// summaries of a shard (value ids, mapped to GUIDs by FS_VALUE_GUID records)
+// in the order it walks hash tables whose layout depends on the module
+// paths, so with PID-bearing member paths two links of the same objects can
+// number the same summaries differently and write them in another order
+// (seen with lua5.4's liblua.a: 20 of 33 shards differed only so). The
+// summary block is therefore rendered by canonicalSummary: every value id
+// replaced by its GUID, the GUID records by the sorted set of GUIDs, the
+// function and variable summaries (then the aliases) sorted by GUID while
+// the summaries of one GUID keep their stream order. LLVM's reader keys
+// summaries by GUID and appends those of one GUID in stream order, so equal
+// renderings read into the same index. This is done only for a block
+// exactly as LLVM 22 writes it for a distributed backend (summary version
+// 12; only record codes whose layout is known, so that no value id stays
+// behind under another numbering; the writer's phase order; every value id
+// resolvable and every count consistent). Any other block (type tests,
+// parameter access, memprof records, another summary version) is rendered
+// as decoded, value ids and all: a miss across such links, never a
+// conflation.
+//
 // The modid operand of each ENTRY and every summary record's module
 // reference are hashed unchanged, so two shards with equal digests have the
 // same record stream, the same modid -> content mapping and the same set of
 // references; they can differ only in the file names through which equal
-// content is reached. If a relink reorders the table (it is sorted by path,
-// so new paths may sort differently), modids and value ids are renumbered and
-// the digest changes: that is a cache miss, never a wrong hit. The digest
+// content is reached (and in the value-id numbering, see above). A relink
+// can also reorder the module table (it is sorted by path, and lld copies
+// archive members out next to the output, so linking into another directory
+// moves them) and so renumber the modids. When the summary block is
+// canonicalised, the table is rendered as the sorted set of module
+// identities without modids, and each summary's modid is replaced by its
+// module's identity (modid -> identity is a bijection, checked), so the
+// digest does not change. When it is not, modids are hashed as they are and
+// a reordered table is a cache miss, never a wrong hit. The digest
 // does not cover the files the backend reads; callers must key those (the
 // job's input module and the imported modules) by content separately, which
 // the recorded hashes make possible.

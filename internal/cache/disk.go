@@ -93,6 +93,9 @@ func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *rep
 		return err
 	}
 	sum := sha256.Sum256(msg)
+	// Records count towards the size limit like blobs: with small objects
+	// they are a real share of the cache.
+	c.written.Add(int64(len(sum) + len(msg)))
 	return c.writeAtomic(c.acPath(key), func(w io.Writer) error {
 		if _, err := w.Write(sum[:]); err != nil {
 			return err

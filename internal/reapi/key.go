@@ -15,15 +15,21 @@
 //   - Command.arguments: the command with every input and output named by its
 //     role instead of its path: the index shard as "index.thinlto.bc", the
 //     outputs as "out/<i>", a common input (a profile) as "common/<i>", and the
-//     module being compiled as "modules/<k>", k being its slot in the shard's
-//     module table. Which slot is the primary module decides what clang
-//     compiles (a module whose path is not in the table compiles to an object
-//     with no symbols), so it is part of the key. The compiler is named by its
-//     base name only: its identity is in the salt.
-//   - The input root: "index.thinlto.bc" with the shard's normalised digest
-//     (bitcode.NormalizedDigest: the shard with every module path replaced by
-//     the module's content hash); "modules/<k>" with the content digest of the
-//     file the backend will load for table entry k, i.e. the declared input
+//     module being compiled as "modules/h<hash>" by the content hash the
+//     shard's module table records for it, or "modules/<k>", k being its slot
+//     in the table, when the hash is absent or shared. Which table entry is
+//     the primary module decides what clang compiles (a module whose path is
+//     not in the table compiles to an object with no symbols), so it is part
+//     of the key; naming it by content keeps the key independent of the
+//     table's order. The compiler is named by its base name only: its
+//     identity is in the salt.
+//   - The input root: "index.thinlto.bc" standing for the shard's
+//     normalised digest (bitcode.NormalizedDigest: the shard with every
+//     module path replaced by the module's content hash; the node is the
+//     digest of those 32 bytes, never of the raw shard, whose length varies
+//     with the length of lld's PID); each table entry's "modules/..." name
+//     with the content digest of the file the backend will load for it, i.e.
+//     the declared input
 //     of that path, or the file at that path (absent files are recorded as
 //     absent); the common inputs by content.
 //   - Command.environment_variables: the variables that change what clang
@@ -56,7 +62,7 @@ import (
 
 // keyVersion changes whenever the key's construction does, so old entries
 // miss instead of being misread.
-const keyVersion = "thindist-key-v1"
+const keyVersion = "thindist-key-v2"
 
 // KeyEnv lists environment variables that change clang's behaviour whatever
 // its arguments; their values are part of the key.
@@ -113,7 +119,12 @@ func (k *Keyer) canonical(a *action.Action) (*repb.Action, *repb.Command, error)
 	}
 
 	tree := NewTree()
-	tree.AddFile("index.thinlto.bc", digest.Digest{Hash: norm, Size: int64(len(shard))}, false)
+	// The shard enters the key only through its normalised digest. Its raw
+	// length must stay out: it carries the length of every PID-bearing
+	// archive member path, so a relink by an lld whose PID has another
+	// number of hex digits would miss. The tree holds a stand-in file
+	// whose content is the normalised digest.
+	tree.AddFile("index.thinlto.bc", digest.OfBytes(norm[:]), false)
 
 	// Map each declared input to its canonical name.
 	names := make([]string, len(a.Inputs))
@@ -123,8 +134,21 @@ func (k *Keyer) canonical(a *action.Action) (*repb.Action, *repb.Command, error)
 		byPath[in.Path] = i
 		byPath[a.Abs(in.Path)] = i
 	}
+	hashes := map[[5]uint32]int{}
+	for _, m := range table {
+		if m.HasHash() {
+			hashes[m.Hash]++
+		}
+	}
 	for slot, m := range table {
+		// A module the table identifies by content is named by it, so
+		// the name does not depend on the table's order (which follows
+		// the paths: members copied out next to another output sort
+		// elsewhere); others by their slot.
 		name := "modules/" + strconv.Itoa(slot)
+		if m.HasHash() && hashes[m.Hash] == 1 {
+			name = fmt.Sprintf("modules/h%08x%08x%08x%08x%08x", m.Hash[0], m.Hash[1], m.Hash[2], m.Hash[3], m.Hash[4])
+		}
 		var local string
 		if i, ok := byPath[m.Path]; ok {
 			local = a.Abs(a.Inputs[i].Local())

@@ -1,0 +1,280 @@
+package bitcode
+
+import (
+	"sort"
+)
+
+// Record codes of a combined index's GLOBALVAL_SUMMARY_BLOCK (LLVM's
+// GlobalValueSummarySymtabCodes) that canonicalSummary understands.
+const (
+	globalValSummaryBlockID = 20
+
+	fsCombinedProfile        = 5  // [valueid, modid, flags, instcount, fflags, entrycount, numrefs, rorefcnt, worefcnt, numrefs x valueid, n x (valueid, hotness)]
+	fsCombinedGlobalVarRefs  = 6  // [valueid, modid, flags, varflags, n x valueid]
+	fsCombinedAlias          = 8  // [valueid, modid, flags, aliasee valueid or 0]
+	fsVersion                = 10 // [summary version]
+	fsValueGUID              = 16 // [valueid, guid >> 32, guid & 0xffffffff]
+	fsCFIFunctionDefs        = 17 // [n x (strtab offset, size)]
+	fsCFIFunctionDecls       = 18 // [n x (strtab offset, size)]
+	fsFlags                  = 20 // [flags]
+	fsTypeID                 = 21 // type id summary: strtab names, no value ids
+	fsBlockCount             = 24 // [count]
+	canonicalSummaryVersion  = 12 // FS_VERSION written by LLVM 22
+	combinedProfileFixedOps  = 9
+	combinedGlobalVarFixedOp = 4
+)
+
+// The phases of a combined summary block, in the order LLVM's
+// IndexBitcodeWriter::writeCombinedGlobalValueSummary writes them. A block
+// whose records are out of this order is not canonicalised.
+func summaryPhase(code uint64) (int, bool) {
+	switch code {
+	case fsVersion:
+		return 0, true
+	case fsFlags:
+		return 1, true
+	case fsValueGUID:
+		return 2, true
+	case fsCombinedProfile, fsCombinedGlobalVarRefs:
+		return 3, true
+	case fsCombinedAlias:
+		return 4, true
+	case fsCFIFunctionDefs:
+		return 5, true
+	case fsCFIFunctionDecls:
+		return 6, true
+	case fsTypeID:
+		return 7, true
+	case fsBlockCount:
+		return 8, true
+	}
+	return 0, false
+}
+
+// heldEvent is a copy of an event, kept past walk's callback.
+type heldEvent struct {
+	kind    eventKind
+	blockID uint64
+	depth   int
+	abbrev  abbrev
+	code    uint64
+	ops     []uint64
+	blob    []byte
+	hasBlob bool
+}
+
+func hold(ev *event) heldEvent {
+	return heldEvent{
+		kind: ev.kind, blockID: ev.blockID, depth: ev.depth, code: ev.code, hasBlob: ev.hasBlob,
+		abbrev: append(abbrev(nil), ev.abbrev...),
+		ops:    append([]uint64(nil), ev.ops...),
+		blob:   append([]byte(nil), ev.blob...),
+	}
+}
+
+func (h *heldEvent) event() *event {
+	return &event{kind: h.kind, blockID: h.blockID, depth: h.depth, abbrev: h.abbrev,
+		code: h.code, ops: h.ops, blob: h.blob, hasBlob: h.hasBlob}
+}
+
+// summaryUnit is one summary record with its value ids replaced by GUIDs.
+type summaryUnit struct {
+	guid uint64 // of the record's own value id
+	seq  int    // position in the stream
+	ops  []summaryOp
+	code uint64
+}
+
+type summaryOp struct {
+	isGUID bool   // v is a GUID standing for a value id (0 with isGUID: "no value")
+	module []byte // the identity of the module a modid names (v unused)
+	v      uint64
+}
+
+// canonicalSummary renders the events of a combined index's summary block
+// (those between its ENTER and EXIT) so that the value ids the thin link
+// numbered the summaries with drop out. lld numbers them in an order that
+// depends on hash tables keyed by module paths, and those paths carry its
+// PID, so two links of the same objects can number the same summaries
+// differently.
+//
+// Every value id is replaced by its GUID (FS_VALUE_GUID gives a bijection
+// within the shard), the FS_VALUE_GUID records by the sorted set of GUIDs,
+// and the function and variable summaries (and, separately, the aliases)
+// are sorted by GUID, keeping the stream order of summaries that share a
+// GUID. The reader keys summaries by GUID and appends the summaries of one
+// GUID in stream order, so two shards with the same rendering read into the
+// same index. This is only done when the block is exactly what LLVM 22's
+// writer produces for a distributed backend: summary version 12, only
+// record codes whose layout is known here (so that no value id can stay
+// behind under another numbering), in the writer's phase order, every value
+// id resolvable, every count consistent. Anything else returns ok=false and
+// the caller renders the block as it is.
+//
+// The modid operand of each summary is replaced by the identity of its
+// module (modules: modid -> identity, as NormalizedDigest renders it), so
+// the rendering does not depend on the module table's order either; a modid
+// missing from the table refuses the block.
+func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, ok bool) {
+	ids := map[uint64]uint64{}
+	guids := map[uint64]bool{}
+	phase := -1
+	sawVersion := false
+	for _, ev := range evs {
+		if ev.kind == evEnter || (ev.kind == evExit) {
+			return nil, false // nested blocks: not a combined summary we know
+		}
+		if ev.kind != evRecord {
+			continue
+		}
+		p, known := summaryPhase(ev.code)
+		if !known || ev.hasBlob || p < phase {
+			return nil, false
+		}
+		phase = p
+		switch ev.code {
+		case fsVersion:
+			if sawVersion || len(ev.ops) != 1 || ev.ops[0] != canonicalSummaryVersion {
+				return nil, false
+			}
+			sawVersion = true
+		case fsValueGUID:
+			if len(ev.ops) != 3 || ev.ops[0] == 0 || ev.ops[1] > 0xFFFFFFFF || ev.ops[2] > 0xFFFFFFFF {
+				return nil, false
+			}
+			g := ev.ops[1]<<32 | ev.ops[2]
+			if _, dup := ids[ev.ops[0]]; dup || guids[g] {
+				return nil, false
+			}
+			ids[ev.ops[0]] = g
+			guids[g] = true
+		}
+	}
+	if !sawVersion {
+		return nil, false
+	}
+
+	var units, aliases []summaryUnit
+	var rest []heldEvent // abbreviations and records without value ids, in order
+	for seq, ev := range evs {
+		if ev.kind != evRecord {
+			rest = append(rest, ev)
+			continue
+		}
+		var isID func(i int) bool
+		ops := ev.ops
+		switch ev.code {
+		case fsCombinedProfile:
+			if len(ops) < combinedProfileFixedOps {
+				return nil, false
+			}
+			numRefs, ro, wo := ops[6], ops[7], ops[8]
+			if numRefs > uint64(len(ops)-combinedProfileFixedOps) || ro > numRefs || wo > numRefs-ro {
+				return nil, false
+			}
+			callsAt := combinedProfileFixedOps + int(numRefs)
+			if (len(ops)-callsAt)%2 != 0 {
+				return nil, false
+			}
+			isID = func(i int) bool {
+				return i == 0 || (i >= combinedProfileFixedOps && i < callsAt) || (i >= callsAt && (i-callsAt)%2 == 0)
+			}
+		case fsCombinedGlobalVarRefs:
+			if len(ops) < combinedGlobalVarFixedOp {
+				return nil, false
+			}
+			isID = func(i int) bool { return i == 0 || i >= combinedGlobalVarFixedOp }
+		case fsCombinedAlias:
+			if len(ops) != 4 {
+				return nil, false
+			}
+			isID = func(i int) bool { return i == 0 || i == 3 }
+		default:
+			if ev.code != fsValueGUID {
+				rest = append(rest, ev)
+			}
+			continue
+		}
+		u := summaryUnit{seq: seq, code: ev.code}
+		for i, v := range ops {
+			if i == 1 { // modid, in every layout above
+				m, ok := modules[v]
+				if !ok {
+					return nil, false
+				}
+				u.ops = append(u.ops, summaryOp{module: m})
+				continue
+			}
+			if !isID(i) {
+				u.ops = append(u.ops, summaryOp{v: v})
+				continue
+			}
+			if v == 0 && ev.code == fsCombinedAlias && i == 3 {
+				u.ops = append(u.ops, summaryOp{isGUID: true}) // aliasee not in the index
+				continue
+			}
+			g, ok := ids[v]
+			if !ok {
+				return nil, false
+			}
+			u.ops = append(u.ops, summaryOp{isGUID: true, v: g + 1}) // +1: never the "no value" 0
+			if i == 0 {
+				u.guid = g
+			}
+		}
+		if ev.code == fsCombinedAlias {
+			aliases = append(aliases, u)
+		} else {
+			units = append(units, u)
+		}
+	}
+
+	// Render. The digester frames every field, so the rendering is
+	// unambiguous.
+	d := &digester{h: &byteSink{}}
+	d.uint(uint64(len(rest)))
+	for i := range rest {
+		d.event(rest[i].event())
+	}
+	sorted := make([]uint64, 0, len(guids))
+	for g := range guids {
+		sorted = append(sorted, g)
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	d.uint(uint64(len(sorted)))
+	for _, g := range sorted {
+		d.uint(g)
+	}
+	for _, list := range [][]summaryUnit{units, aliases} {
+		sort.SliceStable(list, func(i, j int) bool { return list[i].guid < list[j].guid })
+		d.uint(uint64(len(list)))
+		for _, u := range list {
+			d.uint(u.code)
+			d.uint(uint64(len(u.ops)))
+			for _, op := range u.ops {
+				switch {
+				case op.module != nil:
+					d.tag('m')
+					d.bytes(op.module)
+					continue
+				case op.isGUID:
+					d.tag('g')
+				default:
+					d.tag('v')
+				}
+				d.uint(op.v)
+			}
+		}
+	}
+	return d.h.(*byteSink).b, true
+}
+
+// byteSink is a hash.Hash that keeps what is written, so canonicalSummary
+// can reuse the digester's framing.
+type byteSink struct{ b []byte }
+
+func (s *byteSink) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
+func (s *byteSink) Sum(b []byte) []byte         { return append(b, s.b...) }
+func (s *byteSink) Reset()                      { s.b = nil }
+func (s *byteSink) Size() int                   { return len(s.b) }
+func (s *byteSink) BlockSize() int              { return 1 }

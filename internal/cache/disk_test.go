@@ -1,0 +1,327 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+
+	"github.com/thindist/thindist/internal/digest"
+)
+
+func openDisk(t *testing.T) *Disk {
+	t.Helper()
+	d, err := OpenDisk(filepath.Join(t.TempDir(), "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// blob makes n bytes of content derived from seed.
+func blob(seed, n int) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(int64(seed))).Read(b)
+	return b
+}
+
+func writeFile(t testing.TB, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func record(d digest.Digest) *repb.ActionResult {
+	return &repb.ActionResult{OutputFiles: []*repb.OutputFile{{Path: "out/0", Digest: d.Proto()}}}
+}
+
+func keyOf(i int) digest.Digest { return digest.OfBytes([]byte(fmt.Sprintf("action %d", i))) }
+
+func TestDiskRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	data := blob(1, 5000)
+	d := digest.OfBytes(data)
+	if err := c.WriteBlob(ctx, d, writeFile(t, tmp, "src", data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UpdateActionResult(ctx, keyOf(1), record(d)); err != nil {
+		t.Fatal(err)
+	}
+	ar, err := c.GetActionResult(ctx, keyOf(1))
+	if err != nil || ar.OutputFiles[0].Digest.Hash != d.HexHash() {
+		t.Fatalf("GetActionResult: %v %v", ar, err)
+	}
+	if _, err := c.GetActionResult(ctx, keyOf(2)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown key: %v, want ErrNotFound", err)
+	}
+	dst := filepath.Join(tmp, "dst")
+	if err := c.ReadBlob(ctx, d, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != string(data) {
+		t.Error("ReadBlob returned other content")
+	}
+	if err := c.ReadBlob(ctx, digest.OfBytes([]byte("nope")), dst); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing blob: %v, want ErrNotFound", err)
+	}
+	// A source that is not what its digest says is not stored.
+	other := digest.OfBytes(blob(2, 10))
+	if err := c.WriteBlob(ctx, other, writeFile(t, tmp, "liar", blob(3, 10))); err == nil {
+		t.Error("WriteBlob stored content under another digest")
+	}
+	if err := c.ReadBlob(ctx, other, dst); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after a refused write: %v, want ErrNotFound", err)
+	}
+}
+
+// TestDiskCorruptEntries: a flipped or truncated blob, a flipped or
+// truncated record: each reads as a miss or an error, never as content,
+// and is removed.
+func TestDiskCorruptEntries(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	damage := map[string]func(p string){
+		"flip": func(p string) {
+			b, _ := os.ReadFile(p)
+			b[len(b)/2] ^= 1
+			os.WriteFile(p, b, 0o644)
+		},
+		"truncate": func(p string) { os.Truncate(p, 7) },
+		"empty":    func(p string) { os.Truncate(p, 0) },
+	}
+	i := 0
+	for name, f := range damage {
+		i++
+		data := blob(i, 3000)
+		d := digest.OfBytes(data)
+		c.WriteBlob(ctx, d, writeFile(t, tmp, "src", data))
+		c.UpdateActionResult(ctx, keyOf(i), record(d))
+
+		f(c.casPath(d))
+		dst := filepath.Join(tmp, "dst-"+name)
+		if err := c.ReadBlob(ctx, d, dst); err == nil {
+			t.Errorf("%s blob: ReadBlob succeeded", name)
+		}
+		if _, err := os.Stat(dst); err == nil {
+			t.Errorf("%s blob: the damaged content was left at the destination", name)
+		}
+		if _, err := os.Stat(c.casPath(d)); err == nil {
+			t.Errorf("%s blob: not removed from the cache", name)
+		}
+		if _, err := c.ReadBlobBytes(ctx, d); err == nil {
+			t.Errorf("%s blob: ReadBlobBytes succeeded", name)
+		}
+
+		f(c.acPath(keyOf(i)))
+		if _, err := c.GetActionResult(ctx, keyOf(i)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s record: %v, want ErrNotFound", name, err)
+		}
+		if _, err := os.Stat(c.acPath(keyOf(i))); err == nil {
+			t.Errorf("%s record: not removed", name)
+		}
+		// Storing again repairs the entry.
+		c.WriteBlob(ctx, d, writeFile(t, tmp, "src", data))
+		c.UpdateActionResult(ctx, keyOf(i), record(d))
+		if err := c.ReadBlob(ctx, d, dst); err != nil {
+			t.Errorf("%s: after a rewrite: %v", name, err)
+		}
+		if _, err := c.GetActionResult(ctx, keyOf(i)); err != nil {
+			t.Errorf("%s: record after a rewrite: %v", name, err)
+		}
+	}
+}
+
+// TestDiskConcurrent: several stores on one directory (as several links
+// would open it) write, read, evict and count at once. Every successful
+// read returns exactly the content of its digest; nothing else fails.
+func TestDiskConcurrent(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "cache")
+	const workers, blobs, rounds = 6, 24, 60
+	contents := make([][]byte, blobs)
+	for i := range contents {
+		contents[i] = blob(i, 2000+i*37)
+	}
+	srcDir := t.TempDir()
+	for i, b := range contents {
+		writeFile(t, srcDir, fmt.Sprint(i), b)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds*4)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := OpenDisk(dir) // one store per "link"
+			if err != nil {
+				errs <- err
+				return
+			}
+			rng := rand.New(rand.NewSource(int64(w)))
+			out := t.TempDir()
+			for r := 0; r < rounds; r++ {
+				i := rng.Intn(blobs)
+				d := digest.OfBytes(contents[i])
+				switch rng.Intn(5) {
+				case 0, 1:
+					if err := c.WriteBlob(ctx, d, filepath.Join(srcDir, fmt.Sprint(i))); err != nil {
+						errs <- fmt.Errorf("write %d: %v", i, err)
+					}
+					if err := c.UpdateActionResult(ctx, keyOf(i), record(d)); err != nil {
+						errs <- fmt.Errorf("update %d: %v", i, err)
+					}
+				case 2, 3:
+					ar, err := c.GetActionResult(ctx, keyOf(i))
+					if errors.Is(err, ErrNotFound) {
+						continue
+					}
+					if err != nil {
+						errs <- fmt.Errorf("get %d: %v", i, err)
+						continue
+					}
+					got, _ := digest.FromProto(ar.OutputFiles[0].Digest)
+					if got != d {
+						errs <- fmt.Errorf("record %d names blob %s, want %s", i, got, d)
+					}
+					dst := filepath.Join(out, fmt.Sprint(r))
+					err = c.ReadBlob(ctx, got, dst)
+					if errors.Is(err, ErrNotFound) {
+						continue // evicted meanwhile
+					}
+					if err != nil {
+						errs <- fmt.Errorf("read %d: %v", i, err)
+						continue
+					}
+					if b, _ := os.ReadFile(dst); string(b) != string(contents[i]) {
+						errs <- fmt.Errorf("read %d: wrong content", i)
+					}
+				case 4:
+					if err := c.Finish(Stats{Hits: 1, Misses: 1}, 20000); err != nil {
+						errs <- fmt.Errorf("finish: %v", err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	c, _ := OpenDisk(dir)
+	if _, err := c.Trim(20000); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Bytes > 20000 {
+		t.Errorf("%d bytes after Trim(20000)", s.Bytes)
+	}
+	if s.Hits != s.Misses {
+		t.Errorf("counters lost updates: %d hits, %d misses", s.Hits, s.Misses)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(left) != 0 {
+		t.Errorf("%d temporary files left", len(left))
+	}
+}
+
+// TestDiskTrimLRU: Trim keeps the most recently used entries, a read
+// counting as a use.
+func TestDiskTrimLRU(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	var ds []digest.Digest
+	old := time.Now().Add(-time.Hour)
+	for i := 0; i < 10; i++ {
+		data := blob(i, 1000)
+		d := digest.OfBytes(data)
+		ds = append(ds, d)
+		c.WriteBlob(ctx, d, writeFile(t, tmp, "src", data))
+		// Entry i was last used i minutes after old.
+		at := old.Add(time.Duration(i) * time.Minute)
+		os.Chtimes(c.casPath(d), at, at)
+	}
+	// Reading entry 0 makes it the most recent.
+	if err := c.ReadBlob(ctx, ds[0], filepath.Join(tmp, "dst")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Trim(4500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 6 {
+		t.Errorf("evicted %d entries, want 6", n)
+	}
+	for i, d := range ds {
+		_, err := os.Stat(c.casPath(d))
+		kept := err == nil
+		if want := i == 0 || i >= 7; kept != want {
+			t.Errorf("entry %d kept=%v, want %v", i, kept, want)
+		}
+	}
+	s, _ := c.Stats()
+	if s.Evictions != 6 || s.Bytes > 4500 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestDiskFinishCountsRecords: a run that stores only action records (or
+// mostly: records are a real share of a cache of small objects) must still
+// trigger the trim once the cache passes the limit.
+func TestDiskFinishCountsRecords(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	d := digest.OfBytes([]byte("x"))
+	for i := 0; i < 200; i++ {
+		if err := c.UpdateActionResult(ctx, keyOf(i), record(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := c.Stats()
+	limit := s.Bytes / 2
+	if err := c.Finish(Stats{}, limit); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := c.Stats(); s.Bytes > limit {
+		t.Errorf("the cache holds %d bytes after Finish with limit %d", s.Bytes, limit)
+	}
+}
+
+func TestDiskClear(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	data := blob(1, 100)
+	d := digest.OfBytes(data)
+	c.WriteBlobBytes(ctx, d, data)
+	c.UpdateActionResult(ctx, keyOf(1), record(d))
+	c.AddStats(Stats{Hits: 3, Misses: 4, SavedCPU: time.Second})
+	if err := c.Clear(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Entries != 0 || s.Bytes != 0 || s.Hits != 0 || s.Misses != 0 || s.SavedCPU != 0 {
+		t.Errorf("after Clear: %+v", s)
+	}
+	if _, err := c.GetActionResult(ctx, keyOf(1)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after Clear: %v", err)
+	}
+}

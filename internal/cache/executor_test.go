@@ -1,0 +1,238 @@
+package cache
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/jobfile"
+	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+const llvmBin = "/usr/lib/llvm-22/bin"
+
+// realActions returns the actions of a real link (shards on disk), which
+// the Keyer needs.
+func realActions(t *testing.T) []*action.Action {
+	t.Helper()
+	clang := filepath.Join(llvmBin, "clang")
+	if _, err := os.Stat(filepath.Join(llvmBin, "ld.lld")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and LLVM 22 is missing: %v", err)
+		}
+		t.Skipf("LLVM 22 not installed: %v", err)
+	}
+	p, err := testprog.Generate(t.TempDir(), testprog.Options{Modules: 3, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Compile(ctx, clang); err != nil {
+		t.Fatal(err)
+	}
+	job, err := p.CaptureJobFile(ctx, clang, "prog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jf, err := jobfile.Load(job, p.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jf.Actions
+}
+
+// elfObject is the smallest content CheckObject accepts, plus a tag.
+func elfObject(tag string) []byte {
+	h := make([]byte, 64)
+	copy(h, "\x7fELF\x02\x01\x01")
+	h[16] = 1 // ET_REL
+	return append(h, tag...)
+}
+
+// fake is a compiler: it writes what produce returns as the object and
+// counts its runs.
+type fake struct {
+	runs    atomic.Int64
+	produce func() (obj []byte, res *executor.Result)
+}
+
+func (f *fake) Execute(_ context.Context, _ *action.Action, out []string) (*executor.Result, error) {
+	f.runs.Add(1)
+	obj, res := f.produce()
+	if obj != nil {
+		if err := os.WriteFile(out[0], obj, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func chain(t *testing.T, store Store, next executor.Executor, opts Options) *Executor {
+	keys := &reapi.Keyer{
+		Files:      digest.NewFiles(),
+		CompilerID: func(string) (string, error) { return "sha256:fake", nil },
+	}
+	if opts.Warn == nil {
+		opts.Warn = t.Logf
+	}
+	return NewExecutor(store, keys, executor.Verified(next), opts)
+}
+
+func TestExecutorHitMiss(t *testing.T) {
+	ctx := context.Background()
+	a := realActions(t)[0]
+	disk := openDisk(t)
+	comp := &fake{produce: func() ([]byte, *executor.Result) {
+		return elfObject("one"), &executor.Result{CPU: 1500 * time.Millisecond, Stderr: []byte("warning: x\n")}
+	}}
+	ex := chain(t, disk, comp, Options{Where: executor.LocalCache})
+	out := filepath.Join(t.TempDir(), "obj")
+	if _, err := ex.Execute(ctx, a, []string{out}); err != nil {
+		t.Fatal(err)
+	}
+	// A second executor, as a second link would have.
+	ex2 := chain(t, disk, comp, Options{Where: executor.LocalCache})
+	out2 := filepath.Join(t.TempDir(), "obj")
+	res, err := ex2.Execute(ctx, a, []string{out2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := comp.runs.Load(); n != 1 {
+		t.Errorf("the compiler ran %d times, want 1", n)
+	}
+	if res.Where != executor.LocalCache || res.CPU != 1500*time.Millisecond || string(res.Stderr) != "warning: x\n" {
+		t.Errorf("hit result %+v", res)
+	}
+	if got, _ := os.ReadFile(out2); string(got) != string(elfObject("one")) {
+		t.Error("the hit materialised other content")
+	}
+	if ex2.Counters.Hits.Load() != 1 || ex2.Counters.SavedCPU.Load() != int64(1500*time.Millisecond) {
+		t.Errorf("counters: %d hits, %d saved", ex2.Counters.Hits.Load(), ex2.Counters.SavedCPU.Load())
+	}
+
+	// A damaged object in the cache: recompiled, replaced.
+	ar, _ := disk.GetActionResult(ctx, mustKey(t, a))
+	d, _ := digest.FromProto(ar.OutputFiles[0].Digest)
+	os.WriteFile(disk.casPath(d), elfObject("two"), 0o644) // a valid object, the wrong one
+	out3 := filepath.Join(t.TempDir(), "obj")
+	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, a, []string{out3}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(out3); string(got) != string(elfObject("one")) {
+		t.Errorf("a damaged entry produced %q", got[64:])
+	}
+	if n := comp.runs.Load(); n != 2 {
+		t.Errorf("the compiler ran %d times, want 2 (once more for the damaged entry)", n)
+	}
+	if err := disk.ReadBlob(ctx, d, filepath.Join(t.TempDir(), "x")); err != nil {
+		t.Errorf("the entry was not replaced: %v", err)
+	}
+}
+
+func mustKey(t *testing.T, a *action.Action) digest.Digest {
+	t.Helper()
+	k := &reapi.Keyer{Files: digest.NewFiles(), CompilerID: func(string) (string, error) { return "sha256:fake", nil }}
+	d, err := k.Key(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestExecutorNeverCachesFailures: a non-zero exit, a backend error that
+// exits 0, an empty object and a non-object are neither stored nor served.
+func TestExecutorNeverCachesFailures(t *testing.T) {
+	ctx := context.Background()
+	a := realActions(t)[0]
+	for _, tc := range []struct {
+		name string
+		obj  []byte
+		res  executor.Result
+	}{
+		{"exit 1", elfObject("x"), executor.Result{ExitCode: 1}},
+		{"signal", elfObject("x"), executor.Result{Signal: "killed"}},
+		{"backend error", elfObject("x"), executor.Result{Stderr: []byte("error: Error running ThinLTO backend: x\n")}},
+		{"empty object", []byte{}, executor.Result{}},
+		{"not an object", []byte("#!/bin/sh\n"), executor.Result{}},
+		{"no object", nil, executor.Result{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			disk := openDisk(t)
+			comp := &fake{produce: func() ([]byte, *executor.Result) { r := tc.res; return tc.obj, &r }}
+			for i := 0; i < 2; i++ {
+				out := filepath.Join(t.TempDir(), "obj")
+				if _, err := chain(t, disk, comp, Options{}).Execute(ctx, a, []string{out}); err == nil {
+					t.Fatalf("run %d succeeded", i)
+				}
+				if _, err := os.Stat(out); err == nil {
+					t.Errorf("run %d left an output", i)
+				}
+			}
+			if n := comp.runs.Load(); n != 2 {
+				t.Errorf("the compiler ran %d times, want 2 (a failure must not be served)", n)
+			}
+			if s, _ := disk.Stats(); s.Entries != 0 || s.Bytes != 0 {
+				t.Errorf("a failure was stored: %+v", s)
+			}
+		})
+	}
+}
+
+func TestExecutorReadOnly(t *testing.T) {
+	ctx := context.Background()
+	a := realActions(t)[0]
+	disk := openDisk(t)
+	comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("ro"), &executor.Result{} }}
+	if _, err := chain(t, disk, comp, Options{ReadOnly: true}).Execute(ctx, a, []string{filepath.Join(t.TempDir(), "o")}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := disk.Stats(); s.Entries != 0 {
+		t.Errorf("a read-only cache stored %d entries", s.Entries)
+	}
+}
+
+// TestCompilerIDs: the identity follows the content, whatever the path's
+// size and time, and the on-disk memo is used while they are unchanged.
+func TestCompilerIDs(t *testing.T) {
+	dir := t.TempDir()
+	cc := filepath.Join(dir, "cc")
+	os.WriteFile(cc, []byte("#!/bin/sh\n# A\n"), 0o755)
+	memo := filepath.Join(dir, "memo")
+	id1, err := NewCompilerIDs(memo).ID(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(id1, "sha256:") {
+		t.Errorf("id %q", id1)
+	}
+	if id, _ := NewCompilerIDs(memo).ID(cc); id != id1 {
+		t.Errorf("same compiler, other id: %s vs %s", id, id1)
+	}
+	// New content of the same size (a rebuilt compiler).
+	time.Sleep(10 * time.Millisecond)
+	os.WriteFile(cc, []byte("#!/bin/sh\n# B\n"), 0o755)
+	id2, err := NewCompilerIDs(memo).ID(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id2 == id1 {
+		t.Error("a changed compiler kept its identity")
+	}
+	// Through a symlink: the identity of what it points to.
+	ln := filepath.Join(dir, "cc-link")
+	os.Symlink(cc, ln)
+	if id, _ := NewCompilerIDs(memo).ID(ln); id != id2 {
+		t.Errorf("through a symlink: %s, want %s", id, id2)
+	}
+	if _, err := NewCompilerIDs(memo).ID(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing compiler has an identity")
+	}
+}

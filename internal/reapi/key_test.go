@@ -1,0 +1,238 @@
+package reapi
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/jobfile"
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+const llvmBin = "/usr/lib/llvm-22/bin"
+
+func needClang(t *testing.T) string {
+	t.Helper()
+	clang := filepath.Join(llvmBin, "clang")
+	if _, err := os.Stat(filepath.Join(llvmBin, "ld.lld")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and LLVM 22 is missing: %v", err)
+		}
+		t.Skipf("LLVM 22 not installed: %v", err)
+	}
+	return clang
+}
+
+// program generates and compiles a program.
+func program(t *testing.T, o testprog.Options) *testprog.Program {
+	t.Helper()
+	clang := needClang(t)
+	p, err := testprog.Generate(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Compile(context.Background(), clang); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// capture runs lld on p up to its job file and returns the parsed actions,
+// with every shard and member copy in place. prefix runs the driver under
+// another command (unshare).
+func capture(t *testing.T, p *testprog.Program, out string, extra ...string) []*action.Action {
+	t.Helper()
+	job, err := p.CaptureJobFile(context.Background(), filepath.Join(llvmBin, "clang"), out, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jf, err := jobfile.Load(job, p.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jf.Actions
+}
+
+func newKeyer() *Keyer {
+	return &Keyer{
+		Files:      digest.NewFiles(),
+		CompilerID: func(string) (string, error) { return "sha256:test-compiler", nil },
+		Getenv:     func(string) string { return "" },
+	}
+}
+
+func key(t *testing.T, k *Keyer, a *action.Action) digest.Digest {
+	t.Helper()
+	d, err := k.Key(a)
+	if err != nil {
+		t.Fatalf("key of %s: %v", a.ID, err)
+	}
+	return d
+}
+
+func inputOf(a *action.Action, r action.Role) int {
+	for i, in := range a.Inputs {
+		if in.Role == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// clone copies an action deeply enough to change its inputs and args.
+func clone(a *action.Action) *action.Action {
+	b := *a
+	b.Inputs = append([]action.Input(nil), a.Inputs...)
+	b.Args = append([]action.Arg(nil), a.Args...)
+	b.Outputs = append([]action.Output(nil), a.Outputs...)
+	return &b
+}
+
+// TestKeyPrimaryModule: two jobs that differ only in which module is the
+// primary one (same shard, same files) compile different modules and must
+// never share a key, whether the other module is in the shard's table (an
+// import) or not.
+func TestKeyPrimaryModule(t *testing.T) {
+	p := program(t, testprog.Options{Modules: 5, Seed: 1, ArchiveModules: 1})
+	acts := capture(t, p, "prog")
+	k := newKeyer()
+	seen := map[digest.Digest]string{}
+	swapped := 0
+	for _, a := range acts {
+		base := key(t, k, a)
+		if other, dup := seen[base]; dup {
+			t.Errorf("jobs %s and %s share a key", a.ID, other)
+		}
+		seen[base] = a.ID
+		mod := inputOf(a, action.RoleModule)
+		for i, in := range a.Inputs {
+			if in.Role != action.RoleImport {
+				continue
+			}
+			// The same job with an import as the primary module.
+			b := clone(a)
+			b.Inputs[mod], b.Inputs[i] = a.Inputs[i], a.Inputs[mod]
+			b.Inputs[mod].Role, b.Inputs[i].Role = action.RoleModule, action.RoleImport
+			if kb := key(t, k, b); kb == base {
+				t.Errorf("job %s keyed like the same job compiling %s instead", a.ID, in.Path)
+			}
+			swapped++
+		}
+		// A primary module the shard does not list at all.
+		c := clone(a)
+		c.Inputs[mod].Path = filepath.Join(p.Dir, "m0.o")
+		if c.Inputs[mod].Path == a.Abs(a.Inputs[mod].Path) {
+			c.Inputs[mod].Path = filepath.Join(p.Dir, "main.o")
+		}
+		if kc := key(t, k, c); kc == base {
+			t.Errorf("job %s keyed like the same job compiling %s", a.ID, c.Inputs[mod].Path)
+		}
+	}
+	if swapped == 0 {
+		t.Fatal("no job imports anything: the program does not exercise the swap")
+	}
+}
+
+// TestKeyRepeats: two captures of the same link (two lld processes, two
+// PIDs; the second, where possible, in a PID namespace so that the PID has
+// another number of hex digits) give the same key for every job, archive
+// members included, and the key follows what the backend reads: the
+// content of an imported module, an argument, the compiler, the
+// environment that changes clang.
+func TestKeyRepeats(t *testing.T) {
+	p := program(t, testprog.Options{Modules: 7, Seed: 2, ArchiveModules: 2, ThinArchiveModules: 2})
+	first := capture(t, p, "prog")
+	second := capture(t, p, "prog")
+	if u, err := exec.LookPath("unshare"); err == nil && exec.Command(u, "--pid", "--fork", "true").Run() == nil {
+		// CaptureJobFile has no prefix option: run clang through a
+		// wrapper that enters a PID namespace.
+		wrap := filepath.Join(t.TempDir(), "clang")
+		os.WriteFile(wrap, []byte("#!/bin/sh\nexec unshare --pid --fork "+filepath.Join(llvmBin, "clang")+" \"$@\"\n"), 0o755)
+		job, err := p.CaptureJobFile(context.Background(), wrap, "prog")
+		if err != nil {
+			t.Fatal(err)
+		}
+		jf, err := jobfile.Load(job, p.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second = jf.Actions
+	}
+	if len(first) != len(second) {
+		t.Fatalf("%d vs %d jobs", len(first), len(second))
+	}
+	k1, k2 := newKeyer(), newKeyer()
+	for i := range first {
+		if a, b := key(t, k1, first[i]), key(t, k2, second[i]); a != b {
+			d1, _ := k1.Describe(first[i])
+			d2, _ := k2.Describe(second[i])
+			t.Errorf("job %s / %s: keys differ between two links:\n%s\n%s", first[i].ID, second[i].ID, d1, d2)
+		}
+	}
+
+	// Sensitivity, on the job that imports the most.
+	a := first[0]
+	for _, b := range first {
+		if len(b.Inputs) > len(a.Inputs) {
+			a = b
+		}
+	}
+	base := key(t, newKeyer(), a)
+	imp := -1
+	for i, in := range a.Inputs {
+		if in.Role == action.RoleImport {
+			imp = i
+		}
+	}
+	if imp < 0 {
+		t.Fatal("no job imports")
+	}
+	// Another imported module: same path, other content.
+	path := a.Abs(a.Inputs[imp].Local())
+	orig, _ := os.ReadFile(path)
+	os.WriteFile(path, append(append([]byte{}, orig...), 0), 0o644)
+	if key(t, newKeyer(), a) == base {
+		t.Errorf("the key ignores the content of imported module %s", a.Inputs[imp].Path)
+	}
+	os.Remove(path)
+	if key(t, newKeyer(), a) == base {
+		t.Errorf("the key ignores that imported module %s is missing", a.Inputs[imp].Path)
+	}
+	os.WriteFile(path, orig, 0o644)
+	if key(t, newKeyer(), a) != base {
+		t.Fatal("the key does not come back with the original content")
+	}
+	// An argument.
+	b := clone(a)
+	b.Args = append(b.Args[:1:1], append([]action.Arg{action.Lit("-O1")}, a.Args[1:]...)...)
+	if key(t, newKeyer(), b) == base {
+		t.Error("the key ignores an added argument")
+	}
+	// The compiler.
+	kc := newKeyer()
+	kc.CompilerID = func(string) (string, error) { return "sha256:other", nil }
+	if key(t, kc, a) == base {
+		t.Error("the key ignores the compiler's identity")
+	}
+	// The compiler's path is not part of it, its identity is.
+	c := clone(a)
+	c.Args[0] = action.Lit("/elsewhere/bin/" + filepath.Base(a.Args[0].Text))
+	if key(t, newKeyer(), c) != base {
+		t.Error("the key depends on the compiler's directory")
+	}
+	// Environment that changes clang.
+	ke := newKeyer()
+	ke.Getenv = func(n string) string {
+		if n == "CCC_OVERRIDE_OPTIONS" {
+			return "+-O0"
+		}
+		return ""
+	}
+	if key(t, ke, a) == base {
+		t.Error("the key ignores CCC_OVERRIDE_OPTIONS")
+	}
+}
