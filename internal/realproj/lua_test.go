@@ -127,3 +127,44 @@ func TestLuaThroughThindist(t *testing.T) {
 	}
 	t.Logf("%d backend jobs through thindist; %s", b.Modules, strings.TrimSpace(got[strings.LastIndex(got, "smoke:"):]))
 }
+
+// TestLuaThroughThindistLink links the same lua5.4 objects with `thindist
+// link` (the separate thin-link flow, with liblua.a's archive semantics): the
+// interpreter must pass the smoke test and print what the in-process ThinLTO
+// build prints, and the work directory must be gone.
+func TestLuaThroughThindistLink(t *testing.T) {
+	src := needSource(t)
+	tc := needToolchain(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	tmp := t.TempDir()
+	thindist := buildThindist(t, tmp)
+	b, err := BuildLua(ctx, tc, src, filepath.Join(tmp, "build"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, b.Dir, tc.Clang, b.LinkArgs("lua-inprocess", "-Wl,--thinlto-jobs=2")...)
+	args := append([]string{"link", "--jobs=2", "--cache-dir=" + filepath.Join(tmp, "cache"), "--", tc.Clang},
+		b.LinkArgs("lua-link")...)
+	_, linkErr := runIn(t, b.Dir, thindist, args...)
+	m := regexp.MustCompile(`thindist: (\d+) jobs, (\d+) failed`).FindStringSubmatch(linkErr)
+	if m == nil {
+		t.Fatalf("no thindist summary in thindist link's stderr:\n%s", linkErr)
+	}
+	if jobs, _ := strconv.Atoi(m[1]); jobs != b.Modules || m[2] != "0" {
+		t.Fatalf("thindist link ran %s jobs (%s failed), want %d modules; stderr:\n%s", m[1], m[2], b.Modules, linkErr)
+	}
+	if _, err := os.Stat(filepath.Join(b.Dir, "lua-link.thindist.d")); !os.IsNotExist(err) {
+		t.Errorf("the work directory was left behind")
+	}
+	smoke, err := filepath.Abs("testdata/smoke.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := runIn(t, b.Dir, filepath.Join(b.Dir, "lua-inprocess"), smoke)
+	got, _ := runIn(t, b.Dir, filepath.Join(b.Dir, "lua-link"), smoke)
+	if !strings.HasSuffix(strings.TrimSpace(got), "checks passed") || got != want {
+		t.Fatalf("the thindist link build prints\n%s\nbut the in-process ThinLTO build prints\n%s", got, want)
+	}
+}
