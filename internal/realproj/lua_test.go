@@ -1,0 +1,129 @@
+package realproj
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// needSource returns the unpacked lua5.4 tree, skipping the test when it is
+// absent, except under CI (CI=true), where scripts/debsrc.sh has run and its
+// absence is a failure.
+func needSource(t *testing.T) string {
+	t.Helper()
+	src, err := FindSource(LuaPackage)
+	if err != nil {
+		if errors.Is(err, ErrNoSource) && os.Getenv("CI") != "true" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	return src
+}
+
+func needToolchain(t *testing.T) Toolchain {
+	t.Helper()
+	tc := DefaultToolchain()
+	for _, p := range []string{tc.Clang, tc.AR} {
+		if _, err := os.Stat(p); err != nil {
+			if os.Getenv("CI") != "true" {
+				t.Skipf("LLVM 22 not installed: %v", err)
+			}
+			t.Fatal(err)
+		}
+	}
+	return tc
+}
+
+// buildThindist builds cmd/thindist into dir.
+func buildThindist(t *testing.T, dir string) string {
+	t.Helper()
+	exe := filepath.Join(dir, "thindist")
+	cmd := exec.Command("go", "build", "-o", exe, "github.com/thindist/thindist/cmd/thindist")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building thindist: %v\n%s", err, out)
+	}
+	return exe
+}
+
+func runIn(t *testing.T, dir, name string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), err, o.String(), e.String())
+	}
+	return o.String(), e.String()
+}
+
+// TestLuaThroughThindist builds Debian's lua5.4 with -flto=thin, links the
+// interpreter once with lld's in-process ThinLTO and once with thindist as
+// the DTLTO distributor, and runs a smoke script under both: the thindist
+// build must pass every check and print exactly what the in-process build
+// prints.
+func TestLuaThroughThindist(t *testing.T) {
+	src := needSource(t)
+	tc := needToolchain(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	tmp := t.TempDir()
+	thindist := buildThindist(t, tmp)
+	b, err := BuildLua(ctx, tc, src, filepath.Join(tmp, "build"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	runIn(t, b.Dir, tc.Clang, b.LinkArgs("lua-inprocess", "-Wl,--thinlto-jobs=2")...)
+	_, linkErr := runIn(t, b.Dir, tc.Clang, b.LinkArgs("lua-dtlto",
+		"-fthinlto-distributor="+thindist, "-Xthinlto-distributor=--jobs=2")...)
+
+	// The distributor really ran every backend: one job per module (lua.o
+	// and each archive member the interpreter pulls in, which is all of
+	// them), none failed.
+	m := regexp.MustCompile(`thindist: (\d+) jobs, (\d+) failed`).FindStringSubmatch(linkErr)
+	if m == nil {
+		t.Fatalf("no thindist summary in the link's stderr:\n%s", linkErr)
+	}
+	if jobs, _ := strconv.Atoi(m[1]); jobs != b.Modules || m[2] != "0" {
+		t.Fatalf("thindist ran %s jobs (%s failed), want %d modules; stderr:\n%s", m[1], m[2], b.Modules, linkErr)
+	}
+	// Nothing left behind beside the output: no staging directories, no
+	// native objects or shards.
+	entries, _ := os.ReadDir(b.Dir)
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".thindist-") || strings.Contains(n, ".native.o") || strings.HasSuffix(n, ".json") {
+			t.Errorf("left behind in the build directory: %s", n)
+		}
+	}
+
+	smoke, err := filepath.Abs("testdata/smoke.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := runIn(t, b.Dir, filepath.Join(b.Dir, "lua-inprocess"), smoke)
+	got, _ := runIn(t, b.Dir, filepath.Join(b.Dir, "lua-dtlto"), smoke)
+	if !strings.Contains(got, "smoke: all ") || !strings.HasSuffix(strings.TrimSpace(got), "checks passed") {
+		t.Fatalf("the thindist-linked lua did not pass the smoke test:\n%s", got)
+	}
+	if got != want {
+		t.Fatalf("the thindist-linked lua prints\n%s\nbut the in-process ThinLTO build prints\n%s", got, want)
+	}
+	// Lua's own version banner and a one-liner through the C API.
+	out, _ := runIn(t, b.Dir, filepath.Join(b.Dir, "lua-dtlto"), "-e", `print(_VERSION, ("%d"):format(6*7))`)
+	if out != "Lua 5.4\t42\n" {
+		t.Fatalf("lua -e printed %q", out)
+	}
+	t.Logf("%d backend jobs through thindist; %s", b.Modules, strings.TrimSpace(got[strings.LastIndex(got, "smoke:"):]))
+}
