@@ -48,6 +48,11 @@ type options struct {
 	overheadRuns int
 	results      string
 	python       string
+
+	maxBusy         float64
+	settle          time.Duration
+	maxInterference float64
+	retries         int
 }
 
 func main() {
@@ -61,6 +66,11 @@ func main() {
 	flag.IntVar(&o.overheadRuns, "overhead-runs", 3, "runs of the overhead measurement")
 	flag.StringVar(&o.results, "results", "", "write the figures into this markdown file (between the bench markers)")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "python3 that runs the serial distributor")
+	flag.Float64Var(&o.maxBusy, "quiet", 0.15, "before each timed command, wait until the machine is at most this busy (0–1)")
+	flag.DurationVar(&o.settle, "settle", 2*time.Minute, "wait at most this long for a quiet machine")
+	flag.Float64Var(&o.maxInterference, "max-interference", 0.10,
+		"repeat a run during which other processes used more than this share of the machine")
+	flag.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
 	flag.Parse()
 	if len(o.projects) == 0 {
 		o.projects = projectList{"lua", "gen500"}
@@ -104,7 +114,7 @@ func run(ctx context.Context, o *options) error {
 		fmt.Print(res.text())
 	}
 	if o.overheadJobs > 0 {
-		ov, err := measureOverhead(ctx, tools, filepath.Join(o.work, "overhead"), o.overheadJobs, o.jobs, o.overheadRuns)
+		ov, err := measureOverhead(ctx, tools, o, filepath.Join(o.work, "overhead"), o.overheadJobs, o.jobs, o.overheadRuns)
 		if err != nil {
 			return fmt.Errorf("overhead: %w", err)
 		}

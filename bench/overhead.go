@@ -33,13 +33,14 @@ type overheadRun struct {
 // measureOverhead writes a synthetic lld-style job file of n jobs (modules of
 // varied sizes, an index shard each, three imports each) whose compiler is the
 // no-op compiler, and runs thindist on it.
-func measureOverhead(ctx context.Context, t *tools, dir string, n, parallel, runs int) (*overheadResult, error) {
+func measureOverhead(ctx context.Context, t *tools, o *options, dir string, n, parallel, runs int) (*overheadResult, error) {
 	jobFile, err := writeNoopJobFile(dir, t.noopcc, n)
 	if err != nil {
 		return nil, err
 	}
 	res := &overheadResult{jobs: n, parallel: parallel}
 	for i := 0; i < runs; i++ {
+		waitQuiet(ctx, o.maxBusy, o.settle)
 		r, err := runMeasured(ctx, dir, t.thindist, fmt.Sprintf("--jobs=%d", parallel), jobFile)
 		if err != nil {
 			return nil, err

@@ -89,6 +89,9 @@ func firstBytes(b []byte) string {
 type timing struct {
 	wall time.Duration
 	cpu  time.Duration // user+system of the command and every descendant it waited for
+	// others is the share of the machine's CPU that other processes used
+	// while it ran (0: the machine was ours).
+	others float64
 }
 
 // timed runs name args in dir and measures it.
@@ -100,6 +103,7 @@ func timed(ctx context.Context, dir string, env []string, name string, args ...s
 	}
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	pr := startProbe()
 	start := time.Now()
 	err := cmd.Run()
 	t := timing{wall: time.Since(start)}
@@ -108,10 +112,27 @@ func timed(ctx context.Context, dir string, env []string, name string, args ...s
 			t.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
 	}
+	t.others = pr.others(t.wall, t.cpu)
 	if err != nil {
 		return t, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.Bytes())
 	}
 	return t, nil
+}
+
+// quietTimed is timed on a quiet machine: it waits for quiet first, and
+// repeats a run that other processes disturbed by more than
+// o.maxInterference (at most o.retries times; the last one counts).
+func quietTimed(ctx context.Context, o *options, dir string, env []string, name string, args ...string) (timing, error) {
+	var t timing
+	for attempt := 0; ; attempt++ {
+		waitQuiet(ctx, o.maxBusy, o.settle)
+		var err error
+		t, err = timed(ctx, dir, env, name, args...)
+		if err != nil || t.others <= o.maxInterference || attempt >= o.retries || ctx.Err() != nil {
+			return t, err
+		}
+		fmt.Fprintf(os.Stderr, "bench: other processes used %.0f%% of the machine during that run; repeating it\n", 100*t.others)
+	}
 }
 
 // method is one way of running the backends of a link.
@@ -161,7 +182,7 @@ func benchProject(ctx context.Context, t *tools, o *options, p *project) (*proje
 			i := (run + k) % len(methods)
 			m := methods[i]
 			os.Remove(filepath.Join(b.Dir, out))
-			tm, err := timed(ctx, b.Dir, nil, t.tc.Clang, b.LinkArgs(out, m.extra(t, o.jobs)...)...)
+			tm, err := quietTimed(ctx, o, b.Dir, nil, t.tc.Clang, b.LinkArgs(out, m.extra(t, o.jobs)...)...)
 			if err != nil {
 				return nil, fmt.Errorf("%s link: %w", m.name, err)
 			}
@@ -169,10 +190,11 @@ func benchProject(ctx context.Context, t *tools, o *options, p *project) (*proje
 				return nil, fmt.Errorf("%s link: %w", m.name, err)
 			}
 			r.links[i] = append(r.links[i], tm)
-			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s\n", b.Name, run+1, m.name, tm.wall.Seconds())
+			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s (others used %.0f%% of the machine)\n",
+				b.Name, run+1, m.name, tm.wall.Seconds(), 100*tm.others)
 		}
 	}
-	if err := r.measureLimit(ctx, t, o.runs); err != nil {
+	if err := r.measureLimit(ctx, t, o); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -182,7 +204,8 @@ func benchProject(ctx context.Context, t *tools, o *options, p *project) (*proje
 // (from one extra serial link that logs each job's time and keeps each
 // object), the thin link alone (--thinlto-index-only) and the final link of
 // the kept native objects.
-func (r *projectResult) measureLimit(ctx context.Context, t *tools, runs int) error {
+func (r *projectResult) measureLimit(ctx context.Context, t *tools, o *options) error {
+	runs := o.runs
 	b := r.p.build
 	adir := filepath.Join(b.Dir, "..", filepath.Base(b.Dir)+"-limit")
 	os.RemoveAll(adir)
@@ -191,7 +214,7 @@ func (r *projectResult) measureLimit(ctx context.Context, t *tools, runs int) er
 		return err
 	}
 	log := filepath.Join(adir, "backends.tsv")
-	_, err := timed(ctx, b.Dir, []string{"BENCH_SERIAL_LOG=" + log, "BENCH_SERIAL_KEEP=" + keep},
+	_, err := quietTimed(ctx, o, b.Dir, []string{"BENCH_SERIAL_LOG=" + log, "BENCH_SERIAL_KEEP=" + keep},
 		t.tc.Clang, b.LinkArgs("bench.out", methods[serial].extra(t, r.jobs)...)...)
 	if err != nil {
 		return fmt.Errorf("analysis link: %w", err)
@@ -213,7 +236,7 @@ func (r *projectResult) measureLimit(ctx context.Context, t *tools, runs int) er
 	f.Close()
 
 	for i := 0; i < runs; i++ {
-		tm, err := timed(ctx, b.Dir, nil, t.tc.Clang,
+		tm, err := quietTimed(ctx, o, b.Dir, nil, t.tc.Clang,
 			b.LinkArgs("bench-thin.out", "-Wl,--thinlto-index-only=bench-thin-index.txt")...)
 		if err != nil {
 			return fmt.Errorf("thin link: %w", err)
@@ -232,7 +255,7 @@ func (r *projectResult) measureLimit(ctx context.Context, t *tools, runs int) er
 	args = append(args, b.Libs...)
 	args = append(args, "-o", filepath.Join(adir, "final.out"))
 	for i := 0; i < runs; i++ {
-		tm, err := timed(ctx, b.Dir, nil, t.tc.Clang, args...)
+		tm, err := quietTimed(ctx, o, b.Dir, nil, t.tc.Clang, args...)
 		if err != nil {
 			return fmt.Errorf("final link: %w", err)
 		}
