@@ -53,6 +53,7 @@ type options struct {
 	settle          time.Duration
 	maxInterference float64
 	retries         int
+	pprof           string
 }
 
 func main() {
@@ -71,6 +72,7 @@ func main() {
 	flag.Float64Var(&o.maxInterference, "max-interference", 0.10,
 		"repeat a run during which other processes used more than this share of the machine")
 	flag.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
+	flag.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
 	flag.Parse()
 	if len(o.projects) == 0 {
 		o.projects = projectList{"lua", "gen500"}
@@ -99,6 +101,12 @@ func run(ctx context.Context, o *options) error {
 	tools, err := setupTools(ctx, o)
 	if err != nil {
 		return err
+	}
+	if o.pprof != "" {
+		if o.pprof, err = filepath.Abs(o.pprof); err != nil {
+			return err
+		}
+		return profileOverhead(ctx, tools, o, filepath.Join(o.work, "profile"))
 	}
 	rep := &report{machine: describeMachine(tools), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
 	for _, name := range o.projects {
