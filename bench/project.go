@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,6 +93,10 @@ type timing struct {
 	// others is the share of the machine's CPU that other processes used
 	// while it ran (0: the machine was ours).
 	others float64
+	// interference is the part of others beyond the capacity the command
+	// left idle (a serial command leaves N-1 cores to others without being
+	// slowed): what others took that the command could have used.
+	interference float64
 }
 
 // timed runs name args in dir and measures it.
@@ -113,6 +118,8 @@ func timed(ctx context.Context, dir string, env []string, name string, args ...s
 		}
 	}
 	t.others = pr.others(t.wall, t.cpu)
+	idle := 1 - float64(t.cpu)/(float64(t.wall)*float64(runtime.NumCPU()))
+	t.interference = max(0, t.others-max(0, idle))
 	if err != nil {
 		return t, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.Bytes())
 	}
@@ -128,10 +135,10 @@ func quietTimed(ctx context.Context, o *options, dir string, env []string, name 
 		waitQuiet(ctx, o.maxBusy, o.settle)
 		var err error
 		t, err = timed(ctx, dir, env, name, args...)
-		if err != nil || t.others <= o.maxInterference || attempt >= o.retries || ctx.Err() != nil {
+		if err != nil || t.interference <= o.maxInterference || attempt >= o.retries || ctx.Err() != nil {
 			return t, err
 		}
-		fmt.Fprintf(os.Stderr, "bench: other processes used %.0f%% of the machine during that run; repeating it\n", 100*t.others)
+		fmt.Fprintf(os.Stderr, "bench: other processes took %.0f%% of the machine from that run; repeating it\n", 100*t.interference)
 	}
 }
 
@@ -190,8 +197,8 @@ func benchProject(ctx context.Context, t *tools, o *options, p *project) (*proje
 				return nil, fmt.Errorf("%s link: %w", m.name, err)
 			}
 			r.links[i] = append(r.links[i], tm)
-			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s (others used %.0f%% of the machine)\n",
-				b.Name, run+1, m.name, tm.wall.Seconds(), 100*tm.others)
+			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s (others used %.0f%% of the machine, %.0f%% taken from this run)\n",
+				b.Name, run+1, m.name, tm.wall.Seconds(), 100*tm.others, 100*tm.interference)
 		}
 	}
 	if err := r.measureLimit(ctx, t, o); err != nil {
@@ -214,7 +221,11 @@ func (r *projectResult) measureLimit(ctx context.Context, t *tools, o *options) 
 		return err
 	}
 	log := filepath.Join(adir, "backends.tsv")
-	_, err := quietTimed(ctx, o, b.Dir, []string{"BENCH_SERIAL_LOG=" + log, "BENCH_SERIAL_KEEP=" + keep},
+	// The serial distributor appends to its log: one attempt, no retry
+	// (the backends it times run one at a time, so they are the least
+	// sensitive to other processes of all the measurements).
+	waitQuiet(ctx, o.maxBusy, o.settle)
+	_, err := timed(ctx, b.Dir, []string{"BENCH_SERIAL_LOG=" + log, "BENCH_SERIAL_KEEP=" + keep},
 		t.tc.Clang, b.LinkArgs("bench.out", methods[serial].extra(t, r.jobs)...)...)
 	if err != nil {
 		return fmt.Errorf("analysis link: %w", err)
