@@ -162,7 +162,7 @@ func (o *overheadResult) medians() (wall, self, children time.Duration, rss int6
 
 func (o *overheadResult) text() string {
 	wall, self, children, rss := o.medians()
-	return fmt.Sprintf("\ndistributor overhead: %d no-op jobs, --jobs=%d, median of %d runs\n"+
+	return fmt.Sprintf("\ndistributor overhead: %d no-op jobs, --jobs=%d, medians of %d runs (RSS: the largest)\n"+
 		"  wall %s; thindist CPU %s = %.3f ms/job (target ≤ 2); peak RSS %.1f MiB (target ≤ 40); no-op compilers' CPU %.3f ms/job\n",
 		o.jobs, o.parallel, len(o.runs), sec(wall), sec(self), perJob(self, o.jobs), float64(rss)/(1<<20), perJob(children, o.jobs))
 }
@@ -170,7 +170,7 @@ func (o *overheadResult) text() string {
 func (o *overheadResult) markdown() string {
 	wall, self, children, rss := o.medians()
 	var b strings.Builder
-	fmt.Fprintf(&b, "thindist on a synthetic lld job file of %d jobs (three imports each) whose compiler only writes a 64-byte ELF ET_REL header, --jobs=%d, median of %d runs. ", o.jobs, o.parallel, len(o.runs))
+	fmt.Fprintf(&b, "thindist on a synthetic lld job file of %d jobs (three imports each) whose compiler only writes a 64-byte ELF ET_REL header, --jobs=%d, medians of %d runs (RSS: the largest). ", o.jobs, o.parallel, len(o.runs))
 	b.WriteString("thindist's CPU is its own user+system time without its children's (/proc/PID/stat utime+stime, read after exit and before reaping); RSS is ru_maxrss.\n\n")
 	b.WriteString("| wall | thindist CPU | CPU per job (≤ 2 ms) | peak RSS (≤ 40 MiB) | no-op compilers' CPU per job |\n|---:|---:|---:|---:|---:|\n")
 	fmt.Fprintf(&b, "| %s | %s | %.3f ms | %.1f MiB | %.3f ms |\n", sec(wall), sec(self), perJob(self, o.jobs), float64(rss)/(1<<20), perJob(children, o.jobs))
