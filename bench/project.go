@@ -94,8 +94,11 @@ type timing struct {
 	// while it ran (0: the machine was ours).
 	others float64
 	// interference is the part of others beyond the capacity the command
-	// left idle (a serial command leaves N-1 cores to others without being
-	// slowed): what others took that the command could have used.
+	// leaves idle by design (a serial command leaves N-1 of N cores to
+	// others without being slowed; a parallel one none). It is measured
+	// against the method's width, not against the CPU the command did use:
+	// a parallel link that others slow down uses less CPU, which must not
+	// excuse them.
 	interference float64
 }
 
@@ -118,8 +121,6 @@ func timed(ctx context.Context, dir string, env []string, name string, args ...s
 		}
 	}
 	t.others = pr.others(t.wall, t.cpu)
-	idle := 1 - float64(t.cpu)/(float64(t.wall)*float64(runtime.NumCPU()))
-	t.interference = max(0, t.others-max(0, idle))
 	if err != nil {
 		return t, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.Bytes())
 	}
@@ -129,12 +130,16 @@ func timed(ctx context.Context, dir string, env []string, name string, args ...s
 // quietTimed is timed on a quiet machine: it waits for quiet first, and
 // repeats a run that other processes disturbed by more than
 // o.maxInterference (at most o.retries times; the last one counts).
-func quietTimed(ctx context.Context, o *options, dir string, env []string, name string, args ...string) (timing, error) {
+//
+// width is how many cores the command is meant to keep busy.
+func quietTimed(ctx context.Context, o *options, width int, dir string, env []string, name string, args ...string) (timing, error) {
 	var t timing
+	slack := max(0, 1-float64(width)/float64(runtime.NumCPU()))
 	for attempt := 0; ; attempt++ {
 		waitQuiet(ctx, o.maxBusy, o.settle)
 		var err error
 		t, err = timed(ctx, dir, env, name, args...)
+		t.interference = max(0, t.others-slack)
 		if err != nil || t.interference <= o.maxInterference || attempt >= o.retries || ctx.Err() != nil {
 			return t, err
 		}
@@ -189,7 +194,11 @@ func benchProject(ctx context.Context, t *tools, o *options, p *project) (*proje
 			i := (run + k) % len(methods)
 			m := methods[i]
 			os.Remove(filepath.Join(b.Dir, out))
-			tm, err := quietTimed(ctx, o, b.Dir, nil, t.tc.Clang, b.LinkArgs(out, m.extra(t, o.jobs)...)...)
+			width := o.jobs
+			if i == serial {
+				width = 1
+			}
+			tm, err := quietTimed(ctx, o, width, b.Dir, nil, t.tc.Clang, b.LinkArgs(out, m.extra(t, o.jobs)...)...)
 			if err != nil {
 				return nil, fmt.Errorf("%s link: %w", m.name, err)
 			}
@@ -247,7 +256,7 @@ func (r *projectResult) measureLimit(ctx context.Context, t *tools, o *options) 
 	f.Close()
 
 	for i := 0; i < runs; i++ {
-		tm, err := quietTimed(ctx, o, b.Dir, nil, t.tc.Clang,
+		tm, err := quietTimed(ctx, o, o.jobs, b.Dir, nil, t.tc.Clang,
 			b.LinkArgs("bench-thin.out", "-Wl,--thinlto-index-only=bench-thin-index.txt")...)
 		if err != nil {
 			return fmt.Errorf("thin link: %w", err)
@@ -266,7 +275,7 @@ func (r *projectResult) measureLimit(ctx context.Context, t *tools, o *options) 
 	args = append(args, b.Libs...)
 	args = append(args, "-o", filepath.Join(adir, "final.out"))
 	for i := 0; i < runs; i++ {
-		tm, err := quietTimed(ctx, o, b.Dir, nil, t.tc.Clang, args...)
+		tm, err := quietTimed(ctx, o, o.jobs, b.Dir, nil, t.tc.Clang, args...)
 		if err != nil {
 			return fmt.Errorf("final link: %w", err)
 		}

@@ -120,7 +120,7 @@ func (rep *report) writeMarkdown(path string) error {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.p.name, sec(thin), sec(largest), sec(sum), sec(final),
 				sec(median(cpus(r.links[inProcess]))), sec(median(cpus(r.links[serial]))), sec(median(cpus(r.links[thindist]))))
 		}
-		b.WriteString("\nEvery run: wall seconds (share of the machine's CPU other processes took from it: what they used beyond the capacity the link left idle):\n\n```\n")
+		b.WriteString("\nEvery run: wall seconds (share of the machine's CPU other processes used during the run beyond what the method leaves idle by design: N-1 of N cores for the serial distributor, none otherwise):\n\n```\n")
 		for _, r := range rep.projects {
 			for i, m := range methods {
 				fmt.Fprintf(&b, "%-24s %-20s", r.p.name, m.name)
