@@ -82,7 +82,12 @@ func describeMachine(t *tools) []string {
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		mem = strings.Join(strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:], " ")
 	}
-	commit := first("git", "describe", "--always", "--dirty")
+	// The checkout the figures come from; RESULTS.md itself being rewritten
+	// does not make it dirty.
+	commit := first("git", "describe", "--always")
+	if out, err := exec.Command("git", "status", "--porcelain", "--", ".", ":!bench/RESULTS.md").Output(); err == nil && len(out) > 0 {
+		commit += "-dirty"
+	}
 	return []string{
 		fmt.Sprintf("nproc: %s", first("nproc")),
 		fmt.Sprintf("CPU: %s", cpu),
