@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -162,4 +164,32 @@ func (c *capped) Write(p []byte) (int, error) {
 		c.b = append(c.b, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
+}
+
+// scratch holds the read buffers of capped.ReadFrom.
+var scratch = sync.Pool{New: func() any { return new([4096]byte) }}
+
+// ReadFrom drains r (the compiler's stdout or stderr pipe: os/exec copies it
+// with io.Copy, which uses ReadFrom when there is one). Without it io.Copy
+// allocates a 32 KiB buffer per stream per job although compilers rarely
+// print anything: 640 MB of garbage for 10,000 jobs, which drove thindist's
+// peak RSS over 50 MiB. A pooled buffer makes a silent compiler cost no
+// allocation at all.
+func (c *capped) ReadFrom(r io.Reader) (int64, error) {
+	buf := scratch.Get().(*[4096]byte)
+	defer scratch.Put(buf)
+	var n int64
+	for {
+		k, err := r.Read(buf[:])
+		if k > 0 {
+			n += int64(k)
+			c.Write(buf[:k])
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }

@@ -1,0 +1,139 @@
+// Command bench measures thindist against the alternatives on the same
+// objects, in one run: lld's in-process ThinLTO (--thinlto-jobs=N), a serial
+// distributor equivalent to LLVM's reference llvm/utils/dtlto/local.py
+// (serial_dist.py here, run by python3 as lld would run local.py), and
+// thindist as lld's DTLTO distributor. For every project it prints the median
+// link times, their ratios and the physical limit of a distributed link:
+//
+//	thin link + max(largest backend, Σ backends / cores) + final link
+//
+// with each part measured on its own (--thinlto-index-only for the thin link,
+// each backend timed while running alone, the final link of the native
+// objects). It also measures thindist's own cost: CPU time per job and peak
+// RSS on a synthetic job file of 10,000 jobs whose compiler does nothing but
+// write a minimal ELF object.
+//
+//	go run ./bench -project lua -project gen500 -runs 5 -results bench/RESULTS.md
+//
+// Projects: "lua" is Debian's lua5.4 (scripts/debsrc.sh lua5.4 must have run;
+// see internal/realproj), "genN" a synthetic program of N modules from
+// internal/testprog. This is a benchmark, not a test: `go test ./...` does not
+// run it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type projectList []string
+
+func (p *projectList) String() string     { return strings.Join(*p, ",") }
+func (p *projectList) Set(s string) error { *p = append(*p, s); return nil }
+
+type options struct {
+	projects     projectList
+	runs         int
+	jobs         int
+	work         string
+	keep         bool
+	overheadJobs int
+	overheadRuns int
+	results      string
+	python       string
+
+	maxBusy         float64
+	settle          time.Duration
+	maxInterference float64
+	retries         int
+	pprof           string
+}
+
+func main() {
+	var o options
+	flag.Var(&o.projects, "project", "project to link: lua or genN (N modules); repeatable (default lua and gen500)")
+	flag.IntVar(&o.runs, "runs", 5, "timed links per project and method (the median is reported)")
+	flag.IntVar(&o.jobs, "jobs", runtime.NumCPU(), "parallelism N for in-process ThinLTO and thindist")
+	flag.StringVar(&o.work, "work", "", "work directory (default: a new temporary directory)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	flag.IntVar(&o.overheadJobs, "overhead-jobs", 10000, "jobs in the distributor-overhead job file (0: skip)")
+	flag.IntVar(&o.overheadRuns, "overhead-runs", 3, "runs of the overhead measurement")
+	flag.StringVar(&o.results, "results", "", "write the figures into this markdown file (between the bench markers)")
+	flag.StringVar(&o.python, "python", "/usr/bin/python3", "python3 that runs the serial distributor")
+	flag.Float64Var(&o.maxBusy, "quiet", 0.15, "before each timed command, wait until the machine is at most this busy (0–1)")
+	flag.DurationVar(&o.settle, "settle", 2*time.Minute, "wait at most this long for a quiet machine")
+	flag.Float64Var(&o.maxInterference, "max-interference", 0.10,
+		"repeat a run during which other processes used more than this share of the machine")
+	flag.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
+	flag.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
+	flag.Parse()
+	if len(o.projects) == 0 {
+		o.projects = projectList{"lua", "gen500"}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, &o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o *options) error {
+	if o.work == "" {
+		d, err := os.MkdirTemp("", "thindist-bench-")
+		if err != nil {
+			return err
+		}
+		o.work = d
+	}
+	if !o.keep {
+		defer os.RemoveAll(o.work)
+	} else {
+		fmt.Fprintf(os.Stderr, "bench: work directory %s\n", o.work)
+	}
+	tools, err := setupTools(ctx, o)
+	if err != nil {
+		return err
+	}
+	if o.pprof != "" {
+		if o.pprof, err = filepath.Abs(o.pprof); err != nil {
+			return err
+		}
+		return profileOverhead(ctx, tools, o, filepath.Join(o.work, "profile"))
+	}
+	rep := &report{machine: describeMachine(tools), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
+	for _, name := range o.projects {
+		p, err := setupProject(ctx, tools, filepath.Join(o.work, name), name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		res, err := benchProject(ctx, tools, o, p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rep.projects = append(rep.projects, res)
+		fmt.Print(res.text())
+	}
+	if o.overheadJobs > 0 {
+		ov, err := measureOverhead(ctx, tools, o, filepath.Join(o.work, "overhead"), o.overheadJobs, o.jobs, o.overheadRuns)
+		if err != nil {
+			return fmt.Errorf("overhead: %w", err)
+		}
+		rep.overhead = ov
+		fmt.Print(ov.text())
+	}
+	if o.results != "" {
+		if err := rep.writeMarkdown(o.results); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", o.results)
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/thindist/thindist/internal/cli"
+)
+
+// profileOverhead runs thindist's code in this process (cli.Main, exactly what
+// the thindist binary runs) on the no-op job file under the CPU profiler, to
+// show where the distributor's own time goes.
+func profileOverhead(ctx context.Context, t *tools, o *options, dir string) error {
+	jobFile, err := writeNoopJobFile(dir, t.noopcc, o.overheadJobs)
+	if err != nil {
+		return err
+	}
+	if err := os.Chdir(dir); err != nil {
+		return err
+	}
+	f, err := os.Create(o.pprof)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	start := time.Now()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	runtime.MemProfileRate = 4096
+	code := cli.Main(ctx, []string{fmt.Sprintf("--jobs=%d", o.jobs), jobFile})
+	pprof.StopCPUProfile()
+	if hf, err := os.Create(o.pprof + ".allocs"); err == nil {
+		pprof.Lookup("allocs").WriteTo(hf, 0)
+		hf.Close()
+	}
+	wall := time.Since(start)
+	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	if code != 0 {
+		return fmt.Errorf("thindist exited %d", code)
+	}
+	cpu := time.Duration(after.Utime.Nano()-before.Utime.Nano()) + time.Duration(after.Stime.Nano()-before.Stime.Nano())
+	fmt.Printf("in-process thindist on %d no-op jobs: wall %s, CPU %s (%.3f ms/job; user %s, sys %s); profiles in %s and %[7]s.allocs\n",
+		o.overheadJobs, sec(wall), sec(cpu), perJob(cpu, o.overheadJobs),
+		sec(time.Duration(after.Utime.Nano()-before.Utime.Nano())), sec(time.Duration(after.Stime.Nano()-before.Stime.Nano())), o.pprof)
+	return nil
+}

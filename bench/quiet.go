@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The machine may be shared (other builds and tests on the same cores), and
+// a benchmark on 2 cores is at the mercy of anything else running. So every
+// timed command waits first for the machine to be quiet, and the CPU time
+// that other processes used while it ran is recorded with it: a run whose
+// interference exceeds -max-interference is repeated.
+
+// cpuTicks reads the whole machine's busy and total time from /proc/stat
+// (clock ticks).
+func cpuTicks() (busy, total int64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	for i, s := range f[1:] {
+		v, _ := strconv.ParseInt(s, 10, 64)
+		if i >= 8 { // guest time is already counted in user
+			break
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total, nil
+}
+
+const tick = 10 * time.Millisecond // USER_HZ = 100
+
+// waitQuiet waits until a window of the machine is at most maxBusy busy, or
+// until timeout, and returns the busy fraction of the last window.
+func waitQuiet(ctx context.Context, maxBusy float64, timeout time.Duration) float64 {
+	deadline := time.Now().Add(timeout)
+	frac := 1.0
+	for {
+		b0, t0, err := cpuTicks()
+		if err != nil {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			return frac
+		case <-time.After(500 * time.Millisecond):
+		}
+		b1, t1, _ := cpuTicks()
+		if t1 > t0 {
+			frac = float64(b1-b0) / float64(t1-t0)
+		}
+		if frac <= maxBusy || time.Now().After(deadline) {
+			return frac
+		}
+	}
+}
+
+// interference is the share of the machine's CPU capacity during a command
+// that processes other than the command used.
+type probe struct{ busy0 int64 }
+
+func startProbe() probe {
+	b, _, _ := cpuTicks()
+	return probe{busy0: b}
+}
+
+func (p probe) others(wall, own time.Duration) float64 {
+	b, _, _ := cpuTicks()
+	busy := time.Duration(b-p.busy0) * tick
+	other := busy - own
+	if other < 0 || wall <= 0 {
+		return 0
+	}
+	return float64(other) / (float64(wall) * float64(runtime.NumCPU()))
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/thindist/thindist/internal/realproj"
+)
+
+//go:embed serial_dist.py
+var serialDist []byte
+
+//go:embed testdata/noopcc.c
+var noopSource []byte
+
+// tools are the programs a benchmark run uses.
+type tools struct {
+	tc       realproj.Toolchain
+	thindist string // built from this checkout
+	python   string
+	serial   string // serial_dist.py
+	noopcc   string // the no-op compiler
+}
+
+func setupTools(ctx context.Context, o *options) (*tools, error) {
+	bin := filepath.Join(o.work, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return nil, err
+	}
+	t := &tools{
+		tc:       realproj.DefaultToolchain(),
+		thindist: filepath.Join(bin, "thindist"),
+		python:   o.python,
+		serial:   filepath.Join(bin, "serial_dist.py"),
+		noopcc:   filepath.Join(bin, "noopcc"),
+	}
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", t.thindist,
+		"github.com/thindist/thindist/cmd/thindist").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building thindist: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(t.serial, serialDist, 0o755); err != nil {
+		return nil, err
+	}
+	src := filepath.Join(bin, "noopcc.c")
+	if err := os.WriteFile(src, noopSource, 0o644); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, t.tc.Clang, "-O2", src, "-o", t.noopcc).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the no-op compiler: %v\n%s", err, out)
+	}
+	return t, nil
+}
+
+// describeMachine names what the figures depend on.
+func describeMachine(t *tools) []string {
+	first := func(name string, args ...string) string {
+		out, err := exec.Command(name, args...).Output()
+		if err != nil {
+			return "?"
+		}
+		return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	cpu := "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	kernel := "?"
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = strings.TrimSpace(string(b))
+	}
+	mem := "?"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		mem = strings.Join(strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:], " ")
+	}
+	// The checkout the figures come from; RESULTS.md itself being rewritten
+	// does not make it dirty.
+	commit := first("git", "describe", "--always")
+	if out, err := exec.Command("git", "status", "--porcelain", "--", ".", ":!bench/RESULTS.md").Output(); err == nil && len(out) > 0 {
+		commit += "-dirty"
+	}
+	return []string{
+		fmt.Sprintf("nproc: %s", first("nproc")),
+		fmt.Sprintf("CPU: %s", cpu),
+		fmt.Sprintf("memory: %s", mem),
+		fmt.Sprintf("kernel: %s", kernel),
+		fmt.Sprintf("clang: %s", first(t.tc.Clang, "--version")),
+		fmt.Sprintf("lld: %s", first(filepath.Join(filepath.Dir(t.tc.Clang), "ld.lld"), "--version")),
+		fmt.Sprintf("python: %s", first(t.python, "--version")),
+		fmt.Sprintf("go: %s", first("go", "env", "GOVERSION")),
+		fmt.Sprintf("thindist: %s", commit),
+	}
+}
