@@ -86,7 +86,8 @@ func TestLuaThroughThindist(t *testing.T) {
 
 	runIn(t, b.Dir, tc.Clang, b.LinkArgs("lua-inprocess", "-Wl,--thinlto-jobs=2")...)
 	_, linkErr := runIn(t, b.Dir, tc.Clang, b.LinkArgs("lua-dtlto",
-		"-fthinlto-distributor="+thindist, "-Xthinlto-distributor=--jobs=2")...)
+		"-fthinlto-distributor="+thindist, "-Xthinlto-distributor=--jobs=2",
+		"-Xthinlto-distributor=--cache-dir="+filepath.Join(tmp, "cache"))...)
 
 	// The distributor really ran every backend: one job per module (lua.o
 	// and each archive member the interpreter pulls in, which is all of
