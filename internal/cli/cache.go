@@ -18,9 +18,10 @@ func cacheCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	}
 	var cfg config.Config
 	fs := newFlags(&cfg)
-	if err := fs.Parse(args[1:], env.Getenv); err != nil {
-		fmt.Fprintf(env.Stderr, "thindist cache: %v\n", err)
-		return 2
+	if code := parseFlags("thindist cache", fs, &cfg, args[1:], env, func(w io.Writer) {
+		fmt.Fprintf(w, "usage: thindist cache stats|clear [--cache-dir DIR]\n")
+	}); code >= 0 {
+		return code
 	}
 	dir := cfg.CacheDir
 	if dir == "" {

@@ -82,20 +82,30 @@ printed); 2 for a usage or job-file error, in which case nothing ran.
 `)
 }
 
-func distribute(ctx context.Context, args []string, env pipeline.Env) int {
-	var cfg config.Config
-	fs := newFlags(&cfg)
+// parseFlags reads args into fs and checks cfg, for the command name
+// ("thindist", "thindist link", ...). It returns the exit status to stop
+// with, or -1 to go on; --help prints help to stdout.
+func parseFlags(name string, fs *config.FlagSet, cfg *config.Config, args []string, env pipeline.Env, help func(io.Writer)) int {
 	if err := fs.Parse(args, env.Getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			usage(os.Stdout)
+			help(os.Stdout)
 			return 0
 		}
-		fmt.Fprintf(env.Stderr, "thindist: %v\nRun 'thindist --help' for usage.\n", err)
+		fmt.Fprintf(env.Stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
 		return 2
 	}
 	if err := cfg.Check(); err != nil {
-		fmt.Fprintf(env.Stderr, "thindist: %v\n", err)
+		fmt.Fprintf(env.Stderr, "%s: %v\n", name, err)
 		return 2
+	}
+	return -1
+}
+
+func distribute(ctx context.Context, args []string, env pipeline.Env) int {
+	var cfg config.Config
+	fs := newFlags(&cfg)
+	if code := parseFlags("thindist", fs, &cfg, args, env, usage); code >= 0 {
+		return code
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {

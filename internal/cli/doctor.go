@@ -23,13 +23,11 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	compiler := "clang"
 	fs.String(&compiler, "compiler", "Doctor", "PATH", "clang",
 		"the local compiler whose version the workers' must match (lld uses the clang that drives it)")
-	if err := fs.Parse(args, env.Getenv); err != nil {
-		fmt.Fprintf(env.Stderr, "thindist doctor: %v\n", err)
-		return 2
-	}
-	if err := cfg.Check(); err != nil {
-		fmt.Fprintf(env.Stderr, "thindist doctor: %v\n", err)
-		return 2
+	if code := parseFlags("thindist doctor", fs, &cfg, args, env, func(w io.Writer) {
+		fmt.Fprintf(w, "usage: thindist doctor --remote grpc[s]://HOST:PORT [--remote-* flags] [--compiler CLANG]\n")
+		fs.PrintDefaults(w)
+	}); code >= 0 {
+		return code
 	}
 	rc := &cfg.Remote
 	if rc.Target == "" {

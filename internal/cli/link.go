@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -66,17 +65,8 @@ func link(ctx context.Context, args []string, env pipeline.Env) int {
 	var cfg config.Config
 	var lf linkFlags
 	fs := newLinkFlags(&cfg, &lf)
-	if err := fs.Parse(args, env.Getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			linkUsage(os.Stdout)
-			return 0
-		}
-		fmt.Fprintf(env.Stderr, "thindist link: %v\nRun 'thindist link --help' for usage.\n", err)
-		return 2
-	}
-	if err := cfg.Check(); err != nil {
-		fmt.Fprintf(env.Stderr, "thindist link: %v\n", err)
-		return 2
+	if code := parseFlags("thindist link", fs, &cfg, args, env, linkUsage); code >= 0 {
+		return code
 	}
 	command := fs.Args()
 	if len(command) == 0 {
