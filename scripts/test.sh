@@ -11,7 +11,7 @@ export THINDIST_DEBSRC="${THINDIST_DEBSRC:-/var/cache/thindist-debsrc}"
 if [ -x scripts/debsrc.sh ] && [ ! -d "$THINDIST_DEBSRC/lua5.4" ]; then
   scripts/debsrc.sh lua5.4 "$THINDIST_DEBSRC/lua5.4" || echo "warning: could not fetch the lua5.4 source" >&2
 fi
-unformatted=$(gofmt -l cmd internal plugin bench e2e 2>/dev/null || true)
+unformatted=$(git ls-files '*.go' | xargs gofmt -l)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change: $unformatted" >&2
   exit 1
