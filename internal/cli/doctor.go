@@ -64,7 +64,7 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	fmt.Fprintf(stdout, "      ActionCache writes by clients: %v; remote execution: %v\n",
 		cc.GetActionCacheUpdateCapabilities().GetUpdateEnabled(), ec.GetExecEnabled())
 
-	step("CAS upload, FindMissingBlobs and read back", client.CheckCAS(ctx), "")
+	step("CAS upload, FindMissingBlobs and read back (a small and a 3 MiB blob)", client.CheckCAS(ctx), "")
 
 	local, err := exec.LookPath(compiler)
 	if err == nil {

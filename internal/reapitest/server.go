@@ -46,6 +46,17 @@ type Options struct {
 	// 0 means "no limit" as in the REAPI spec.
 	MaxBatchTotalSizeBytes int64
 
+	// MaxMessageSizeBytes emulates a gRPC message size limit that is
+	// distinct from (and not advertised like) MaxBatchTotalSizeBytes, as
+	// Buildbarn's maximumMessageSizeBytes (2 MiB in stock deployments)
+	// while it advertises max_batch_total_size_bytes 0. When > 0, the gRPC
+	// server refuses incoming messages larger than this (ResourceExhausted,
+	// before any handler runs), and BatchUpdateBlobs and BatchReadBlobs
+	// whose digests total more than this fail with InvalidArgument and
+	// Buildbarn's wording ("Attempted to read a total of at least N bytes,
+	// while a maximum of M bytes is permitted"). 0 means gRPC's defaults.
+	MaxMessageSizeBytes int64
+
 	// Zstd advertises Compressor ZSTD in both SupportedCompressors and
 	// SupportedBatchUpdateCompressors and accepts it on every path
 	// (BatchUpdateBlobs, BatchReadBlobs, ByteStream compressed-blobs).
@@ -106,20 +117,21 @@ type FakeServer struct {
 
 	wg sync.WaitGroup // background executions
 
-	executions     atomic.Int64
-	executeCalls   atomic.Int64
-	waitCalls      atomic.Int64
-	acHits         atomic.Int64
-	acMisses       atomic.Int64
-	findMissing    atomic.Int64
-	blobsUploaded  atomic.Int64
-	bytesRaw       atomic.Int64
-	bytesWire      atomic.Int64
-	opCounter      atomic.Int64
-	blobsRead      atomic.Int64
-	bytesReadRaw   atomic.Int64
-	acUpdates      atomic.Int64
-	execRejections atomic.Int64
+	executions      atomic.Int64
+	executeCalls    atomic.Int64
+	waitCalls       atomic.Int64
+	acHits          atomic.Int64
+	acMisses        atomic.Int64
+	findMissing     atomic.Int64
+	blobsUploaded   atomic.Int64
+	bytesRaw        atomic.Int64
+	bytesWire       atomic.Int64
+	opCounter       atomic.Int64
+	blobsRead       atomic.Int64
+	bytesReadRaw    atomic.Int64
+	acUpdates       atomic.Int64
+	execRejections  atomic.Int64
+	batchRejections atomic.Int64
 }
 
 // NewFakeServer returns a FakeServer configured by opts. It does not listen
@@ -158,6 +170,9 @@ func (s *FakeServer) Start(ctx context.Context) (string, error) {
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 	)
+	if m := s.opts.MaxMessageSizeBytes; m > 0 {
+		sopts = append(sopts, grpc.MaxRecvMsgSize(int(m)))
+	}
 	g := grpc.NewServer(sopts...)
 	repb.RegisterCapabilitiesServer(g, capabilitiesService{s: s})
 	repb.RegisterContentAddressableStorageServer(g, casService{s: s})
@@ -228,6 +243,7 @@ type Stats struct {
 	ExecuteCalls          int64 // Execute RPCs, including rejected ones
 	WaitExecutionCalls    int64
 	ExecuteRejections     int64 // Execute calls rejected for platform mismatch
+	BatchRejections       int64 // batch calls refused by Options.MaxMessageSizeBytes
 	ACHits                int64 // GetActionResult hits + Execute cache hits
 	ACMisses              int64 // GetActionResult misses + Execute cache-lookup misses
 	ACUpdates             int64 // UpdateActionResult calls that stored a result
@@ -247,6 +263,7 @@ func (s *FakeServer) Stats() Stats {
 		ExecuteCalls:          s.executeCalls.Load(),
 		WaitExecutionCalls:    s.waitCalls.Load(),
 		ExecuteRejections:     s.execRejections.Load(),
+		BatchRejections:       s.batchRejections.Load(),
 		ACHits:                s.acHits.Load(),
 		ACMisses:              s.acMisses.Load(),
 		ACUpdates:             s.acUpdates.Load(),
@@ -308,7 +325,7 @@ func (s *FakeServer) Uploads() []UploadRecord {
 func (s *FakeServer) ResetStats() {
 	for _, c := range []*atomic.Int64{&s.executions, &s.executeCalls, &s.waitCalls,
 		&s.execRejections, &s.acHits, &s.acMisses, &s.acUpdates, &s.findMissing,
-		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw} {
+		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.batchRejections} {
 		c.Store(0)
 	}
 	s.mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -62,17 +63,29 @@ type Client struct {
 	bs   bytestream.ByteStreamClient
 
 	zstdUpload, zstdRead, zstdBatch bool
-	batchLimit                      int64
-	enc                             *zstd.Encoder
-	dec                             *zstd.Decoder
+	// batchLimit is the largest batch request thindist sends; a batch the
+	// server refuses as too large lowers it for the rest of the run.
+	batchLimit atomic.Int64
+	enc        *zstd.Encoder
+	dec        *zstd.Decoder
 
 	// CAS is the uploader shared by every action of the run.
 	CAS *Uploader
 }
 
-// grpcMax is gRPC's default message limit, which servers that give no
-// batch limit are assumed to keep.
+// grpcMax is gRPC's default message limit: no batch is larger, whatever
+// the server advertises.
 const grpcMax = 4 << 20
+
+// unadvertisedBatchLimit bounds batches when the server advertises no
+// limit (0). Such a server still enforces its gRPC message size, which is
+// not in the capabilities and may well be below gRPC's 4 MiB default:
+// Buildbarn's stock maximumMessageSizeBytes is 2 MiB. So batches stay at
+// 1 MiB, and larger blobs go over ByteStream one by one.
+const unadvertisedBatchLimit = 1 << 20
+
+// minBatchLimit is as low as a refused batch lowers the limit.
+const minBatchLimit = 64 << 10
 
 // Dial connects to the service, reads its capabilities and checks that it
 // can serve thindist (SHA-256 digests).
@@ -125,10 +138,14 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		c.zstdRead = c.zstdUpload
 		c.zstdBatch = slices.Contains(cc.GetSupportedBatchUpdateCompressors(), repb.Compressor_ZSTD)
 	}
-	c.batchLimit = cc.GetMaxBatchTotalSizeBytes()
-	if c.batchLimit <= 0 || c.batchLimit > grpcMax {
-		c.batchLimit = grpcMax
+	limit := cc.GetMaxBatchTotalSizeBytes()
+	switch {
+	case limit <= 0:
+		limit = unadvertisedBatchLimit
+	case limit > grpcMax:
+		limit = grpcMax
 	}
+	c.batchLimit.Store(limit)
 	c.enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	c.dec, _ = zstd.NewReader(nil)
 	c.CAS = newUploader(c)
@@ -156,7 +173,19 @@ func (c *Client) Compression() string {
 }
 
 // BatchLimit is the largest batch request thindist sends.
-func (c *Client) BatchLimit() int64 { return c.batchLimit }
+func (c *Client) BatchLimit() int64 { return c.batchLimit.Load() }
+
+// lowerBatchLimit lowers the batch limit below a batch of total bytes that
+// the server refused as too large, for the rest of the run.
+func (c *Client) lowerBatchLimit(total int64) {
+	want := max(total/2, minBatchLimit)
+	for {
+		cur := c.batchLimit.Load()
+		if cur <= want || c.batchLimit.CompareAndSwap(cur, want) {
+			return
+		}
+	}
+}
 
 func transport(o Options) (string, credentials.TransportCredentials, error) {
 	switch {
@@ -218,12 +247,18 @@ func transient(err error) bool {
 // fails for good, or has been tried MaxAttempts times, backing off
 // exponentially with jitter between tries.
 func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
+	return c.retryIf(ctx, what, f, nil)
+}
+
+// retryIf is retry that also tries again after an error for which also
+// says so (a corrupt read); such tries count against the same bound.
+func (c *Client) retryIf(ctx context.Context, what string, f func(ctx context.Context) error, also func(error) bool) error {
 	var err error
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(c.withMD(ctx), c.opts.RPCTimeout)
 		err = f(cctx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !transient(err) || attempt >= c.opts.MaxAttempts {
+		if err == nil || ctx.Err() != nil || !(transient(err) || also != nil && also(err)) || attempt >= c.opts.MaxAttempts {
 			break
 		}
 		if err := sleep(ctx, backoff(attempt)); err != nil {

@@ -278,33 +278,71 @@ func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Exec
 	if s, c := md.GetExecutionStartTimestamp(), md.GetExecutionCompletedTimestamp(); s != nil && c != nil {
 		res.CPU = c.AsTime().Sub(s.AsTime())
 	}
-	var err error
-	if res.Stderr, err = e.stdio(ctx, ar.StderrRaw, ar.StderrDigest); err != nil {
-		return nil, fmt.Errorf("reading stderr: %w", err)
+	// Read stderr, stdout and the outputs together: small ones in one
+	// batch, as many round trips as the batch limit requires.
+	var want []digest.Digest
+	std := func(raw []byte, p *repb.Digest) (*digest.Digest, error) {
+		if len(raw) > 0 || p == nil {
+			return nil, nil
+		}
+		d, err := digest.FromProto(p)
+		if err != nil {
+			return nil, err
+		}
+		want = append(want, d)
+		return &d, nil
 	}
-	if res.Stdout, err = e.stdio(ctx, ar.StdoutRaw, ar.StdoutDigest); err != nil {
-		return nil, fmt.Errorf("reading stdout: %w", err)
+	stderrD, err := std(ar.StderrRaw, ar.StderrDigest)
+	if err != nil {
+		return nil, fmt.Errorf("stderr: %v", err)
+	}
+	stdoutD, err := std(ar.StdoutRaw, ar.StdoutDigest)
+	if err != nil {
+		return nil, fmt.Errorf("stdout: %v", err)
+	}
+	res.Stderr, res.Stdout = ar.StderrRaw, ar.StdoutRaw
+	failed := ar.ExitCode != 0
+	outD := make([]digest.Digest, len(got))
+	if !failed {
+		for i, f := range got {
+			if f == nil {
+				return nil, fmt.Errorf("the result lacks output %s (%s)", ex.Outputs[i], a.Outputs[i].Path)
+			}
+			d, err := digest.FromProto(f.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("output %s: %v", f.Path, err)
+			}
+			outD[i] = d
+			if f.Contents != nil && int64(len(f.Contents)) == d.Size {
+				if digest.OfBytes(f.Contents) != d {
+					return nil, fmt.Errorf("output %s: inlined contents do not match the digest", f.Path)
+				}
+				continue
+			}
+			want = append(want, d)
+		}
+	}
+	blobs, err := e.c.ReadBlobs(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("reading the outputs: %w", err)
+	}
+	if stderrD != nil {
+		res.Stderr = blobs[*stderrD]
+	}
+	if stdoutD != nil {
+		res.Stdout = blobs[*stdoutD]
 	}
 	if res.Failed() {
 		return res, nil // Verified reports it; its outputs do not matter
 	}
 	for i, f := range got {
-		if f == nil {
-			return nil, fmt.Errorf("the result lacks output %s (%s)", ex.Outputs[i], a.Outputs[i].Path)
+		d := outD[i]
+		data, ok := blobs[d]
+		if !ok {
+			data = f.Contents
 		}
-		d, err := digest.FromProto(f.Digest)
-		if err != nil {
-			return nil, fmt.Errorf("output %s: %v", f.Path, err)
-		}
-		if f.Contents != nil && int64(len(f.Contents)) == d.Size {
-			if digest.OfBytes(f.Contents) != d {
-				return nil, fmt.Errorf("output %s: inlined contents do not match the digest", f.Path)
-			}
-			if err := writeFile(out[i], f.Contents); err != nil {
-				return nil, err
-			}
-		} else if err := e.c.ReadFile(ctx, d, out[i]); err != nil {
-			return nil, fmt.Errorf("output %s: %w", f.Path, err)
+		if err := writeFile(out[i], data); err != nil {
+			return nil, err
 		}
 		e.c.CAS.MarkPresent(d)
 		e.Counters.OutputsRead.Add(1)
