@@ -222,6 +222,45 @@ func TestRemotePlatformMismatch(t *testing.T) {
 	}
 }
 
+// TestRemoteNoWorkerFailedPrecondition: a server past its startup window
+// answers an unmatched platform with FailedPrecondition without missing
+// blobs (Buildbarn). That is no reason to upload again: the run stops
+// sending actions (circuit breaker) and names the platform.
+func TestRemoteNoWorkerFailedPrecondition(t *testing.T) {
+	p := remoteProgram(t)
+	jobs := len(p.Modules)
+	for _, fallback := range []string{"local", "none"} {
+		t.Run(fallback, func(t *testing.T) {
+			q := copyProgram(t, p)
+			srv, addr := fakeRemote(t, reapitest.Options{Platform: map[string][]string{"OSFamily": {"Linux"}},
+				NoWorkerFailedPrecondition: true})
+			stderr, err := remoteLink(t, q, addr, "--remote-fallback="+fallback, "--remote-platform=OSFamily=Windows")
+			ok := wantCorrectOrFailed(t, q, stderr, err)
+			if ok != (fallback == "local") {
+				t.Errorf("--remote-fallback=%s: linked %v\n%s", fallback, ok, stderr)
+			}
+			st := srv.Stats()
+			if st.ExecuteCalls > int64(jobs) || st.ExecuteCalls == 0 {
+				t.Errorf("%d Execute calls for %d actions: want each at most once, none retried", st.ExecuteCalls, jobs)
+			}
+			seen := map[string]bool{}
+			for _, u := range srv.Uploads() {
+				if seen[u.Hash] {
+					t.Errorf("blob %s uploaded again", u.Hash)
+				}
+				seen[u.Hash] = true
+			}
+			if !strings.Contains(stderr, "OSFamily=Windows") || !strings.Contains(stderr, "--remote-platform") {
+				t.Errorf("no platform hint:\n%s", stderr)
+			}
+			if n := strings.Count(stderr, "--remote-platform"); n != 1 {
+				t.Errorf("the platform hint is printed %d times, want once:\n%s", n, stderr)
+			}
+			t.Logf("%s", stderr)
+		})
+	}
+}
+
 // TestRemoteHeadersInstanceTLS: headers and the instance name reach the
 // server, over mutual TLS.
 func TestRemoteHeadersInstanceTLS(t *testing.T) {

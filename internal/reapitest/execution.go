@@ -124,6 +124,10 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	}
 	if !s.platformAccepted(platform) {
 		s.execRejections.Add(1)
+		if s.opts.NoWorkerFailedPrecondition {
+			return status.Errorf(codes.FailedPrecondition,
+				"reapitest: No workers exist for instance name prefix %q platform %v", req.GetInstanceName(), platform.GetProperties())
+		}
 		return status.Errorf(codes.Unavailable, "reapitest: no fake worker matches platform %v", platform.GetProperties())
 	}
 

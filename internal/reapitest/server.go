@@ -72,6 +72,14 @@ type Options struct {
 	// only actions without platform properties.
 	Platform map[string][]string
 
+	// NoWorkerFailedPrecondition makes Execute answer an action whose
+	// platform Platform does not accept with FAILED_PRECONDITION ("No
+	// workers exist for instance name prefix ... platform ...", without
+	// PreconditionFailure details) instead of UNAVAILABLE, as Buildbarn's
+	// scheduler does once platformQueueWithNoWorkersTimeout has passed
+	// after its start (it answers UNAVAILABLE before).
+	NoWorkerFailedPrecondition bool
+
 	// TLS, if non-nil, makes the server speak TLS with this configuration.
 	// Set ClientAuth to tls.RequireAndVerifyClientCert for mTLS. See
 	// TestCerts.ServerTLSConfig.

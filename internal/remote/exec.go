@@ -14,6 +14,7 @@ import (
 
 	"cloud.google.com/go/longrunning/autogen/longrunningpb"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -48,6 +49,7 @@ type ExecCounters struct {
 	ExecuteCalls, WaitCalls, Retries       atomic.Int64
 	UploadWall, ExecWall, DownloadWall     atomic.Int64 // nanoseconds, summed over actions
 	OutputsRead, OutputBytes, NotRemotable atomic.Int64
+	Skipped                                atomic.Int64 // actions not sent after a permanent failure
 }
 
 // Executor runs actions on the service's workers.
@@ -56,6 +58,8 @@ type Executor struct {
 	o        ExecOptions
 	platform *repb.Platform
 	env      []*repb.Command_EnvironmentVariable
+	// off is set by the first permanent failure: the circuit breaker.
+	off      atomic.Pointer[Permanent]
 	Counters ExecCounters
 }
 
@@ -82,6 +86,10 @@ func (e *NotRemotable) Unwrap() error { return e.Err }
 func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
 	start := time.Now()
 	e.Counters.Actions.Add(1)
+	if p := e.off.Load(); p != nil {
+		e.Counters.Skipped.Add(1)
+		return nil, p
+	}
 	ex, err := reapi.BuildExecutable(a, reapi.ExecOptions{
 		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout,
 	})
@@ -171,7 +179,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		switch code := status.Code(err); {
 		case code == codes.NotFound && opName != "":
 			opName = "" // the server forgot the operation: execute again
-		case code == codes.FailedPrecondition:
+		case code == codes.FailedPrecondition && missingInputs(err):
 			// Inputs went missing from the CAS (evicted): upload again.
 			for d := range ex.Blobs {
 				e.c.CAS.Forget(d)
@@ -186,16 +194,80 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		case code == codes.Unavailable && opName == "":
 			unavailable++
 		case transient(err):
+		case permanent(code):
+			// The server cannot run any of this run's actions (no worker
+			// for the platform, no permission, no execution service):
+			// the remaining actions do not try.
+			p := &Permanent{Err: fmt.Errorf("remote execution: %w", err)}
+			if code == codes.FailedPrecondition || mentionsPlatform(err) {
+				p.Hint = fmt.Sprintf("the server has no worker for the platform properties [%s] thindist sent: check --remote-platform", e.platformString())
+			}
+			e.off.CompareAndSwap(nil, p)
+			return nil, p
 		default:
 			return nil, fmt.Errorf("remote execution: %w", err)
 		}
 	}
 	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", e.c.opts.MaxAttempts, lastErr)
 	if unavailable > 0 {
-		msg += fmt.Sprintf("\n  (a server that has no worker matching the platform properties [%s] answers Unavailable at once, as Buildbarn does: check --remote-platform)",
+		msg += fmt.Sprintf("\n  (a server without a worker matching the platform properties [%s] may answer Unavailable, as Buildbarn does during its scheduler's platformQueueWithNoWorkersTimeout after start: check --remote-platform)",
 			e.platformString())
 	}
 	return nil, errors.New(msg)
+}
+
+// Permanent is a failure of remote execution that no retry, and no other
+// action of the run, gets over: after one, the executor sends no more
+// actions (a run-wide circuit breaker).
+type Permanent struct {
+	Err  error
+	Hint string
+}
+
+func (p *Permanent) Error() string {
+	if p.Hint == "" {
+		return p.Err.Error()
+	}
+	return p.Err.Error() + "\n  (" + p.Hint + ")"
+}
+func (p *Permanent) Unwrap() error { return p.Err }
+
+// permanent reports whether an Execute failure with code is about the
+// server or the run's configuration rather than one action. Only
+// FailedPrecondition without missing blobs reaches here.
+func permanent(code codes.Code) bool {
+	switch code {
+	case codes.FailedPrecondition, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
+// missingInputs reports whether a FailedPrecondition error says that
+// blobs are missing from the CAS: the REAPI puts a PreconditionFailure
+// with violations of type MISSING in its details. Other
+// FailedPreconditions (Buildbarn: "No workers exist for instance name
+// prefix ... platform ...") are not about the inputs.
+func missingInputs(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	for _, d := range st.Details() {
+		if pf, ok := d.(*errdetails.PreconditionFailure); ok {
+			for _, v := range pf.GetViolations() {
+				if v.GetType() == "MISSING" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func mentionsPlatform(err error) bool {
+	m := strings.ToLower(status.Convert(err).Message())
+	return strings.Contains(m, "no worker") || strings.Contains(m, "platform")
 }
 
 func (e *Executor) platformString() string {
@@ -378,6 +450,7 @@ type Fallback struct {
 	remote, local executor.Executor
 	o             FallbackOptions
 	absOnce       sync.Once
+	permOnce      sync.Once
 	Fallbacks     atomic.Int64
 	LocalOnly     atomic.Int64
 }
@@ -405,11 +478,19 @@ func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) 
 		})
 		return f.local.Execute(ctx, a, out)
 	}
+	var perm *Permanent
+	isPerm := errors.As(err, &perm)
 	if f.o.None {
 		return res, fmt.Errorf("%w\n  (--remote-fallback=none: not compiling locally)", err)
 	}
 	f.Fallbacks.Add(1)
-	f.o.Warn("%s: remote execution failed, compiling locally: %s", a.ID, firstLine(strings.TrimPrefix(err.Error(), a.ID+": ")))
+	if isPerm {
+		f.permOnce.Do(func() {
+			f.o.Warn("%s: remote execution failed, compiling it and the remaining actions locally: %v", a.ID, perm)
+		})
+	} else {
+		f.o.Warn("%s: remote execution failed, compiling locally: %s", a.ID, firstLine(strings.TrimPrefix(err.Error(), a.ID+": ")))
+	}
 	return f.local.Execute(ctx, a, out)
 }
 
