@@ -341,6 +341,42 @@ func TestRemoteCacheOnly(t *testing.T) {
 	}
 }
 
+// TestRemoteFallbackNotUploaded: results compiled locally after remote
+// execution failed reach the shared ActionCache only with --remote-upload;
+// results of remote execution are stored.
+func TestRemoteFallbackNotUploaded(t *testing.T) {
+	p := remoteProgram(t)
+	jobs := len(p.Modules)
+	for _, upload := range []bool{false, true} {
+		q := copyProgram(t, p)
+		srv, addr := fakeRemote(t, reapitest.Options{})
+		srv.InjectFault(reapitest.MethodExecute, reapitest.FaultUnavailable, 1000)
+		args := []string{"--remote-fallback=local", "--remote-retries=1"}
+		if upload {
+			args = append(args, "--remote-upload")
+		}
+		stderr, err := remoteLink(t, q, addr, args...)
+		if !wantCorrectOrFailed(t, q, stderr, err) {
+			t.Fatal(stderr)
+		}
+		want := 0
+		if upload {
+			want = jobs
+		}
+		if n := srv.Stats().ACUpdates; n != int64(want) {
+			t.Errorf("--remote-upload=%v: %d local fallback results stored in the remote ActionCache, want %d", upload, n, want)
+		}
+	}
+	srv, addr := fakeRemote(t, reapitest.Options{})
+	stderr, err := remoteLink(t, p, addr, "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatal(stderr)
+	}
+	if n := srv.Stats().ACUpdates; n != int64(jobs) {
+		t.Errorf("%d results of remote execution stored under the canonical key, want %d", n, jobs)
+	}
+}
+
 // TestRemoteAbsolutePaths: modules named by absolute paths run locally,
 // with one warning for the whole link.
 func TestRemoteAbsolutePaths(t *testing.T) {

@@ -26,8 +26,8 @@ type Remote struct {
 	Fallback string
 	// CacheOnly executes locally and only uses the remote cache.
 	CacheOnly bool
-	// Upload writes locally built results to the remote cache in
-	// cache-only mode.
+	// Upload writes locally built results to the remote cache (in
+	// cache-only mode, or after a fallback to local compilation).
 	Upload bool
 	// Timeout bounds each RPC and blob transfer; ExecTimeout bounds one
 	// execution on a worker.
@@ -115,7 +115,8 @@ func (r *Remote) register(fs *FlagSet) {
 		"compile locally; only look results up in the remote cache (and with --remote-upload\n"+
 			"store them there)")
 	fs.Bool(&r.Upload, "remote-upload", g, false,
-		"with --remote-cache-only: store locally built results in the remote cache")
+		"store results compiled on this machine (--remote-cache-only, or a local fallback)\n"+
+			"in the remote cache; results of remote execution are stored anyway")
 	fs.Var(durationValue{&r.Timeout}, "remote-timeout", g, "DURATION", "bound each remote call and blob transfer")
 	fs.Var(durationValue{&r.ExecTimeout}, "remote-exec-timeout", g, "DURATION",
 		"bound one backend's execution on a worker (default: the server's limit)")

@@ -80,8 +80,18 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		})
 		producer = fb
 	}
+	// The shared ActionCache takes results that remote workers produced
+	// (or that came from the remote cache); what this machine compiled,
+	// in cache-only mode or as a fallback, only with --remote-upload.
+	storeFrom := func(w executor.Where) bool {
+		switch w {
+		case executor.Remote, executor.RemoteCache:
+			return true
+		}
+		return rc.Upload
+	}
 	rcache := cache.NewExecutor(remote.NewStore(client), keys, producer, cache.Options{
-		Where: executor.RemoteCache, ReadOnly: cacheOnly && !rc.Upload, Warn: warn,
+		Where: executor.RemoteCache, ReadOnly: cacheOnly && !rc.Upload, StoreFrom: storeFrom, Warn: warn,
 	})
 	finish := func(quiet bool) {
 		defer client.Close()
