@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/testprog"
@@ -374,6 +375,34 @@ func TestRemoteFallbackNotUploaded(t *testing.T) {
 	}
 	if n := srv.Stats().ACUpdates; n != int64(jobs) {
 		t.Errorf("%d results of remote execution stored under the canonical key, want %d", n, jobs)
+	}
+}
+
+// TestRemoteQueueTimeout: an action that stays QUEUED (no live worker) is
+// given up after --remote-queue-timeout: compiled locally, or a clear
+// failure with --remote-fallback=none.
+func TestRemoteQueueTimeout(t *testing.T) {
+	p := remoteProgram(t)
+	for _, fallback := range []string{"local", "none"} {
+		t.Run(fallback, func(t *testing.T) {
+			q := copyProgram(t, p)
+			srv, addr := fakeRemote(t, reapitest.Options{QueueFor: -1})
+			start := time.Now()
+			stderr, err := remoteLink(t, q, addr, "--remote-fallback="+fallback, "--remote-queue-timeout=300ms")
+			ok := wantCorrectOrFailed(t, q, stderr, err)
+			if ok != (fallback == "local") {
+				t.Errorf("--remote-fallback=%s: linked %v\n%s", fallback, ok, stderr)
+			}
+			if !strings.Contains(stderr, "stayed queued") {
+				t.Errorf("no word of the queue timeout:\n%s", stderr)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the link took %v", d)
+			}
+			if st := srv.Stats(); st.ExecuteCalls != int64(len(p.Modules)) {
+				t.Errorf("%d Execute calls for %d actions: a queue timeout is not retried", st.ExecuteCalls, len(p.Modules))
+			}
+		})
 	}
 }
 

@@ -32,6 +32,9 @@ type Remote struct {
 	// Timeout bounds each RPC and blob transfer; ExecTimeout bounds one
 	// execution on a worker.
 	Timeout, ExecTimeout time.Duration
+	// QueueTimeout bounds how long an action may stay queued on the
+	// service (0: no bound).
+	QueueTimeout time.Duration
 	// Attempts bounds the tries of an RPC or execution that fails
 	// transiently.
 	Attempts int
@@ -117,9 +120,13 @@ func (r *Remote) register(fs *FlagSet) {
 	fs.Bool(&r.Upload, "remote-upload", g, false,
 		"store results compiled on this machine (--remote-cache-only, or a local fallback)\n"+
 			"in the remote cache; results of remote execution are stored anyway")
-	fs.Var(durationValue{&r.Timeout}, "remote-timeout", g, "DURATION", "bound each remote call and blob transfer")
-	fs.Var(durationValue{&r.ExecTimeout}, "remote-exec-timeout", g, "DURATION",
+	fs.Duration(&r.Timeout, "remote-timeout", g, "DURATION", time.Minute, "bound each remote call and blob transfer")
+	fs.Duration(&r.ExecTimeout, "remote-exec-timeout", g, "DURATION", 0,
 		"bound one backend's execution on a worker (default: the server's limit)")
+	fs.Duration(&r.QueueTimeout, "remote-queue-timeout", g, "DURATION", 2*time.Minute,
+		"give up on remote execution of a backend that stays queued (no free worker) this\n"+
+			"long, and compile it locally (or fail, per --remote-fallback); 0: wait as long as\n"+
+			"the server keeps it")
 	fs.Int(&r.Attempts, "remote-retries", g, 5,
 		"try a call that fails transiently (Unavailable, ResourceExhausted, DeadlineExceeded)\n"+
 			"at most N times, with exponential backoff")
@@ -145,6 +152,9 @@ func (r *Remote) check() error {
 	}
 	if (r.Cert == "") != (r.Key == "") {
 		return fmt.Errorf("--remote-cert and --remote-key go together")
+	}
+	if r.Timeout < 0 || r.ExecTimeout < 0 || r.QueueTimeout < 0 {
+		return fmt.Errorf("remote timeouts must not be negative")
 	}
 	return nil
 }

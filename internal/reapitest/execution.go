@@ -158,6 +158,16 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		if q := time.Duration(s.queueFor.Load()); q != 0 {
+			var wait <-chan time.Time // nil: until the server stops
+			if q > 0 {
+				wait = time.After(q)
+			}
+			select {
+			case <-wait:
+			case <-s.ctx.Done():
+			}
+		}
 		op.setStage(repb.ExecutionStage_EXECUTING)
 		resp := s.run(s.ctx, req.GetInstanceName(), action, command)
 		if resp.GetStatus().GetCode() == int32(codes.OK) && resp.GetResult().GetExitCode() == 0 && !action.GetDoNotCache() {

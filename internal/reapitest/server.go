@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	semverpb "github.com/bazelbuild/remote-apis/build/bazel/semver"
@@ -80,6 +81,13 @@ type Options struct {
 	// after its start (it answers UNAVAILABLE before).
 	NoWorkerFailedPrecondition bool
 
+	// QueueFor keeps every non-cached execution in stage QUEUED this long
+	// before it runs, as a server with no free (or no live) worker does; a
+	// negative value keeps it queued until the server stops. Execute
+	// streams report the QUEUED operation and then wait. See also
+	// SetQueueFor.
+	QueueFor time.Duration
+
 	// TLS, if non-nil, makes the server speak TLS with this configuration.
 	// Set ClientAuth to tls.RequireAndVerifyClientCert for mTLS. See
 	// TestCerts.ServerTLSConfig.
@@ -140,12 +148,13 @@ type FakeServer struct {
 	acUpdates       atomic.Int64
 	execRejections  atomic.Int64
 	batchRejections atomic.Int64
+	queueFor        atomic.Int64 // Options.QueueFor, changeable with SetQueueFor
 }
 
 // NewFakeServer returns a FakeServer configured by opts. It does not listen
 // until Start is called.
 func NewFakeServer(opts Options) *FakeServer {
-	return &FakeServer{
+	s := &FakeServer{
 		opts:     opts,
 		cas:      newCASStore(),
 		ac:       newACStore(),
@@ -155,7 +164,12 @@ func NewFakeServer(opts Options) *FakeServer {
 		instSeen: map[string]bool{},
 		rpcs:     map[string]int64{},
 	}
+	s.queueFor.Store(int64(opts.QueueFor))
+	return s
 }
+
+// SetQueueFor changes Options.QueueFor for executions that start later.
+func (s *FakeServer) SetQueueFor(d time.Duration) { s.queueFor.Store(int64(d)) }
 
 // Start listens on 127.0.0.1:0 and serves in the background. It returns the
 // "host:port" address to dial. Cancelling ctx stops the server as Stop does,

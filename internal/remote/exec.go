@@ -38,6 +38,11 @@ type ExecOptions struct {
 	Timeout time.Duration
 	// Files memoises input digests (shared with the cache key).
 	Files *digest.Files
+	// QueueTimeout gives up on an action whose operation stays QUEUED
+	// (ExecuteOperationMetadata.stage) this long: no worker takes it,
+	// e.g. because the only matching worker died and the server keeps
+	// the action queued until its own timeout. 0: no bound.
+	QueueTimeout time.Duration
 	// SkipCacheLookup makes the server execute even when its ActionCache
 	// holds the executable action.
 	SkipCacheLookup bool
@@ -50,6 +55,7 @@ type ExecCounters struct {
 	UploadWall, ExecWall, DownloadWall     atomic.Int64 // nanoseconds, summed over actions
 	OutputsRead, OutputBytes, NotRemotable atomic.Int64
 	Skipped                                atomic.Int64 // actions not sent after a permanent failure
+	QueueTimeouts                          atomic.Int64
 }
 
 // Executor runs actions on the service's workers.
@@ -127,6 +133,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.ExecuteResponse, error) {
 	var opName string
 	var lastErr error
+	var queuedAt time.Time // since when the operation is QUEUED, across streams
 	unavailable := 0
 	for attempt := 1; attempt <= e.c.opts.MaxAttempts; attempt++ {
 		if attempt > 1 {
@@ -149,16 +156,44 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			stream, err = e.c.exec.WaitExecution(sctx, &repb.WaitExecutionRequest{Name: opName})
 		}
 		var resp *repb.ExecuteResponse
+		var timedOut atomic.Bool
+		var timer *time.Timer
+		onStage := func(st repb.ExecutionStage_Value) {
+			if st != repb.ExecutionStage_QUEUED {
+				queuedAt = time.Time{}
+				if timer != nil {
+					timer.Stop()
+					timer = nil
+				}
+				return
+			}
+			if queuedAt.IsZero() {
+				queuedAt = time.Now()
+			}
+			if timer == nil && e.o.QueueTimeout > 0 {
+				timer = time.AfterFunc(e.o.QueueTimeout-time.Since(queuedAt), func() {
+					timedOut.Store(true)
+					cancel() // the server drops an operation nobody waits for
+				})
+			}
+		}
 		if err == nil {
 			var name string
-			resp, name, err = follow(stream)
+			resp, name, err = follow(stream, onStage)
 			if name != "" {
 				opName = name
 			}
 		}
+		if timer != nil {
+			timer.Stop()
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if timedOut.Load() && (err != nil || resp == nil) {
+			e.Counters.QueueTimeouts.Add(1)
+			return nil, fmt.Errorf("the action stayed queued on the server for more than %v (--remote-queue-timeout): no worker took it", e.o.QueueTimeout)
 		}
 		if err == nil && resp == nil {
 			// The stream ended without a finished operation: resume it.
@@ -281,10 +316,10 @@ func (e *Executor) platformString() string {
 	return strings.Join(s, " ")
 }
 
-// follow reads operations until one is done. It returns the response, or
-// nil and no error if the stream ended cleanly first, and the operation's
-// name as soon as it is known.
-func follow(stream grpc.ServerStreamingClient[longrunningpb.Operation]) (*repb.ExecuteResponse, string, error) {
+// follow reads operations until one is done, passing each one's stage to
+// onStage. It returns the response, or nil and no error if the stream
+// ended cleanly first, and the operation's name as soon as it is known.
+func follow(stream grpc.ServerStreamingClient[longrunningpb.Operation], onStage func(repb.ExecutionStage_Value)) (*repb.ExecuteResponse, string, error) {
 	name := ""
 	for {
 		op, err := stream.Recv()
@@ -296,6 +331,10 @@ func follow(stream grpc.ServerStreamingClient[longrunningpb.Operation]) (*repb.E
 		}
 		if op.GetName() != "" {
 			name = op.GetName()
+		}
+		var md repb.ExecuteOperationMetadata
+		if op.GetMetadata() != nil && op.GetMetadata().UnmarshalTo(&md) == nil && md.Stage != repb.ExecutionStage_UNKNOWN {
+			onStage(md.Stage)
 		}
 		if !op.GetDone() {
 			continue
