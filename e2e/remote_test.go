@@ -7,8 +7,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/testprog"
@@ -404,6 +407,36 @@ func TestRemoteQueueTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRemoteFrontendRestart: the server goes away mid-link (in-flight
+// calls break, new ones find the port closed) and comes back on the same
+// port: the actions complete remotely, without falling back.
+func TestRemoteFrontendRestart(t *testing.T) {
+	p := remoteProgram(t)
+	var srv *reapitest.FakeServer
+	var once sync.Once
+	bounced := make(chan error, 1)
+	srv, addr := fakeRemote(t, reapitest.Options{
+		Hook: func(method string, _ metadata.MD) error {
+			if method == reapitest.MethodExecute {
+				once.Do(func() { go func() { bounced <- srv.Bounce(700 * time.Millisecond) }() })
+			}
+			return nil
+		},
+		QueueFor: 300 * time.Millisecond, // actions are in flight when it goes
+	})
+	stderr, err := remoteLink(t, p, addr, "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatalf("the link did not get over the restart:\n%s", stderr)
+	}
+	if err := <-bounced; err != nil {
+		t.Fatal(err)
+	}
+	if sum := parseRemote(t, stderr); sum.executed+sum.serverHits != len(p.Modules) || sum.local != 0 {
+		t.Errorf("summary %+v, want all %d executed remotely\n%s", sum, len(p.Modules), stderr)
+	}
+	t.Logf("%s", firstMatch(stderr))
 }
 
 // TestRemoteAbsolutePaths: modules named by absolute paths run locally,

@@ -127,9 +127,9 @@ func (r *Remote) register(fs *FlagSet) {
 		"give up on remote execution of a backend that stays queued (no free worker) this\n"+
 			"long, and compile it locally (or fail, per --remote-fallback); 0: wait as long as\n"+
 			"the server keeps it")
-	fs.Int(&r.Attempts, "remote-retries", g, 5,
+	fs.Int(&r.Attempts, "remote-retries", g, 10,
 		"try a call that fails transiently (Unavailable, ResourceExhausted, DeadlineExceeded)\n"+
-			"at most N times, with exponential backoff")
+			"at most N times, with exponential backoff, and for at most 30s")
 }
 
 func (r *Remote) check() error {

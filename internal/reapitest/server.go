@@ -184,6 +184,25 @@ func (s *FakeServer) Start(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reapitest: listen: %w", err)
 	}
+	g := s.newGRPCServer()
+	s.grpcSrv = g
+	s.lis = lis
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.started = true
+	go func() { _ = g.Serve(lis) }()
+	if ctx != nil && ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				s.Stop()
+			case <-s.ctx.Done():
+			}
+		}()
+	}
+	return lis.Addr().String(), nil
+}
+
+func (s *FakeServer) newGRPCServer() *grpc.Server {
 	var sopts []grpc.ServerOption
 	if s.opts.TLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
@@ -201,21 +220,40 @@ func (s *FakeServer) Start(ctx context.Context) (string, error) {
 	repb.RegisterActionCacheServer(g, acService{s: s})
 	repb.RegisterExecutionServer(g, execService{s: s})
 	bspb.RegisterByteStreamServer(g, byteStreamService{s: s})
-	s.grpcSrv = g
-	s.lis = lis
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.started = true
-	go func() { _ = g.Serve(lis) }()
-	if ctx != nil && ctx.Done() != nil {
-		go func() {
-			select {
-			case <-ctx.Done():
-				s.Stop()
-			case <-s.ctx.Done():
-			}
-		}()
+	return g
+}
+
+// Bounce emulates a frontend restart: it closes the listener and every
+// connection (in-flight calls fail with Unavailable, new ones with
+// "connection refused"), waits down, and serves again on the same address.
+// Blobs, action results and operations survive (running actions go on, and
+// WaitExecution finds them), as with a restarted frontend in front of a
+// scheduler and storage that stayed up.
+func (s *FakeServer) Bounce(down time.Duration) error {
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.mu.Unlock()
+		return errors.New("reapitest: Bounce of a server that is not running")
 	}
-	return lis.Addr().String(), nil
+	g, addr := s.grpcSrv, s.lis.Addr().String()
+	s.mu.Unlock()
+	g.Stop()
+	time.Sleep(down)
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("reapitest: listen again on %s: %w", addr, err)
+	}
+	g = s.newGRPCServer()
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		lis.Close()
+		return nil
+	}
+	s.grpcSrv, s.lis = g, lis
+	s.mu.Unlock()
+	go func() { _ = g.Serve(lis) }()
+	return nil
 }
 
 // Addr returns the listening address, or "" before Start.

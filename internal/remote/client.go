@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
+	backoffpkg "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -44,8 +45,14 @@ type Options struct {
 	// RPCTimeout bounds each unary call and each blob transfer; default 1m.
 	RPCTimeout time.Duration
 	// MaxAttempts bounds the tries of a call that fails transiently;
-	// default 5.
+	// default 10. It is a hard cap: retries also stop once RetryWindow
+	// has passed.
 	MaxAttempts int
+	// RetryWindow is how long a call that keeps failing transiently is
+	// tried again, with backoff (default 30s): long enough for gRPC to
+	// reconnect to a restarted frontend, where MaxAttempts quick retries
+	// would all fail with "connection refused" within a second.
+	RetryWindow time.Duration
 	// Compression enables zstd when the server offers it (default on;
 	// DisableCompression turns it off).
 	DisableCompression bool
@@ -94,14 +101,24 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		o.RPCTimeout = time.Minute
 	}
 	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 5
+		o.MaxAttempts = 10
+	}
+	if o.RetryWindow <= 0 {
+		o.RetryWindow = 30 * time.Second
 	}
 	addr, creds, err := transport(o)
 	if err != nil {
 		return nil, err
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		// Reconnect soon after the connection drops (gRPC's default
+		// waits 1s, then up to 2 minutes): a restarted frontend is back
+		// within the retry window.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoffpkg.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("remote %s: %w", o.Target, err)
 	}
@@ -113,11 +130,13 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		bs:   bytestream.NewByteStreamClient(conn),
 	}
 	var caps *repb.ServerCapabilities
-	err = c.retry(ctx, "GetCapabilities", func(ctx context.Context) error {
+	// A service that cannot be reached at all is given a few seconds, not
+	// the whole retry window: the link then compiles locally.
+	err = c.retryFor(ctx, min(dialWindow, o.RetryWindow), "GetCapabilities", func(ctx context.Context) error {
 		var err error
 		caps, err = repb.NewCapabilitiesClient(conn).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{InstanceName: o.Instance})
 		return err
-	})
+	}, nil)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("remote %s: GetCapabilities: %w", o.Target, err)
@@ -244,24 +263,36 @@ func transient(err error) bool {
 }
 
 // retry calls f with the headers and a per-call deadline until it succeeds,
-// fails for good, or has been tried MaxAttempts times, backing off
-// exponentially with jitter between tries.
+// fails for good, has been tried MaxAttempts times, or has kept failing
+// for RetryWindow, backing off exponentially with jitter between tries.
 func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
-	return c.retryIf(ctx, what, f, nil)
+	return c.retryFor(ctx, c.opts.RetryWindow, what, f, nil)
 }
 
 // retryIf is retry that also tries again after an error for which also
-// says so (a corrupt read); such tries count against the same bound.
+// says so (a corrupt read); such tries count against the same bounds.
 func (c *Client) retryIf(ctx context.Context, what string, f func(ctx context.Context) error, also func(error) bool) error {
+	return c.retryFor(ctx, c.opts.RetryWindow, what, f, also)
+}
+
+// dialWindow bounds the retries of the first call.
+const dialWindow = 5 * time.Second
+
+func (c *Client) retryFor(ctx context.Context, window time.Duration, what string, f func(ctx context.Context) error, also func(error) bool) error {
 	var err error
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(c.withMD(ctx), c.opts.RPCTimeout)
 		err = f(cctx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !(transient(err) || also != nil && also(err)) || attempt >= c.opts.MaxAttempts {
+		if err == nil || ctx.Err() != nil || !(transient(err) || also != nil && also(err)) {
 			break
 		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		d := backoff(attempt)
+		if !c.mayRetry(start, attempt, d, window) {
+			break
+		}
+		if err := sleep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -271,8 +302,16 @@ func (c *Client) retryIf(ctx context.Context, what string, f func(ctx context.Co
 	return err
 }
 
+// mayRetry reports whether a call that has failed attempt times since
+// start may be tried again after sleeping d.
+func (c *Client) mayRetry(start time.Time, attempt int, d, window time.Duration) bool {
+	return attempt < c.opts.MaxAttempts && time.Since(start)+d <= window
+}
+
+// backoff is the pause after the attempt-th failure: 200ms doubling up to
+// 5s, with jitter (the default 10 attempts span 13-26s).
 func backoff(attempt int) time.Duration {
-	d := 100 * time.Millisecond << min(attempt-1, 6)
+	d := 200 * time.Millisecond << min(attempt-1, 6)
 	d = min(d, 5*time.Second)
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }

@@ -135,13 +135,23 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 	var lastErr error
 	var queuedAt time.Time // since when the operation is QUEUED, across streams
 	unavailable := 0
-	for attempt := 1; attempt <= e.c.opts.MaxAttempts; attempt++ {
+	var failSince time.Time // the first failure since the last progress
+	attempts := 0
+	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
+			if failSince.IsZero() {
+				failSince = time.Now()
+			}
+			d := backoff(attempt - 1)
+			if !e.c.mayRetry(failSince, attempt-1, d, e.c.opts.RetryWindow) {
+				break
+			}
 			e.Counters.Retries.Add(1)
-			if err := sleep(ctx, backoff(attempt-1)); err != nil {
+			if err := sleep(ctx, d); err != nil {
 				return nil, err
 			}
 		}
+		attempts = attempt
 		sctx, cancel := context.WithCancel(e.c.withMD(ctx))
 		var stream grpc.ServerStreamingClient[longrunningpb.Operation]
 		var err error
@@ -182,6 +192,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			resp, name, err = follow(stream, onStage)
 			if name != "" {
 				opName = name
+				failSince = time.Time{} // the server took the action: the retry window starts anew
 			}
 		}
 		if timer != nil {
@@ -243,7 +254,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			return nil, fmt.Errorf("remote execution: %w", err)
 		}
 	}
-	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", e.c.opts.MaxAttempts, lastErr)
+	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", attempts, lastErr)
 	if unavailable > 0 {
 		msg += fmt.Sprintf("\n  (a server without a worker matching the platform properties [%s] may answer Unavailable, as Buildbarn does during its scheduler's platformQueueWithNoWorkersTimeout after start: check --remote-platform)",
 			e.platformString())

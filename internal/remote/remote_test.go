@@ -183,3 +183,22 @@ func TestCorruptReadBounded(t *testing.T) {
 		t.Errorf("%d reads of a corrupt blob, want 3", n)
 	}
 }
+
+// TestRetryAcrossRestart: calls made while the server restarts (connection
+// refused for a while) succeed once it is back, within the retry window.
+func TestRetryAcrossRestart(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	c := dial(t, addr, remote.Options{MaxAttempts: 10})
+	if err := c.CheckCAS(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Bounce(1500 * time.Millisecond) }()
+	time.Sleep(100 * time.Millisecond) // the server is down now
+	if err := c.CheckCAS(t.Context()); err != nil {
+		t.Errorf("across a restart: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
