@@ -439,6 +439,40 @@ func TestRemoteFrontendRestart(t *testing.T) {
 	t.Logf("%s", firstMatch(stderr))
 }
 
+// TestRemoteACReadOnly: a server that lets only workers write its
+// ActionCache and never reads it in Execute (Buildbarn): a relink finds
+// plain objects' results with GetActionResult of the executable action and
+// executes only the archive members again; thindist does not try to write.
+func TestRemoteACReadOnly(t *testing.T) {
+	p := remoteProgram(t)
+	srv, addr := fakeRemote(t, reapitest.Options{ACUpdateDisabled: true, ExecuteIgnoresActionCache: true})
+	stderr, err := remoteLink(t, p, addr, "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatal(stderr)
+	}
+	if n := strings.Count(stderr, "update_enabled=false"); n != 1 {
+		t.Errorf("%d notes about the read-only ActionCache, want 1:\n%s", n, stderr)
+	}
+	if st := srv.Stats(); st.RPCs[reapitest.MethodUpdateActionResult] != 0 {
+		t.Errorf("%d UpdateActionResult calls to a server that refuses them", st.RPCs[reapitest.MethodUpdateActionResult])
+	}
+	srv.ResetStats()
+	q := copyProgram(t, p)
+	stderr, err = remoteLink(t, q, addr, "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, q, stderr, err) {
+		t.Fatal(stderr)
+	}
+	// Only jobs whose shards name no archive member (whose names carry
+	// lld's PID) have an executable action that repeats across links.
+	sum := parseRemote(t, stderr)
+	st := srv.Stats()
+	if sum.serverHits == 0 || st.Executions != int64(len(p.Modules)-sum.serverHits) || st.ACUpdates != 0 {
+		t.Errorf("relink: %d executions, %d AC updates, summary %+v; want results found with GetActionResult\n%s",
+			st.Executions, st.ACUpdates, sum, stderr)
+	}
+	t.Logf("%s", firstMatch(stderr))
+}
+
 // TestRemoteAbsolutePaths: modules named by absolute paths run locally,
 // with one warning for the whole link.
 func TestRemoteAbsolutePaths(t *testing.T) {
@@ -497,6 +531,13 @@ func TestRemoteDoctor(t *testing.T) {
 	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang, "--remote-compiler="+other)
 	if code != 1 || !strings.Contains(out, "same version") {
 		t.Errorf("doctor with another compiler on the workers: exit %d\n%s", code, out)
+	}
+	// A frontend with a 2 MiB message limit it does not advertise and an
+	// ActionCache only workers may write (stock Buildbarn).
+	_, bbAddr := fakeRemote(t, reapitest.Options{MaxMessageSizeBytes: 2 << 20, ACUpdateDisabled: true})
+	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+bbAddr, "--compiler="+clang)
+	if code != 0 || !strings.Contains(out, "warn  the server does not let clients write its ActionCache") {
+		t.Errorf("doctor against a Buildbarn-like server: exit %d\n%s", code, out)
 	}
 	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://127.0.0.1:1", "--remote-retries=1")
 	if code != 1 || !strings.Contains(out, "FAIL") {

@@ -90,8 +90,14 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		}
 		return rc.Upload
 	}
+	readOnly := cacheOnly && !rc.Upload
+	if !client.ACUpdateEnabled() && !readOnly {
+		readOnly = true
+		warnAll("%s does not let clients write its ActionCache (update_enabled=false): results are found by "+
+			"their executable action, but those of archive members, whose action changes with every link, are not reused", rc.Target)
+	}
 	rcache := cache.NewExecutor(remote.NewStore(client), keys, producer, cache.Options{
-		Where: executor.RemoteCache, ReadOnly: cacheOnly && !rc.Upload, StoreFrom: storeFrom, Warn: warn,
+		Where: executor.RemoteCache, ReadOnly: readOnly, StoreFrom: storeFrom, Warn: warn,
 	})
 	finish := func(quiet bool) {
 		defer client.Close()

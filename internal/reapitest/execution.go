@@ -132,7 +132,7 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	}
 
 	op := s.newOperation(req.GetInstanceName(), req.GetActionDigest())
-	if !req.GetSkipCacheLookup() {
+	if !req.GetSkipCacheLookup() && !s.opts.ExecuteIgnoresActionCache {
 		op.setStage(repb.ExecutionStage_CACHE_CHECK)
 		if ar, ok := s.ac.get(req.GetInstanceName(), req.GetActionDigest()); ok {
 			s.acHits.Add(1)

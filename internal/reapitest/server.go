@@ -81,6 +81,17 @@ type Options struct {
 	// after its start (it answers UNAVAILABLE before).
 	NoWorkerFailedPrecondition bool
 
+	// ACUpdateDisabled advertises ActionCacheUpdateCapabilities
+	// update_enabled=false and refuses UpdateActionResult with
+	// PERMISSION_DENIED, as a Buildbarn frontend that lets only workers
+	// write the action cache.
+	ACUpdateDisabled bool
+
+	// ExecuteIgnoresActionCache makes Execute never look the action up in
+	// the action cache (it always executes), as Buildbarn's scheduler
+	// does; clients must call GetActionResult themselves.
+	ExecuteIgnoresActionCache bool
+
 	// QueueFor keeps every non-cached execution in stage QUEUED this long
 	// before it runs, as a server with no free (or no live) worker does; a
 	// negative value keeps it queued until the server stops. Execute
@@ -479,7 +490,7 @@ func (c capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetC
 		CacheCapabilities: &repb.CacheCapabilities{
 			DigestFunctions: []repb.DigestFunction_Value{repb.DigestFunction_SHA256},
 			ActionCacheUpdateCapabilities: &repb.ActionCacheUpdateCapabilities{
-				UpdateEnabled: true,
+				UpdateEnabled: !c.s.opts.ACUpdateDisabled,
 			},
 			MaxBatchTotalSizeBytes:          c.s.opts.MaxBatchTotalSizeBytes,
 			SymlinkAbsolutePathStrategy:     repb.SymlinkAbsolutePathStrategy_ALLOWED,

@@ -145,7 +145,8 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	cc := caps.GetCacheCapabilities()
 	if cc == nil {
 		conn.Close()
-		return nil, fmt.Errorf("remote %s: the server has no CAS (no cache capabilities)", o.Target)
+		return nil, fmt.Errorf("remote %s: the server has no CAS (no cache capabilities); point --remote at a service that has one "+
+			"(Buildbarn: the frontend, bb_storage, not bb_scheduler's client port)", o.Target)
 	}
 	fns := cc.GetDigestFunctions()
 	if len(fns) > 0 && !slices.Contains(fns, repb.DigestFunction_SHA256) {
@@ -182,6 +183,14 @@ func (c *Client) Instance() string { return c.opts.Instance }
 
 // ExecEnabled reports whether the server offers remote execution.
 func (c *Client) ExecEnabled() bool { return c.Caps.GetExecutionCapabilities().GetExecEnabled() }
+
+// ACUpdateEnabled reports whether the server lets clients write its
+// ActionCache. A server that says nothing is taken at its word when it
+// refuses a write.
+func (c *Client) ACUpdateEnabled() bool {
+	u := c.Caps.GetCacheCapabilities().GetActionCacheUpdateCapabilities()
+	return u == nil || u.GetUpdateEnabled()
+}
 
 // Compression describes the compression in use, for messages.
 func (c *Client) Compression() string {

@@ -56,6 +56,7 @@ type ExecCounters struct {
 	OutputsRead, OutputBytes, NotRemotable atomic.Int64
 	Skipped                                atomic.Int64 // actions not sent after a permanent failure
 	QueueTimeouts                          atomic.Int64
+	ACLookupHits                           atomic.Int64 // of ServerCacheHits: found by GetActionResult before Execute
 }
 
 // Executor runs actions on the service's workers.
@@ -107,6 +108,12 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 		}
 		return nil, fmt.Errorf("preparing the remote action: %w", err)
 	}
+	// Look the executable action up first, as Bazel does: servers such
+	// as Buildbarn never consult their ActionCache in Execute.
+	if res, ok := e.lookup(ctx, a, ex, out); ok {
+		res.Wall = time.Since(start)
+		return res, nil
+	}
 	if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
@@ -125,6 +132,25 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	}
 	res.Wall = time.Since(start)
 	return res, nil
+}
+
+// lookup serves ex from the server's ActionCache if it holds a usable
+// result for the executable action (checked like an executed one).
+// Anything else is a miss.
+func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Executable, out []string) (*executor.Result, bool) {
+	if e.o.SkipCacheLookup {
+		return nil, false
+	}
+	ar, err := NewStore(e.c).GetActionResult(ctx, ex.ActionDigest)
+	if err != nil || ar.GetExitCode() != 0 {
+		return nil, false
+	}
+	res, err := e.collect(ctx, a, ex, &repb.ExecuteResponse{Result: ar, CachedResult: true}, out)
+	if err != nil || res.Failed() {
+		return nil, false
+	}
+	e.Counters.ACLookupHits.Add(1)
+	return res, true
 }
 
 // run executes ex, following the operation stream, resuming it with
