@@ -230,8 +230,10 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	return executor.Verified(cached), parallel, finish, nil
 }
 
-// limited passes on the first few cache warnings of a run and drops the
-// rest, so a systematic problem is reported without flooding the build log.
+// limited passes on the first few warnings of one kind (cache, remote) of
+// a run and drops the rest, so a systematic problem is reported without
+// flooding the build log. Its closing note names no kind: the same warner
+// serves cache and remote warnings.
 func limited(warn func(string, ...any)) func(string, ...any) {
 	var mu sync.Mutex
 	n := 0
@@ -243,7 +245,7 @@ func limited(warn func(string, ...any)) func(string, ...any) {
 		case n <= 3:
 			warn(format, args...)
 		case n == 4:
-			warn("further cache warnings of this run are not shown")
+			warn("further warnings like these are not shown for this run")
 		}
 	}
 }
