@@ -7,7 +7,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/testprog"
@@ -222,6 +226,45 @@ func TestRemotePlatformMismatch(t *testing.T) {
 	}
 }
 
+// TestRemoteNoWorkerFailedPrecondition: a server past its startup window
+// answers an unmatched platform with FailedPrecondition without missing
+// blobs (Buildbarn). That is no reason to upload again: the run stops
+// sending actions (circuit breaker) and names the platform.
+func TestRemoteNoWorkerFailedPrecondition(t *testing.T) {
+	p := remoteProgram(t)
+	jobs := len(p.Modules)
+	for _, fallback := range []string{"local", "none"} {
+		t.Run(fallback, func(t *testing.T) {
+			q := copyProgram(t, p)
+			srv, addr := fakeRemote(t, reapitest.Options{Platform: map[string][]string{"OSFamily": {"Linux"}},
+				NoWorkerFailedPrecondition: true})
+			stderr, err := remoteLink(t, q, addr, "--remote-fallback="+fallback, "--remote-platform=OSFamily=Windows")
+			ok := wantCorrectOrFailed(t, q, stderr, err)
+			if ok != (fallback == "local") {
+				t.Errorf("--remote-fallback=%s: linked %v\n%s", fallback, ok, stderr)
+			}
+			st := srv.Stats()
+			if st.ExecuteCalls > int64(jobs) || st.ExecuteCalls == 0 {
+				t.Errorf("%d Execute calls for %d actions: want each at most once, none retried", st.ExecuteCalls, jobs)
+			}
+			seen := map[string]bool{}
+			for _, u := range srv.Uploads() {
+				if seen[u.Hash] {
+					t.Errorf("blob %s uploaded again", u.Hash)
+				}
+				seen[u.Hash] = true
+			}
+			if !strings.Contains(stderr, "OSFamily=Windows") || !strings.Contains(stderr, "--remote-platform") {
+				t.Errorf("no platform hint:\n%s", stderr)
+			}
+			if n := strings.Count(stderr, "--remote-platform"); n != 1 {
+				t.Errorf("the platform hint is printed %d times, want once:\n%s", n, stderr)
+			}
+			t.Logf("%s", stderr)
+		})
+	}
+}
+
 // TestRemoteHeadersInstanceTLS: headers and the instance name reach the
 // server, over mutual TLS.
 func TestRemoteHeadersInstanceTLS(t *testing.T) {
@@ -302,6 +345,134 @@ func TestRemoteCacheOnly(t *testing.T) {
 	}
 }
 
+// TestRemoteFallbackNotUploaded: results compiled locally after remote
+// execution failed reach the shared ActionCache only with --remote-upload;
+// results of remote execution are stored.
+func TestRemoteFallbackNotUploaded(t *testing.T) {
+	p := remoteProgram(t)
+	jobs := len(p.Modules)
+	for _, upload := range []bool{false, true} {
+		q := copyProgram(t, p)
+		srv, addr := fakeRemote(t, reapitest.Options{})
+		srv.InjectFault(reapitest.MethodExecute, reapitest.FaultUnavailable, 1000)
+		args := []string{"--remote-fallback=local", "--remote-retries=1"}
+		if upload {
+			args = append(args, "--remote-upload")
+		}
+		stderr, err := remoteLink(t, q, addr, args...)
+		if !wantCorrectOrFailed(t, q, stderr, err) {
+			t.Fatal(stderr)
+		}
+		want := 0
+		if upload {
+			want = jobs
+		}
+		if n := srv.Stats().ACUpdates; n != int64(want) {
+			t.Errorf("--remote-upload=%v: %d local fallback results stored in the remote ActionCache, want %d", upload, n, want)
+		}
+	}
+	srv, addr := fakeRemote(t, reapitest.Options{})
+	stderr, err := remoteLink(t, p, addr, "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatal(stderr)
+	}
+	if n := srv.Stats().ACUpdates; n != int64(jobs) {
+		t.Errorf("%d results of remote execution stored under the canonical key, want %d", n, jobs)
+	}
+}
+
+// TestRemoteQueueTimeout: an action that stays QUEUED (no live worker) is
+// given up after --remote-queue-timeout: compiled locally, or a clear
+// failure with --remote-fallback=none.
+func TestRemoteQueueTimeout(t *testing.T) {
+	p := remoteProgram(t)
+	for _, fallback := range []string{"local", "none"} {
+		t.Run(fallback, func(t *testing.T) {
+			q := copyProgram(t, p)
+			srv, addr := fakeRemote(t, reapitest.Options{QueueFor: -1})
+			start := time.Now()
+			stderr, err := remoteLink(t, q, addr, "--remote-fallback="+fallback, "--remote-queue-timeout=300ms")
+			ok := wantCorrectOrFailed(t, q, stderr, err)
+			if ok != (fallback == "local") {
+				t.Errorf("--remote-fallback=%s: linked %v\n%s", fallback, ok, stderr)
+			}
+			if !strings.Contains(stderr, "stayed queued") {
+				t.Errorf("no word of the queue timeout:\n%s", stderr)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the link took %v", d)
+			}
+			if st := srv.Stats(); st.ExecuteCalls != int64(len(p.Modules)) {
+				t.Errorf("%d Execute calls for %d actions: a queue timeout is not retried", st.ExecuteCalls, len(p.Modules))
+			}
+		})
+	}
+}
+
+// TestRemoteFrontendRestart: the server goes away mid-link (in-flight
+// calls break, new ones find the port closed) and comes back on the same
+// port: the actions complete remotely, without falling back.
+func TestRemoteFrontendRestart(t *testing.T) {
+	p := remoteProgram(t)
+	var srv *reapitest.FakeServer
+	var once sync.Once
+	bounced := make(chan error, 1)
+	srv, addr := fakeRemote(t, reapitest.Options{
+		Hook: func(method string, _ metadata.MD) error {
+			if method == reapitest.MethodExecute {
+				once.Do(func() { go func() { bounced <- srv.Bounce(700 * time.Millisecond) }() })
+			}
+			return nil
+		},
+		QueueFor: 300 * time.Millisecond, // actions are in flight when it goes
+	})
+	stderr, err := remoteLink(t, p, addr, "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatalf("the link did not get over the restart:\n%s", stderr)
+	}
+	if err := <-bounced; err != nil {
+		t.Fatal(err)
+	}
+	if sum := parseRemote(t, stderr); sum.executed+sum.serverHits != len(p.Modules) || sum.local != 0 {
+		t.Errorf("summary %+v, want all %d executed remotely\n%s", sum, len(p.Modules), stderr)
+	}
+	t.Logf("%s", firstMatch(stderr))
+}
+
+// TestRemoteACReadOnly: a server that lets only workers write its
+// ActionCache and never reads it in Execute (Buildbarn): a relink finds
+// plain objects' results with GetActionResult of the executable action and
+// executes only the archive members again; thindist does not try to write.
+func TestRemoteACReadOnly(t *testing.T) {
+	p := remoteProgram(t)
+	srv, addr := fakeRemote(t, reapitest.Options{ACUpdateDisabled: true, ExecuteIgnoresActionCache: true})
+	stderr, err := remoteLink(t, p, addr, "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatal(stderr)
+	}
+	if n := strings.Count(stderr, "update_enabled=false"); n != 1 {
+		t.Errorf("%d notes about the read-only ActionCache, want 1:\n%s", n, stderr)
+	}
+	if st := srv.Stats(); st.RPCs[reapitest.MethodUpdateActionResult] != 0 {
+		t.Errorf("%d UpdateActionResult calls to a server that refuses them", st.RPCs[reapitest.MethodUpdateActionResult])
+	}
+	srv.ResetStats()
+	q := copyProgram(t, p)
+	stderr, err = remoteLink(t, q, addr, "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, q, stderr, err) {
+		t.Fatal(stderr)
+	}
+	// Only jobs whose shards name no archive member (whose names carry
+	// lld's PID) have an executable action that repeats across links.
+	sum := parseRemote(t, stderr)
+	st := srv.Stats()
+	if sum.serverHits == 0 || st.Executions != int64(len(p.Modules)-sum.serverHits) || st.ACUpdates != 0 {
+		t.Errorf("relink: %d executions, %d AC updates, summary %+v; want results found with GetActionResult\n%s",
+			st.Executions, st.ACUpdates, sum, stderr)
+	}
+	t.Logf("%s", firstMatch(stderr))
+}
+
 // TestRemoteAbsolutePaths: modules named by absolute paths run locally,
 // with one warning for the whole link.
 func TestRemoteAbsolutePaths(t *testing.T) {
@@ -360,6 +531,13 @@ func TestRemoteDoctor(t *testing.T) {
 	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang, "--remote-compiler="+other)
 	if code != 1 || !strings.Contains(out, "same version") {
 		t.Errorf("doctor with another compiler on the workers: exit %d\n%s", code, out)
+	}
+	// A frontend with a 2 MiB message limit it does not advertise and an
+	// ActionCache only workers may write (stock Buildbarn).
+	_, bbAddr := fakeRemote(t, reapitest.Options{MaxMessageSizeBytes: 2 << 20, ACUpdateDisabled: true})
+	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+bbAddr, "--compiler="+clang)
+	if code != 0 || !strings.Contains(out, "warn  the server does not let clients write its ActionCache") {
+		t.Errorf("doctor against a Buildbarn-like server: exit %d\n%s", code, out)
 	}
 	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://127.0.0.1:1", "--remote-retries=1")
 	if code != 1 || !strings.Contains(out, "FAIL") {

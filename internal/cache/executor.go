@@ -23,6 +23,11 @@ type Options struct {
 	Where executor.Where
 	// ReadOnly looks results up but never stores them.
 	ReadOnly bool
+	// StoreFrom, if set, says whose results may be stored, by the
+	// Result.Where of next's result: a shared remote cache takes what
+	// remote workers produced, and what this machine compiled only when
+	// the user asks (--remote-upload). Nil stores every result.
+	StoreFrom func(executor.Where) bool
 	// Warn reports a cache problem that did not stop the action.
 	Warn func(format string, args ...any)
 }
@@ -74,7 +79,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	}
 	e.Counters.Misses.Add(1)
 	res, err := e.next.Execute(ctx, a, out)
-	if err != nil || res.Failed() || e.opts.ReadOnly {
+	if err != nil || res.Failed() || e.opts.ReadOnly || e.opts.StoreFrom != nil && !e.opts.StoreFrom(res.Where) {
 		return res, err
 	}
 	if err := e.store1(ctx, key, res, out); err != nil {

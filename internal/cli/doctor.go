@@ -62,7 +62,12 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	fmt.Fprintf(stdout, "      ActionCache writes by clients: %v; remote execution: %v\n",
 		cc.GetActionCacheUpdateCapabilities().GetUpdateEnabled(), ec.GetExecEnabled())
 
-	step("CAS upload, FindMissingBlobs and read back", client.CheckCAS(ctx), "")
+	if !client.ACUpdateEnabled() {
+		fmt.Fprintf(stdout, "warn  the server does not let clients write its ActionCache: thindist cannot store results under\n"+
+			"      its canonical key, so jobs of archive members (whose executable action changes with every link)\n"+
+			"      are not reused across links; let thindist write the ActionCache to share them\n")
+	}
+	step("CAS upload, FindMissingBlobs and read back (a small and a 3 MiB blob)", client.CheckCAS(ctx), "")
 
 	local, err := exec.LookPath(compiler)
 	if err == nil {

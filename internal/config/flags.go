@@ -10,6 +10,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 )
 
 // FlagSet is a flag.FlagSet whose every flag also reads an environment
@@ -61,6 +62,14 @@ func (s *FlagSet) String(p *string, name, group, arg, def, usage string) {
 func (s *FlagSet) Bool(p *bool, name, group string, def bool, usage string) {
 	s.fs.BoolVar(p, name, def, usage)
 	s.add(name, group, "")
+}
+
+// Duration defines a duration flag with default def (0 shows no default
+// in help).
+func (s *FlagSet) Duration(p *time.Duration, name, group, arg string, def time.Duration, usage string) {
+	*p = def
+	s.fs.Var(durationValue{p}, name, usage)
+	s.add(name, group, arg)
 }
 
 // Var defines a flag of a custom type (e.g. a repeatable one).
@@ -184,7 +193,7 @@ func (s *FlagSet) PrintDefaults(w io.Writer) {
 			switch {
 			case m.def != "":
 				extra += "; default " + m.def
-			case f.DefValue != "" && f.DefValue != "false" && f.DefValue != "[]":
+			case f.DefValue != "" && f.DefValue != "false" && f.DefValue != "[]" && f.DefValue != "0s":
 				extra += "; default " + f.DefValue
 			}
 			fmt.Fprintf(w, "        (%s)\n", extra)

@@ -26,12 +26,15 @@ type Remote struct {
 	Fallback string
 	// CacheOnly executes locally and only uses the remote cache.
 	CacheOnly bool
-	// Upload writes locally built results to the remote cache in
-	// cache-only mode.
+	// Upload writes locally built results to the remote cache (in
+	// cache-only mode, or after a fallback to local compilation).
 	Upload bool
 	// Timeout bounds each RPC and blob transfer; ExecTimeout bounds one
 	// execution on a worker.
 	Timeout, ExecTimeout time.Duration
+	// QueueTimeout bounds how long an action may stay queued on the
+	// service (0: no bound).
+	QueueTimeout time.Duration
 	// Attempts bounds the tries of an RPC or execution that fails
 	// transiently.
 	Attempts int
@@ -115,13 +118,18 @@ func (r *Remote) register(fs *FlagSet) {
 		"compile locally; only look results up in the remote cache (and with --remote-upload\n"+
 			"store them there)")
 	fs.Bool(&r.Upload, "remote-upload", g, false,
-		"with --remote-cache-only: store locally built results in the remote cache")
-	fs.Var(durationValue{&r.Timeout}, "remote-timeout", g, "DURATION", "bound each remote call and blob transfer")
-	fs.Var(durationValue{&r.ExecTimeout}, "remote-exec-timeout", g, "DURATION",
+		"store results compiled on this machine (--remote-cache-only, or a local fallback)\n"+
+			"in the remote cache; results of remote execution are stored anyway")
+	fs.Duration(&r.Timeout, "remote-timeout", g, "DURATION", time.Minute, "bound each remote call and blob transfer")
+	fs.Duration(&r.ExecTimeout, "remote-exec-timeout", g, "DURATION", 0,
 		"bound one backend's execution on a worker (default: the server's limit)")
-	fs.Int(&r.Attempts, "remote-retries", g, 5,
+	fs.Duration(&r.QueueTimeout, "remote-queue-timeout", g, "DURATION", 2*time.Minute,
+		"give up on remote execution of a backend that stays queued (no free worker) this\n"+
+			"long, and compile it locally (or fail, per --remote-fallback); 0: wait as long as\n"+
+			"the server keeps it")
+	fs.Int(&r.Attempts, "remote-retries", g, 10,
 		"try a call that fails transiently (Unavailable, ResourceExhausted, DeadlineExceeded)\n"+
-			"at most N times, with exponential backoff")
+			"at most N times, with exponential backoff, and for at most 30s")
 }
 
 func (r *Remote) check() error {
@@ -144,6 +152,9 @@ func (r *Remote) check() error {
 	}
 	if (r.Cert == "") != (r.Key == "") {
 		return fmt.Errorf("--remote-cert and --remote-key go together")
+	}
+	if r.Timeout < 0 || r.ExecTimeout < 0 || r.QueueTimeout < 0 {
+		return fmt.Errorf("remote timeouts must not be negative")
 	}
 	return nil
 }

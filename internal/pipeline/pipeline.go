@@ -149,7 +149,7 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 				env.Diag(d)
 			}
 		default:
-			console.Printf("thindist: error: %v", runErr)
+			console.Printf("thindist: error: %s", errorText(runErr))
 		}
 	}
 	if !cfg.Quiet {
@@ -230,8 +230,10 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	return executor.Verified(cached), parallel, finish, nil
 }
 
-// limited passes on the first few cache warnings of a run and drops the
-// rest, so a systematic problem is reported without flooding the build log.
+// limited passes on the first few warnings of one kind (cache, remote) of
+// a run and drops the rest, so a systematic problem is reported without
+// flooding the build log. Its closing note names no kind: the same warner
+// serves cache and remote warnings.
 func limited(warn func(string, ...any)) func(string, ...any) {
 	var mu sync.Mutex
 	n := 0
@@ -243,7 +245,7 @@ func limited(warn func(string, ...any)) func(string, ...any) {
 		case n <= 3:
 			warn(format, args...)
 		case n == 4:
-			warn("further cache warnings of this run are not shown")
+			warn("further warnings like these are not shown for this run")
 		}
 	}
 }
@@ -298,6 +300,32 @@ func (w warnings) Finished(a *action.Action, _ int, res *executor.Result, err er
 		return
 	}
 	w.c.Printf("thindist: %s:\n%s", a.ID, fmt.Sprint(string(res.Stderr)))
+}
+
+// errorText is the text of a run's errors, one per failed action. An
+// error of several lines that repeats one already shown for another action
+// (the same remote failure for every action) shows only its first line.
+func errorText(err error) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range split(err) {
+		msg := e.Error()
+		nl := strings.IndexByte(msg, '\n')
+		if nl < 0 {
+			out = append(out, msg)
+			continue
+		}
+		key := msg
+		if i := strings.Index(msg, ": "); i >= 0 && i < nl {
+			key = msg[i+2:] // without the action's ID
+		}
+		if seen[key] {
+			msg = msg[:nl] + " (details as above)"
+		}
+		seen[key] = true
+		out = append(out, msg)
+	}
+	return strings.Join(out, "\n")
 }
 
 // split undoes errors.Join.

@@ -72,7 +72,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		keys.Platform = reapi.Platform(rc.Platform)
 		rex = remote.NewExecutor(client, remote.ExecOptions{
 			Compiler: rc.Compiler, Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
-			Timeout: rc.ExecTimeout, Files: keys.Files,
+			Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout, Files: keys.Files,
 		})
 		fb = remote.NewFallback(executor.Verified(rex), local, remote.FallbackOptions{
 			None: rc.Fallback == "none",
@@ -80,8 +80,24 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		})
 		producer = fb
 	}
+	// The shared ActionCache takes results that remote workers produced
+	// (or that came from the remote cache); what this machine compiled,
+	// in cache-only mode or as a fallback, only with --remote-upload.
+	storeFrom := func(w executor.Where) bool {
+		switch w {
+		case executor.Remote, executor.RemoteCache:
+			return true
+		}
+		return rc.Upload
+	}
+	readOnly := cacheOnly && !rc.Upload
+	if !client.ACUpdateEnabled() && !readOnly {
+		readOnly = true
+		warnAll("%s does not let clients write its ActionCache (update_enabled=false): results are found by "+
+			"their executable action, but those of archive members, whose action changes with every link, are not reused", rc.Target)
+	}
 	rcache := cache.NewExecutor(remote.NewStore(client), keys, producer, cache.Options{
-		Where: executor.RemoteCache, ReadOnly: cacheOnly && !rc.Upload, Warn: warn,
+		Where: executor.RemoteCache, ReadOnly: readOnly, StoreFrom: storeFrom, Warn: warn,
 	})
 	finish := func(quiet bool) {
 		defer client.Close()

@@ -89,6 +89,9 @@ func (a acService) UpdateActionResult(ctx context.Context, req *repb.UpdateActio
 	if req.GetActionResult() == nil {
 		return nil, status.Error(codes.InvalidArgument, "missing action_result")
 	}
+	if a.s.opts.ACUpdateDisabled {
+		return nil, status.Error(codes.PermissionDenied, "reapitest: clients may not write the action cache")
+	}
 	a.s.ac.put(req.GetInstanceName(), req.GetActionDigest(), req.GetActionResult())
 	a.s.acUpdates.Add(1)
 	return req.GetActionResult(), nil

@@ -162,6 +162,17 @@ func missingBlobsError(missing []*repb.Digest) error {
 	return st.Err()
 }
 
+// checkMessageSize fails a batch of total bytes that does not fit
+// Options.MaxMessageSizeBytes, as Buildbarn does.
+func (s *FakeServer) checkMessageSize(verb string, total int64) error {
+	if m := s.opts.MaxMessageSizeBytes; m > 0 && total > m {
+		s.batchRejections.Add(1)
+		return status.Errorf(codes.InvalidArgument,
+			"Attempted to %s a total of at least %d bytes, while a maximum of %d bytes is permitted", verb, total, m)
+	}
+	return nil
+}
+
 // casService implements repb.ContentAddressableStorageServer.
 type casService struct {
 	repb.UnimplementedContentAddressableStorageServer // SplitBlob, SpliceBlob, chunking: Unimplemented
@@ -199,6 +210,13 @@ func (c casService) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdateB
 		if total > max {
 			return nil, status.Errorf(codes.InvalidArgument, "batch of %d bytes exceeds max_batch_total_size_bytes %d", total, max)
 		}
+	}
+	var total int64
+	for _, r := range req.GetRequests() {
+		total += r.GetDigest().GetSizeBytes()
+	}
+	if err := c.s.checkMessageSize("write", total); err != nil {
+		return nil, err
 	}
 	resp := &repb.BatchUpdateBlobsResponse{}
 	for _, r := range req.GetRequests() {
@@ -256,6 +274,13 @@ func (c casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobs
 		if total > max {
 			return nil, status.Errorf(codes.InvalidArgument, "batch of %d bytes exceeds max_batch_total_size_bytes %d", total, max)
 		}
+	}
+	var total int64
+	for _, d := range req.GetDigests() {
+		total += d.GetSizeBytes()
+	}
+	if err := c.s.checkMessageSize("read", total); err != nil {
+		return nil, err
 	}
 	useZstd := false
 	if c.s.opts.Zstd {

@@ -24,7 +24,8 @@
 //     FAILED_PRECONDITION (PreconditionFailure details, type MISSING); a
 //     missing input-root blob is reported in ExecuteResponse.status instead.
 //     A platform that Options.Platform does not accept fails the RPC with
-//     UNAVAILABLE before any Operation is sent. A non-cached Execute always
+//     UNAVAILABLE (FAILED_PRECONDITION with Options.NoWorkerFailedPrecondition)
+//     before any Operation is sent. A non-cached Execute always
 //     sends one in-progress Operation (stage QUEUED) before the done one.
 //   - Action timeout: ExecuteResponse.status is DEADLINE_EXCEEDED and the
 //     result is not cached. Results with a non-zero exit code, a non-OK

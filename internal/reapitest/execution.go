@@ -124,11 +124,15 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	}
 	if !s.platformAccepted(platform) {
 		s.execRejections.Add(1)
+		if s.opts.NoWorkerFailedPrecondition {
+			return status.Errorf(codes.FailedPrecondition,
+				"reapitest: No workers exist for instance name prefix %q platform %v", req.GetInstanceName(), platform.GetProperties())
+		}
 		return status.Errorf(codes.Unavailable, "reapitest: no fake worker matches platform %v", platform.GetProperties())
 	}
 
 	op := s.newOperation(req.GetInstanceName(), req.GetActionDigest())
-	if !req.GetSkipCacheLookup() {
+	if !req.GetSkipCacheLookup() && !s.opts.ExecuteIgnoresActionCache {
 		op.setStage(repb.ExecutionStage_CACHE_CHECK)
 		if ar, ok := s.ac.get(req.GetInstanceName(), req.GetActionDigest()); ok {
 			s.acHits.Add(1)
@@ -154,6 +158,16 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		if q := time.Duration(s.queueFor.Load()); q != 0 {
+			var wait <-chan time.Time // nil: until the server stops
+			if q > 0 {
+				wait = time.After(q)
+			}
+			select {
+			case <-wait:
+			case <-s.ctx.Done():
+			}
+		}
 		op.setStage(repb.ExecutionStage_EXECUTING)
 		resp := s.run(s.ctx, req.GetInstanceName(), action, command)
 		if resp.GetStatus().GetCode() == int32(codes.OK) && resp.GetResult().GetExitCode() == 0 && !action.GetDoNotCache() {

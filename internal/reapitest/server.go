@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	semverpb "github.com/bazelbuild/remote-apis/build/bazel/semver"
@@ -46,6 +47,17 @@ type Options struct {
 	// 0 means "no limit" as in the REAPI spec.
 	MaxBatchTotalSizeBytes int64
 
+	// MaxMessageSizeBytes emulates a gRPC message size limit that is
+	// distinct from (and not advertised like) MaxBatchTotalSizeBytes, as
+	// Buildbarn's maximumMessageSizeBytes (2 MiB in stock deployments)
+	// while it advertises max_batch_total_size_bytes 0. When > 0, the gRPC
+	// server refuses incoming messages larger than this (ResourceExhausted,
+	// before any handler runs), and BatchUpdateBlobs and BatchReadBlobs
+	// whose digests total more than this fail with InvalidArgument and
+	// Buildbarn's wording ("Attempted to read a total of at least N bytes,
+	// while a maximum of M bytes is permitted"). 0 means gRPC's defaults.
+	MaxMessageSizeBytes int64
+
 	// Zstd advertises Compressor ZSTD in both SupportedCompressors and
 	// SupportedBatchUpdateCompressors and accepts it on every path
 	// (BatchUpdateBlobs, BatchReadBlobs, ByteStream compressed-blobs).
@@ -60,6 +72,32 @@ type Options struct {
 	// Buildbarn does when no worker matches). An empty non-nil map accepts
 	// only actions without platform properties.
 	Platform map[string][]string
+
+	// NoWorkerFailedPrecondition makes Execute answer an action whose
+	// platform Platform does not accept with FAILED_PRECONDITION ("No
+	// workers exist for instance name prefix ... platform ...", without
+	// PreconditionFailure details) instead of UNAVAILABLE, as Buildbarn's
+	// scheduler does once platformQueueWithNoWorkersTimeout has passed
+	// after its start (it answers UNAVAILABLE before).
+	NoWorkerFailedPrecondition bool
+
+	// ACUpdateDisabled advertises ActionCacheUpdateCapabilities
+	// update_enabled=false and refuses UpdateActionResult with
+	// PERMISSION_DENIED, as a Buildbarn frontend that lets only workers
+	// write the action cache.
+	ACUpdateDisabled bool
+
+	// ExecuteIgnoresActionCache makes Execute never look the action up in
+	// the action cache (it always executes), as Buildbarn's scheduler
+	// does; clients must call GetActionResult themselves.
+	ExecuteIgnoresActionCache bool
+
+	// QueueFor keeps every non-cached execution in stage QUEUED this long
+	// before it runs, as a server with no free (or no live) worker does; a
+	// negative value keeps it queued until the server stops. Execute
+	// streams report the QUEUED operation and then wait. See also
+	// SetQueueFor.
+	QueueFor time.Duration
 
 	// TLS, if non-nil, makes the server speak TLS with this configuration.
 	// Set ClientAuth to tls.RequireAndVerifyClientCert for mTLS. See
@@ -106,26 +144,28 @@ type FakeServer struct {
 
 	wg sync.WaitGroup // background executions
 
-	executions     atomic.Int64
-	executeCalls   atomic.Int64
-	waitCalls      atomic.Int64
-	acHits         atomic.Int64
-	acMisses       atomic.Int64
-	findMissing    atomic.Int64
-	blobsUploaded  atomic.Int64
-	bytesRaw       atomic.Int64
-	bytesWire      atomic.Int64
-	opCounter      atomic.Int64
-	blobsRead      atomic.Int64
-	bytesReadRaw   atomic.Int64
-	acUpdates      atomic.Int64
-	execRejections atomic.Int64
+	executions      atomic.Int64
+	executeCalls    atomic.Int64
+	waitCalls       atomic.Int64
+	acHits          atomic.Int64
+	acMisses        atomic.Int64
+	findMissing     atomic.Int64
+	blobsUploaded   atomic.Int64
+	bytesRaw        atomic.Int64
+	bytesWire       atomic.Int64
+	opCounter       atomic.Int64
+	blobsRead       atomic.Int64
+	bytesReadRaw    atomic.Int64
+	acUpdates       atomic.Int64
+	execRejections  atomic.Int64
+	batchRejections atomic.Int64
+	queueFor        atomic.Int64 // Options.QueueFor, changeable with SetQueueFor
 }
 
 // NewFakeServer returns a FakeServer configured by opts. It does not listen
 // until Start is called.
 func NewFakeServer(opts Options) *FakeServer {
-	return &FakeServer{
+	s := &FakeServer{
 		opts:     opts,
 		cas:      newCASStore(),
 		ac:       newACStore(),
@@ -135,7 +175,12 @@ func NewFakeServer(opts Options) *FakeServer {
 		instSeen: map[string]bool{},
 		rpcs:     map[string]int64{},
 	}
+	s.queueFor.Store(int64(opts.QueueFor))
+	return s
 }
+
+// SetQueueFor changes Options.QueueFor for executions that start later.
+func (s *FakeServer) SetQueueFor(d time.Duration) { s.queueFor.Store(int64(d)) }
 
 // Start listens on 127.0.0.1:0 and serves in the background. It returns the
 // "host:port" address to dial. Cancelling ctx stops the server as Stop does,
@@ -150,20 +195,7 @@ func (s *FakeServer) Start(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reapitest: listen: %w", err)
 	}
-	var sopts []grpc.ServerOption
-	if s.opts.TLS != nil {
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
-	}
-	sopts = append(sopts,
-		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
-		grpc.ChainStreamInterceptor(s.streamInterceptor),
-	)
-	g := grpc.NewServer(sopts...)
-	repb.RegisterCapabilitiesServer(g, capabilitiesService{s: s})
-	repb.RegisterContentAddressableStorageServer(g, casService{s: s})
-	repb.RegisterActionCacheServer(g, acService{s: s})
-	repb.RegisterExecutionServer(g, execService{s: s})
-	bspb.RegisterByteStreamServer(g, byteStreamService{s: s})
+	g := s.newGRPCServer()
 	s.grpcSrv = g
 	s.lis = lis
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -179,6 +211,60 @@ func (s *FakeServer) Start(ctx context.Context) (string, error) {
 		}()
 	}
 	return lis.Addr().String(), nil
+}
+
+func (s *FakeServer) newGRPCServer() *grpc.Server {
+	var sopts []grpc.ServerOption
+	if s.opts.TLS != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(s.opts.TLS)))
+	}
+	sopts = append(sopts,
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+	)
+	if m := s.opts.MaxMessageSizeBytes; m > 0 {
+		sopts = append(sopts, grpc.MaxRecvMsgSize(int(m)))
+	}
+	g := grpc.NewServer(sopts...)
+	repb.RegisterCapabilitiesServer(g, capabilitiesService{s: s})
+	repb.RegisterContentAddressableStorageServer(g, casService{s: s})
+	repb.RegisterActionCacheServer(g, acService{s: s})
+	repb.RegisterExecutionServer(g, execService{s: s})
+	bspb.RegisterByteStreamServer(g, byteStreamService{s: s})
+	return g
+}
+
+// Bounce emulates a frontend restart: it closes the listener and every
+// connection (in-flight calls fail with Unavailable, new ones with
+// "connection refused"), waits down, and serves again on the same address.
+// Blobs, action results and operations survive (running actions go on, and
+// WaitExecution finds them), as with a restarted frontend in front of a
+// scheduler and storage that stayed up.
+func (s *FakeServer) Bounce(down time.Duration) error {
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.mu.Unlock()
+		return errors.New("reapitest: Bounce of a server that is not running")
+	}
+	g, addr := s.grpcSrv, s.lis.Addr().String()
+	s.mu.Unlock()
+	g.Stop()
+	time.Sleep(down)
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("reapitest: listen again on %s: %w", addr, err)
+	}
+	g = s.newGRPCServer()
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		lis.Close()
+		return nil
+	}
+	s.grpcSrv, s.lis = g, lis
+	s.mu.Unlock()
+	go func() { _ = g.Serve(lis) }()
+	return nil
 }
 
 // Addr returns the listening address, or "" before Start.
@@ -228,6 +314,7 @@ type Stats struct {
 	ExecuteCalls          int64 // Execute RPCs, including rejected ones
 	WaitExecutionCalls    int64
 	ExecuteRejections     int64 // Execute calls rejected for platform mismatch
+	BatchRejections       int64 // batch calls refused by Options.MaxMessageSizeBytes
 	ACHits                int64 // GetActionResult hits + Execute cache hits
 	ACMisses              int64 // GetActionResult misses + Execute cache-lookup misses
 	ACUpdates             int64 // UpdateActionResult calls that stored a result
@@ -247,6 +334,7 @@ func (s *FakeServer) Stats() Stats {
 		ExecuteCalls:          s.executeCalls.Load(),
 		WaitExecutionCalls:    s.waitCalls.Load(),
 		ExecuteRejections:     s.execRejections.Load(),
+		BatchRejections:       s.batchRejections.Load(),
 		ACHits:                s.acHits.Load(),
 		ACMisses:              s.acMisses.Load(),
 		ACUpdates:             s.acUpdates.Load(),
@@ -308,7 +396,7 @@ func (s *FakeServer) Uploads() []UploadRecord {
 func (s *FakeServer) ResetStats() {
 	for _, c := range []*atomic.Int64{&s.executions, &s.executeCalls, &s.waitCalls,
 		&s.execRejections, &s.acHits, &s.acMisses, &s.acUpdates, &s.findMissing,
-		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw} {
+		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.batchRejections} {
 		c.Store(0)
 	}
 	s.mu.Lock()
@@ -402,7 +490,7 @@ func (c capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetC
 		CacheCapabilities: &repb.CacheCapabilities{
 			DigestFunctions: []repb.DigestFunction_Value{repb.DigestFunction_SHA256},
 			ActionCacheUpdateCapabilities: &repb.ActionCacheUpdateCapabilities{
-				UpdateEnabled: true,
+				UpdateEnabled: !c.s.opts.ACUpdateDisabled,
 			},
 			MaxBatchTotalSizeBytes:          c.s.opts.MaxBatchTotalSizeBytes,
 			SymlinkAbsolutePathStrategy:     repb.SymlinkAbsolutePathStrategy_ALLOWED,

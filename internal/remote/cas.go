@@ -5,10 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -183,13 +184,37 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 	var batch []digest.Digest
 	var batchData [][]byte
 	var batchSize int64
+	stream := func(d digest.Digest, content func() ([]byte, error)) {
+		wire, err := u.c.streamWrite(ctx, d, content)
+		if err != nil {
+			errs[d] = fmt.Errorf("uploading %s: %w", d, err)
+			return
+		}
+		u.Counters.StreamWrites.Add(1)
+		u.Counters.BlobsUploaded.Add(1)
+		u.Counters.BytesUploaded.Add(d.Size)
+		u.Counters.WireBytesUploaded.Add(wire)
+	}
 	flush := func() {
 		if len(batch) == 0 {
 			return
 		}
-		if err := u.c.batchUpdate(ctx, batch, batchData); err != nil {
+		err := u.c.batchUpdate(ctx, batch, batchData)
+		var rej *batchRejected
+		switch {
+		case errors.As(err, &rej):
+			// The server refused the batch as too large (its message
+			// limit is below what it advertised, or it advertised none):
+			// send these blobs one by one and smaller batches from now on.
+			u.c.lowerBatchLimit(batchSize)
+			limit = u.c.batchData()
+			for i, d := range batch {
+				data := batchData[i]
+				stream(d, func() ([]byte, error) { return data, nil })
+			}
+		case err != nil:
 			failAll(batch, err)
-		} else {
+		default:
 			u.Counters.BatchUpdateCalls.Add(1)
 			for _, d := range batch {
 				u.Counters.BlobsUploaded.Add(1)
@@ -201,15 +226,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 	for _, d := range missing {
 		if d.Size+perBlobOverhead > limit {
 			flush()
-			wire, err := u.c.streamWrite(ctx, d, func() ([]byte, error) { return content(d) })
-			if err != nil {
-				errs[d] = fmt.Errorf("uploading %s: %w", d, err)
-				continue
-			}
-			u.Counters.StreamWrites.Add(1)
-			u.Counters.BlobsUploaded.Add(1)
-			u.Counters.BytesUploaded.Add(d.Size)
-			u.Counters.WireBytesUploaded.Add(wire)
+			stream(d, func() ([]byte, error) { return content(d) })
 			continue
 		}
 		data, err := content(d)
@@ -266,9 +283,11 @@ func (c *Client) batchUpdate(ctx context.Context, ds []digest.Digest, data [][]b
 		wire += int64(len(r.Data))
 		req.Requests = append(req.Requests, r)
 	}
-	c.CAS.Counters.WireBytesUploaded.Add(wire)
-	return c.retry(ctx, "BatchUpdateBlobs", func(ctx context.Context) error {
+	err := c.retry(ctx, "BatchUpdateBlobs", func(ctx context.Context) error {
 		resp, err := c.cas.BatchUpdateBlobs(ctx, req)
+		if tooLarge(err) {
+			return &batchRejected{err}
+		}
 		if err != nil {
 			return err
 		}
@@ -279,6 +298,27 @@ func (c *Client) batchUpdate(ctx context.Context, ds []digest.Digest, data [][]b
 		}
 		return nil
 	})
+	if err == nil {
+		c.CAS.Counters.WireBytesUploaded.Add(wire)
+	}
+	return err
+}
+
+// batchRejected is a batch call that the server refused as too large
+// (InvalidArgument or ResourceExhausted for the call as a whole): its
+// blobs go over ByteStream instead. It deliberately hides the status code
+// from retry, which must not send the same batch again.
+type batchRejected struct{ err error }
+
+func (e *batchRejected) Error() string { return "batch refused as too large: " + e.err.Error() }
+
+// tooLarge reports whether a failed batch call may have been refused for
+// its size. Buildbarn answers InvalidArgument ("Attempted to read a total
+// of at least N bytes, while a maximum of M bytes is permitted"); gRPC
+// itself answers ResourceExhausted for a message over its limit.
+func tooLarge(err error) bool {
+	c := status.Code(err)
+	return c == codes.InvalidArgument || c == codes.ResourceExhausted
 }
 
 func (c *Client) resource(kind string, d digest.Digest, compressed bool) string {
@@ -358,35 +398,32 @@ func (e *errCorrupt) Error() string {
 	return fmt.Sprintf("the server sent blob %s with content that does not match its digest", e.d)
 }
 
-// ReadBytes reads blob d and verifies it.
+// ReadBytes reads blob d and verifies it. A corrupt read is tried again,
+// within the same MaxAttempts bound as transient errors.
 func (c *Client) ReadBytes(ctx context.Context, d digest.Digest) ([]byte, error) {
 	if d.Size == 0 {
 		return nil, nil
 	}
 	var data []byte
-	var lastCorrupt error
-	err := c.retryRead(ctx, func(ctx context.Context) error {
+	corrupted := false
+	err := c.retryIf(ctx, "read", func(ctx context.Context) error {
 		var err error
-		if d.Size+perBlobOverhead <= c.batchData() {
-			data, err = c.batchRead(ctx, d)
-		} else {
-			data, err = c.streamRead(ctx, d)
-		}
+		data, err = c.readOne(ctx, d)
 		if err != nil {
 			return err
 		}
 		if digest.OfBytes(data) != d {
-			lastCorrupt = &errCorrupt{d}
-			return status.Error(codes.DataLoss, lastCorrupt.Error())
+			corrupted = true
+			return status.Error(codes.DataLoss, (&errCorrupt{d}).Error())
 		}
 		return nil
-	})
+	}, func(err error) bool { return status.Code(err) == codes.DataLoss })
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
 			return nil, fmt.Errorf("blob %s: %w", d, errNotFound)
 		}
-		if lastCorrupt != nil && status.Code(err) == codes.DataLoss {
-			return nil, lastCorrupt
+		if corrupted && status.Code(err) == codes.DataLoss {
+			return nil, &errCorrupt{d}
 		}
 		return nil, err
 	}
@@ -395,16 +432,101 @@ func (c *Client) ReadBytes(ctx context.Context, d digest.Digest) ([]byte, error)
 	return data, nil
 }
 
-// retryRead is retry that also tries a corrupt read again.
-func (c *Client) retryRead(ctx context.Context, f func(ctx context.Context) error) error {
-	var err error
-	for attempt := 1; attempt <= c.opts.MaxAttempts; attempt++ {
-		err = c.retry(ctx, "read", f)
-		if status.Code(err) != codes.DataLoss || ctx.Err() != nil {
+// readOne reads blob d, unverified, in a batch of its own when it fits and
+// with ByteStream otherwise or when the server refuses the batch.
+func (c *Client) readOne(ctx context.Context, d digest.Digest) ([]byte, error) {
+	if d.Size+perBlobOverhead > c.batchData() {
+		return c.streamRead(ctx, d)
+	}
+	got, errs, err := c.batchRead(ctx, []digest.Digest{d})
+	var rej *batchRejected
+	if errors.As(err, &rej) {
+		c.lowerBatchLimit(d.Size + perBlobOverhead)
+		return c.streamRead(ctx, d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := errs[d]; err != nil {
+		return nil, err
+	}
+	return got[d], nil
+}
+
+// ReadBlobs reads and verifies the blobs ds (an action's outputs and its
+// stderr): those that fit in as few BatchReadBlobs calls as the batch limit
+// allows, the others with ByteStream. A blob the server lacks is an error
+// wrapping errNotFound.
+func (c *Client) ReadBlobs(ctx context.Context, ds []digest.Digest) (map[digest.Digest][]byte, error) {
+	out := map[digest.Digest][]byte{}
+	var single, batch []digest.Digest
+	var batchSize int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		var got map[digest.Digest][]byte
+		var errs map[digest.Digest]error
+		err := c.retry(ctx, "BatchReadBlobs", func(ctx context.Context) error {
+			var err error
+			got, errs, err = c.batchRead(ctx, batch)
+			return err
+		})
+		var rej *batchRejected
+		if errors.As(err, &rej) {
+			c.lowerBatchLimit(batchSize)
+			got, errs, err = nil, nil, nil
+		}
+		if err != nil {
 			return err
 		}
+		for _, d := range batch {
+			if status.Code(errs[d]) == codes.NotFound {
+				return fmt.Errorf("blob %s: %w", d, errNotFound)
+			}
+			data, ok := got[d]
+			if !ok || digest.OfBytes(data) != d {
+				single = append(single, d) // read it alone (a corrupt read is tried again there)
+				continue
+			}
+			out[d] = data
+			c.CAS.Counters.BlobsRead.Add(1)
+			c.CAS.Counters.BytesRead.Add(d.Size)
+		}
+		batch, batchSize = nil, 0
+		return nil
 	}
-	return err
+	limit := c.batchData()
+	for _, d := range ds {
+		if _, ok := out[d]; ok || slices.Contains(batch, d) || slices.Contains(single, d) {
+			continue
+		}
+		switch {
+		case d.Size == 0:
+			out[d] = nil
+		case d.Size+perBlobOverhead > limit:
+			single = append(single, d)
+		default:
+			if batchSize+d.Size+perBlobOverhead > limit {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+			}
+			batch = append(batch, d)
+			batchSize += d.Size + perBlobOverhead
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	for _, d := range single {
+		data, err := c.ReadBytes(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		out[d] = data
+	}
+	return out, nil
 }
 
 // ReadFile reads blob d into the file dst (created or replaced) and
@@ -414,41 +536,60 @@ func (c *Client) ReadFile(ctx context.Context, d digest.Digest, dst string) erro
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, 0o644)
+	return writeFile(dst, data)
 }
 
-func (c *Client) batchRead(ctx context.Context, d digest.Digest) ([]byte, error) {
-	req := &repb.BatchReadBlobsRequest{InstanceName: c.opts.Instance, Digests: []*repb.Digest{d.Proto()},
-		DigestFunction: repb.DigestFunction_SHA256}
+// batchRead makes one BatchReadBlobs call for ds. It returns the content
+// the server sent for each blob (decompressed, not verified) and the error
+// of each blob it could not send. A call refused as too large is a
+// *batchRejected.
+func (c *Client) batchRead(ctx context.Context, ds []digest.Digest) (map[digest.Digest][]byte, map[digest.Digest]error, error) {
+	req := &repb.BatchReadBlobsRequest{InstanceName: c.opts.Instance, DigestFunction: repb.DigestFunction_SHA256}
+	for _, d := range ds {
+		req.Digests = append(req.Digests, d.Proto())
+	}
 	if c.zstdRead {
 		req.AcceptableCompressors = []repb.Compressor_Value{repb.Compressor_ZSTD}
 	}
 	resp, err := c.cas.BatchReadBlobs(ctx, req)
 	c.CAS.Counters.BatchReadCalls.Add(1)
+	if tooLarge(err) {
+		return nil, nil, &batchRejected{err}
+	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if len(resp.Responses) != 1 {
-		return nil, fmt.Errorf("BatchReadBlobs answered %d blobs for 1", len(resp.Responses))
-	}
-	r := resp.Responses[0]
-	if s := status.FromProto(r.Status); s.Code() != codes.OK {
-		return nil, s.Err()
-	}
-	switch r.Compressor {
-	case repb.Compressor_IDENTITY:
-		return r.Data, nil
-	case repb.Compressor_ZSTD:
-		data, err := c.dec.DecodeAll(r.Data, nil)
-		if err != nil {
-			return nil, status.Errorf(codes.DataLoss, "zstd: %v", err)
+	got := map[digest.Digest][]byte{}
+	errs := map[digest.Digest]error{}
+	for _, r := range resp.Responses {
+		d, err := digest.FromProto(r.GetDigest())
+		if err != nil || !slices.Contains(ds, d) {
+			return nil, nil, fmt.Errorf("BatchReadBlobs answered a blob that was not asked for")
 		}
-		return data, nil
+		if s := status.FromProto(r.Status); s.Code() != codes.OK {
+			errs[d] = s.Err()
+			continue
+		}
+		switch r.Compressor {
+		case repb.Compressor_IDENTITY:
+			got[d] = r.Data
+		case repb.Compressor_ZSTD:
+			data, err := c.dec.DecodeAll(r.Data, nil)
+			if err != nil {
+				errs[d] = status.Errorf(codes.DataLoss, "zstd: %v", err)
+				continue
+			}
+			got[d] = data
+		default:
+			errs[d] = fmt.Errorf("BatchReadBlobs answered with compressor %v", r.Compressor)
+		}
 	}
-	return nil, fmt.Errorf("BatchReadBlobs answered with compressor %v", r.Compressor)
+	for _, d := range ds {
+		if _, ok := got[d]; !ok && errs[d] == nil {
+			errs[d] = status.Errorf(codes.DataLoss, "BatchReadBlobs did not answer blob %s", d)
+		}
+	}
+	return got, errs, nil
 }
 
 func (c *Client) streamRead(ctx context.Context, d digest.Digest) ([]byte, error) {
@@ -484,4 +625,7 @@ func (c *Client) streamRead(ctx context.Context, d digest.Digest) ([]byte, error
 // batchData is how many bytes of blobs (with their per-blob overhead) one
 // batch request carries: the server's limit less room for the request's
 // own framing.
-func (c *Client) batchData() int64 { return c.batchLimit - min(4096, c.batchLimit/16) }
+func (c *Client) batchData() int64 {
+	l := c.batchLimit.Load()
+	return l - min(4096, l/16)
+}

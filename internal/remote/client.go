@@ -15,12 +15,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/genproto/googleapis/bytestream"
 	"google.golang.org/grpc"
+	backoffpkg "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -43,8 +45,14 @@ type Options struct {
 	// RPCTimeout bounds each unary call and each blob transfer; default 1m.
 	RPCTimeout time.Duration
 	// MaxAttempts bounds the tries of a call that fails transiently;
-	// default 5.
+	// default 10. It is a hard cap: retries also stop once RetryWindow
+	// has passed.
 	MaxAttempts int
+	// RetryWindow is how long a call that keeps failing transiently is
+	// tried again, with backoff (default 30s): long enough for gRPC to
+	// reconnect to a restarted frontend, where MaxAttempts quick retries
+	// would all fail with "connection refused" within a second.
+	RetryWindow time.Duration
 	// Compression enables zstd when the server offers it (default on;
 	// DisableCompression turns it off).
 	DisableCompression bool
@@ -62,17 +70,29 @@ type Client struct {
 	bs   bytestream.ByteStreamClient
 
 	zstdUpload, zstdRead, zstdBatch bool
-	batchLimit                      int64
-	enc                             *zstd.Encoder
-	dec                             *zstd.Decoder
+	// batchLimit is the largest batch request thindist sends; a batch the
+	// server refuses as too large lowers it for the rest of the run.
+	batchLimit atomic.Int64
+	enc        *zstd.Encoder
+	dec        *zstd.Decoder
 
 	// CAS is the uploader shared by every action of the run.
 	CAS *Uploader
 }
 
-// grpcMax is gRPC's default message limit, which servers that give no
-// batch limit are assumed to keep.
+// grpcMax is gRPC's default message limit: no batch is larger, whatever
+// the server advertises.
 const grpcMax = 4 << 20
+
+// unadvertisedBatchLimit bounds batches when the server advertises no
+// limit (0). Such a server still enforces its gRPC message size, which is
+// not in the capabilities and may well be below gRPC's 4 MiB default:
+// Buildbarn's stock maximumMessageSizeBytes is 2 MiB. So batches stay at
+// 1 MiB, and larger blobs go over ByteStream one by one.
+const unadvertisedBatchLimit = 1 << 20
+
+// minBatchLimit is as low as a refused batch lowers the limit.
+const minBatchLimit = 64 << 10
 
 // Dial connects to the service, reads its capabilities and checks that it
 // can serve thindist (SHA-256 digests).
@@ -81,14 +101,24 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		o.RPCTimeout = time.Minute
 	}
 	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 5
+		o.MaxAttempts = 10
+	}
+	if o.RetryWindow <= 0 {
+		o.RetryWindow = 30 * time.Second
 	}
 	addr, creds, err := transport(o)
 	if err != nil {
 		return nil, err
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		// Reconnect soon after the connection drops (gRPC's default
+		// waits 1s, then up to 2 minutes): a restarted frontend is back
+		// within the retry window.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoffpkg.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("remote %s: %w", o.Target, err)
 	}
@@ -100,11 +130,13 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		bs:   bytestream.NewByteStreamClient(conn),
 	}
 	var caps *repb.ServerCapabilities
-	err = c.retry(ctx, "GetCapabilities", func(ctx context.Context) error {
+	// A service that cannot be reached at all is given a few seconds, not
+	// the whole retry window: the link then compiles locally.
+	err = c.retryFor(ctx, min(dialWindow, o.RetryWindow), "GetCapabilities", func(ctx context.Context) error {
 		var err error
 		caps, err = repb.NewCapabilitiesClient(conn).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{InstanceName: o.Instance})
 		return err
-	})
+	}, nil)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("remote %s: GetCapabilities: %w", o.Target, err)
@@ -113,7 +145,8 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	cc := caps.GetCacheCapabilities()
 	if cc == nil {
 		conn.Close()
-		return nil, fmt.Errorf("remote %s: the server has no CAS (no cache capabilities)", o.Target)
+		return nil, fmt.Errorf("remote %s: the server has no CAS (no cache capabilities); point --remote at a service that has one "+
+			"(Buildbarn: the frontend, bb_storage, not bb_scheduler's client port)", o.Target)
 	}
 	fns := cc.GetDigestFunctions()
 	if len(fns) > 0 && !slices.Contains(fns, repb.DigestFunction_SHA256) {
@@ -125,10 +158,14 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		c.zstdRead = c.zstdUpload
 		c.zstdBatch = slices.Contains(cc.GetSupportedBatchUpdateCompressors(), repb.Compressor_ZSTD)
 	}
-	c.batchLimit = cc.GetMaxBatchTotalSizeBytes()
-	if c.batchLimit <= 0 || c.batchLimit > grpcMax {
-		c.batchLimit = grpcMax
+	limit := cc.GetMaxBatchTotalSizeBytes()
+	switch {
+	case limit <= 0:
+		limit = unadvertisedBatchLimit
+	case limit > grpcMax:
+		limit = grpcMax
 	}
+	c.batchLimit.Store(limit)
 	c.enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	c.dec, _ = zstd.NewReader(nil)
 	c.CAS = newUploader(c)
@@ -147,6 +184,14 @@ func (c *Client) Instance() string { return c.opts.Instance }
 // ExecEnabled reports whether the server offers remote execution.
 func (c *Client) ExecEnabled() bool { return c.Caps.GetExecutionCapabilities().GetExecEnabled() }
 
+// ACUpdateEnabled reports whether the server lets clients write its
+// ActionCache. A server that says nothing is taken at its word when it
+// refuses a write.
+func (c *Client) ACUpdateEnabled() bool {
+	u := c.Caps.GetCacheCapabilities().GetActionCacheUpdateCapabilities()
+	return u == nil || u.GetUpdateEnabled()
+}
+
 // Compression describes the compression in use, for messages.
 func (c *Client) Compression() string {
 	if c.zstdUpload || c.zstdBatch {
@@ -156,7 +201,19 @@ func (c *Client) Compression() string {
 }
 
 // BatchLimit is the largest batch request thindist sends.
-func (c *Client) BatchLimit() int64 { return c.batchLimit }
+func (c *Client) BatchLimit() int64 { return c.batchLimit.Load() }
+
+// lowerBatchLimit lowers the batch limit below a batch of total bytes that
+// the server refused as too large, for the rest of the run.
+func (c *Client) lowerBatchLimit(total int64) {
+	want := max(total/2, minBatchLimit)
+	for {
+		cur := c.batchLimit.Load()
+		if cur <= want || c.batchLimit.CompareAndSwap(cur, want) {
+			return
+		}
+	}
+}
 
 func transport(o Options) (string, credentials.TransportCredentials, error) {
 	switch {
@@ -215,18 +272,36 @@ func transient(err error) bool {
 }
 
 // retry calls f with the headers and a per-call deadline until it succeeds,
-// fails for good, or has been tried MaxAttempts times, backing off
-// exponentially with jitter between tries.
+// fails for good, has been tried MaxAttempts times, or has kept failing
+// for RetryWindow, backing off exponentially with jitter between tries.
 func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
+	return c.retryFor(ctx, c.opts.RetryWindow, what, f, nil)
+}
+
+// retryIf is retry that also tries again after an error for which also
+// says so (a corrupt read); such tries count against the same bounds.
+func (c *Client) retryIf(ctx context.Context, what string, f func(ctx context.Context) error, also func(error) bool) error {
+	return c.retryFor(ctx, c.opts.RetryWindow, what, f, also)
+}
+
+// dialWindow bounds the retries of the first call.
+const dialWindow = 5 * time.Second
+
+func (c *Client) retryFor(ctx context.Context, window time.Duration, what string, f func(ctx context.Context) error, also func(error) bool) error {
 	var err error
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(c.withMD(ctx), c.opts.RPCTimeout)
 		err = f(cctx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !transient(err) || attempt >= c.opts.MaxAttempts {
+		if err == nil || ctx.Err() != nil || !(transient(err) || also != nil && also(err)) {
 			break
 		}
-		if err := sleep(ctx, backoff(attempt)); err != nil {
+		d := backoff(attempt)
+		if !c.mayRetry(start, attempt, d, window) {
+			break
+		}
+		if err := sleep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -236,8 +311,16 @@ func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Cont
 	return err
 }
 
+// mayRetry reports whether a call that has failed attempt times since
+// start may be tried again after sleeping d.
+func (c *Client) mayRetry(start time.Time, attempt int, d, window time.Duration) bool {
+	return attempt < c.opts.MaxAttempts && time.Since(start)+d <= window
+}
+
+// backoff is the pause after the attempt-th failure: 200ms doubling up to
+// 5s, with jitter (the default 10 attempts span 13-26s).
 func backoff(attempt int) time.Duration {
-	d := 100 * time.Millisecond << min(attempt-1, 6)
+	d := 200 * time.Millisecond << min(attempt-1, 6)
 	d = min(d, 5*time.Second)
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }

@@ -1,7 +1,9 @@
 package remote
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -55,27 +57,39 @@ func (e *Executor) RunCommand(ctx context.Context, argv []string) (*CommandResul
 	return res, nil
 }
 
-// CheckCAS writes a small blob unique to this call, checks that
-// FindMissingBlobs then knows it, and reads it back.
+// CheckCASBigBlob is the size of the large blob CheckCAS round-trips: as
+// large as a big backend object, and above the 2 MiB message limit of a
+// stock Buildbarn, which does not advertise it.
+const CheckCASBigBlob = 3 << 20
+
+// CheckCAS writes a small blob and a ~3 MiB one, both unique to this
+// call, checks that FindMissingBlobs then knows them, and reads them back
+// together the way a remote action's outputs and stderr travel.
 func (c *Client) CheckCAS(ctx context.Context) error {
-	data := []byte("thindist doctor " + uuid())
-	d := digest.OfBytes(data)
-	if err := c.CAS.Ensure(ctx, map[digest.Digest][]byte{d: data}, nil); err != nil {
+	small := []byte("thindist doctor " + uuid())
+	big := make([]byte, CheckCASBigBlob)
+	rand.Read(big[:4096]) // unique, and not all zeros
+	copy(big[len(big)-len(small):], small)
+	ds, dbig := digest.OfBytes(small), digest.OfBytes(big)
+	blobs := map[digest.Digest][]byte{ds: small, dbig: big}
+	if err := c.CAS.Ensure(ctx, blobs, nil); err != nil {
 		return fmt.Errorf("upload: %w", err)
 	}
-	missing, err := c.FindMissing(ctx, []digest.Digest{d})
+	missing, err := c.FindMissing(ctx, []digest.Digest{ds, dbig})
 	if err != nil {
 		return fmt.Errorf("FindMissingBlobs: %w", err)
 	}
 	if len(missing) != 0 {
-		return fmt.Errorf("a blob just uploaded is reported missing")
+		return fmt.Errorf("%d blobs just uploaded are reported missing", len(missing))
 	}
-	back, err := c.ReadBytes(ctx, d)
+	back, err := c.ReadBlobs(ctx, []digest.Digest{dbig, ds})
 	if err != nil {
 		return fmt.Errorf("read back: %w", err)
 	}
-	if string(back) != string(data) {
-		return fmt.Errorf("read back different content")
+	for d, want := range blobs {
+		if !bytes.Equal(back[d], want) {
+			return fmt.Errorf("read back different content for the %d-byte blob", d.Size)
+		}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"cloud.google.com/go/longrunning/autogen/longrunningpb"
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -37,6 +38,11 @@ type ExecOptions struct {
 	Timeout time.Duration
 	// Files memoises input digests (shared with the cache key).
 	Files *digest.Files
+	// QueueTimeout gives up on an action whose operation stays QUEUED
+	// (ExecuteOperationMetadata.stage) this long: no worker takes it,
+	// e.g. because the only matching worker died and the server keeps
+	// the action queued until its own timeout. 0: no bound.
+	QueueTimeout time.Duration
 	// SkipCacheLookup makes the server execute even when its ActionCache
 	// holds the executable action.
 	SkipCacheLookup bool
@@ -48,6 +54,9 @@ type ExecCounters struct {
 	ExecuteCalls, WaitCalls, Retries       atomic.Int64
 	UploadWall, ExecWall, DownloadWall     atomic.Int64 // nanoseconds, summed over actions
 	OutputsRead, OutputBytes, NotRemotable atomic.Int64
+	Skipped                                atomic.Int64 // actions not sent after a permanent failure
+	QueueTimeouts                          atomic.Int64
+	ACLookupHits                           atomic.Int64 // of ServerCacheHits: found by GetActionResult before Execute
 }
 
 // Executor runs actions on the service's workers.
@@ -56,6 +65,8 @@ type Executor struct {
 	o        ExecOptions
 	platform *repb.Platform
 	env      []*repb.Command_EnvironmentVariable
+	// off is set by the first permanent failure: the circuit breaker.
+	off      atomic.Pointer[Permanent]
 	Counters ExecCounters
 }
 
@@ -82,6 +93,10 @@ func (e *NotRemotable) Unwrap() error { return e.Err }
 func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
 	start := time.Now()
 	e.Counters.Actions.Add(1)
+	if p := e.off.Load(); p != nil {
+		e.Counters.Skipped.Add(1)
+		return nil, p
+	}
 	ex, err := reapi.BuildExecutable(a, reapi.ExecOptions{
 		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout,
 	})
@@ -92,6 +107,12 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 			return nil, &NotRemotable{Err: err}
 		}
 		return nil, fmt.Errorf("preparing the remote action: %w", err)
+	}
+	// Look the executable action up first, as Bazel does: servers such
+	// as Buildbarn never consult their ActionCache in Execute.
+	if res, ok := e.lookup(ctx, a, ex, out); ok {
+		res.Wall = time.Since(start)
+		return res, nil
 	}
 	if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
@@ -113,20 +134,50 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	return res, nil
 }
 
+// lookup serves ex from the server's ActionCache if it holds a usable
+// result for the executable action (checked like an executed one).
+// Anything else is a miss.
+func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Executable, out []string) (*executor.Result, bool) {
+	if e.o.SkipCacheLookup {
+		return nil, false
+	}
+	ar, err := NewStore(e.c).GetActionResult(ctx, ex.ActionDigest)
+	if err != nil || ar.GetExitCode() != 0 {
+		return nil, false
+	}
+	res, err := e.collect(ctx, a, ex, &repb.ExecuteResponse{Result: ar, CachedResult: true}, out)
+	if err != nil || res.Failed() {
+		return nil, false
+	}
+	e.Counters.ACLookupHits.Add(1)
+	return res, true
+}
+
 // run executes ex, following the operation stream, resuming it with
 // WaitExecution when it drops, and retrying transient failures a bounded
 // number of times.
 func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.ExecuteResponse, error) {
 	var opName string
 	var lastErr error
+	var queuedAt time.Time // since when the operation is QUEUED, across streams
 	unavailable := 0
-	for attempt := 1; attempt <= e.c.opts.MaxAttempts; attempt++ {
+	var failSince time.Time // the first failure since the last progress
+	attempts := 0
+	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
+			if failSince.IsZero() {
+				failSince = time.Now()
+			}
+			d := backoff(attempt - 1)
+			if !e.c.mayRetry(failSince, attempt-1, d, e.c.opts.RetryWindow) {
+				break
+			}
 			e.Counters.Retries.Add(1)
-			if err := sleep(ctx, backoff(attempt-1)); err != nil {
+			if err := sleep(ctx, d); err != nil {
 				return nil, err
 			}
 		}
+		attempts = attempt
 		sctx, cancel := context.WithCancel(e.c.withMD(ctx))
 		var stream grpc.ServerStreamingClient[longrunningpb.Operation]
 		var err error
@@ -141,16 +192,45 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			stream, err = e.c.exec.WaitExecution(sctx, &repb.WaitExecutionRequest{Name: opName})
 		}
 		var resp *repb.ExecuteResponse
+		var timedOut atomic.Bool
+		var timer *time.Timer
+		onStage := func(st repb.ExecutionStage_Value) {
+			if st != repb.ExecutionStage_QUEUED {
+				queuedAt = time.Time{}
+				if timer != nil {
+					timer.Stop()
+					timer = nil
+				}
+				return
+			}
+			if queuedAt.IsZero() {
+				queuedAt = time.Now()
+			}
+			if timer == nil && e.o.QueueTimeout > 0 {
+				timer = time.AfterFunc(e.o.QueueTimeout-time.Since(queuedAt), func() {
+					timedOut.Store(true)
+					cancel() // the server drops an operation nobody waits for
+				})
+			}
+		}
 		if err == nil {
 			var name string
-			resp, name, err = follow(stream)
+			resp, name, err = follow(stream, onStage)
 			if name != "" {
 				opName = name
+				failSince = time.Time{} // the server took the action: the retry window starts anew
 			}
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if timedOut.Load() && (err != nil || resp == nil) {
+			e.Counters.QueueTimeouts.Add(1)
+			return nil, fmt.Errorf("the action stayed queued on the server for more than %v (--remote-queue-timeout): no worker took it", e.o.QueueTimeout)
 		}
 		if err == nil && resp == nil {
 			// The stream ended without a finished operation: resume it.
@@ -171,7 +251,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		switch code := status.Code(err); {
 		case code == codes.NotFound && opName != "":
 			opName = "" // the server forgot the operation: execute again
-		case code == codes.FailedPrecondition:
+		case code == codes.FailedPrecondition && missingInputs(err):
 			// Inputs went missing from the CAS (evicted): upload again.
 			for d := range ex.Blobs {
 				e.c.CAS.Forget(d)
@@ -186,16 +266,80 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		case code == codes.Unavailable && opName == "":
 			unavailable++
 		case transient(err):
+		case permanent(code):
+			// The server cannot run any of this run's actions (no worker
+			// for the platform, no permission, no execution service):
+			// the remaining actions do not try.
+			p := &Permanent{Err: fmt.Errorf("remote execution: %w", err)}
+			if code == codes.FailedPrecondition || mentionsPlatform(err) {
+				p.Hint = fmt.Sprintf("the server has no worker for the platform properties [%s] thindist sent: check --remote-platform", e.platformString())
+			}
+			e.off.CompareAndSwap(nil, p)
+			return nil, p
 		default:
 			return nil, fmt.Errorf("remote execution: %w", err)
 		}
 	}
-	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", e.c.opts.MaxAttempts, lastErr)
+	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", attempts, lastErr)
 	if unavailable > 0 {
-		msg += fmt.Sprintf("\n  (a server that has no worker matching the platform properties [%s] answers Unavailable at once, as Buildbarn does: check --remote-platform)",
+		msg += fmt.Sprintf("\n  (a server without a worker matching the platform properties [%s] may answer Unavailable, as Buildbarn does during its scheduler's platformQueueWithNoWorkersTimeout after start: check --remote-platform)",
 			e.platformString())
 	}
 	return nil, errors.New(msg)
+}
+
+// Permanent is a failure of remote execution that no retry, and no other
+// action of the run, gets over: after one, the executor sends no more
+// actions (a run-wide circuit breaker).
+type Permanent struct {
+	Err  error
+	Hint string
+}
+
+func (p *Permanent) Error() string {
+	if p.Hint == "" {
+		return p.Err.Error()
+	}
+	return p.Err.Error() + "\n  (" + p.Hint + ")"
+}
+func (p *Permanent) Unwrap() error { return p.Err }
+
+// permanent reports whether an Execute failure with code is about the
+// server or the run's configuration rather than one action. Only
+// FailedPrecondition without missing blobs reaches here.
+func permanent(code codes.Code) bool {
+	switch code {
+	case codes.FailedPrecondition, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
+// missingInputs reports whether a FailedPrecondition error says that
+// blobs are missing from the CAS: the REAPI puts a PreconditionFailure
+// with violations of type MISSING in its details. Other
+// FailedPreconditions (Buildbarn: "No workers exist for instance name
+// prefix ... platform ...") are not about the inputs.
+func missingInputs(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	for _, d := range st.Details() {
+		if pf, ok := d.(*errdetails.PreconditionFailure); ok {
+			for _, v := range pf.GetViolations() {
+				if v.GetType() == "MISSING" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func mentionsPlatform(err error) bool {
+	m := strings.ToLower(status.Convert(err).Message())
+	return strings.Contains(m, "no worker") || strings.Contains(m, "platform")
 }
 
 func (e *Executor) platformString() string {
@@ -209,10 +353,10 @@ func (e *Executor) platformString() string {
 	return strings.Join(s, " ")
 }
 
-// follow reads operations until one is done. It returns the response, or
-// nil and no error if the stream ended cleanly first, and the operation's
-// name as soon as it is known.
-func follow(stream grpc.ServerStreamingClient[longrunningpb.Operation]) (*repb.ExecuteResponse, string, error) {
+// follow reads operations until one is done, passing each one's stage to
+// onStage. It returns the response, or nil and no error if the stream
+// ended cleanly first, and the operation's name as soon as it is known.
+func follow(stream grpc.ServerStreamingClient[longrunningpb.Operation], onStage func(repb.ExecutionStage_Value)) (*repb.ExecuteResponse, string, error) {
 	name := ""
 	for {
 		op, err := stream.Recv()
@@ -224,6 +368,10 @@ func follow(stream grpc.ServerStreamingClient[longrunningpb.Operation]) (*repb.E
 		}
 		if op.GetName() != "" {
 			name = op.GetName()
+		}
+		var md repb.ExecuteOperationMetadata
+		if op.GetMetadata() != nil && op.GetMetadata().UnmarshalTo(&md) == nil && md.Stage != repb.ExecutionStage_UNKNOWN {
+			onStage(md.Stage)
 		}
 		if !op.GetDone() {
 			continue
@@ -278,33 +426,71 @@ func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Exec
 	if s, c := md.GetExecutionStartTimestamp(), md.GetExecutionCompletedTimestamp(); s != nil && c != nil {
 		res.CPU = c.AsTime().Sub(s.AsTime())
 	}
-	var err error
-	if res.Stderr, err = e.stdio(ctx, ar.StderrRaw, ar.StderrDigest); err != nil {
-		return nil, fmt.Errorf("reading stderr: %w", err)
+	// Read stderr, stdout and the outputs together: small ones in one
+	// batch, as many round trips as the batch limit requires.
+	var want []digest.Digest
+	std := func(raw []byte, p *repb.Digest) (*digest.Digest, error) {
+		if len(raw) > 0 || p == nil {
+			return nil, nil
+		}
+		d, err := digest.FromProto(p)
+		if err != nil {
+			return nil, err
+		}
+		want = append(want, d)
+		return &d, nil
 	}
-	if res.Stdout, err = e.stdio(ctx, ar.StdoutRaw, ar.StdoutDigest); err != nil {
-		return nil, fmt.Errorf("reading stdout: %w", err)
+	stderrD, err := std(ar.StderrRaw, ar.StderrDigest)
+	if err != nil {
+		return nil, fmt.Errorf("stderr: %v", err)
+	}
+	stdoutD, err := std(ar.StdoutRaw, ar.StdoutDigest)
+	if err != nil {
+		return nil, fmt.Errorf("stdout: %v", err)
+	}
+	res.Stderr, res.Stdout = ar.StderrRaw, ar.StdoutRaw
+	failed := ar.ExitCode != 0
+	outD := make([]digest.Digest, len(got))
+	if !failed {
+		for i, f := range got {
+			if f == nil {
+				return nil, fmt.Errorf("the result lacks output %s (%s)", ex.Outputs[i], a.Outputs[i].Path)
+			}
+			d, err := digest.FromProto(f.Digest)
+			if err != nil {
+				return nil, fmt.Errorf("output %s: %v", f.Path, err)
+			}
+			outD[i] = d
+			if f.Contents != nil && int64(len(f.Contents)) == d.Size {
+				if digest.OfBytes(f.Contents) != d {
+					return nil, fmt.Errorf("output %s: inlined contents do not match the digest", f.Path)
+				}
+				continue
+			}
+			want = append(want, d)
+		}
+	}
+	blobs, err := e.c.ReadBlobs(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("reading the outputs: %w", err)
+	}
+	if stderrD != nil {
+		res.Stderr = blobs[*stderrD]
+	}
+	if stdoutD != nil {
+		res.Stdout = blobs[*stdoutD]
 	}
 	if res.Failed() {
 		return res, nil // Verified reports it; its outputs do not matter
 	}
 	for i, f := range got {
-		if f == nil {
-			return nil, fmt.Errorf("the result lacks output %s (%s)", ex.Outputs[i], a.Outputs[i].Path)
+		d := outD[i]
+		data, ok := blobs[d]
+		if !ok {
+			data = f.Contents
 		}
-		d, err := digest.FromProto(f.Digest)
-		if err != nil {
-			return nil, fmt.Errorf("output %s: %v", f.Path, err)
-		}
-		if f.Contents != nil && int64(len(f.Contents)) == d.Size {
-			if digest.OfBytes(f.Contents) != d {
-				return nil, fmt.Errorf("output %s: inlined contents do not match the digest", f.Path)
-			}
-			if err := writeFile(out[i], f.Contents); err != nil {
-				return nil, err
-			}
-		} else if err := e.c.ReadFile(ctx, d, out[i]); err != nil {
-			return nil, fmt.Errorf("output %s: %w", f.Path, err)
+		if err := writeFile(out[i], data); err != nil {
+			return nil, err
 		}
 		e.c.CAS.MarkPresent(d)
 		e.Counters.OutputsRead.Add(1)
@@ -340,6 +526,7 @@ type Fallback struct {
 	remote, local executor.Executor
 	o             FallbackOptions
 	absOnce       sync.Once
+	permOnce      sync.Once
 	Fallbacks     atomic.Int64
 	LocalOnly     atomic.Int64
 }
@@ -367,11 +554,19 @@ func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) 
 		})
 		return f.local.Execute(ctx, a, out)
 	}
+	var perm *Permanent
+	isPerm := errors.As(err, &perm)
 	if f.o.None {
 		return res, fmt.Errorf("%w\n  (--remote-fallback=none: not compiling locally)", err)
 	}
 	f.Fallbacks.Add(1)
-	f.o.Warn("%s: remote execution failed, compiling locally: %s", a.ID, firstLine(strings.TrimPrefix(err.Error(), a.ID+": ")))
+	if isPerm {
+		f.permOnce.Do(func() {
+			f.o.Warn("%s: remote execution failed, compiling it and the remaining actions locally: %v", a.ID, perm)
+		})
+	} else {
+		f.o.Warn("%s: remote execution failed, compiling locally: %s", a.ID, firstLine(strings.TrimPrefix(err.Error(), a.ID+": ")))
+	}
 	return f.local.Execute(ctx, a, out)
 }
 

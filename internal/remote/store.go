@@ -25,7 +25,11 @@ type Store struct {
 }
 
 // NewStore returns the store.
-func NewStore(c *Client) *Store { return &Store{c: c} }
+func NewStore(c *Client) *Store {
+	s := &Store{c: c}
+	s.updateDenied.Store(!c.ACUpdateEnabled())
+	return s
+}
 
 var _ cache.Store = (*Store)(nil)
 

@@ -1,0 +1,204 @@
+package remote_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/remote"
+)
+
+// fake starts a REAPI test double for the test.
+func fake(t *testing.T, o reapitest.Options) (*reapitest.FakeServer, string) {
+	t.Helper()
+	if o.ExecRootDir == "" {
+		o.ExecRootDir = t.TempDir()
+	}
+	s := reapitest.NewFakeServer(o)
+	addr, err := s.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s, addr
+}
+
+func dial(t *testing.T, addr string, o remote.Options) *remote.Client {
+	t.Helper()
+	o.Target = "grpc://" + addr
+	if o.RPCTimeout == 0 {
+		o.RPCTimeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := remote.Dial(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func randomBlob(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+// roundTrip uploads blobs and reads them back together, checking the
+// content.
+func roundTrip(t *testing.T, c *remote.Client, blobs ...[]byte) {
+	t.Helper()
+	m := map[digest.Digest][]byte{}
+	var ds []digest.Digest
+	for _, b := range blobs {
+		d := digest.OfBytes(b)
+		m[d] = b
+		ds = append(ds, d)
+	}
+	if err := c.CAS.Ensure(t.Context(), m, nil); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	back, err := c.ReadBlobs(t.Context(), ds)
+	if err != nil {
+		t.Fatalf("read back: %v", err)
+	}
+	for d, want := range m {
+		if !bytes.Equal(back[d], want) {
+			t.Fatalf("blob %s read back wrong", d)
+		}
+	}
+	for _, d := range ds {
+		one, err := c.ReadBytes(t.Context(), d)
+		if err != nil || !bytes.Equal(one, m[d]) {
+			t.Fatalf("ReadBytes %s: %v", d, err)
+		}
+	}
+}
+
+// TestBatchLimitUnadvertised: a server that advertises no batch limit but
+// enforces a 2 MiB message size (stock Buildbarn) gets batches of at most
+// 1 MiB and larger blobs over ByteStream: nothing is refused.
+func TestBatchLimitUnadvertised(t *testing.T) {
+	for _, zstd := range []bool{false, true} {
+		srv, addr := fake(t, reapitest.Options{MaxMessageSizeBytes: 2 << 20, Zstd: zstd})
+		c := dial(t, addr, remote.Options{})
+		if got := c.BatchLimit(); got != 1<<20 {
+			t.Errorf("batch limit with none advertised: %d, want 1 MiB", got)
+		}
+		roundTrip(t, c, randomBlob(600<<10), randomBlob(700<<10), randomBlob(300<<10), randomBlob(3<<20), randomBlob(10))
+		st := srv.Stats()
+		if st.BatchRejections != 0 {
+			t.Errorf("zstd %v: %d batches refused", zstd, st.BatchRejections)
+		}
+		if st.RPCs[reapitest.MethodWrite] == 0 || st.RPCs[reapitest.MethodRead] == 0 {
+			t.Errorf("zstd %v: the 3 MiB blob did not travel over ByteStream: %v", zstd, st.RPCs)
+		}
+	}
+}
+
+// TestBatchRefusedFallsBackToByteStream: a server whose message limit is
+// below the batch limit it advertises refuses batches (InvalidArgument
+// from its handler, ResourceExhausted from gRPC itself): those blobs go over
+// ByteStream, and the batch limit drops for the rest of the run.
+func TestBatchRefusedFallsBackToByteStream(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{MaxBatchTotalSizeBytes: 4 << 20, MaxMessageSizeBytes: 2 << 20, Zstd: true})
+	c := dial(t, addr, remote.Options{})
+	if got := c.BatchLimit(); got != 4<<20 {
+		t.Fatalf("batch limit %d, want the advertised 4 MiB", got)
+	}
+	// Compressible blobs pass gRPC's own limit, so the handler's
+	// InvalidArgument check refuses them.
+	zeros := func(n int, tag byte) []byte { b := make([]byte, n); b[0] = tag; return b }
+	roundTrip(t, c, zeros(1<<20, 1), zeros(1<<20, 2), zeros(1<<20, 3))
+	st := srv.Stats()
+	if st.BatchRejections == 0 {
+		t.Errorf("no batch was refused: the test does not test the fallback")
+	}
+	if got := c.BatchLimit(); got > 2<<20 {
+		t.Errorf("the batch limit stayed at %d after a refused batch", got)
+	}
+	// Random blobs: over gRPC's limit on the wire (ResourceExhausted).
+	srv2, addr2 := fake(t, reapitest.Options{MaxBatchTotalSizeBytes: 4 << 20, MaxMessageSizeBytes: 2 << 20})
+	c2 := dial(t, addr2, remote.Options{})
+	roundTrip(t, c2, randomBlob(3<<20), randomBlob(100<<10))
+	if st := srv2.Stats(); st.RPCs[reapitest.MethodWrite] == 0 {
+		t.Errorf("nothing was streamed: %v", st.RPCs)
+	}
+	if got := c2.BatchLimit(); got > 2<<20 {
+		t.Errorf("the batch limit stayed at %d after a refused batch", got)
+	}
+}
+
+// TestCheckCAS: doctor's CAS check round-trips a blob above a stock
+// Buildbarn's message limit.
+func TestCheckCAS(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{MaxMessageSizeBytes: 2 << 20})
+	c := dial(t, addr, remote.Options{})
+	if err := c.CheckCAS(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := srv.Stats(); st.BytesUploadedRaw < remote.CheckCASBigBlob || st.BatchRejections != 0 {
+		t.Errorf("uploaded %d bytes, %d batches refused", st.BytesUploadedRaw, st.BatchRejections)
+	}
+}
+
+// TestReadBlobsOneBatch: an action's small outputs and stderr come back in
+// one BatchReadBlobs call.
+func TestReadBlobsOneBatch(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	c := dial(t, addr, remote.Options{})
+	var ds []digest.Digest
+	for i := 0; i < 5; i++ {
+		b := randomBlob(10 << 10)
+		srv.PutBlob(b)
+		ds = append(ds, digest.OfBytes(b))
+	}
+	srv.ResetStats()
+	if _, err := c.ReadBlobs(t.Context(), ds); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Stats().RPCs[reapitest.MethodBatchReadBlobs]; n != 1 {
+		t.Errorf("%d BatchReadBlobs calls for 5 small blobs, want 1", n)
+	}
+}
+
+// TestCorruptReadBounded: a blob that always comes back corrupt is tried
+// at most MaxAttempts times in all.
+func TestCorruptReadBounded(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	c := dial(t, addr, remote.Options{MaxAttempts: 3})
+	b := randomBlob(1000)
+	srv.PutBlob(b)
+	srv.InjectFault(reapitest.MethodBatchReadBlobs, reapitest.FaultCorruptRead, 1000)
+	srv.ResetStats()
+	if _, err := c.ReadBytes(t.Context(), digest.OfBytes(b)); err == nil {
+		t.Fatal("a corrupt blob was accepted")
+	}
+	if n := srv.Stats().RPCs[reapitest.MethodBatchReadBlobs]; n != 3 {
+		t.Errorf("%d reads of a corrupt blob, want 3", n)
+	}
+}
+
+// TestRetryAcrossRestart: calls made while the server restarts (connection
+// refused for a while) succeed once it is back, within the retry window.
+func TestRetryAcrossRestart(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	c := dial(t, addr, remote.Options{MaxAttempts: 10})
+	if err := c.CheckCAS(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Bounce(1500 * time.Millisecond) }()
+	time.Sleep(100 * time.Millisecond) // the server is down now
+	if err := c.CheckCAS(t.Context()); err != nil {
+		t.Errorf("across a restart: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
