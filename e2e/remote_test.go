@@ -409,6 +409,43 @@ func TestRemoteQueueTimeout(t *testing.T) {
 	}
 }
 
+// TestRemoteExecStall: a worker SIGKILLed mid-action leaves the action
+// EXECUTING on the server (Buildbarn, until its scheduler drops the worker);
+// thindist gives up on it after --remote-exec-stall: compiled locally with
+// a warning naming the stage and the bound, or a clear failure with
+// --remote-fallback=none.
+func TestRemoteExecStall(t *testing.T) {
+	p := remoteProgram(t)
+	for _, fallback := range []string{"local", "none"} {
+		t.Run(fallback, func(t *testing.T) {
+			q := copyProgram(t, p)
+			srv, addr := fakeRemote(t, reapitest.Options{ExecutingFor: -1})
+			start := time.Now()
+			stderr, err := remoteLink(t, q, addr, "--remote-fallback="+fallback, "--remote-exec-stall=300ms")
+			ok := wantCorrectOrFailed(t, q, stderr, err)
+			if ok != (fallback == "local") {
+				t.Errorf("--remote-fallback=%s: linked %v\n%s", fallback, ok, stderr)
+			}
+			if !strings.Contains(stderr, "stayed EXECUTING on the server for more than 300ms (--remote-exec-stall)") {
+				t.Errorf("no word of the stage and the bound:\n%s", stderr)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the link took %v", d)
+			}
+			st := srv.Stats()
+			if st.ExecuteCalls != int64(len(p.Modules)) || st.Executions != 0 {
+				t.Errorf("%d Execute calls, %d executions for %d actions: a stall is not retried", st.ExecuteCalls, st.Executions, len(p.Modules))
+			}
+			if fallback == "local" {
+				if sum := parseRemote(t, stderr); sum.local != len(p.Modules) {
+					t.Errorf("summary %+v, want all %d compiled locally\n%s", sum, len(p.Modules), stderr)
+				}
+			}
+			t.Logf("%s", stderr)
+		})
+	}
+}
+
 // TestRemoteFrontendRestart: the server goes away mid-link (in-flight
 // calls break, new ones find the port closed) and comes back on the same
 // port: the actions complete remotely, without falling back.

@@ -89,7 +89,7 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 			remoteCompiler = local
 		}
 		rex := remote.NewExecutor(client, remote.ExecOptions{Compiler: rc.Compiler, Platform: rc.Platform,
-			Env: pipeline.RemoteEnv(env.Getenv), Timeout: rc.ExecTimeout})
+			Env: pipeline.RemoteEnv(env.Getenv), Timeout: rc.ExecTimeout, ExecStall: rc.ExecStall})
 		res, err := rex.RunCommand(ctx, []string{remoteCompiler, "--version"})
 		var remoteVer string
 		if err == nil && res.ExitCode != 0 {

@@ -35,6 +35,10 @@ type Remote struct {
 	// QueueTimeout bounds how long an action may stay queued on the
 	// service (0: no bound).
 	QueueTimeout time.Duration
+	// ExecStall bounds how long an action may stay executing on the
+	// service when ExecTimeout is 0 (0: no bound); with ExecTimeout the
+	// bound is ExecTimeout plus a grace period.
+	ExecStall time.Duration
 	// Attempts bounds the tries of an RPC or execution that fails
 	// transiently.
 	Attempts int
@@ -122,11 +126,18 @@ func (r *Remote) register(fs *FlagSet) {
 			"in the remote cache; results of remote execution are stored anyway")
 	fs.Duration(&r.Timeout, "remote-timeout", g, "DURATION", time.Minute, "bound each remote call and blob transfer")
 	fs.Duration(&r.ExecTimeout, "remote-exec-timeout", g, "DURATION", 0,
-		"bound one backend's execution on a worker (default: the server's limit)")
+		"bound one backend's execution on a worker (default: the server's limit); thindist\n"+
+			"itself gives up on an action still executing 30s after this (a dead worker cannot\n"+
+			"enforce it) and compiles it locally (or fails, per --remote-fallback)")
 	fs.Duration(&r.QueueTimeout, "remote-queue-timeout", g, "DURATION", 2*time.Minute,
 		"give up on remote execution of a backend that stays queued (no free worker) this\n"+
 			"long, and compile it locally (or fail, per --remote-fallback); 0: wait as long as\n"+
 			"the server keeps it")
+	fs.Duration(&r.ExecStall, "remote-exec-stall", g, "DURATION", 5*time.Minute,
+		"without --remote-exec-timeout: give up on remote execution of a backend that the\n"+
+			"service reports executing for this long (its worker may have died: a server notices\n"+
+			"only after a minute or more), and compile it locally (or fail, per\n"+
+			"--remote-fallback); 0: wait as long as the server reports it executing")
 	fs.Int(&r.Attempts, "remote-retries", g, 10,
 		"try a call that fails transiently (Unavailable, ResourceExhausted, DeadlineExceeded)\n"+
 			"at most N times, with exponential backoff, and for at most 30s")
@@ -153,7 +164,7 @@ func (r *Remote) check() error {
 	if (r.Cert == "") != (r.Key == "") {
 		return fmt.Errorf("--remote-cert and --remote-key go together")
 	}
-	if r.Timeout < 0 || r.ExecTimeout < 0 || r.QueueTimeout < 0 {
+	if r.Timeout < 0 || r.ExecTimeout < 0 || r.QueueTimeout < 0 || r.ExecStall < 0 {
 		return fmt.Errorf("remote timeouts must not be negative")
 	}
 	return nil

@@ -72,7 +72,8 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		keys.Platform = reapi.Platform(rc.Platform)
 		rex = remote.NewExecutor(client, remote.ExecOptions{
 			Compiler: rc.Compiler, Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
-			Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout, Files: keys.Files,
+			Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
+			ExecStall: rc.ExecStall, Files: keys.Files,
 		})
 		fb = remote.NewFallback(executor.Verified(rex), local, remote.FallbackOptions{
 			None: rc.Fallback == "none",

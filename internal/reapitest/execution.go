@@ -35,16 +35,28 @@ type operation struct {
 	name         string
 	actionDigest *repb.Digest
 
-	mu    sync.Mutex
-	stage repb.ExecutionStage_Value
-	resp  *repb.ExecuteResponse // set when done
-	done  chan struct{}
+	mu      sync.Mutex
+	stage   repb.ExecutionStage_Value
+	changed chan struct{}         // closed (and replaced) when the stage changes
+	resp    *repb.ExecuteResponse // set when done
+	done    chan struct{}
 }
 
 func (o *operation) setStage(st repb.ExecutionStage_Value) {
 	o.mu.Lock()
-	o.stage = st
+	if o.stage != st {
+		o.stage = st
+		close(o.changed)
+		o.changed = make(chan struct{})
+	}
 	o.mu.Unlock()
+}
+
+// current returns the stage and a channel closed when it changes.
+func (o *operation) current() (repb.ExecutionStage_Value, <-chan struct{}) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stage, o.changed
 }
 
 func (o *operation) finish(resp *repb.ExecuteResponse) {
@@ -91,7 +103,8 @@ func (s *FakeServer) newOperation(instance string, d *repb.Digest) *operation {
 	if instance != "" {
 		name = instance + "/" + name
 	}
-	o := &operation{name: name, actionDigest: d, stage: repb.ExecutionStage_QUEUED, done: make(chan struct{})}
+	o := &operation{name: name, actionDigest: d, stage: repb.ExecutionStage_QUEUED,
+		changed: make(chan struct{}), done: make(chan struct{})}
 	s.mu.Lock()
 	s.ops[name] = o
 	s.mu.Unlock()
@@ -169,6 +182,18 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 			}
 		}
 		op.setStage(repb.ExecutionStage_EXECUTING)
+		if d := time.Duration(s.executingFor.Load()); d != 0 {
+			// A worker took the action and went silent (SIGKILLed): the
+			// server keeps reporting it EXECUTING.
+			var wait <-chan time.Time // nil: until the server stops
+			if d > 0 {
+				wait = time.After(d)
+			}
+			select {
+			case <-wait:
+			case <-s.ctx.Done():
+			}
+		}
 		resp := s.run(s.ctx, req.GetInstanceName(), action, command)
 		if resp.GetStatus().GetCode() == int32(codes.OK) && resp.GetResult().GetExitCode() == 0 && !action.GetDoNotCache() {
 			s.ac.put(req.GetInstanceName(), req.GetActionDigest(), resp.GetResult())
@@ -191,7 +216,8 @@ func (e execService) WaitExecution(req *repb.WaitExecutionRequest, stream grpc.S
 }
 
 // streamOperation sends first (or, if nil, the current state of op) and,
-// unless that is already done, the final state once the action finishes.
+// unless that is already done, each change of stage (QUEUED to EXECUTING)
+// and the final state once the action finishes.
 func (s *FakeServer) streamOperation(op *operation, stream grpc.ServerStreamingServer[longrunningpb.Operation], method string, first *longrunningpb.Operation) error {
 	msg := first
 	if msg == nil {
@@ -214,16 +240,44 @@ func (s *FakeServer) streamOperation(op *operation, stream grpc.ServerStreamingS
 			return status.Error(codes.Unavailable, "reapitest: injected broken Execute stream")
 		}
 	}
-	select {
-	case <-op.done:
-	case <-stream.Context().Done():
-		return status.FromContextError(stream.Context().Err()).Err()
+	sent := stageOf(msg)
+	for done := false; !done; {
+		st, changed := op.current()
+		if st != sent && st != repb.ExecutionStage_COMPLETED {
+			m, err := s.snapshot(op, method)
+			if err != nil {
+				return status.Errorf(codes.Internal, "snapshot: %v", err)
+			}
+			if m.Done {
+				return stream.Send(m)
+			}
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+			sent = st
+		}
+		select {
+		case <-op.done:
+			done = true
+		case <-changed:
+		case <-stream.Context().Done():
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
 	}
 	msg, err := s.snapshot(op, method)
 	if err != nil {
 		return status.Errorf(codes.Internal, "snapshot: %v", err)
 	}
 	return stream.Send(msg)
+}
+
+// stageOf is the stage in an Operation's metadata (UNKNOWN if none).
+func stageOf(op *longrunningpb.Operation) repb.ExecutionStage_Value {
+	var md repb.ExecuteOperationMetadata
+	if op.GetMetadata() == nil || op.GetMetadata().UnmarshalTo(&md) != nil {
+		return repb.ExecutionStage_UNKNOWN
+	}
+	return md.Stage
 }
 
 func (s *FakeServer) platformAccepted(p *repb.Platform) bool {

@@ -1,7 +1,9 @@
 package reapitest
 
 import (
+	"context"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -272,4 +274,68 @@ func TestWaitExecutionUnknown(t *testing.T) {
 		_, err = drain(stream)
 	}
 	wantCode(t, err, codes.NotFound)
+}
+
+// TestExecuteStagesAndExecutingFor: Execute streams report the stages an
+// action goes through; ExecutingFor < 0 keeps it EXECUTING (a dead
+// worker) until SetExecutingFor lets later executions through.
+func TestExecuteStagesAndExecutingFor(t *testing.T) {
+	needTools(t, "/bin/cp")
+	s, c := startFake(t, Options{ExecutingFor: -1, ExecuteIgnoresActionCache: true})
+	ad := copyAction().build(t, c)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	stream, err := c.exec.Execute(ctx, &repb.ExecuteRequest{ActionDigest: ad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stages []repb.ExecutionStage_Value
+	for len(stages) < 2 {
+		op, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("after %v: %v", stages, err)
+		}
+		if op.Done {
+			t.Fatalf("a stalled execution finished: %v", op)
+		}
+		stages = append(stages, stageOf(op))
+	}
+	if stages[0] != repb.ExecutionStage_QUEUED || stages[1] != repb.ExecutionStage_EXECUTING {
+		t.Fatalf("stages %v, want QUEUED, EXECUTING", stages)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := stream.Recv(); got <- err }()
+	select {
+	case err := <-got:
+		t.Fatalf("the stalled stream went on: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	<-got
+	if n := s.Stats().Executions; n != 0 {
+		t.Fatalf("%d commands ran while the worker is dead", n)
+	}
+
+	s.SetExecutingFor(0)
+	stream, err = c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: ad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := drain(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages = nil
+	for _, op := range ops {
+		stages = append(stages, stageOf(op))
+	}
+	want := []repb.ExecutionStage_Value{repb.ExecutionStage_QUEUED, repb.ExecutionStage_COMPLETED}
+	if len(stages) == 3 {
+		want = []repb.ExecutionStage_Value{repb.ExecutionStage_QUEUED, repb.ExecutionStage_EXECUTING, repb.ExecutionStage_COMPLETED}
+	}
+	if !slices.Equal(stages, want) || !ops[len(ops)-1].Done {
+		t.Fatalf("stages %v, want %v ending done", stages, want)
+	}
+	if res := response(t, ops[len(ops)-1]).Result; res.ExitCode != 0 || len(res.OutputFiles) != 1 {
+		t.Fatalf("result %v", res)
+	}
 }

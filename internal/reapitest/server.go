@@ -99,6 +99,16 @@ type Options struct {
 	// SetQueueFor.
 	QueueFor time.Duration
 
+	// ExecutingFor keeps every non-cached execution in stage EXECUTING
+	// this long before its command runs, as a worker that took the action
+	// and then went silent; a negative value keeps it EXECUTING until the
+	// server stops, as with a worker SIGKILLed mid-action whose death the
+	// server never notices (Buildbarn reports such an action EXECUTING
+	// until its scheduler drops the worker, a minute or more later).
+	// Execute and WaitExecution streams report the EXECUTING operation and
+	// then wait. See also SetExecutingFor.
+	ExecutingFor time.Duration
+
 	// TLS, if non-nil, makes the server speak TLS with this configuration.
 	// Set ClientAuth to tls.RequireAndVerifyClientCert for mTLS. See
 	// TestCerts.ServerTLSConfig.
@@ -160,6 +170,7 @@ type FakeServer struct {
 	execRejections  atomic.Int64
 	batchRejections atomic.Int64
 	queueFor        atomic.Int64 // Options.QueueFor, changeable with SetQueueFor
+	executingFor    atomic.Int64 // Options.ExecutingFor, changeable with SetExecutingFor
 }
 
 // NewFakeServer returns a FakeServer configured by opts. It does not listen
@@ -176,11 +187,16 @@ func NewFakeServer(opts Options) *FakeServer {
 		rpcs:     map[string]int64{},
 	}
 	s.queueFor.Store(int64(opts.QueueFor))
+	s.executingFor.Store(int64(opts.ExecutingFor))
 	return s
 }
 
 // SetQueueFor changes Options.QueueFor for executions that start later.
 func (s *FakeServer) SetQueueFor(d time.Duration) { s.queueFor.Store(int64(d)) }
+
+// SetExecutingFor changes Options.ExecutingFor for executions that start
+// later.
+func (s *FakeServer) SetExecutingFor(d time.Duration) { s.executingFor.Store(int64(d)) }
 
 // Start listens on 127.0.0.1:0 and serves in the background. It returns the
 // "host:port" address to dial. Cancelling ctx stops the server as Stop does,

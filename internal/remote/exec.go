@@ -43,6 +43,17 @@ type ExecOptions struct {
 	// e.g. because the only matching worker died and the server keeps
 	// the action queued until its own timeout. 0: no bound.
 	QueueTimeout time.Duration
+	// ExecStall gives up on an action whose operation stays EXECUTING
+	// this long when Timeout is 0. A worker that dies mid-action cannot
+	// enforce Action.timeout, and the server goes on reporting the action
+	// EXECUTING until it notices the worker is gone (Buildbarn: a minute
+	// or more). 0: no bound.
+	ExecStall time.Duration
+	// ExecGrace is what the client adds to Timeout, when that is set, for
+	// its own bound on the EXECUTING stage (instead of ExecStall): time
+	// for the worker to fetch inputs, upload outputs and report. 0:
+	// DefaultExecGrace.
+	ExecGrace time.Duration
 	// SkipCacheLookup makes the server execute even when its ActionCache
 	// holds the executable action.
 	SkipCacheLookup bool
@@ -56,6 +67,7 @@ type ExecCounters struct {
 	OutputsRead, OutputBytes, NotRemotable atomic.Int64
 	Skipped                                atomic.Int64 // actions not sent after a permanent failure
 	QueueTimeouts                          atomic.Int64
+	ExecStalls                             atomic.Int64 // actions given up while EXECUTING (ExecStall, Timeout+ExecGrace)
 	ACLookupHits                           atomic.Int64 // of ServerCacheHits: found by GetActionResult before Execute
 }
 
@@ -69,6 +81,9 @@ type Executor struct {
 	off      atomic.Pointer[Permanent]
 	Counters ExecCounters
 }
+
+// DefaultExecGrace is ExecOptions.ExecGrace's default.
+const DefaultExecGrace = 30 * time.Second
 
 // NewExecutor returns a remote executor on c.
 func NewExecutor(c *Client, o ExecOptions) *Executor {
@@ -159,7 +174,9 @@ func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Execu
 func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.ExecuteResponse, error) {
 	var opName string
 	var lastErr error
-	var queuedAt time.Time // since when the operation is QUEUED, across streams
+	// The operation's stage and since when, across streams: the bounds on
+	// QUEUED and EXECUTING hold whatever the streams do.
+	stage, since := repb.ExecutionStage_UNKNOWN, time.Time{}
 	unavailable := 0
 	var failSince time.Time // the first failure since the last progress
 	attempts := 0
@@ -192,23 +209,22 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			stream, err = e.c.exec.WaitExecution(sctx, &repb.WaitExecutionRequest{Name: opName})
 		}
 		var resp *repb.ExecuteResponse
-		var timedOut atomic.Bool
+		var expired atomic.Int32 // the stage whose bound passed, cancelling the stream
 		var timer *time.Timer
 		onStage := func(st repb.ExecutionStage_Value) {
-			if st != repb.ExecutionStage_QUEUED {
-				queuedAt = time.Time{}
+			if st != stage {
+				stage, since = st, time.Now()
 				if timer != nil {
 					timer.Stop()
 					timer = nil
 				}
+			}
+			if timer != nil {
 				return
 			}
-			if queuedAt.IsZero() {
-				queuedAt = time.Now()
-			}
-			if timer == nil && e.o.QueueTimeout > 0 {
-				timer = time.AfterFunc(e.o.QueueTimeout-time.Since(queuedAt), func() {
-					timedOut.Store(true)
+			if bound, _ := e.stageBound(st); bound > 0 {
+				timer = time.AfterFunc(bound-time.Since(since), func() {
+					expired.Store(int32(st))
 					cancel() // the server drops an operation nobody waits for
 				})
 			}
@@ -228,9 +244,8 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if timedOut.Load() && (err != nil || resp == nil) {
-			e.Counters.QueueTimeouts.Add(1)
-			return nil, fmt.Errorf("the action stayed queued on the server for more than %v (--remote-queue-timeout): no worker took it", e.o.QueueTimeout)
+		if st := repb.ExecutionStage_Value(expired.Load()); st != repb.ExecutionStage_UNKNOWN && (err != nil || resp == nil) {
+			return nil, e.stageExpired(st)
 		}
 		if err == nil && resp == nil {
 			// The stream ended without a finished operation: resume it.
@@ -286,6 +301,39 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			e.platformString())
 	}
 	return nil, errors.New(msg)
+}
+
+// stageBound is the client's bound on how long an operation may stay in
+// stage st (0: none), and what sets it, for messages.
+func (e *Executor) stageBound(st repb.ExecutionStage_Value) (time.Duration, string) {
+	switch st {
+	case repb.ExecutionStage_QUEUED:
+		return e.o.QueueTimeout, "--remote-queue-timeout"
+	case repb.ExecutionStage_EXECUTING:
+		if e.o.Timeout > 0 {
+			g := e.o.ExecGrace
+			if g <= 0 {
+				g = DefaultExecGrace
+			}
+			return e.o.Timeout + g, fmt.Sprintf("--remote-exec-timeout %v + %v grace", e.o.Timeout, g)
+		}
+		return e.o.ExecStall, "--remote-exec-stall"
+	}
+	return 0, ""
+}
+
+// stageExpired is the error of an action given up because its operation
+// stayed in stage st past the bound: a failure of this action, not of the
+// service, so it is not retried and the other actions go on.
+func (e *Executor) stageExpired(st repb.ExecutionStage_Value) error {
+	bound, what := e.stageBound(st)
+	if st == repb.ExecutionStage_QUEUED {
+		e.Counters.QueueTimeouts.Add(1)
+		return fmt.Errorf("the action stayed queued on the server for more than %v (%s): no worker took it", bound, what)
+	}
+	e.Counters.ExecStalls.Add(1)
+	return fmt.Errorf("the action stayed EXECUTING on the server for more than %v (%s) without finishing: "+
+		"its worker has probably died, and the server has not noticed yet", bound, what)
 }
 
 // Permanent is a failure of remote execution that no retry, and no other

@@ -1,0 +1,68 @@
+package remote_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/remote"
+)
+
+// TestExecStall: an action whose worker died (the server keeps reporting
+// it EXECUTING) is given up after the client's bound on that stage:
+// --remote-exec-stall, or --remote-exec-timeout plus a grace period. It is
+// not retried, and the executor stays usable for other actions.
+func TestExecStall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    remote.ExecOptions
+		want string
+	}{
+		{"stall", remote.ExecOptions{ExecStall: 300 * time.Millisecond}, "300ms (--remote-exec-stall)"},
+		{"timeout", remote.ExecOptions{Timeout: 200 * time.Millisecond, ExecGrace: 100 * time.Millisecond, ExecStall: time.Hour},
+			"300ms (--remote-exec-timeout 200ms + 100ms grace)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, addr := fake(t, reapitest.Options{ExecutingFor: -1})
+			c := dial(t, addr, remote.Options{})
+			ex := remote.NewExecutor(c, tc.o)
+			// The stream drops once: the bound holds across WaitExecution.
+			srv.InjectFault(reapitest.MethodExecute, reapitest.FaultDropExecuteStream, 1)
+			start := time.Now()
+			_, err := ex.RunCommand(t.Context(), []string{"/bin/true"})
+			d := time.Since(start)
+			if err == nil {
+				t.Fatal("an action on a dead worker finished")
+			}
+			if !strings.Contains(err.Error(), "EXECUTING") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("the error names neither the stage nor the bound %q: %v", tc.want, err)
+			}
+			if d < 300*time.Millisecond || d > 5*time.Second {
+				t.Errorf("given up after %v, want soon after 300ms", d)
+			}
+			if n := ex.Counters.ExecStalls.Load(); n != 1 {
+				t.Errorf("%d stalls counted, want 1", n)
+			}
+			if st := srv.Stats(); st.ExecuteCalls != 1 || st.WaitExecutionCalls != 1 {
+				t.Errorf("%d Execute and %d WaitExecution calls, want 1 each: a stall is not retried", st.ExecuteCalls, st.WaitExecutionCalls)
+			}
+			srv.SetExecutingFor(0)
+			res, err := ex.RunCommand(t.Context(), []string{"/bin/true"})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("with a live worker: %v %+v", err, res)
+			}
+		})
+	}
+}
+
+// TestExecStallNotForSlowQueue: the EXECUTING bound does not count the
+// time an action waited in the queue.
+func TestExecStallNotForSlowQueue(t *testing.T) {
+	_, addr := fake(t, reapitest.Options{QueueFor: 600 * time.Millisecond, ExecutingFor: 200 * time.Millisecond})
+	c := dial(t, addr, remote.Options{})
+	ex := remote.NewExecutor(c, remote.ExecOptions{ExecStall: 500 * time.Millisecond, QueueTimeout: time.Minute})
+	if res, err := ex.RunCommand(t.Context(), []string{"/bin/true"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%v %+v", err, res)
+	}
+}
