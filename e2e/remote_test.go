@@ -143,6 +143,8 @@ func TestRemoteLink(t *testing.T) {
 
 func firstMatch(s string) string { return remoteLine.FindString(s) }
 
+var fallbackWarning = regexp.MustCompile(`compiling (it and the remaining actions )?locally`)
+
 // TestRemoteFaults: every injected fault ends in a correct program or a
 // clear failure, with either fallback.
 func TestRemoteFaults(t *testing.T) {
@@ -195,7 +197,9 @@ func TestRemoteFaults(t *testing.T) {
 				case fallback == "none" && !f.recovers && ok:
 					t.Errorf("with --remote-fallback=none a faulty result was accepted:\n%s", stderr)
 				}
-				if fallback == "local" && !f.recovers && !strings.Contains(stderr, "compiling locally") {
+				// A service that stays unavailable trips the run-wide
+				// breaker: "compiling it and the remaining actions locally".
+				if fallback == "local" && !f.recovers && !fallbackWarning.MatchString(stderr) {
 					t.Errorf("no warning about the local fallback:\n%s", stderr)
 				}
 				if testing.Verbose() {
@@ -223,6 +227,51 @@ func TestRemotePlatformMismatch(t *testing.T) {
 	stderr, err = remoteLink(t, p, addr, "--remote-platform=OSFamily=Linux", "--remote-fallback=none")
 	if !wantCorrectOrFailed(t, p, stderr, err) {
 		t.Errorf("matching platform: link failed:\n%s", stderr)
+	}
+}
+
+// TestRemoteNoWorkerUnavailable: a server in its startup window answers an
+// unmatched platform with Unavailable ("No workers exist ...", Buildbarn).
+// The first actions try for their retries; then the run-wide breaker
+// trips: one warning that keeps the --remote-platform hint, and the other
+// actions compile locally without calling Execute (or all fail with
+// --remote-fallback=none).
+func TestRemoteNoWorkerUnavailable(t *testing.T) {
+	p := remoteProgram(t)
+	jobs := len(p.Modules)
+	const remoteJobs, retries = 2, 4
+	for _, fallback := range []string{"local", "none"} {
+		t.Run(fallback, func(t *testing.T) {
+			q := copyProgram(t, p)
+			srv, addr := fakeRemote(t, reapitest.Options{Platform: map[string][]string{"OSFamily": {"Linux"}}})
+			stderr, err := remoteLink(t, q, addr, "--remote-fallback="+fallback, "--remote-platform=OSFamily=Windows",
+				"--remote-jobs="+strconv.Itoa(remoteJobs), "--remote-retries="+strconv.Itoa(retries))
+			ok := wantCorrectOrFailed(t, q, stderr, err)
+			if ok != (fallback == "local") {
+				t.Errorf("--remote-fallback=%s: linked %v\n%s", fallback, ok, stderr)
+			}
+			// Only the actions in flight when the breaker trips have
+			// called Execute, each at most --remote-retries times.
+			if n := srv.Stats().ExecuteCalls; n == 0 || n > remoteJobs*retries {
+				t.Errorf("%d Execute calls for %d actions, want at most %d (the %d in flight, %d attempts each)",
+					n, jobs, remoteJobs*retries, remoteJobs, retries)
+			}
+			if n := strings.Count(stderr, "--remote-platform"); n != 1 {
+				t.Errorf("the platform hint is printed %d times, want once:\n%s", n, stderr)
+			}
+			if !strings.Contains(stderr, "OSFamily=Windows") {
+				t.Errorf("the properties sent are not named:\n%s", stderr)
+			}
+			if fallback == "local" {
+				if n := strings.Count(stderr, "thindist: warning:"); n != 1 {
+					t.Errorf("%d warnings, want 1:\n%s", n, stderr)
+				}
+				if sum := parseRemote(t, stderr); sum.local != jobs {
+					t.Errorf("summary %+v, want all %d compiled locally\n%s", sum, jobs, stderr)
+				}
+			}
+			t.Logf("%s", stderr)
+		})
 	}
 }
 

@@ -194,6 +194,11 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 				return nil, err
 			}
 		}
+		if p := e.off.Load(); p != nil && opName == "" {
+			// Another action tripped the breaker (maybe while this one
+			// waited to try again): do not send this one either.
+			return nil, p
+		}
 		attempts = attempt
 		sctx, cancel := context.WithCancel(e.c.withMD(ctx))
 		var stream grpc.ServerStreamingClient[longrunningpb.Operation]
@@ -296,9 +301,23 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		}
 	}
 	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", attempts, lastErr)
-	if unavailable > 0 {
-		msg += fmt.Sprintf("\n  (a server without a worker matching the platform properties [%s] may answer Unavailable, as Buildbarn does during its scheduler's platformQueueWithNoWorkersTimeout after start: check --remote-platform)",
-			e.platformString())
+	if status.Code(lastErr) == codes.Unavailable || mentionsPlatform(lastErr) {
+		// The service stayed unavailable, or has no worker for the
+		// platform, for the whole retry window (Buildbarn answers
+		// Unavailable "No workers exist for instance name prefix ...
+		// platform ..." during its scheduler's
+		// platformQueueWithNoWorkersTimeout after start): the other
+		// actions would each wait as long, so none is sent any more.
+		p := &Permanent{Err: errors.New(msg)}
+		switch {
+		case mentionsPlatform(lastErr):
+			p.Hint = fmt.Sprintf("the server has no worker for the platform properties [%s] thindist sent: check --remote-platform", e.platformString())
+		case unavailable > 0:
+			p.Hint = fmt.Sprintf("the service stayed unavailable; a server without a worker matching the platform properties [%s] may answer so, "+
+				"as Buildbarn does during its scheduler's platformQueueWithNoWorkersTimeout after start: check --remote-platform", e.platformString())
+		}
+		e.off.CompareAndSwap(nil, p)
+		return nil, e.off.Load() // the same error for every action, reported once
 	}
 	return nil, errors.New(msg)
 }
@@ -613,16 +632,34 @@ func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) 
 			f.o.Warn("%s: remote execution failed, compiling it and the remaining actions locally: %v", a.ID, perm)
 		})
 	} else {
-		f.o.Warn("%s: remote execution failed, compiling locally: %s", a.ID, firstLine(strings.TrimPrefix(err.Error(), a.ID+": ")))
+		f.o.Warn("%s: remote execution failed, compiling locally: %s", a.ID, summary(strings.TrimPrefix(err.Error(), a.ID+": ")))
 	}
 	return f.local.Execute(ctx, a, out)
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " ..."
+// summary is the first line of a failure and its hint lines ("  (...)",
+// such as "check --remote-platform"): other details, such as a
+// compiler's output, are left out (" ...").
+func summary(s string) string {
+	lines := strings.Split(s, "\n")
+	var hints []string
+	dropped := false
+	for _, l := range lines[1:] {
+		switch {
+		case strings.HasPrefix(l, "  ("):
+			hints = append(hints, l)
+		case strings.TrimSpace(l) != "":
+			dropped = true
+		}
 	}
-	return s
+	out := lines[0]
+	if dropped {
+		out += " ..."
+	}
+	for _, h := range hints {
+		out += "\n" + h
+	}
+	return out
 }
 
 func writeFile(dst string, data []byte) error {

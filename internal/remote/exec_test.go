@@ -1,10 +1,15 @@
 package remote_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
 )
@@ -64,5 +69,56 @@ func TestExecStallNotForSlowQueue(t *testing.T) {
 	ex := remote.NewExecutor(c, remote.ExecOptions{ExecStall: 500 * time.Millisecond, QueueTimeout: time.Minute})
 	if res, err := ex.RunCommand(t.Context(), []string{"/bin/true"}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("%v %+v", err, res)
+	}
+}
+
+// TestNoWorkerUnavailableTripsBreaker: a server without a worker for the
+// platform that answers Unavailable (Buildbarn during its scheduler's
+// startup window) is retried for one action; when that action has used up
+// its retries, the executor sends no further action and says to check
+// --remote-platform.
+func TestNoWorkerUnavailableTripsBreaker(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{Platform: map[string][]string{"OSFamily": {"Linux"}}})
+	c := dial(t, addr, remote.Options{MaxAttempts: 3})
+	ex := remote.NewExecutor(c, remote.ExecOptions{Platform: [][2]string{{"OSFamily", "Windows"}}})
+	_, err := ex.RunCommand(t.Context(), []string{"/bin/true"})
+	var p *remote.Permanent
+	if !errors.As(err, &p) {
+		t.Fatalf("not a run-wide failure: %v", err)
+	}
+	if !strings.Contains(err.Error(), "OSFamily=Windows") || !strings.Contains(err.Error(), "check --remote-platform") {
+		t.Errorf("no platform hint: %v", err)
+	}
+	if n := srv.Stats().ExecuteCalls; n != 3 {
+		t.Errorf("%d Execute calls, want the 3 attempts", n)
+	}
+	_, err2 := ex.RunCommand(t.Context(), []string{"/bin/true"})
+	if err2 == nil || err2.Error() != err.Error() {
+		t.Errorf("after the breaker tripped: %v", err2)
+	}
+	if n := srv.Stats().ExecuteCalls; n != 3 {
+		t.Errorf("%d Execute calls: an action was sent after the breaker tripped", n)
+	}
+}
+
+// TestFallbackWarningKeepsHint: the per-action warning of a fallback keeps
+// the failure's hint lines and drops other details.
+func TestFallbackWarningKeepsHint(t *testing.T) {
+	failing := executor.Func(func(context.Context, *action.Action, []string) (*executor.Result, error) {
+		return nil, errors.New("remote execution failed: boom\ncompiler output\n  (check --remote-platform)")
+	})
+	local := executor.Func(func(context.Context, *action.Action, []string) (*executor.Result, error) {
+		return &executor.Result{Where: executor.Local}, nil
+	})
+	var warnings []string
+	f := remote.NewFallback(failing, local, remote.FallbackOptions{Warn: func(format string, args ...any) {
+		warnings = append(warnings, fmt.Sprintf(format, args...))
+	}})
+	if _, err := f.Execute(t.Context(), &action.Action{ID: "a.o"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "a.o: remote execution failed, compiling locally: remote execution failed: boom ...\n  (check --remote-platform)"
+	if len(warnings) != 1 || warnings[0] != want {
+		t.Errorf("warnings %q, want %q", warnings, want)
 	}
 }
