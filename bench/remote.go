@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"syscall"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/thindist/thindist/internal/reapitest"
