@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 // Issue 3's figures: a cold link, a warm relink with nothing changed and a
@@ -49,6 +50,22 @@ type cacheResult struct {
 	links [2][3][]timing
 	// summary is thindist's summary line of each state's last run.
 	summary [3]string
+	// lldNew is how many entries each state's last run added to lld's
+	// cache directory (the backends it ran rather than reused).
+	lldNew [3]int
+}
+
+// countFiles counts lld's cache entries in dir (llvmcache-KEY; not its
+// llvmcache.timestamp).
+func countFiles(dir string) int {
+	es, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range es {
+		if strings.HasPrefix(e.Name(), "llvmcache-") {
+			n++
+		}
+	}
+	return n
 }
 
 var summaryLine = regexp.MustCompile(`(?m)^thindist: .*$`)
@@ -79,6 +96,7 @@ func benchCache(ctx context.Context, t *tools, o *options, p *project) (*cacheRe
 				os.Remove(filepath.Join(b.Dir, out))
 				// No retry on a disturbed run: a repeated cold link would
 				// be warm. The interference is recorded instead.
+				before := countFiles(dir)
 				waitQuiet(ctx, o.maxBusy, o.settle)
 				tm, err := timed(ctx, b.Dir, nil, t.tc.Clang, b.LinkArgs(out, ct.extra(t, o.jobs, dir)...)...)
 				tm.interference = tm.others
@@ -95,6 +113,8 @@ func benchCache(ctx context.Context, t *tools, o *options, p *project) (*cacheRe
 				}
 				if i == cacheThindist {
 					r.summary[s] = summaryLine.FindString(string(tm.output))
+				} else {
+					r.lldNew[s] = countFiles(dir) - before
 				}
 				tm.output = nil
 				r.links[i][s] = append(r.links[i][s], tm)

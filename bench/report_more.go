@@ -36,6 +36,7 @@ func (r *projectResult) cacheText() string {
 	fmt.Fprintf(&b, "  thindist one change / lld one change %.3f (target ≤ 1.3)\n", ratio(m[0][oneChange], m[1][oneChange]))
 	for s, st := range cacheStates {
 		fmt.Fprintf(&b, "  thindist %s: %s\n", st, r.cache.summary[s])
+		fmt.Fprintf(&b, "  lld %s: %d new cache entries\n", st, r.cache.lldNew[s])
 	}
 	return b.String()
 }
@@ -111,10 +112,11 @@ func (rep *report) moreMarkdown(b *strings.Builder) {
 				}
 			}
 		}
-		b.WriteString("```\n\nthindist's summary line of the last run of each state:\n\n```\n")
+		b.WriteString("```\n\nthindist's summary line of the last run of each state, and how many entries that run added to lld's cache directory (the backends lld ran):\n\n```\n")
 		for _, r := range withCache {
 			for s, st := range cacheStates {
 				fmt.Fprintf(b, "%-24s %-11s %s\n", r.p.name, st, r.cache.summary[s])
+				fmt.Fprintf(b, "%-24s %-11s lld: %d new cache entries\n", r.p.name, st, r.cache.lldNew[s])
 			}
 		}
 		b.WriteString("```\n")
