@@ -9,7 +9,11 @@
 //
 // with each part measured on its own (--thinlto-index-only for the thin link,
 // each backend timed while running alone, the final link of the native
-// objects). It also measures thindist's own cost: CPU time per job and peak
+// objects). It also measures `thindist link` (the separate thin-link flow)
+// on the same objects; the cache (issue 3: cold link, warm relink, relink
+// after one source change, against lld's --thinlto-cache-dir); remote
+// execution against the in-repo REAPI test double on loopback (issue 4). And
+// it measures thindist's own cost: CPU time per job and peak
 // RSS on a synthetic job file of 10,000 jobs whose compiler does nothing but
 // write a minimal ELF object.
 //
@@ -54,6 +58,19 @@ type options struct {
 	maxInterference float64
 	retries         int
 	pprof           string
+
+	parts      string
+	remoteJobs int
+	remoteRuns int
+}
+
+func (o *options) part(name string) bool {
+	for _, p := range strings.Split(o.parts, ",") {
+		if strings.TrimSpace(p) == name {
+			return true
+		}
+	}
+	return false
 }
 
 func main() {
@@ -73,6 +90,10 @@ func main() {
 		"repeat a run during which other processes used more than this share of the machine")
 	flag.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
 	flag.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
+	flag.StringVar(&o.parts, "parts", "links,cache,remote,overhead",
+		"what to measure, comma-separated: links (the methods compared, physical limit, thindist link), cache (issue 3), remote (issue 4), overhead")
+	flag.IntVar(&o.remoteJobs, "remote-jobs", 50, "thindist --remote-jobs in the remote measurement")
+	flag.IntVar(&o.remoteRuns, "remote-runs", 3, "repetitions of the remote measurement (each with a fresh server)")
 	flag.Parse()
 	if len(o.projects) == 0 {
 		o.projects = projectList{"lua", "gen500"}
@@ -114,14 +135,28 @@ func run(ctx context.Context, o *options) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		res, err := benchProject(ctx, tools, o, p)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+		res := &projectResult{p: p, jobs: o.jobs}
+		if o.part("links") {
+			if res, err = benchProject(ctx, tools, o, p); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			fmt.Print(res.text())
+		}
+		if o.part("cache") {
+			if res.cache, err = benchCache(ctx, tools, o, p); err != nil {
+				return fmt.Errorf("%s: cache: %w", name, err)
+			}
+			fmt.Print(res.cacheText())
+		}
+		if o.part("remote") {
+			if res.remote, err = benchRemote(ctx, tools, o, p); err != nil {
+				return fmt.Errorf("%s: remote: %w", name, err)
+			}
+			fmt.Print(res.remoteText())
 		}
 		rep.projects = append(rep.projects, res)
-		fmt.Print(res.text())
 	}
-	if o.overheadJobs > 0 {
+	if o.overheadJobs > 0 && o.part("overhead") {
 		ov, err := measureOverhead(ctx, tools, o, filepath.Join(o.work, "overhead"), o.overheadJobs, o.jobs, o.overheadRuns)
 		if err != nil {
 			return fmt.Errorf("overhead: %w", err)

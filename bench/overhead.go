@@ -41,7 +41,9 @@ func measureOverhead(ctx context.Context, t *tools, o *options, dir string, n, p
 	res := &overheadResult{jobs: n, parallel: parallel}
 	for i := 0; i < runs; i++ {
 		waitQuiet(ctx, o.maxBusy, o.settle)
-		r, err := runMeasured(ctx, dir, t.thindist, fmt.Sprintf("--jobs=%d", parallel), jobFile)
+		// --no-cache: the distributor, not the cache (on by default since
+		// issue 3, it would hash and store every no-op job).
+		r, err := runMeasured(ctx, dir, t.thindist, fmt.Sprintf("--jobs=%d", parallel), "--no-cache", jobFile)
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +172,7 @@ func (o *overheadResult) text() string {
 func (o *overheadResult) markdown() string {
 	wall, self, children, rss := o.medians()
 	var b strings.Builder
-	fmt.Fprintf(&b, "thindist on a synthetic lld job file of %d jobs (three imports each) whose compiler only writes a 64-byte ELF ET_REL header, --jobs=%d, medians of %d runs (RSS: the largest). ", o.jobs, o.parallel, len(o.runs))
+	fmt.Fprintf(&b, "thindist on a synthetic lld job file of %d jobs (three imports each) whose compiler only writes a 64-byte ELF ET_REL header, --jobs=%d --no-cache, medians of %d runs (RSS: the largest). ", o.jobs, o.parallel, len(o.runs))
 	b.WriteString("thindist's CPU is its own user+system time without its children's (/proc/PID/stat utime+stime, read after exit and before reaping); RSS is ru_maxrss.\n\n")
 	b.WriteString("| wall | thindist CPU | CPU per job (≤ 2 ms) | peak RSS (≤ 40 MiB) | no-op compilers' CPU per job |\n|---:|---:|---:|---:|---:|\n")
 	fmt.Fprintf(&b, "| %s | %s | %.3f ms | %.1f MiB | %.3f ms |\n", sec(wall), sec(self), perJob(self, o.jobs), float64(rss)/(1<<20), perJob(children, o.jobs))

@@ -35,7 +35,7 @@ func profileOverhead(ctx context.Context, t *tools, o *options, dir string) erro
 		return err
 	}
 	runtime.MemProfileRate = 4096
-	code := cli.Main(ctx, []string{fmt.Sprintf("--jobs=%d", o.jobs), jobFile})
+	code := cli.Main(ctx, []string{fmt.Sprintf("--jobs=%d", o.jobs), "--no-cache", jobFile})
 	pprof.StopCPUProfile()
 	if hf, err := os.Create(o.pprof + ".allocs"); err == nil {
 		pprof.Lookup("allocs").WriteTo(hf, 0)

@@ -68,6 +68,8 @@ func (r *projectResult) text() string {
 	fmt.Fprintf(&b, "  thindist / serial      %.3f   (target ≤ 0.55)\n", ratio(td, se))
 	fmt.Fprintf(&b, "  thindist / limit       %.3f\n", ratio(td, total))
 	fmt.Fprintf(&b, "  in-process / limit     %.3f\n", ratio(ip, total))
+	ln := median(walls(r.links[thindistLink]))
+	fmt.Fprintf(&b, "  thindist link / DTLTO  %.3f   (target ≤ 1.05)\n", ratio(ln, td))
 	return b.String()
 }
 
@@ -102,11 +104,17 @@ func (rep *report) writeMarkdown(path string) error {
 		fmt.Fprintf(&b, "- %s\n", m)
 	}
 	b.WriteString("\n")
-	if len(rep.projects) > 0 {
+	var withLinks []*projectResult
+	for _, r := range rep.projects {
+		if r.hasLinks() {
+			withLinks = append(withLinks, r)
+		}
+	}
+	if len(withLinks) > 0 {
 		fmt.Fprintf(&b, "### Link wall time, median of %d runs, N = %d\n\n", rep.runs, rep.jobs)
 		b.WriteString("| project | jobs | in-process | serial | thindist | physical limit | thindist / in-process (≤ 1.05) | thindist / serial (≤ 0.55) | thindist / limit |\n")
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, r := range rep.projects {
+		for _, r := range withLinks {
 			total, _, _, _, _, _ := r.limit()
 			td, ip, se := median(walls(r.links[thindist])), median(walls(r.links[inProcess])), median(walls(r.links[serial]))
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %.3f | %.3f | %.3f |\n", r.p.name, len(r.backend),
@@ -115,13 +123,13 @@ func (rep *report) writeMarkdown(path string) error {
 		b.WriteString("\nPhysical limit = thin link + max(largest backend, Σ backends / N) + final link, each part measured alone:\n\n")
 		b.WriteString("| project | thin link | largest backend | Σ backends | final link | CPU in-process | CPU serial | CPU thindist |\n")
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, r := range rep.projects {
+		for _, r := range withLinks {
 			_, thin, _, final, largest, sum := r.limit()
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.p.name, sec(thin), sec(largest), sec(sum), sec(final),
 				sec(median(cpus(r.links[inProcess]))), sec(median(cpus(r.links[serial]))), sec(median(cpus(r.links[thindist]))))
 		}
 		b.WriteString("\nEvery run: wall seconds (share of the machine's CPU other processes used during the run beyond what the method leaves idle by design: N-1 of N cores for the serial distributor, none otherwise):\n\n```\n")
-		for _, r := range rep.projects {
+		for _, r := range withLinks {
 			for i, m := range methods {
 				fmt.Fprintf(&b, "%-24s %-20s", r.p.name, m.name)
 				for _, t := range r.links[i] {
@@ -132,6 +140,7 @@ func (rep *report) writeMarkdown(path string) error {
 		}
 		b.WriteString("```\n")
 	}
+	rep.moreMarkdown(&b)
 	if ov := rep.overhead; ov != nil {
 		b.WriteString("\n### Distributor overhead\n\n")
 		b.WriteString(ov.markdown())

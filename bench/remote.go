@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/thindist/thindist/internal/reapitest"
+)
+
+// Issue 4's figures, against the in-repo REAPI test double
+// (internal/reapitest, the server the e2e tests use, with zstd) on loopback:
+// thindist as lld's DTLTO distributor with --remote and no local cache. Each
+// repetition starts a fresh server: the cold link executes every backend
+// remotely; then the warm relink runs from a copy of the build directory
+// elsewhere (same relative paths) and should find every result in the
+// server's ActionCache. The server's "workers" run on this machine, so cold
+// remote vs local measures the protocol's overhead on one box, not a
+// cluster's speed-up.
+
+type remoteRun struct {
+	cold, warm               timing
+	coldStats, warmStats     reapitest.Stats
+	distinctBytes            int64 // sum of the sizes of the distinct blobs uploaded in the cold link
+	distinctBlobs            int
+	coldSummary, warmSummary string
+}
+
+type remoteResult struct {
+	remoteJobs int
+	runs       []remoteRun
+}
+
+var remoteSummary = regexp.MustCompile(`(?m)^thindist: remote .*$`)
+
+func rpcs(st reapitest.Stats) int64 {
+	var n int64
+	for m, c := range st.RPCs {
+		if m != reapitest.MethodGetCapabilities {
+			n += c
+		}
+	}
+	return n
+}
+
+func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remoteResult, error) {
+	b := p.build
+	elsewhere := filepath.Join(b.Dir, "..", "elsewhere", filepath.Base(b.Dir))
+	os.RemoveAll(filepath.Dir(elsewhere))
+	if err := os.MkdirAll(elsewhere, 0o755); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "cp", "-a", b.Dir+"/.", elsewhere).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("cp: %v\n%s", err, out)
+	}
+	defer os.RemoveAll(filepath.Dir(elsewhere))
+	res := &remoteResult{remoteJobs: o.remoteJobs}
+	out := "bench-remote.out"
+	for run := 0; run < o.remoteRuns; run++ {
+		execRoot := filepath.Join(o.work, "reapi-exec")
+		os.RemoveAll(execRoot)
+		if err := os.MkdirAll(execRoot, 0o755); err != nil {
+			return nil, err
+		}
+		srv := reapitest.NewFakeServer(reapitest.Options{Zstd: true, ExecRootDir: execRoot})
+		addr, err := srv.Start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		link := func(dir string, extra ...string) (timing, error) {
+			args := []string{"-fthinlto-distributor=" + t.thindist, "-Xthinlto-distributor=--no-cache",
+				"-Xthinlto-distributor=--remote=grpc://" + addr, "-Xthinlto-distributor=--remote-fallback=none"}
+			for _, e := range extra {
+				args = append(args, "-Xthinlto-distributor="+e)
+			}
+			os.Remove(filepath.Join(dir, out))
+			waitQuiet(ctx, o.maxBusy, o.settle)
+			// The server and its workers are this process and its
+			// children: their CPU is not other processes'.
+			self0 := ownCPU()
+			tm, err := timed(ctx, dir, nil, t.tc.Clang, b.LinkArgs(out, args...)...)
+			if srvCPU := ownCPU() - self0 - tm.cpu; srvCPU > 0 && tm.wall > 0 {
+				tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
+			}
+			tm.interference = tm.others
+			if err == nil {
+				err = p.check(ctx, filepath.Join(dir, out))
+			}
+			return tm, err
+		}
+		var r remoteRun
+		r.cold, err = link(b.Dir, fmt.Sprintf("--remote-jobs=%d", o.remoteJobs))
+		if err != nil {
+			srv.Stop()
+			return nil, fmt.Errorf("cold remote link: %w", err)
+		}
+		r.coldStats = srv.Stats()
+		seen := map[string]bool{}
+		for _, u := range srv.Uploads() {
+			if !seen[u.Hash] {
+				seen[u.Hash] = true
+				r.distinctBytes += u.SizeBytes
+			}
+		}
+		r.distinctBlobs = len(seen)
+		r.coldSummary = remoteSummary.FindString(string(r.cold.output))
+		srv.ResetStats()
+		r.warm, err = link(elsewhere)
+		r.warmStats = srv.Stats()
+		srv.Stop()
+		if err != nil {
+			return nil, fmt.Errorf("warm remote relink: %w", err)
+		}
+		r.warmSummary = remoteSummary.FindString(string(r.warm.output))
+		r.cold.output, r.warm.output = nil, nil
+		res.runs = append(res.runs, r)
+		fmt.Fprintf(os.Stderr, "bench: %s remote run %d: cold %.3f s (%d executions, %d B uploaded, %d distinct), warm %.3f s (%d executions)\n",
+			b.Name, run+1, r.cold.wall.Seconds(), r.coldStats.Executions, r.coldStats.BytesUploadedRaw, r.distinctBytes,
+			r.warm.wall.Seconds(), r.warmStats.Executions)
+	}
+	return res, nil
+}
+
+func (r *remoteResult) colds() []time.Duration {
+	var d []time.Duration
+	for _, x := range r.runs {
+		d = append(d, x.cold.wall)
+	}
+	return d
+}
+
+func (r *remoteResult) warms() []time.Duration {
+	var d []time.Duration
+	for _, x := range r.runs {
+		d = append(d, x.warm.wall)
+	}
+	return d
+}
+
+// rpcBreakdown lists the calls per method, short names, sorted.
+func rpcBreakdown(st reapitest.Stats) string {
+	var parts []string
+	for m, c := range st.RPCs {
+		parts = append(parts, fmt.Sprintf("%s %d", m[strings.LastIndex(m, "/")+1:], c))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// ownCPU is the user+system time of this process and of its children that it
+// has waited for.
+func ownCPU() time.Duration {
+	var d time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if syscall.Getrusage(who, &ru) == nil {
+			d += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return d
+}
