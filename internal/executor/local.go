@@ -57,6 +57,12 @@ func NewLocal(opts LocalOptions) Executor {
 	if opts.KillDelay == 0 {
 		opts.KillDelay = 5 * time.Second
 	}
+	if opts.Env == nil {
+		// Read once: with a nil Env, os/exec copies and deduplicates the
+		// whole environment for every process, which was the largest source
+		// of garbage on big links.
+		opts.Env = os.Environ()
+	}
 	return &local{opts: opts}
 }
 
