@@ -66,25 +66,31 @@ func runIn(t *testing.T, dir, name string, args ...string) (stdout, stderr strin
 	return o.String(), e.String()
 }
 
+// setupLua builds thindist and Debian's lua5.4 objects in a temporary
+// directory and links the in-process ThinLTO reference, lua-inprocess.
+func setupLua(t *testing.T) (tc Toolchain, tmp, thindist string, b *Build) {
+	t.Helper()
+	src := needSource(t)
+	tc = needToolchain(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tmp = t.TempDir()
+	thindist = buildThindist(t, tmp)
+	b, err := BuildLua(ctx, tc, src, filepath.Join(tmp, "build"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, b.Dir, tc.Clang, b.LinkArgs("lua-inprocess", "-Wl,--thinlto-jobs=2")...)
+	return tc, tmp, thindist, b
+}
+
 // TestLuaThroughThindist builds Debian's lua5.4 with -flto=thin, links the
 // interpreter once with lld's in-process ThinLTO and once with thindist as
 // the DTLTO distributor, and runs a smoke script under both: the thindist
 // build must pass every check and print exactly what the in-process build
 // prints.
 func TestLuaThroughThindist(t *testing.T) {
-	src := needSource(t)
-	tc := needToolchain(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-
-	tmp := t.TempDir()
-	thindist := buildThindist(t, tmp)
-	b, err := BuildLua(ctx, tc, src, filepath.Join(tmp, "build"))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	runIn(t, b.Dir, tc.Clang, b.LinkArgs("lua-inprocess", "-Wl,--thinlto-jobs=2")...)
+	tc, tmp, thindist, b := setupLua(t)
 	_, linkErr := runIn(t, b.Dir, tc.Clang, b.LinkArgs("lua-dtlto",
 		"-fthinlto-distributor="+thindist, "-Xthinlto-distributor=--jobs=2",
 		"-Xthinlto-distributor=--cache-dir="+filepath.Join(tmp, "cache"))...)
@@ -134,18 +140,7 @@ func TestLuaThroughThindist(t *testing.T) {
 // interpreter must pass the smoke test and print what the in-process ThinLTO
 // build prints, and the work directory must be gone.
 func TestLuaThroughThindistLink(t *testing.T) {
-	src := needSource(t)
-	tc := needToolchain(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-
-	tmp := t.TempDir()
-	thindist := buildThindist(t, tmp)
-	b, err := BuildLua(ctx, tc, src, filepath.Join(tmp, "build"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runIn(t, b.Dir, tc.Clang, b.LinkArgs("lua-inprocess", "-Wl,--thinlto-jobs=2")...)
+	tc, tmp, thindist, b := setupLua(t)
 	args := append([]string{"link", "--jobs=2", "--cache-dir=" + filepath.Join(tmp, "cache"), "--", tc.Clang},
 		b.LinkArgs("lua-link")...)
 	_, linkErr := runIn(t, b.Dir, thindist, args...)
