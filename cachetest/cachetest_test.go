@@ -47,11 +47,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	thindist = filepath.Join(tmp, "thindist")
-	build := exec.Command("go", "build", "-o", thindist, "github.com/thindist/thindist/cmd/thindist")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building thindist:", err)
+	if thindist, err = testprog.BuildThindist(tmp); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(tmp)
 		os.Exit(1)
 	}

@@ -39,14 +39,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	thindist = filepath.Join(tmp, "thindist")
 	// thindist caches backend results by default (in ~/.cache/thindist):
 	// keep these runs out of the user's cache and out of each other's way.
 	os.Setenv("THINDIST_CACHE_DIR", filepath.Join(tmp, "cache"))
-	build := exec.Command("go", "build", "-o", thindist, "github.com/thindist/thindist/cmd/thindist")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building thindist:", err)
+	if thindist, err = testprog.BuildThindist(tmp); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(tmp)
 		os.Exit(1)
 	}

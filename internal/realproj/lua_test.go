@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/thindist/thindist/internal/testprog"
 )
 
 // needSource returns the unpacked lua5.4 tree, skipping the test when it is
@@ -43,17 +45,6 @@ func needToolchain(t *testing.T) Toolchain {
 	return tc
 }
 
-// buildThindist builds cmd/thindist into dir.
-func buildThindist(t *testing.T, dir string) string {
-	t.Helper()
-	exe := filepath.Join(dir, "thindist")
-	cmd := exec.Command("go", "build", "-o", exe, "github.com/thindist/thindist/cmd/thindist")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building thindist: %v\n%s", err, out)
-	}
-	return exe
-}
-
 func runIn(t *testing.T, dir, name string, args ...string) (stdout, stderr string) {
 	t.Helper()
 	var o, e bytes.Buffer
@@ -75,8 +66,11 @@ func setupLua(t *testing.T) (tc Toolchain, tmp, thindist string, b *Build) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	tmp = t.TempDir()
-	thindist = buildThindist(t, tmp)
-	b, err := BuildLua(ctx, tc, src, filepath.Join(tmp, "build"))
+	var err error
+	if thindist, err = testprog.BuildThindist(tmp); err != nil {
+		t.Fatal(err)
+	}
+	b, err = BuildLua(ctx, tc, src, filepath.Join(tmp, "build"))
 	if err != nil {
 		t.Fatal(err)
 	}
