@@ -38,19 +38,30 @@ func descendants(tag string) []string {
 	return found
 }
 
-// TestInterrupt sends SIGINT to thindist's process group, as a terminal's
-// ^C does, while slow backends run: thindist must exit non-zero at once,
-// leave no process and no file behind.
-func TestInterrupt(t *testing.T) {
-	t.Parallel()
-	p := program(t, testprog.Options{Modules: 6, Seed: 17})
+// interruptCase is one interrupt test: jobs slow backends start, then
+// SIGINT goes to thindist's process group (as a terminal's ^C does) or to
+// thindist alone (as a build tool that signals only its child does).
+type interruptCase struct {
+	name       string
+	opts       testprog.Options
+	jobs       int
+	toGroup    bool
+	maxStop    time.Duration // how quickly thindist must be gone
+	maxWaitFor time.Duration // when the test gives up waiting
+}
+
+// runInterrupt runs c and checks that thindist exits non-zero quickly and
+// leaves no process and no file behind. It returns thindist's output.
+func runInterrupt(t *testing.T, c interruptCase) string {
+	t.Helper()
+	p := program(t, c.opts)
 	fake := fakeCompiler(t, t.TempDir())
 	jf := thinLinked(t, p, fake)
 	path := jf.write(t, filepath.Join(p.Dir, "job.json"))
 	pids := filepath.Join(t.TempDir(), "pids")
-	tag := fmt.Sprintf("TD_RUNID=interrupt-%d-%d", os.Getpid(), time.Now().UnixNano())
+	tag := fmt.Sprintf("TD_RUNID=%s-%d-%d", c.name, os.Getpid(), time.Now().UnixNano())
 
-	cmd := exec.Command(thindist, "--jobs=3", path)
+	cmd := exec.Command(thindist, fmt.Sprintf("--jobs=%d", c.jobs), path)
 	cmd.Dir = p.Dir
 	cmd.Env = testEnv(t, tag, "TD_PIDS="+pids, "TD_SLEEP=60")
 	var out bytes.Buffer
@@ -59,14 +70,12 @@ func TestInterrupt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		// Whatever happens, do not leave the group running.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}()
+	// Whatever happens, do not leave the group running.
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		data, _ := os.ReadFile(pids)
-		if len(strings.Fields(string(data))) >= 3 {
+		if len(strings.Fields(string(data))) >= c.jobs {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -75,11 +84,15 @@ func TestInterrupt(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // let them reach their sleep
-	if got := descendants(tag); len(got) < 3 {
-		t.Fatalf("expected at least 3 running backends, found %q", got)
+	if got := descendants(tag); len(got) < c.jobs {
+		t.Fatalf("expected at least %d running backends, found %q", c.jobs, got)
 	}
 	start := time.Now()
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+	target := cmd.Process.Pid
+	if c.toGroup {
+		target = -target
+	}
+	if err := syscall.Kill(target, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -87,18 +100,15 @@ func TestInterrupt(t *testing.T) {
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("thindist still runs 10s after SIGINT:\n%s", out.String())
+	case <-time.After(c.maxWaitFor):
+		t.Fatalf("thindist still runs %v after SIGINT:\n%s", c.maxWaitFor, out.String())
 	}
 	took := time.Since(start)
 	if err == nil {
-		t.Fatalf("thindist exited 0 after SIGINT:\n%s", out.String())
+		t.Errorf("thindist exited 0 after SIGINT:\n%s", out.String())
 	}
-	if took > 5*time.Second {
+	if took > c.maxStop {
 		t.Errorf("thindist took %v to stop after SIGINT", took)
-	}
-	if !strings.Contains(out.String(), "interrupted") {
-		t.Errorf("thindist does not say it was interrupted:\n%s", out.String())
 	}
 	// Children are reaped asynchronously once orphaned: allow a moment.
 	var left []string
@@ -113,6 +123,19 @@ func TestInterrupt(t *testing.T) {
 	}
 	noLeftovers(t, p.Dir)
 	t.Logf("stopped in %v: %s", took, out.String())
+	return out.String()
+}
+
+// TestInterrupt sends SIGINT to thindist's process group, as a terminal's
+// ^C does, while slow backends run: thindist must exit non-zero at once,
+// say so, and leave no process and no file behind.
+func TestInterrupt(t *testing.T) {
+	t.Parallel()
+	out := runInterrupt(t, interruptCase{name: "interrupt", opts: testprog.Options{Modules: 6, Seed: 17},
+		jobs: 3, toGroup: true, maxStop: 5 * time.Second, maxWaitFor: 10 * time.Second})
+	if !strings.Contains(out, "interrupted") {
+		t.Errorf("thindist does not say it was interrupted:\n%s", out)
+	}
 }
 
 // TestInterruptThindistOnly sends SIGINT to thindist alone (as a build tool
@@ -120,59 +143,6 @@ func TestInterrupt(t *testing.T) {
 // compilers it started, including their own children.
 func TestInterruptThindistOnly(t *testing.T) {
 	t.Parallel()
-	p := program(t, testprog.Options{Modules: 4, Seed: 19})
-	fake := fakeCompiler(t, t.TempDir())
-	jf := thinLinked(t, p, fake)
-	path := jf.write(t, filepath.Join(p.Dir, "job.json"))
-	pids := filepath.Join(t.TempDir(), "pids")
-	tag := fmt.Sprintf("TD_RUNID=interrupt1-%d-%d", os.Getpid(), time.Now().UnixNano())
-
-	cmd := exec.Command(thindist, "--jobs=2", path)
-	cmd.Dir = p.Dir
-	cmd.Env = testEnv(t, tag, "TD_PIDS="+pids, "TD_SLEEP=60")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		data, _ := os.ReadFile(pids)
-		if len(strings.Fields(string(data))) >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the backends did not start:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
-	start := time.Now()
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Errorf("thindist exited 0 after SIGINT")
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("thindist still runs 15s after SIGINT:\n%s", out.String())
-	}
-	if took := time.Since(start); took > 8*time.Second {
-		t.Errorf("thindist took %v to stop after SIGINT", took)
-	}
-	var left []string
-	for i := 0; i < 50; i++ {
-		if left = descendants(tag); len(left) == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(left) > 0 {
-		t.Errorf("processes left running after thindist exited: %q", left)
-	}
-	noLeftovers(t, p.Dir)
+	runInterrupt(t, interruptCase{name: "interrupt1", opts: testprog.Options{Modules: 4, Seed: 19},
+		jobs: 2, maxStop: 8 * time.Second, maxWaitFor: 15 * time.Second})
 }
