@@ -2,20 +2,31 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Issue 3's figures: a cold link, a warm relink with nothing changed and a
 // relink after one source change, with thindist's local cache (DTLTO, a
-// fresh --cache-dir) and with lld's in-process ThinLTO and its own cache
-// (-Wl,--thinlto-cache-dir). Each repetition starts from empty caches: the
-// cold link populates them, the warm relink follows with nothing changed,
-// then the change is swapped in (change.go) for the one-change relink, and
-// swapped out again.
+// fresh --cache-dir), with thindist and lld's own cache together, and with
+// lld's in-process ThinLTO and its own cache (-Wl,--thinlto-cache-dir).
+// Each repetition starts from empty caches: the cold link populates them,
+// the warm relink follows with nothing changed, then the change is swapped
+// in (change.go) for the one-change relink, and swapped out again.
+//
+// Every DTLTO link also splits its wall time into lld's part and the
+// distributor's (timewrap sits between them and records the distributor
+// process's wall time), and reads thindist's trace for the backends it did
+// compile: lld's part plus those backends' critical path is what any
+// distributor would need for the same relink, the DTLTO floor.
 
 const (
 	cold = iota
@@ -26,28 +37,60 @@ const (
 var cacheStates = []string{"cold", "warm", "one change"}
 
 type cacheTool struct {
-	name  string
-	extra func(t *tools, jobs int, dir string) []string
+	name     string
+	thindist bool // thindist is lld's DTLTO distributor
+	lldCache bool // lld's own cache (-Wl,--thinlto-cache-dir)
 }
 
 var cacheTools = []cacheTool{
-	{"thindist", func(t *tools, jobs int, dir string) []string {
-		return []string{"-fthinlto-distributor=" + t.thindist, fmt.Sprintf("-Xthinlto-distributor=--jobs=%d", jobs),
-			"-Xthinlto-distributor=--cache-dir=" + dir}
-	}},
-	{"lld --thinlto-cache-dir", func(t *tools, jobs int, dir string) []string {
-		return []string{fmt.Sprintf("-Wl,--thinlto-jobs=%d", jobs), "-Wl,--thinlto-cache-dir=" + dir}
-	}},
+	{name: "thindist", thindist: true},
+	{name: "thindist + lld cache", thindist: true, lldCache: true},
+	{name: "lld --thinlto-cache-dir", lldCache: true},
 }
 
 const (
 	cacheThindist = 0
-	cacheLLD      = 1
+	cacheLLD      = 2
 )
+
+// args are the driver flags of a link with ct; dir holds its caches, rec
+// receives the distributor's wall time, trace thindist's trace.
+func (ct cacheTool) args(t *tools, jobs int, dir, rec, trace string) []string {
+	var a []string
+	if ct.thindist {
+		a = append(a, "-fthinlto-distributor="+t.timewrap, "-Xthinlto-distributor="+rec,
+			"-Xthinlto-distributor="+t.thindist, fmt.Sprintf("-Xthinlto-distributor=--jobs=%d", jobs),
+			"-Xthinlto-distributor=--cache-dir="+filepath.Join(dir, "thindist"), "-Xthinlto-distributor=--trace="+trace)
+	} else {
+		a = append(a, fmt.Sprintf("-Wl,--thinlto-jobs=%d", jobs))
+	}
+	if ct.lldCache {
+		a = append(a, "-Wl,--thinlto-cache-dir="+filepath.Join(dir, "lld"))
+	}
+	return a
+}
+
+// split is where a DTLTO link's wall time went.
+type split struct {
+	ran  bool          // lld ran the distributor (not when its own cache had every job)
+	dist time.Duration // the distributor process, start to exit
+	// largest and sum are the wall times of the backends thindist compiled
+	// (not served from its cache), from its trace.
+	largest, sum time.Duration
+	compiled     int
+}
+
+// criticalPath is the least wall time n slots need for the compiled
+// backends: the largest one, or their total spread over n.
+func (s split) criticalPath(n int) time.Duration {
+	return max(s.largest, s.sum/time.Duration(n))
+}
 
 type cacheResult struct {
 	// links[tool][state] per run
-	links [2][3][]timing
+	links [3][3][]timing
+	// splits[tool][state] per run, for the thindist tools
+	splits [3][3][]split
 	// summary is thindist's summary line of each state's last run.
 	summary [3]string
 	// lldNew is how many entries each state's last run added to lld's
@@ -70,6 +113,51 @@ func countFiles(dir string) int {
 
 var summaryLine = regexp.MustCompile(`(?m)^thindist: .*$`)
 
+// readSplit reads what timewrap recorded in rec and thindist traced in
+// trace, then removes both.
+func readSplit(rec, trace string) (split, error) {
+	defer os.Remove(rec)
+	defer os.Remove(trace)
+	var s split
+	b, err := os.ReadFile(rec)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	} else if err != nil {
+		return s, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return s, fmt.Errorf("%s: %q: %v", rec, b, err)
+	}
+	s.ran, s.dist = true, time.Duration(ns)
+	tb, err := os.ReadFile(trace)
+	if err != nil {
+		return s, err
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Ph   string  `json:"ph"`
+			Dur  float64 `json:"dur"` // µs
+			Args struct {
+				Where string `json:"where"`
+			} `json:"args"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(tb, &tr); err != nil {
+		return s, fmt.Errorf("%s: %v", trace, err)
+	}
+	for _, e := range tr.TraceEvents {
+		if e.Ph != "X" || (e.Args.Where != "local" && e.Args.Where != "remote") {
+			continue
+		}
+		d := time.Duration(e.Dur * float64(time.Microsecond))
+		s.compiled++
+		s.sum += d
+		s.largest = max(s.largest, d)
+	}
+	return s, nil
+}
+
 func benchCache(ctx context.Context, t *tools, o *options, p *project) (*cacheResult, error) {
 	b := p.build
 	r := &cacheResult{}
@@ -85,6 +173,8 @@ func benchCache(ctx context.Context, t *tools, o *options, p *project) (*cacheRe
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
+			rec, trace := filepath.Join(dir, "distributor-wall"), filepath.Join(dir, "trace.json")
+			lldDir := filepath.Join(dir, "lld")
 			for s := range cacheStates {
 				check := p.check
 				if s == oneChange {
@@ -96,9 +186,9 @@ func benchCache(ctx context.Context, t *tools, o *options, p *project) (*cacheRe
 				os.Remove(filepath.Join(b.Dir, out))
 				// No retry on a disturbed run: a repeated cold link would
 				// be warm. The interference is recorded instead.
-				before := countFiles(dir)
+				before := countFiles(lldDir)
 				waitQuiet(ctx, o.maxBusy, o.settle)
-				tm, err := timed(ctx, b.Dir, nil, t.tc.Clang, b.LinkArgs(out, ct.extra(t, o.jobs, dir)...)...)
+				tm, err := timed(ctx, b.Dir, nil, t.tc.Clang, b.LinkArgs(out, ct.args(t, o.jobs, dir, rec, trace)...)...)
 				tm.interference = tm.others
 				if err == nil {
 					err = check(ctx, filepath.Join(b.Dir, out))
@@ -113,13 +203,27 @@ func benchCache(ctx context.Context, t *tools, o *options, p *project) (*cacheRe
 				}
 				if i == cacheThindist {
 					r.summary[s] = summaryLine.FindString(string(tm.output))
-				} else {
-					r.lldNew[s] = countFiles(dir) - before
+				}
+				if i == cacheLLD {
+					r.lldNew[s] = countFiles(lldDir) - before
+				}
+				note := ""
+				if ct.thindist {
+					sp, err := readSplit(rec, trace)
+					if err != nil {
+						return nil, fmt.Errorf("%s %s link: %w", ct.name, cacheStates[s], err)
+					}
+					r.splits[i][s] = append(r.splits[i][s], sp)
+					if sp.ran {
+						note = fmt.Sprintf("; distributor %.3f s, %d compiled", sp.dist.Seconds(), sp.compiled)
+					} else {
+						note = "; distributor not run"
+					}
 				}
 				tm.output = nil
 				r.links[i][s] = append(r.links[i][s], tm)
-				fmt.Fprintf(os.Stderr, "bench: %s run %d %-24s %-10s %7.3f s (others used %.0f%% of the machine)\n",
-					b.Name, run+1, ct.name, cacheStates[s], tm.wall.Seconds(), 100*tm.others)
+				fmt.Fprintf(os.Stderr, "bench: %s run %d %-24s %-10s %7.3f s (others used %.0f%% of the machine%s)\n",
+					b.Name, run+1, ct.name, cacheStates[s], tm.wall.Seconds(), 100*tm.others, note)
 			}
 			os.RemoveAll(dir)
 		}

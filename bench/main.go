@@ -146,7 +146,7 @@ func run(ctx context.Context, o *options) error {
 			if res.cache, err = benchCache(ctx, tools, o, p); err != nil {
 				return fmt.Errorf("%s: cache: %w", name, err)
 			}
-			fmt.Print(res.cacheText())
+			fmt.Print(res.cacheText(o.jobs))
 		}
 		if o.part("remote") {
 			if res.remote, err = benchRemote(ctx, tools, o, p); err != nil {

@@ -18,6 +18,9 @@ var serialDist []byte
 //go:embed testdata/noopcc.c
 var noopSource []byte
 
+//go:embed testdata/timewrap.c
+var timewrapSource []byte
+
 // tools are the programs a benchmark run uses.
 type tools struct {
 	tc       realproj.Toolchain
@@ -25,6 +28,7 @@ type tools struct {
 	python   string
 	serial   string // serial_dist.py
 	noopcc   string // the no-op compiler
+	timewrap string // times the distributor process (testdata/timewrap.c)
 }
 
 func setupTools(ctx context.Context, o *options) (*tools, error) {
@@ -38,6 +42,7 @@ func setupTools(ctx context.Context, o *options) (*tools, error) {
 		python:   o.python,
 		serial:   filepath.Join(bin, "serial_dist.py"),
 		noopcc:   filepath.Join(bin, "noopcc"),
+		timewrap: filepath.Join(bin, "timewrap"),
 	}
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", t.thindist,
 		"github.com/thindist/thindist/cmd/thindist").CombinedOutput(); err != nil {
@@ -46,12 +51,17 @@ func setupTools(ctx context.Context, o *options) (*tools, error) {
 	if err := os.WriteFile(t.serial, serialDist, 0o755); err != nil {
 		return nil, err
 	}
-	src := filepath.Join(bin, "noopcc.c")
-	if err := os.WriteFile(src, noopSource, 0o644); err != nil {
-		return nil, err
-	}
-	if out, err := exec.CommandContext(ctx, t.tc.Clang, "-O2", src, "-o", t.noopcc).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the no-op compiler: %v\n%s", err, out)
+	for _, c := range []struct {
+		name, exe string
+		src       []byte
+	}{{"noopcc.c", t.noopcc, noopSource}, {"timewrap.c", t.timewrap, timewrapSource}} {
+		src := filepath.Join(bin, c.name)
+		if err := os.WriteFile(src, c.src, 0o644); err != nil {
+			return nil, err
+		}
+		if out, err := exec.CommandContext(ctx, t.tc.Clang, "-O2", src, "-o", c.exe).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building %s: %v\n%s", c.name, err, out)
+		}
 	}
 	return t, nil
 }
