@@ -4,6 +4,8 @@
 package report
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -155,7 +157,7 @@ func (p *Progress) Finished(_ *action.Action, _ int, _ *executor.Result, err err
 	p.mu.Lock()
 	p.running--
 	p.done++
-	if err != nil {
+	if err != nil && !errors.Is(err, context.Canceled) {
 		p.failed++
 	}
 	p.mu.Unlock()
@@ -186,6 +188,7 @@ type Summary struct {
 	begun     map[*action.Action]time.Time
 	Jobs      int
 	Failed    int
+	Stopped   int // interrupted while running (context cancelled), not failed
 	Cached    int
 	Remote    int
 	Local     int
@@ -211,7 +214,11 @@ func (s *Summary) Finished(a *action.Action, _ int, res *executor.Result, err er
 	d := time.Since(s.begun[a])
 	delete(s.begun, a)
 	if err != nil {
-		s.Failed++
+		if errors.Is(err, context.Canceled) {
+			s.Stopped++
+		} else {
+			s.Failed++
+		}
 		return
 	}
 	switch {
@@ -232,8 +239,16 @@ func (s *Summary) Finished(a *action.Action, _ int, res *executor.Result, err er
 func (s *Summary) Line() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	line := fmt.Sprintf("thindist: %d jobs, %d failed, %d cached, %d remote, %d local in %s",
-		s.Jobs, s.Failed, s.Cached, s.Remote, s.Local, roundDur(time.Since(s.start)))
+	line := fmt.Sprintf("thindist: %d jobs, %d failed, %d cached, %d remote, %d local",
+		s.Jobs, s.Failed, s.Cached, s.Remote, s.Local)
+	if s.Stopped > 0 {
+		line += fmt.Sprintf(", %d stopped", s.Stopped)
+	}
+	// A failure or an interrupt stops the run before every job started.
+	if n := s.Jobs - s.Failed - s.Stopped - s.Cached - s.Remote - s.Local; n > 0 {
+		line += fmt.Sprintf(", %d not started", n)
+	}
+	line += fmt.Sprintf(" in %s", roundDur(time.Since(s.start)))
 	if s.Slowest != "" {
 		line += fmt.Sprintf("; slowest %s (%s)", s.Slowest, roundDur(s.SlowestIn))
 	}
