@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,6 +136,11 @@ func TestInterrupt(t *testing.T) {
 		jobs: 3, toGroup: true, maxStop: 5 * time.Second, maxWaitFor: 10 * time.Second})
 	if !strings.Contains(out, "interrupted") {
 		t.Errorf("thindist does not say it was interrupted:\n%s", out)
+	}
+	// The three running backends were stopped, not failed, and the other
+	// three never started.
+	if !regexp.MustCompile(`thindist: 6 jobs, 0 failed, 0 cached, 0 remote, 0 local, 3 stopped, 3 not started in `).MatchString(out) {
+		t.Errorf("the summary does not count 3 stopped and 3 not started jobs:\n%s", out)
 	}
 }
 
