@@ -168,7 +168,7 @@ func (c *Disk) WriteBlob(_ context.Context, d digest.Digest, src string) error {
 	defer f.Close()
 	return c.writeAtomic(dst, func(w io.Writer) error {
 		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(w, h), f)
+		n, err := digest.Copy(io.MultiWriter(w, h), f)
 		if err != nil {
 			return err
 		}
