@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -119,17 +116,11 @@ func readSplit(rec, trace string) (split, error) {
 	defer os.Remove(rec)
 	defer os.Remove(trace)
 	var s split
-	b, err := os.ReadFile(rec)
-	if errors.Is(err, fs.ErrNotExist) {
-		return s, nil
-	} else if err != nil {
+	w, err := readWrapRecord(rec)
+	if err != nil || !w.ran {
 		return s, err
 	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return s, fmt.Errorf("%s: %q: %v", rec, b, err)
-	}
-	s.ran, s.dist = true, time.Duration(ns)
+	s.ran, s.dist = true, w.wall
 	tb, err := os.ReadFile(trace)
 	if err != nil {
 		return s, err

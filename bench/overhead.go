@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-	"unsafe"
 )
 
 // overheadResult is thindist's own cost on a job file whose compiler does
@@ -43,7 +43,7 @@ func measureOverhead(ctx context.Context, t *tools, o *options, dir string, n, p
 		waitQuiet(ctx, o.maxBusy, o.settle)
 		// --no-cache: the distributor, not the cache (on by default since
 		// issue 3, it would hash and store every no-op job).
-		r, err := runMeasured(ctx, dir, t.thindist, fmt.Sprintf("--jobs=%d", parallel), "--no-cache", jobFile)
+		r, err := runMeasured(ctx, t, dir, t.thindist, fmt.Sprintf("--jobs=%d", parallel), "--no-cache", jobFile)
 		if err != nil {
 			return nil, err
 		}
@@ -101,56 +101,61 @@ func writeNoopJobFile(dir, compiler string, n int) (string, error) {
 	return path, os.WriteFile(path, data, 0o644)
 }
 
-// runMeasured runs the command and separates its own CPU time from its
-// children's: once it has exited, and before reaping it, /proc/PID/stat
-// still holds utime/stime (the process itself) and cutime/cstime (the
-// children it waited for).
-func runMeasured(ctx context.Context, dir, name string, args ...string) (overheadRun, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
+// runMeasured runs the command through timewrap, which reports its wall
+// time, its own CPU time apart from its children's, and its own peak RSS
+// (see testdata/timewrap.c for why the benchmark cannot ask the kernel for
+// the last one itself).
+func runMeasured(ctx context.Context, t *tools, dir, name string, args ...string) (overheadRun, error) {
+	rec := filepath.Join(dir, "timewrap.rec")
+	os.Remove(rec)
+	defer os.Remove(rec)
+	cmd := exec.CommandContext(ctx, t.timewrap, append([]string{rec, name}, args...)...)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return overheadRun{}, err
-	}
-	pid := cmd.Process.Pid
-	var info [128]byte // siginfo_t
-	for {
-		const pPID = 1
-		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])),
-			syscall.WEXITED|syscall.WNOWAIT, 0, 0)
-		if errno == syscall.EINTR {
-			continue
-		}
-		if errno != 0 {
-			cmd.Wait()
-			return overheadRun{}, fmt.Errorf("waitid: %v", errno)
-		}
-		break
-	}
-	wall := time.Since(start)
-	stat, statErr := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	err := cmd.Wait()
-	if err != nil {
+	if err := cmd.Run(); err != nil {
 		return overheadRun{}, fmt.Errorf("%s: %v\n%s", name, err, stderr.Bytes())
 	}
-	if statErr != nil {
-		return overheadRun{}, statErr
+	w, err := readWrapRecord(rec)
+	if err != nil {
+		return overheadRun{}, err
 	}
-	// Fields after the parenthesised command name: state is field 3;
-	// utime, stime, cutime, cstime are fields 14–17.
-	s := string(stat)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	tick := func(i int) time.Duration {
-		v, _ := strconv.ParseInt(f[i-3], 10, 64)
-		return time.Duration(v) * time.Second / 100 // USER_HZ is 100 on Linux
+	if !w.ran {
+		return overheadRun{}, fmt.Errorf("timewrap wrote no record for %s", name)
 	}
-	r := overheadRun{wall: wall, self: tick(14) + tick(15), children: tick(16) + tick(17)}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.maxRSS = ru.Maxrss * 1024
+	return overheadRun{wall: w.wall, self: w.self, children: w.children, maxRSS: w.maxRSS}, nil
+}
+
+// wrapRecord is what timewrap recorded of one run.
+type wrapRecord struct {
+	ran            bool // there was a record
+	wall           time.Duration
+	self, children time.Duration // CPU, user+system
+	maxRSS         int64         // bytes
+}
+
+// readWrapRecord reads the single record timewrap appended to path (none:
+// the program was not run).
+func readWrapRecord(path string) (wrapRecord, error) {
+	var w wrapRecord
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return w, nil
+	} else if err != nil {
+		return w, err
 	}
-	return r, nil
+	f := strings.Fields(string(b))
+	if len(f) != 4 {
+		return w, fmt.Errorf("%s: want one record of 4 fields, got %q", path, b)
+	}
+	var v [4]int64
+	for i := range v {
+		if v[i], err = strconv.ParseInt(f[i], 10, 64); err != nil || v[i] < 0 {
+			return w, fmt.Errorf("%s: field %d of %q: bad value", path, i+1, b)
+		}
+	}
+	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / 100 } // USER_HZ is 100 on Linux
+	return wrapRecord{ran: true, wall: time.Duration(v[0]), self: tick(v[1]), children: tick(v[2]), maxRSS: v[3] << 10}, nil
 }
 
 func (o *overheadResult) medians() (wall, self, children time.Duration, rss int64) {
@@ -173,7 +178,7 @@ func (o *overheadResult) markdown() string {
 	wall, self, children, rss := o.medians()
 	var b strings.Builder
 	fmt.Fprintf(&b, "thindist on a synthetic lld job file of %d jobs (three imports each) whose compiler only writes a 64-byte ELF ET_REL header, --jobs=%d --no-cache, medians of %d runs (RSS: the largest). ", o.jobs, o.parallel, len(o.runs))
-	b.WriteString("thindist's CPU is its own user+system time without its children's (/proc/PID/stat utime+stime, read after exit and before reaping); RSS is ru_maxrss.\n\n")
+	b.WriteString("thindist's CPU is its own user+system time without its children's (/proc/PID/stat utime+stime, read after exit and before reaping); RSS is its own ru_maxrss, thindist started by a small C program with fork and exec (`bench/testdata/timewrap.c`: a child the Go benchmark starts itself reports the benchmark's own peak RSS).\n\n")
 	b.WriteString("| wall | thindist CPU | CPU per job (≤ 2 ms) | peak RSS (≤ 40 MiB) | no-op compilers' CPU per job |\n|---:|---:|---:|---:|---:|\n")
 	fmt.Fprintf(&b, "| %s | %s | %.3f ms | %.1f MiB | %.3f ms |\n", sec(wall), sec(self), perJob(self, o.jobs), float64(rss)/(1<<20), perJob(children, o.jobs))
 	return b.String()
