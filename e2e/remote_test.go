@@ -630,3 +630,48 @@ func TestRemoteDoctor(t *testing.T) {
 		t.Errorf("doctor against nothing: exit %d\n%s", code, out)
 	}
 }
+
+// TestRemoteInlineOutputs: against a server that inlines outputs in
+// GetActionResult, a warm relink costs one call per action and reads no
+// blob; inline contents that do not match their digest are never linked.
+func TestRemoteInlineOutputs(t *testing.T) {
+	p := remoteProgram(t)
+	srv, addr := fakeRemote(t, reapitest.Options{InlineOutputs: true})
+	if stderr, err := remoteLink(t, p, addr, "--remote-fallback=none"); err != nil {
+		t.Fatalf("cold link: %v\n%s", err, stderr)
+	}
+	jobs := len(p.Modules)
+
+	srv.ResetStats()
+	q := copyProgram(t, p)
+	stderr, err := remoteLink(t, q, addr, "--remote-fallback=none")
+	if err != nil {
+		t.Fatalf("warm link: %v\n%s", err, stderr)
+	}
+	wantCorrectOrFailed(t, q, stderr, nil)
+	st := srv.Stats()
+	if sum := parseRemote(t, stderr); sum.hits != jobs {
+		t.Errorf("warm link: summary %+v, want %d cache hits\n%s", sum, jobs, stderr)
+	}
+	if n := st.RPCs[reapitest.MethodGetActionResult]; n != int64(jobs) {
+		t.Errorf("warm link: %d GetActionResult calls, want %d (one per action)", n, jobs)
+	}
+	if n := st.RPCs[reapitest.MethodBatchReadBlobs] + st.RPCs[reapitest.MethodRead]; n != 0 {
+		t.Errorf("warm link: %d blob reads with every output inlined, want 0: %v", n, st.RPCs)
+	}
+
+	// Every inlined object corrupt: each lookup misses (the contents do not
+	// match their digest) and the backends run again; the program is right.
+	srv.InjectFault(reapitest.MethodGetActionResult, reapitest.FaultCorruptInline, 1000)
+	r := copyProgram(t, p)
+	stderr, err = remoteLink(t, r, addr, "--remote-fallback=local")
+	if !wantCorrectOrFailed(t, r, stderr, err) {
+		t.Fatalf("the link failed on corrupt inline outputs instead of running the backends:\n%s", stderr)
+	}
+	if fired := 1000 - srv.PendingFaults(reapitest.MethodGetActionResult, reapitest.FaultCorruptInline); fired < jobs {
+		t.Errorf("the corrupt-inline fault fired %d times, want at least %d", fired, jobs)
+	}
+	if sum := parseRemote(t, stderr); sum.hits != 0 {
+		t.Errorf("%d cache hits served from corrupt inline contents\n%s", sum.hits, stderr)
+	}
+}

@@ -62,7 +62,7 @@ func (c *Disk) acPath(key digest.Digest) string {
 }
 
 // GetActionResult reads the record for key.
-func (c *Disk) GetActionResult(_ context.Context, key digest.Digest) (*repb.ActionResult, error) {
+func (c *Disk) GetActionResult(_ context.Context, key digest.Digest, _ []string) (*repb.ActionResult, error) {
 	p := c.acPath(key)
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -59,11 +59,11 @@ func TestDiskRoundTrip(t *testing.T) {
 	if err := c.UpdateActionResult(ctx, keyOf(1), record(d)); err != nil {
 		t.Fatal(err)
 	}
-	ar, err := c.GetActionResult(ctx, keyOf(1))
+	ar, err := c.GetActionResult(ctx, keyOf(1), nil)
 	if err != nil || ar.OutputFiles[0].Digest.Hash != d.HexHash() {
 		t.Fatalf("GetActionResult: %v %v", ar, err)
 	}
-	if _, err := c.GetActionResult(ctx, keyOf(2)); !errors.Is(err, ErrNotFound) {
+	if _, err := c.GetActionResult(ctx, keyOf(2), nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown key: %v, want ErrNotFound", err)
 	}
 	dst := filepath.Join(tmp, "dst")
@@ -126,7 +126,7 @@ func TestDiskCorruptEntries(t *testing.T) {
 		}
 
 		f(c.acPath(keyOf(i)))
-		if _, err := c.GetActionResult(ctx, keyOf(i)); !errors.Is(err, ErrNotFound) {
+		if _, err := c.GetActionResult(ctx, keyOf(i), nil); !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s record: %v, want ErrNotFound", name, err)
 		}
 		if _, err := os.Stat(c.acPath(keyOf(i))); err == nil {
@@ -138,7 +138,7 @@ func TestDiskCorruptEntries(t *testing.T) {
 		if err := c.ReadBlob(ctx, d, dst); err != nil {
 			t.Errorf("%s: after a rewrite: %v", name, err)
 		}
-		if _, err := c.GetActionResult(ctx, keyOf(i)); err != nil {
+		if _, err := c.GetActionResult(ctx, keyOf(i), nil); err != nil {
 			t.Errorf("%s: record after a rewrite: %v", name, err)
 		}
 	}
@@ -184,7 +184,7 @@ func TestDiskConcurrent(t *testing.T) {
 						errs <- fmt.Errorf("update %d: %v", i, err)
 					}
 				case 2, 3:
-					ar, err := c.GetActionResult(ctx, keyOf(i))
+					ar, err := c.GetActionResult(ctx, keyOf(i), nil)
 					if errors.Is(err, ErrNotFound) {
 						continue
 					}
@@ -321,7 +321,7 @@ func TestDiskClear(t *testing.T) {
 	if s.Entries != 0 || s.Bytes != 0 || s.Hits != 0 || s.Misses != 0 || s.SavedCPU != 0 {
 		t.Errorf("after Clear: %+v", s)
 	}
-	if _, err := c.GetActionResult(ctx, keyOf(1)); !errors.Is(err, ErrNotFound) {
+	if _, err := c.GetActionResult(ctx, keyOf(1), nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("after Clear: %v", err)
 	}
 }

@@ -119,7 +119,7 @@ func TestExecutorHitMiss(t *testing.T) {
 	}
 
 	// A damaged object in the cache: recompiled, replaced.
-	ar, _ := disk.GetActionResult(ctx, mustKey(t, a))
+	ar, _ := disk.GetActionResult(ctx, mustKey(t, a), nil)
 	d, _ := digest.FromProto(ar.OutputFiles[0].Digest)
 	os.WriteFile(disk.casPath(d), elfObject("two"), 0o644) // a valid object, the wrong one
 	out3 := filepath.Join(t.TempDir(), "obj")

@@ -21,7 +21,10 @@ var ErrNotFound = errors.New("not in the cache")
 // ActionCache and ContentAddressableStorage do.
 type Store interface {
 	// GetActionResult returns the result stored under key, or ErrNotFound.
-	GetActionResult(ctx context.Context, key digest.Digest) (*repb.ActionResult, error)
+	// inline names output files whose contents the store may return in
+	// the result itself (OutputFile.Contents, as REAPI's inline_output_files
+	// asks a server to), saving a read each; a hint that stores may ignore.
+	GetActionResult(ctx context.Context, key digest.Digest, inline []string) (*repb.ActionResult, error)
 	// UpdateActionResult stores res under key. Its blobs are written first.
 	UpdateActionResult(ctx context.Context, key digest.Digest, res *repb.ActionResult) error
 	// ReadBlob writes blob d to the file dst and verifies its digest. A blob

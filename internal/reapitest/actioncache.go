@@ -75,7 +75,40 @@ func (a acService) GetActionResult(ctx context.Context, req *repb.GetActionResul
 	}
 	a.s.acHits.Add(1)
 	r, _ = a.s.applyResultFaults(MethodGetActionResult, r)
+	if a.s.opts.InlineOutputs {
+		a.s.inline(r, req.GetInlineOutputFiles())
+	}
 	return r, nil
+}
+
+// maxInline bounds the contents GetActionResult inlines in one result.
+const maxInline = 1 << 20
+
+// inline fills in the contents of r's output files that paths lists and
+// the CAS holds, up to maxInline bytes in all.
+func (s *FakeServer) inline(r *repb.ActionResult, paths []string) {
+	want := map[string]bool{}
+	for _, p := range paths {
+		want[p] = true
+	}
+	total, first := int64(0), true
+	for _, f := range r.OutputFiles {
+		if !want[f.Path] || total+f.GetDigest().GetSizeBytes() > maxInline {
+			continue
+		}
+		data, ok := s.cas.get(f.GetDigest())
+		if !ok {
+			continue
+		}
+		total += int64(len(data))
+		f.Contents = append([]byte(nil), data...)
+		if first && s.takeFault(MethodGetActionResult, FaultCorruptInline) {
+			if n := len(f.Contents); n > 0 {
+				f.Contents[n-1] ^= 0xff
+			}
+		}
+		first = false
+	}
 }
 
 func (a acService) UpdateActionResult(ctx context.Context, req *repb.UpdateActionResultRequest) (*repb.ActionResult, error) {

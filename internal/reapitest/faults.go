@@ -56,6 +56,12 @@ const (
 	// flipped (an empty blob is returned as one byte). With zstd the
 	// corruption is applied before compression.
 	FaultCorruptRead
+
+	// FaultCorruptInline (MethodGetActionResult, with
+	// Options.InlineOutputs) flips the last byte of the first inlined
+	// output's contents, leaving its digest as it was. (The last byte, so
+	// that an object still looks like one: only the digest tells.)
+	FaultCorruptInline
 )
 
 var faultNames = map[Fault]string{
@@ -68,6 +74,7 @@ var faultNames = map[Fault]string{
 	FaultEscapingOutputPath: "FaultEscapingOutputPath",
 	FaultZeroByteOutput:     "FaultZeroByteOutput",
 	FaultCorruptRead:        "FaultCorruptRead",
+	FaultCorruptInline:      "FaultCorruptInline",
 }
 
 func (f Fault) String() string {

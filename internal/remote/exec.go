@@ -156,7 +156,7 @@ func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Execu
 	if e.o.SkipCacheLookup {
 		return nil, false
 	}
-	ar, err := NewStore(e.c).GetActionResult(ctx, ex.ActionDigest)
+	ar, err := NewStore(e.c).GetActionResult(ctx, ex.ActionDigest, ex.Outputs)
 	if err != nil || ar.GetExitCode() != 0 {
 		return nil, false
 	}

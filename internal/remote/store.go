@@ -34,13 +34,13 @@ func NewStore(c *Client) *Store {
 var _ cache.Store = (*Store)(nil)
 
 // GetActionResult implements cache.Store.
-func (s *Store) GetActionResult(ctx context.Context, key digest.Digest) (*repb.ActionResult, error) {
+func (s *Store) GetActionResult(ctx context.Context, key digest.Digest, inline []string) (*repb.ActionResult, error) {
 	var ar *repb.ActionResult
 	err := s.c.retry(ctx, "GetActionResult", func(ctx context.Context) error {
 		var err error
 		ar, err = s.c.ac.GetActionResult(ctx, &repb.GetActionResultRequest{
 			InstanceName: s.c.opts.Instance, ActionDigest: key.Proto(), DigestFunction: repb.DigestFunction_SHA256,
-			InlineStderr: true,
+			InlineStderr: true, InlineOutputFiles: inline,
 		})
 		return err
 	})
