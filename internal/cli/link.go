@@ -34,8 +34,8 @@ func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 			"m.o of archive lib/libx.a as DIR/lib/libx.a/m.o (absolute paths lose their leading /,\n"+
 			"\"..\" becomes \"__\")")
 	fs.Bool(&lf.keepWorkDir, "keep-work-dir", "Link", false,
-		"keep the work directory (index shards, imports files, native objects, the thin and\n"+
-			"final link's response files) instead of removing it at the end")
+		"keep the work directory (index shards, native objects, the thin and final link's\n"+
+			"response files) instead of removing it at the end")
 	fs.String(&lf.workDir, "work-dir", "Link", "DIR", "",
 		"the private work directory (default: OUTPUT.thindist.d beside the link's -o); an\n"+
 			"existing one is replaced only if thindist created it")
@@ -54,9 +54,9 @@ const linkIntro = `Usage:
 
 Links a ThinLTO program through the separate thin-link flow, with every ThinLTO
 backend run by thindist: works with any lld that has --thinlto-index-only
-(Debian's 19 and 22 included). Steps: the thin link writes index shards and
-imports files into a work directory; each module is compiled by its own backend
-action; the final link links the native objects. Archives keep their semantics
+(Debian's 19 and 22 included). Steps: the thin link writes index shards into a
+work directory; each module is compiled by its own backend action, with the
+modules its shard names as its imports; the final link links the native objects. Archives keep their semantics
 (--start-lib/--end-lib, --whole-archive), and objects that are not bitcode
 (assembly, -fno-lto, prebuilt) pass through untouched.
 `

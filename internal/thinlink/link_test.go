@@ -593,3 +593,56 @@ func TestSecondLinkCompilesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestImportsMatchLLD: the imports thindist link reads from each shard's
+// module table are exactly what lld writes with --thinlto-emit-imports-files
+// (the thin link run again with that flag), for archives, thin archives and
+// --whole-archive members, with lld 19 and 22.
+func TestImportsMatchLLD(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProject(t, tc)
+			res := p.mustLink(t, p.mainLink("app"), func(o *thinlink.Options) { o.KeepWorkDir = true })
+			cmd := append(slices.Clone(res.ThinLink), "-Xlinker", "--thinlto-emit-imports-files")
+			run(t, p.dir, nil, cmd...)
+			withImports := 0
+			for _, a := range res.Actions {
+				var shard string
+				var got []string
+				for _, in := range a.Inputs {
+					switch in.Role {
+					case action.RoleIndex:
+						shard = in.Path
+					case action.RoleImport:
+						got = append(got, in.Path)
+					}
+				}
+				data, err := os.ReadFile(filepath.Join(p.dir, strings.TrimSuffix(shard, ".thinlto.bc")+".imports"))
+				if err != nil {
+					t.Fatalf("%s: lld's imports file: %v", a.ID, err)
+				}
+				var want []string
+				for _, l := range strings.Split(string(data), "\n") {
+					if l != "" {
+						want = append(want, l)
+					}
+				}
+				slices.Sort(got)
+				slices.Sort(want)
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: imports %q, lld's imports file %q", a.ID, got, want)
+				}
+				if len(want) > 0 {
+					withImports++
+				}
+			}
+			// The project's modules call each other: the comparison must
+			// not be vacuous.
+			if withImports == 0 {
+				t.Fatalf("no module imports anything; the test proves nothing")
+			}
+			t.Logf("%d of %d modules import from others; all match lld's imports files", withImports, len(res.Actions))
+		})
+	}
+}

@@ -11,9 +11,9 @@
 //  2. runs the thin link: the same command with every such archive replaced
 //     by its members between --start-lib and --end-lib (so the linker keeps
 //     archive semantics; members under --whole-archive are plain objects),
-//     plus --thinlto-index-only, --thinlto-emit-imports-files and
-//     --thinlto-prefix-replace into the work directory. Every module then
-//     has a path of its own, which lld records verbatim in the index;
+//     plus --thinlto-index-only and --thinlto-prefix-replace into the work
+//     directory. Every module then has a path of its own, which lld records
+//     verbatim in the index;
 //  3. turns each module lld listed in the index file (those the link really
 //     uses, in link order) into an action.Action: `<clang> <backend flags>
 //     -c -x ir MODULE -fthinlto-index=SHARD -o NATIVE`, with its imports as
@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/bitcode"
 )
 
 // Options configures Link.
@@ -138,7 +139,7 @@ type plan struct {
 	archive map[int][]entry     // item index -> replacement
 	single  map[int]*Module     // item index -> plain bitcode object
 	ids     map[string]string   // keep names used
-	idx     string              // where lld writes shards and imports files
+	idx     string              // where lld writes the index shards
 	native  string              // the prefix of lld's native object names in index.txt
 	missing []string            // inputs that cannot be opened (left to the linker)
 	passed  map[int]string      // item index -> archive without bitcode
@@ -488,7 +489,10 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 		return nil, false
 	})
 	whyFile := filepath.Join(p.work, "why-extract.txt")
-	for _, f := range []string{"--why-extract=" + whyFile, "--thinlto-index-only=" + indexFile, "--thinlto-emit-imports-files",
+	// No --thinlto-emit-imports-files: each module's imports are read from
+	// its shard (see imports), and on ext4 creating those 500 extra files
+	// took longer than the thin link itself (bench/RESULTS.md, finding 4).
+	for _, f := range []string{"--why-extract=" + whyFile, "--thinlto-index-only=" + indexFile,
 		"--thinlto-prefix-replace=;" + idx + ";" + native} {
 		args = append(args, p.line.wrap(f)...)
 	}
@@ -641,11 +645,37 @@ func sameFile(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
-// shard and importsFile name what lld wrote for m: the module path appended
-// to the index prefix (lld resolves ".." in it, as Join does).
+// shard names the index shard lld wrote for m: the module path appended to
+// the index prefix (lld resolves ".." in it, as Join does).
 func (p *plan) shard(m *Module) string { return filepath.Join(p.idx, m.Key) + ".thinlto.bc" }
 
-func (p *plan) importsFile(m *Module) string { return filepath.Join(p.idx, m.Key) + ".imports" }
+// imports are the modules m imports from: the module table of its shard
+// without m itself. That table is the set lld's
+// --thinlto-emit-imports-files would write (both come from the same
+// module-to-summaries map of the thin link), in the shard's order.
+func (p *plan) imports(m *Module) ([]string, error) {
+	data, err := os.ReadFile(p.abs(p.shard(m)))
+	if err != nil {
+		return nil, fmt.Errorf("reading the index shard lld wrote: %v", err)
+	}
+	table, err := bitcode.ModuleTable(data)
+	if err != nil {
+		return nil, fmt.Errorf("reading the index shard %s: %v", p.shard(m), err)
+	}
+	var imports []string
+	self := false
+	for _, t := range table {
+		if t.Path == m.Key {
+			self = true
+			continue
+		}
+		imports = append(imports, t.Path)
+	}
+	if !self {
+		return nil, fmt.Errorf("the index shard %s does not name the module %q itself", p.shard(m), m.Key)
+	}
+	return imports, nil
+}
 
 // actions builds one backend action per linked module.
 func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
@@ -671,9 +701,9 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 		m.Native = filepath.Join(p.work, "native", fmt.Sprintf("%d.%s.o", n, filepath.Base(m.KeepName)))
 		a := &action.Action{ID: m.Display, Dir: p.opts.Dir}
 		a.Inputs = []action.Input{{Path: m.Key, Role: action.RoleModule}, {Path: p.shard(m), Role: action.RoleIndex}}
-		imports, err := readLines(p.abs(p.importsFile(m)))
+		imports, err := p.imports(m)
 		if err != nil {
-			return nil, fmt.Errorf("%s: reading the imports file lld wrote: %v", m.Display, err)
+			return nil, fmt.Errorf("%s: %v", m.Display, err)
 		}
 		for _, imp := range imports {
 			im := p.modules[imp]
@@ -911,7 +941,7 @@ func hint(out string) string {
 			continue
 		}
 		arg, _, _ := strings.Cut(rest, "'")
-		for _, f := range []string{"--thinlto-index-only", "--thinlto-emit-imports-files", "--thinlto-prefix-replace", "--why-extract"} {
+		for _, f := range []string{"--thinlto-index-only", "--thinlto-prefix-replace", "--why-extract"} {
 			if arg == f || strings.HasPrefix(arg, f+"=") {
 				missing = append(missing, f)
 			}

@@ -143,9 +143,9 @@ func TestMangleAndUpLevels(t *testing.T) {
 }
 
 func TestHint(t *testing.T) {
-	out := "ld.lld: error: unknown argument '--thinlto-emit-imports-files', did you mean '--thinlto-index-only'\n"
+	out := "ld.lld: error: unknown argument '--why-extract=x.txt', did you mean '--thinlto-index-only'\n"
 	h := hint(out)
-	if !strings.Contains(h, "--thinlto-emit-imports-files") || strings.Contains(h, "--thinlto-index-only") {
+	if !strings.Contains(h, "--why-extract") || strings.Contains(h, "--thinlto-index-only") {
 		t.Fatalf("hint = %q", h)
 	}
 	if hint("ld.lld: error: undefined symbol: f\n") != "" {
