@@ -125,14 +125,7 @@ func TestRemoteLink(t *testing.T) {
 	t.Logf("cold: %s", firstMatch(stderr))
 
 	// The same relative paths elsewhere: everything hits.
-	srv.ResetStats()
-	q := copyProgram(t, p)
-	stderr, err := remoteLink(t, q, addr, "--remote-fallback=none")
-	if err != nil {
-		t.Fatalf("warm link: %v\n%s", err, stderr)
-	}
-	wantCorrectOrFailed(t, q, stderr, nil)
-	st = srv.Stats()
+	stderr, st = warmRelink(t, srv, p, addr)
 	sum = parseRemote(t, stderr)
 	if st.Executions != 0 || st.ExecuteCalls != 0 || sum.hits != jobs || st.BlobsUploaded != 0 {
 		t.Errorf("warm link from another directory: %d executions, %d Execute calls, %d blobs uploaded, summary %+v; want %d cache hits and nothing else\n%s",
@@ -142,6 +135,21 @@ func TestRemoteLink(t *testing.T) {
 }
 
 func firstMatch(s string) string { return remoteLine.FindString(s) }
+
+// warmRelink links a copy of p (same relative paths, another directory)
+// through the server again, checks the program and returns thindist's
+// stderr and the server's counters for that link alone.
+func warmRelink(t *testing.T, srv *reapitest.FakeServer, p *testprog.Program, addr string) (string, reapitest.Stats) {
+	t.Helper()
+	srv.ResetStats()
+	q := copyProgram(t, p)
+	stderr, err := remoteLink(t, q, addr, "--remote-fallback=none")
+	if err != nil {
+		t.Fatalf("warm link: %v\n%s", err, stderr)
+	}
+	wantCorrectOrFailed(t, q, stderr, nil)
+	return stderr, srv.Stats()
+}
 
 var fallbackWarning = regexp.MustCompile(`compiling (it and the remaining actions )?locally`)
 
@@ -642,14 +650,7 @@ func TestRemoteInlineOutputs(t *testing.T) {
 	}
 	jobs := len(p.Modules)
 
-	srv.ResetStats()
-	q := copyProgram(t, p)
-	stderr, err := remoteLink(t, q, addr, "--remote-fallback=none")
-	if err != nil {
-		t.Fatalf("warm link: %v\n%s", err, stderr)
-	}
-	wantCorrectOrFailed(t, q, stderr, nil)
-	st := srv.Stats()
+	stderr, st := warmRelink(t, srv, p, addr)
 	if sum := parseRemote(t, stderr); sum.hits != jobs {
 		t.Errorf("warm link: summary %+v, want %d cache hits\n%s", sum, jobs, stderr)
 	}
@@ -664,7 +665,7 @@ func TestRemoteInlineOutputs(t *testing.T) {
 	// match their digest) and the backends run again; the program is right.
 	srv.InjectFault(reapitest.MethodGetActionResult, reapitest.FaultCorruptInline, 1000)
 	r := copyProgram(t, p)
-	stderr, err = remoteLink(t, r, addr, "--remote-fallback=local")
+	stderr, err := remoteLink(t, r, addr, "--remote-fallback=local")
 	if !wantCorrectOrFailed(t, r, stderr, err) {
 		t.Fatalf("the link failed on corrupt inline outputs instead of running the backends:\n%s", stderr)
 	}
