@@ -22,16 +22,18 @@ import (
 // repetition starts a fresh server: the cold link executes every backend
 // remotely; then the warm relink runs from a copy of the build directory
 // elsewhere (same relative paths) and should find every result in the
-// server's ActionCache. The server's "workers" run on this machine, so cold
+// server's ActionCache; a second warm relink does the same with the server
+// inlining outputs in GetActionResult (as BuildBuddy does; the first is the
+// case of servers that never inline). The server's "workers" run on this machine, so cold
 // remote vs local measures the protocol's overhead on one box, not a
 // cluster's speed-up.
 
 type remoteRun struct {
-	cold, warm               timing
-	coldStats, warmStats     reapitest.Stats
-	distinctBytes            int64 // sum of the sizes of the distinct blobs uploaded in the cold link
-	distinctBlobs            int
-	coldSummary, warmSummary string
+	cold, warm, warmInline                timing
+	coldStats, warmStats, warmInlineStats reapitest.Stats
+	distinctBytes                         int64 // sum of the sizes of the distinct blobs uploaded in the cold link
+	distinctBlobs                         int
+	coldSummary, warmSummary              string
 }
 
 type remoteResult struct {
@@ -115,16 +117,24 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 		srv.ResetStats()
 		r.warm, err = link(elsewhere)
 		r.warmStats = srv.Stats()
-		srv.Stop()
 		if err != nil {
+			srv.Stop()
 			return nil, fmt.Errorf("warm remote relink: %w", err)
 		}
+		srv.ResetStats()
+		srv.SetInlineOutputs(true)
+		r.warmInline, err = link(elsewhere)
+		r.warmInlineStats = srv.Stats()
+		srv.Stop()
+		if err != nil {
+			return nil, fmt.Errorf("warm remote relink, server inlining outputs: %w", err)
+		}
 		r.warmSummary = remoteSummary.FindString(string(r.warm.output))
-		r.cold.output, r.warm.output = nil, nil
+		r.cold.output, r.warm.output, r.warmInline.output = nil, nil, nil
 		res.runs = append(res.runs, r)
-		fmt.Fprintf(os.Stderr, "bench: %s remote run %d: cold %.3f s (%d executions, %d B uploaded, %d distinct), warm %.3f s (%d executions)\n",
+		fmt.Fprintf(os.Stderr, "bench: %s remote run %d: cold %.3f s (%d executions, %d B uploaded, %d distinct), warm %.3f s (%d executions), warm with inlining %.3f s (%d executions)\n",
 			b.Name, run+1, r.cold.wall.Seconds(), r.coldStats.Executions, r.coldStats.BytesUploadedRaw, r.distinctBytes,
-			r.warm.wall.Seconds(), r.warmStats.Executions)
+			r.warm.wall.Seconds(), r.warmStats.Executions, r.warmInline.wall.Seconds(), r.warmInlineStats.Executions)
 	}
 	return res, nil
 }
@@ -141,6 +151,14 @@ func (r *remoteResult) warms() []time.Duration {
 	var d []time.Duration
 	for _, x := range r.runs {
 		d = append(d, x.warm.wall)
+	}
+	return d
+}
+
+func (r *remoteResult) warmsInline() []time.Duration {
+	var d []time.Duration
+	for _, x := range r.runs {
+		d = append(d, x.warmInline.wall)
 	}
 	return d
 }

@@ -75,7 +75,7 @@ func (a acService) GetActionResult(ctx context.Context, req *repb.GetActionResul
 	}
 	a.s.acHits.Add(1)
 	r, _ = a.s.applyResultFaults(MethodGetActionResult, r)
-	if a.s.opts.InlineOutputs {
+	if a.s.inlineOutputs.Load() {
 		a.s.inline(r, req.GetInlineOutputFiles())
 	}
 	return r, nil

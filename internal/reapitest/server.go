@@ -177,6 +177,7 @@ type FakeServer struct {
 	execRejections  atomic.Int64
 	batchRejections atomic.Int64
 	queueFor        atomic.Int64 // Options.QueueFor, changeable with SetQueueFor
+	inlineOutputs   atomic.Bool  // Options.InlineOutputs, changeable with SetInlineOutputs
 	executingFor    atomic.Int64 // Options.ExecutingFor, changeable with SetExecutingFor
 }
 
@@ -194,12 +195,16 @@ func NewFakeServer(opts Options) *FakeServer {
 		rpcs:     map[string]int64{},
 	}
 	s.queueFor.Store(int64(opts.QueueFor))
+	s.inlineOutputs.Store(opts.InlineOutputs)
 	s.executingFor.Store(int64(opts.ExecutingFor))
 	return s
 }
 
 // SetQueueFor changes Options.QueueFor for executions that start later.
 func (s *FakeServer) SetQueueFor(d time.Duration) { s.queueFor.Store(int64(d)) }
+
+// SetInlineOutputs changes Options.InlineOutputs for later calls.
+func (s *FakeServer) SetInlineOutputs(on bool) { s.inlineOutputs.Store(on) }
 
 // SetExecutingFor changes Options.ExecutingFor for executions that start
 // later.
