@@ -33,41 +33,18 @@ import (
 var (
 	// thindist is the binary under test, built once by TestMain.
 	thindist string
-	llvmBin  = "/usr/lib/llvm-22/bin"
-	clang    string
+	llvmBin  = testprog.LLVMBin()
+	clang    = filepath.Join(llvmBin, "clang")
 )
 
 func TestMain(m *testing.M) {
-	if d := os.Getenv("THINDIST_E2E_LLVM"); d != "" {
-		llvmBin = d
-	}
-	clang = filepath.Join(llvmBin, "clang")
-	tmp, err := os.MkdirTemp("", "thindist-cachetest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if thindist, err = testprog.BuildThindist(tmp); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(tmp)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(tmp)
-	os.Exit(code)
+	testprog.MainWithThindist(m, "thindist-cachetest-", func(exe, _ string) { thindist = exe })
 }
 
 // needClang skips the test without clang 22, or fails it in CI.
 func needClang(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"clang", "ld.lld", "llvm-ar"} {
-		if _, err := os.Stat(filepath.Join(llvmBin, tool)); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("CI=true and the LLVM 22 toolchain is incomplete: %v", err)
-			}
-			t.Skipf("LLVM 22 not installed (%v); set THINDIST_E2E_LLVM to its bin directory", err)
-		}
-	}
+	testprog.NeedLLVM(t, llvmBin, "clang", "ld.lld", "llvm-ar")
 }
 
 // rig is one generated, compiled program with its own cache directory, a

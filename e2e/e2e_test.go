@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,44 +24,24 @@ import (
 var (
 	// thindist is the binary under test, built once by TestMain.
 	thindist string
-	llvmBin  = "/usr/lib/llvm-22/bin"
-	clang    string
+	llvmBin  = testprog.LLVMBin()
+	clang    = filepath.Join(llvmBin, "clang")
 )
 
 func TestMain(m *testing.M) {
-	if d := os.Getenv("THINDIST_E2E_LLVM"); d != "" {
-		llvmBin = d
-	}
-	clang = filepath.Join(llvmBin, "clang")
-	tmp, err := os.MkdirTemp("", "thindist-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	// thindist caches backend results by default (in ~/.cache/thindist):
-	// keep these runs out of the user's cache and out of each other's way.
-	os.Setenv("THINDIST_CACHE_DIR", filepath.Join(tmp, "cache"))
-	if thindist, err = testprog.BuildThindist(tmp); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(tmp)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(tmp)
-	os.Exit(code)
+	testprog.MainWithThindist(m, "thindist-e2e-", func(exe, tmp string) {
+		thindist = exe
+		// thindist caches backend results by default (in
+		// ~/.cache/thindist): keep these runs out of the user's cache and
+		// out of each other's way.
+		os.Setenv("THINDIST_CACHE_DIR", filepath.Join(tmp, "cache"))
+	})
 }
 
 // needClang skips the test without clang 22, or fails it in CI.
 func needClang(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"clang", "clang++", "ld.lld", "llvm-ar"} {
-		if _, err := os.Stat(filepath.Join(llvmBin, tool)); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("CI=true and the LLVM 22 toolchain is incomplete: %v", err)
-			}
-			t.Skipf("LLVM 22 not installed (%v); set THINDIST_E2E_LLVM to its bin directory", err)
-		}
-	}
+	testprog.NeedLLVM(t, llvmBin, "clang", "clang++", "ld.lld", "llvm-ar")
 }
 
 // program generates and compiles a program in a fresh directory.

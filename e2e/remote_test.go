@@ -18,19 +18,7 @@ import (
 )
 
 // fakeRemote starts a REAPI test double for the test.
-func fakeRemote(t *testing.T, o reapitest.Options) (*reapitest.FakeServer, string) {
-	t.Helper()
-	if o.ExecRootDir == "" {
-		o.ExecRootDir = t.TempDir()
-	}
-	s := reapitest.NewFakeServer(o)
-	addr, err := s.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s, addr
-}
+var fakeRemote = reapitest.StartT
 
 // remoteProgram is the program the remote tests link: plain objects and a
 // regular archive (whose members' shards cannot be made stable).

@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/thindist/thindist/internal/testprog"
 )
 
-const llvmBin = "/usr/lib/llvm-22/bin"
+var llvmBin = testprog.LLVMBin()
 
 // distributorEnv makes the test binary act as a ThinLTO distributor: it
 // saves each job's index shard as $dir/<job>.thinlto.bc (plus the job's
@@ -90,9 +92,7 @@ type project struct {
 
 func newProject(t *testing.T) *project {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(llvmBin, "clang")); err != nil {
-		t.Skip("clang-22 not installed:", err)
-	}
+	testprog.NeedLLVM(t, llvmBin, "clang", "llvm-bcanalyzer")
 	p := &project{t: t, dir: t.TempDir()}
 	for name, src := range sources {
 		p.write(name, src)

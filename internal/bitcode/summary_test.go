@@ -16,10 +16,8 @@ import (
 // index shards.
 func realShards(t *testing.T) [][]byte {
 	t.Helper()
+	testprog.NeedLLVM(t, llvmBin, "clang", "ld.lld")
 	clang := filepath.Join(llvmBin, "clang")
-	if _, err := os.Stat(filepath.Join(llvmBin, "ld.lld")); err != nil {
-		t.Skipf("LLVM 22 not installed: %v", err)
-	}
 	p, err := testprog.Generate(t.TempDir(), testprog.Options{Modules: 6, Seed: 9, ArchiveModules: 2, CXX: true})
 	if err != nil {
 		t.Fatal(err)

@@ -12,24 +12,17 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/jobfile"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/testprog"
 )
-
-const llvmBin = "/usr/lib/llvm-22/bin"
 
 // realActions returns the actions of a real link (shards on disk), which
 // the Keyer needs.
 func realActions(t *testing.T) []*action.Action {
 	t.Helper()
+	llvmBin := testprog.LLVMBin()
+	testprog.NeedLLVM(t, llvmBin, "clang", "ld.lld")
 	clang := filepath.Join(llvmBin, "clang")
-	if _, err := os.Stat(filepath.Join(llvmBin, "ld.lld")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and LLVM 22 is missing: %v", err)
-		}
-		t.Skipf("LLVM 22 not installed: %v", err)
-	}
 	p, err := testprog.Generate(t.TempDir(), testprog.Options{Modules: 3, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
@@ -38,15 +31,11 @@ func realActions(t *testing.T) []*action.Action {
 	if err := p.Compile(ctx, clang); err != nil {
 		t.Fatal(err)
 	}
-	job, err := p.CaptureJobFile(ctx, clang, "prog")
+	actions, err := p.CaptureActions(ctx, clang, "prog")
 	if err != nil {
 		t.Fatal(err)
 	}
-	jf, err := jobfile.Load(job, p.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return jf.Actions
+	return actions
 }
 
 // elfObject is the smallest content CheckObject accepts, plus a tag.

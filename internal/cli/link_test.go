@@ -6,14 +6,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/thindist/thindist/internal/testprog"
 )
 
 // TestLinkSubcommand runs `thindist link` as the command line does.
 func TestLinkSubcommand(t *testing.T) {
-	bin := "/usr/lib/llvm-22/bin"
-	if _, err := os.Stat(filepath.Join(bin, "ld.lld")); err != nil {
-		t.Skip("LLVM 22 not installed")
-	}
+	bin := testprog.LLVMBin()
+	testprog.NeedLLVM(t, bin, "clang", "ld.lld")
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int b(int);\nint main(void){ return b(2) == 6 ? 0 : 1; }\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "b.c"), []byte("int b(int x){ return x * 3; }\n"), 0o644)

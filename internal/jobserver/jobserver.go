@@ -83,16 +83,23 @@ func FromMakeflags(makeflags string) (*Client, error) {
 	return &Client{r: r, w: w, implicit: true}, nil
 }
 
+// takeImplicit takes the implicit token if it is free.
+func (c *Client) takeImplicit() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.implicit {
+		return false
+	}
+	c.implicit = false
+	return true
+}
+
 // Acquire waits for a slot: the implicit token if free, else a token from
 // make. The returned function gives it back.
 func (c *Client) Acquire(ctx context.Context) (func(), error) {
-	c.mu.Lock()
-	if c.implicit {
-		c.implicit = false
-		c.mu.Unlock()
+	if c.takeImplicit() {
 		return c.releaseImplicit, nil
 	}
-	c.mu.Unlock()
 	var b [1]byte
 	for {
 		if err := ctx.Err(); err != nil {
@@ -113,13 +120,9 @@ func (c *Client) Acquire(ctx context.Context) (func(), error) {
 			c.mu.Unlock()
 			return func() { c.release(b[0]) }, nil
 		}
-		c.mu.Lock()
-		if c.implicit {
-			c.implicit = false
-			c.mu.Unlock()
+		if c.takeImplicit() {
 			return c.releaseImplicit, nil
 		}
-		c.mu.Unlock()
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR) {
 			return nil, fmt.Errorf("reading a token from make's jobserver: %w", err)
 		}

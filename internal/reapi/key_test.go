@@ -9,22 +9,15 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/jobfile"
 	"github.com/thindist/thindist/internal/testprog"
 )
 
-const llvmBin = "/usr/lib/llvm-22/bin"
+var llvmBin = testprog.LLVMBin()
 
 func needClang(t *testing.T) string {
 	t.Helper()
-	clang := filepath.Join(llvmBin, "clang")
-	if _, err := os.Stat(filepath.Join(llvmBin, "ld.lld")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and LLVM 22 is missing: %v", err)
-		}
-		t.Skipf("LLVM 22 not installed: %v", err)
-	}
-	return clang
+	testprog.NeedLLVM(t, llvmBin, "clang", "ld.lld")
+	return filepath.Join(llvmBin, "clang")
 }
 
 // program generates and compiles a program.
@@ -42,19 +35,20 @@ func program(t *testing.T, o testprog.Options) *testprog.Program {
 }
 
 // capture runs lld on p up to its job file and returns the parsed actions,
-// with every shard and member copy in place. prefix runs the driver under
-// another command (unshare).
+// with every shard and member copy in place.
 func capture(t *testing.T, p *testprog.Program, out string, extra ...string) []*action.Action {
 	t.Helper()
-	job, err := p.CaptureJobFile(context.Background(), filepath.Join(llvmBin, "clang"), out, extra...)
+	return captureWith(t, p, filepath.Join(llvmBin, "clang"), out, extra...)
+}
+
+// captureWith is capture through the clang driver clang.
+func captureWith(t *testing.T, p *testprog.Program, clang, out string, extra ...string) []*action.Action {
+	t.Helper()
+	actions, err := p.CaptureActions(context.Background(), clang, out, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jf, err := jobfile.Load(job, p.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return jf.Actions
+	return actions
 }
 
 func newKeyer() *Keyer {
@@ -152,15 +146,7 @@ func TestKeyRepeats(t *testing.T) {
 		// wrapper that enters a PID namespace.
 		wrap := filepath.Join(t.TempDir(), "clang")
 		os.WriteFile(wrap, []byte("#!/bin/sh\nexec unshare --pid --fork "+filepath.Join(llvmBin, "clang")+" \"$@\"\n"), 0o755)
-		job, err := p.CaptureJobFile(context.Background(), wrap, "prog")
-		if err != nil {
-			t.Fatal(err)
-		}
-		jf, err := jobfile.Load(job, p.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		second = jf.Actions
+		second = captureWith(t, p, wrap, "prog")
 	}
 	if len(first) != len(second) {
 		t.Fatalf("%d vs %d jobs", len(first), len(second))

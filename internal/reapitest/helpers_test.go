@@ -50,12 +50,7 @@ func newClients(t *testing.T, addr string, opts ...grpc.DialOption) *clients {
 
 func startFake(t *testing.T, opts Options) (*FakeServer, *clients) {
 	t.Helper()
-	s := NewFakeServer(opts)
-	addr, err := s.Start(t.Context())
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(s.Stop)
+	s, addr := StartT(t, opts)
 	return s, newClients(t, addr)
 }
 

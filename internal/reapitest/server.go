@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -538,4 +539,21 @@ func (c capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetC
 
 func semver(major, minor int32) *semverpb.SemVer {
 	return &semverpb.SemVer{Major: major, Minor: minor}
+}
+
+// StartT starts a FakeServer for test t and returns it with the address to
+// dial; it stops with the test. An unset Options.ExecRootDir becomes a
+// temporary directory of the test's.
+func StartT(t testing.TB, o Options) (*FakeServer, string) {
+	t.Helper()
+	if o.ExecRootDir == "" {
+		o.ExecRootDir = t.TempDir()
+	}
+	s := NewFakeServer(o)
+	addr, err := s.Start(t.Context())
+	if err != nil {
+		t.Fatalf("reapitest: starting the server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s, addr
 }

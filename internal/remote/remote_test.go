@@ -13,19 +13,7 @@ import (
 )
 
 // fake starts a REAPI test double for the test.
-func fake(t *testing.T, o reapitest.Options) (*reapitest.FakeServer, string) {
-	t.Helper()
-	if o.ExecRootDir == "" {
-		o.ExecRootDir = t.TempDir()
-	}
-	s := reapitest.NewFakeServer(o)
-	addr, err := s.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s, addr
-}
+var fake = reapitest.StartT
 
 func dial(t *testing.T, addr string, o remote.Options) *remote.Client {
 	t.Helper()

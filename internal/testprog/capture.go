@@ -7,6 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/jobfile"
 )
 
 // CaptureJobFile links the program (its link line, with clang and
@@ -72,4 +75,18 @@ exit 1
 		return "", err
 	}
 	return job, os.WriteFile(job, data, 0o644)
+}
+
+// CaptureActions is CaptureJobFile followed by loading the job file: the
+// link's backend actions, with every shard and member copy in place.
+func (p *Program) CaptureActions(ctx context.Context, clang, out string, extra ...string) ([]*action.Action, error) {
+	job, err := p.CaptureJobFile(ctx, clang, out, extra...)
+	if err != nil {
+		return nil, err
+	}
+	jf, err := jobfile.Load(job, p.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return jf.Actions, nil
 }

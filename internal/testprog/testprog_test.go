@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-const clang22 = "/usr/lib/llvm-22/bin/clang"
+var clang22 = filepath.Join(LLVMBin(), "clang")
 
 func TestGenerateDeterministic(t *testing.T) {
 	o := Options{Modules: 9, Seed: 3, ArchiveModules: 2, ThinArchiveModules: 2, Names: NonASCII}
@@ -58,12 +58,7 @@ func TestGenerateMany(t *testing.T) {
 // TestRuns builds programs with in-process ThinLTO and checks that they print
 // Want: the Go model of the program matches what the compiler makes of it.
 func TestRuns(t *testing.T) {
-	if _, err := os.Stat(clang22); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("clang 22 is required in CI: %v", err)
-		}
-		t.Skip("no clang 22")
-	}
+	NeedLLVM(t, filepath.Dir(clang22), "clang")
 	for _, tc := range []struct {
 		name string
 		o    Options

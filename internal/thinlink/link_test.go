@@ -19,46 +19,42 @@ import (
 // TestLinkProgram links the generated program with `thindist link` and with
 // in-process ThinLTO, on LLVM 19 and 22, and compares what the binaries print.
 func TestLinkProgram(t *testing.T) {
-	for _, tc := range toolchains(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			p := newProject(t, tc)
-			os.MkdirAll(filepath.Join(p.dir, "ref-objs"), 0o755)
-			run(t, p.dir, nil, append(p.mainLink("ref"), "-Wl,--lto-obj-path=ref-objs/lto")...)
-			ref := run(t, p.dir, nil, "./ref")
-			mustEqual(t, "in-process ThinLTO build's output", ref, wantMain)
+	eachToolchain(t, func(t *testing.T, tc toolchain, p *project) {
+		os.MkdirAll(filepath.Join(p.dir, "ref-objs"), 0o755)
+		run(t, p.dir, nil, append(p.mainLink("ref"), "-Wl,--lto-obj-path=ref-objs/lto")...)
+		ref := run(t, p.dir, nil, "./ref")
+		mustEqual(t, "in-process ThinLTO build's output", ref, wantMain)
 
-			res := p.mustLink(t, p.mainLink("app"), keepKept)
-			mustEqual(t, "thindist link build's output", run(t, p.dir, nil, "./app"), ref)
+		res := p.mustLink(t, p.mainLink("app"), keepKept)
+		mustEqual(t, "thindist link build's output", run(t, p.dir, nil, "./app"), ref)
 
-			sameAsInProcess(t, p, "ref-objs", res)
+		sameAsInProcess(t, p, "ref-objs", res)
 
-			var got []string
-			for _, m := range res.Modules {
-				got = append(got, m.Display)
+		var got []string
+		for _, m := range res.Modules {
+			got = append(got, m.Display)
+		}
+		slices.Sort(got)
+		want := []string{filepath.Join(p.dir, "obj/dead.o"), "lib/liba.a(a1.o)", "lib/liba.a(a3.o)", "lib/libt.a(../obj/t1.o)",
+			"lib/libw.a(w1.o)", "obj/cls.o", "obj/core.o", "obj/main.o", "obj/nv.o", "sub/../obj/hot.o"}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("modules compiled:\n got  %q\n want %q (unused archive members and non-bitcode objects excluded)", got, want)
+		}
+		for _, a := range res.Actions {
+			if a.Inputs[0].Role != action.RoleModule || a.Inputs[1].Role != action.RoleIndex {
+				t.Errorf("%s: inputs %v", a.ID, a.Inputs)
 			}
-			slices.Sort(got)
-			want := []string{filepath.Join(p.dir, "obj/dead.o"), "lib/liba.a(a1.o)", "lib/liba.a(a3.o)", "lib/libt.a(../obj/t1.o)",
-				"lib/libw.a(w1.o)", "obj/cls.o", "obj/core.o", "obj/main.o", "obj/nv.o", "sub/../obj/hot.o"}
-			slices.Sort(want)
-			if !slices.Equal(got, want) {
-				t.Errorf("modules compiled:\n got  %q\n want %q (unused archive members and non-bitcode objects excluded)", got, want)
+			// Absolute object paths are given to lld relative to the
+			// link's directory, so every action can run remotely.
+			if _, err := a.Layout(); err != nil {
+				t.Errorf("%s: no input root layout: %v", a.ID, err)
 			}
-			for _, a := range res.Actions {
-				if a.Inputs[0].Role != action.RoleModule || a.Inputs[1].Role != action.RoleIndex {
-					t.Errorf("%s: inputs %v", a.ID, a.Inputs)
-				}
-				// Absolute object paths are given to lld relative to the
-				// link's directory, so every action can run remotely.
-				if _, err := a.Layout(); err != nil {
-					t.Errorf("%s: no input root layout: %v", a.ID, err)
-				}
-			}
-			if fileExists(filepath.Join(p.dir, "app.thindist.d")) {
-				t.Errorf("the work directory was not removed")
-			}
-		})
-	}
+		}
+		if fileExists(filepath.Join(p.dir, "app.thindist.d")) {
+			t.Errorf("the work directory was not removed")
+		}
+	})
 }
 
 // TestLinkRenderings checks the thin and final link commands: archive
@@ -122,208 +118,196 @@ func readRsp(t *testing.T, path string) []string {
 // TestLinkSharedAndRelocatable links a shared library and a relocatable
 // object with `thindist link` and uses them, against in-process ThinLTO.
 func TestLinkSharedAndRelocatable(t *testing.T) {
-	for _, tc := range toolchains(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			p := newProject(t, tc)
-			cc := tc.tool("clang")
-			env := []string{"LD_LIBRARY_PATH=" + filepath.Join(p.dir, "tl")}
-			os.MkdirAll(filepath.Join(p.dir, "tl"), 0o755)
-			os.MkdirAll(filepath.Join(p.dir, "ip"), 0o755)
+	eachToolchain(t, func(t *testing.T, tc toolchain, p *project) {
+		cc := tc.tool("clang")
+		env := []string{"LD_LIBRARY_PATH=" + filepath.Join(p.dir, "tl")}
+		os.MkdirAll(filepath.Join(p.dir, "tl"), 0o755)
+		os.MkdirAll(filepath.Join(p.dir, "ip"), 0o755)
 
-			// -shared
-			// with a version script (an option value that is a file but no
-			// input) and an implicit linker script as an input.
-			os.WriteFile(filepath.Join(p.dir, "exports.map"), []byte("{ global: f_shared; local: *; };\n"), 0o644)
-			os.WriteFile(filepath.Join(p.dir, "s2.ld"), []byte("INPUT(obj/s2n.o)\n"), 0o644)
-			run(t, p.dir, nil, cc, "-O2", "-fPIC", "-c", "src/s2.c", "-o", "obj/s2n.o")
-			so := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-shared", "-Wl,--version-script,exports.map",
-				"obj/s1.o", "s2.ld", "-o"}
-			os.MkdirAll(filepath.Join(p.dir, "ip/so-objs"), 0o755)
-			run(t, p.dir, nil, append(so, "ip/libs.so", "-Wl,--lto-obj-path=ip/so-objs/lto")...)
-			sameAsInProcess(t, p, "ip/so-objs", p.mustLink(t, append(so, "tl/libs.so"), keepKept))
-			f, err := elf.Open(filepath.Join(p.dir, "tl/libs.so"))
-			if err != nil || f.Type != elf.ET_DYN {
-				t.Fatalf("tl/libs.so is not a shared library: %v", err)
+		// -shared
+		// with a version script (an option value that is a file but no
+		// input) and an implicit linker script as an input.
+		os.WriteFile(filepath.Join(p.dir, "exports.map"), []byte("{ global: f_shared; local: *; };\n"), 0o644)
+		os.WriteFile(filepath.Join(p.dir, "s2.ld"), []byte("INPUT(obj/s2n.o)\n"), 0o644)
+		run(t, p.dir, nil, cc, "-O2", "-fPIC", "-c", "src/s2.c", "-o", "obj/s2n.o")
+		so := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-shared", "-Wl,--version-script,exports.map",
+			"obj/s1.o", "s2.ld", "-o"}
+		os.MkdirAll(filepath.Join(p.dir, "ip/so-objs"), 0o755)
+		run(t, p.dir, nil, append(so, "ip/libs.so", "-Wl,--lto-obj-path=ip/so-objs/lto")...)
+		sameAsInProcess(t, p, "ip/so-objs", p.mustLink(t, append(so, "tl/libs.so"), keepKept))
+		f, err := elf.Open(filepath.Join(p.dir, "tl/libs.so"))
+		if err != nil || f.Type != elf.ET_DYN {
+			t.Fatalf("tl/libs.so is not a shared library: %v", err)
+		}
+		dyn, _ := f.DynamicSymbols()
+		var exported []string
+		for _, s := range dyn {
+			if s.Section != elf.SHN_UNDEF && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {
+				exported = append(exported, s.Name)
 			}
-			dyn, _ := f.DynamicSymbols()
-			var exported []string
-			for _, s := range dyn {
-				if s.Section != elf.SHN_UNDEF && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {
-					exported = append(exported, s.Name)
-				}
-			}
-			if !slices.Equal(exported, []string{"f_shared"}) {
-				t.Errorf("tl/libs.so exports %q, want only f_shared (the version script)", exported)
-			}
-			user := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainso.o", "-Ltl", "-ls", "-o", "tl/appso"}
-			p.mustLink(t, user, nil)
-			mustEqual(t, "program using the shared library", run(t, p.dir, env, "tl/appso"), wantSO)
-			run(t, p.dir, nil, cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainso.o", "-Lip", "-ls", "-o", "ip/appso")
-			mustEqual(t, "in-process build", run(t, p.dir, []string{"LD_LIBRARY_PATH=" + filepath.Join(p.dir, "ip")}, "ip/appso"), wantSO)
+		}
+		if !slices.Equal(exported, []string{"f_shared"}) {
+			t.Errorf("tl/libs.so exports %q, want only f_shared (the version script)", exported)
+		}
+		user := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainso.o", "-Ltl", "-ls", "-o", "tl/appso"}
+		p.mustLink(t, user, nil)
+		mustEqual(t, "program using the shared library", run(t, p.dir, env, "tl/appso"), wantSO)
+		run(t, p.dir, nil, cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainso.o", "-Lip", "-ls", "-o", "ip/appso")
+		mustEqual(t, "in-process build", run(t, p.dir, []string{"LD_LIBRARY_PATH=" + filepath.Join(p.dir, "ip")}, "ip/appso"), wantSO)
 
-			// -r
-			rel := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-r", "obj/r1.o", "obj/r2.o", "-o"}
-			os.MkdirAll(filepath.Join(p.dir, "ip/r-objs"), 0o755)
-			run(t, p.dir, nil, append(rel, "ip/rel-objs.o", "-Wl,--lto-obj-path=ip/r-objs/lto")...)
-			sameAsInProcess(t, p, "ip/r-objs", p.mustLink(t, append(rel, "tl/rel.o"), keepKept))
-			f, err = elf.Open(filepath.Join(p.dir, "tl/rel.o"))
-			if err != nil || f.Type != elf.ET_REL {
-				t.Fatalf("tl/rel.o is not a relocatable ELF object: %v", err)
-			}
-			syms, _ := f.Symbols()
-			if !slices.ContainsFunc(syms, func(s elf.Symbol) bool { return s.Name == "f_rel" && s.Section != elf.SHN_UNDEF }) {
-				t.Fatalf("tl/rel.o does not define f_rel: %v", syms)
-			}
-			run(t, p.dir, nil, cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainr.o", "tl/rel.o", "-o", "tl/appr")
-			run(t, p.dir, nil, append(rel, "ip/rel.o")...)
-			run(t, p.dir, nil, cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainr.o", "ip/rel.o", "-o", "ip/appr")
-			mustEqual(t, "program using the -r object", run(t, p.dir, nil, "tl/appr"), run(t, p.dir, nil, "ip/appr"))
-			mustEqual(t, "program using the -r object", run(t, p.dir, nil, "tl/appr"), wantRel)
-		})
-	}
+		// -r
+		rel := []string{cc, "-O2", "-flto=thin", "-fuse-ld=lld", "-r", "obj/r1.o", "obj/r2.o", "-o"}
+		os.MkdirAll(filepath.Join(p.dir, "ip/r-objs"), 0o755)
+		run(t, p.dir, nil, append(rel, "ip/rel-objs.o", "-Wl,--lto-obj-path=ip/r-objs/lto")...)
+		sameAsInProcess(t, p, "ip/r-objs", p.mustLink(t, append(rel, "tl/rel.o"), keepKept))
+		f, err = elf.Open(filepath.Join(p.dir, "tl/rel.o"))
+		if err != nil || f.Type != elf.ET_REL {
+			t.Fatalf("tl/rel.o is not a relocatable ELF object: %v", err)
+		}
+		syms, _ := f.Symbols()
+		if !slices.ContainsFunc(syms, func(s elf.Symbol) bool { return s.Name == "f_rel" && s.Section != elf.SHN_UNDEF }) {
+			t.Fatalf("tl/rel.o does not define f_rel: %v", syms)
+		}
+		run(t, p.dir, nil, cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainr.o", "tl/rel.o", "-o", "tl/appr")
+		run(t, p.dir, nil, append(rel, "ip/rel.o")...)
+		run(t, p.dir, nil, cc, "-O2", "-flto=thin", "-fuse-ld=lld", "obj/mainr.o", "ip/rel.o", "-o", "ip/appr")
+		mustEqual(t, "program using the -r object", run(t, p.dir, nil, "tl/appr"), run(t, p.dir, nil, "ip/appr"))
+		mustEqual(t, "program using the -r object", run(t, p.dir, nil, "tl/appr"), wantRel)
+	})
 }
 
 // TestPerModuleOptions: with --compdb, a module whose compile command adds
 // -fno-unroll-loops -fno-vectorize gets a smaller native object, and every
 // other module's object stays byte-identical.
 func TestPerModuleOptions(t *testing.T) {
-	for _, tc := range toolchains(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			p := newProject(t, tc)
-			dbPath := filepath.Join(p.dir, "compile_commands.json")
-			db, err := thinlink.LoadCompDB(dbPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lr, err := p.link(t, p.mainLink("app-a"), func(o *thinlink.Options) {
-				o.CompDB = db
-				o.KeepNativeObjects = "keep-a"
-			})
-			if err != nil {
-				t.Fatalf("%v\n%s", err, lr.stderr)
-			}
-			// Every module matches its compile command (by -o, through "..",
-			// an absolute path, a thin archive, a regular archive's member).
-			if strings.Contains(lr.stderr, "no compile command") {
-				t.Errorf("modules without a compile command:\n%s", lr.stderr)
-			}
-			mustEqual(t, "--compdb build's output", run(t, p.dir, nil, "./app-a"), wantMain)
-
-			// The same database, but the hot loop's module not unrolled or vectorised.
-			var entries []map[string]any
-			data, _ := os.ReadFile(dbPath)
-			json.Unmarshal(data, &entries)
-			changed := 0
-			for _, e := range entries {
-				if e["file"] == "src/hot.c" {
-					e["arguments"] = append(e["arguments"].([]any), "-fno-unroll-loops", "-fno-vectorize")
-					changed++
-				}
-			}
-			if changed != 1 {
-				t.Fatalf("hot.c not in the database")
-			}
-			data, _ = json.Marshal(entries)
-			os.WriteFile(filepath.Join(p.dir, "compdb-b.json"), data, 0o644)
-			dbB, err := thinlink.LoadCompDB(filepath.Join(p.dir, "compdb-b.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.mustLink(t, p.mainLink("app-b"), func(o *thinlink.Options) {
-				o.CompDB = dbB
-				o.KeepNativeObjects = "keep-b"
-			})
-			mustEqual(t, "--compdb build's output", run(t, p.dir, nil, "./app-b"), wantMain)
-
-			var names []string
-			filepath.WalkDir(filepath.Join(p.dir, "keep-a"), func(path string, d os.DirEntry, err error) error {
-				if err == nil && !d.IsDir() {
-					r, _ := filepath.Rel(filepath.Join(p.dir, "keep-a"), path)
-					names = append(names, r)
-				}
-				return nil
-			})
-			slices.Sort(names)
-			wantNames := []string{"lib/liba.a/a1.o", "lib/liba.a/a3.o", "lib/libw.a/w1.o", "obj/nv.o", "obj/cls.o", "obj/core.o", "obj/hot.o",
-				"obj/main.o", "obj/t1.o", strings.TrimPrefix(filepath.Join(p.dir, "obj/dead.o"), "/")}
-			slices.Sort(wantNames)
-			if !slices.Equal(names, wantNames) {
-				t.Fatalf("--keep-native-objects names:\n got  %q\n want %q", names, wantNames)
-			}
-			for _, n := range names {
-				a, _ := os.ReadFile(filepath.Join(p.dir, "keep-a", n))
-				b, err := os.ReadFile(filepath.Join(p.dir, "keep-b", n))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n == "obj/hot.o" {
-					t.Logf("hot.o: %d bytes with the link's options, %d with -fno-unroll-loops -fno-vectorize", len(a), len(b))
-					if len(b) >= len(a) {
-						t.Errorf("hot.o with -fno-unroll-loops -fno-vectorize is %d bytes, not smaller than %d", len(b), len(a))
-					}
-					continue
-				}
-				if !bytes.Equal(a, b) {
-					t.Errorf("%s changed although its compile command did not", n)
-				}
-			}
-			// Without per-module options the hot loop is vectorised too.
-			p.mustLink(t, p.mainLink("app-c"), func(o *thinlink.Options) { o.KeepNativeObjects = "keep-c" })
-			c, _ := os.ReadFile(filepath.Join(p.dir, "keep-c/obj/hot.o"))
-			b, _ := os.ReadFile(filepath.Join(p.dir, "keep-b/obj/hot.o"))
-			if len(c) <= len(b) {
-				t.Errorf("hot.o without --compdb is %d bytes, not larger than the -fno-unroll-loops one (%d)", len(c), len(b))
-			}
+	eachToolchain(t, func(t *testing.T, tc toolchain, p *project) {
+		dbPath := filepath.Join(p.dir, "compile_commands.json")
+		db, err := thinlink.LoadCompDB(dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lr, err := p.link(t, p.mainLink("app-a"), func(o *thinlink.Options) {
+			o.CompDB = db
+			o.KeepNativeObjects = "keep-a"
 		})
-	}
+		if err != nil {
+			t.Fatalf("%v\n%s", err, lr.stderr)
+		}
+		// Every module matches its compile command (by -o, through "..",
+		// an absolute path, a thin archive, a regular archive's member).
+		if strings.Contains(lr.stderr, "no compile command") {
+			t.Errorf("modules without a compile command:\n%s", lr.stderr)
+		}
+		mustEqual(t, "--compdb build's output", run(t, p.dir, nil, "./app-a"), wantMain)
+
+		// The same database, but the hot loop's module not unrolled or vectorised.
+		var entries []map[string]any
+		data, _ := os.ReadFile(dbPath)
+		json.Unmarshal(data, &entries)
+		changed := 0
+		for _, e := range entries {
+			if e["file"] == "src/hot.c" {
+				e["arguments"] = append(e["arguments"].([]any), "-fno-unroll-loops", "-fno-vectorize")
+				changed++
+			}
+		}
+		if changed != 1 {
+			t.Fatalf("hot.c not in the database")
+		}
+		data, _ = json.Marshal(entries)
+		os.WriteFile(filepath.Join(p.dir, "compdb-b.json"), data, 0o644)
+		dbB, err := thinlink.LoadCompDB(filepath.Join(p.dir, "compdb-b.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.mustLink(t, p.mainLink("app-b"), func(o *thinlink.Options) {
+			o.CompDB = dbB
+			o.KeepNativeObjects = "keep-b"
+		})
+		mustEqual(t, "--compdb build's output", run(t, p.dir, nil, "./app-b"), wantMain)
+
+		var names []string
+		filepath.WalkDir(filepath.Join(p.dir, "keep-a"), func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				r, _ := filepath.Rel(filepath.Join(p.dir, "keep-a"), path)
+				names = append(names, r)
+			}
+			return nil
+		})
+		slices.Sort(names)
+		wantNames := []string{"lib/liba.a/a1.o", "lib/liba.a/a3.o", "lib/libw.a/w1.o", "obj/nv.o", "obj/cls.o", "obj/core.o", "obj/hot.o",
+			"obj/main.o", "obj/t1.o", strings.TrimPrefix(filepath.Join(p.dir, "obj/dead.o"), "/")}
+		slices.Sort(wantNames)
+		if !slices.Equal(names, wantNames) {
+			t.Fatalf("--keep-native-objects names:\n got  %q\n want %q", names, wantNames)
+		}
+		for _, n := range names {
+			a, _ := os.ReadFile(filepath.Join(p.dir, "keep-a", n))
+			b, err := os.ReadFile(filepath.Join(p.dir, "keep-b", n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == "obj/hot.o" {
+				t.Logf("hot.o: %d bytes with the link's options, %d with -fno-unroll-loops -fno-vectorize", len(a), len(b))
+				if len(b) >= len(a) {
+					t.Errorf("hot.o with -fno-unroll-loops -fno-vectorize is %d bytes, not smaller than %d", len(b), len(a))
+				}
+				continue
+			}
+			if !bytes.Equal(a, b) {
+				t.Errorf("%s changed although its compile command did not", n)
+			}
+		}
+		// Without per-module options the hot loop is vectorised too.
+		p.mustLink(t, p.mainLink("app-c"), func(o *thinlink.Options) { o.KeepNativeObjects = "keep-c" })
+		c, _ := os.ReadFile(filepath.Join(p.dir, "keep-c/obj/hot.o"))
+		b, _ := os.ReadFile(filepath.Join(p.dir, "keep-b/obj/hot.o"))
+		if len(c) <= len(b) {
+			t.Errorf("hot.o without --compdb is %d bytes, not larger than the -fno-unroll-loops one (%d)", len(c), len(b))
+		}
+	})
 }
 
 // TestLinkErrors: bad input yields the linker's own message and what
 // thindist was doing, and no work directory is left behind.
 func TestLinkErrors(t *testing.T) {
-	for _, tc := range toolchains(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			p := newProject(t, tc)
-			cxx := tc.tool("clang++")
-			base := []string{cxx, "-O2", "-flto=thin", "-fuse-ld=lld"}
-			cases := []struct {
-				name string
-				cmd  []string
-				want []string
-			}{
-				{"no bitcode", append(base, "obj/asm.o", "obj/nolto.o", "-o", "e1"),
-					[]string{"looking for bitcode", "no input of the link is LLVM bitcode"}},
-				{"missing archive", append(base, "obj/main.o", "obj/core.o", "lib/libmissing.a", "-o", "e2"),
-					[]string{"the thin link", "lib/libmissing.a", "no such file"}},
-				{"duplicate symbol", append(base, "obj/main.o", "obj/core.o", "-Llib", "-la", "-Wl,lib/libt.a", "obj/asm.o",
-					"obj/nolto.o", "obj/hot.o", "obj/cls.o", "lib/libw.a", "obj/core.o", "-o", "e5"),
-					[]string{"the thin link", "duplicate symbol", "f_core"}},
-				{"undefined symbol", append(base, "obj/main.o", "obj/cls.o", "-o", "e3"),
-					[]string{"the final link", "undefined symbol", "f_core"}},
-				{"not lld", []string{cxx, "-O2", "-flto=thin", "obj/main.o", "-o", "e4"},
-					[]string{"needs lld", "-fuse-ld=lld"}},
+	eachToolchain(t, func(t *testing.T, tc toolchain, p *project) {
+		cxx := tc.tool("clang++")
+		base := []string{cxx, "-O2", "-flto=thin", "-fuse-ld=lld"}
+		cases := []struct {
+			name string
+			cmd  []string
+			want []string
+		}{
+			{"no bitcode", append(base, "obj/asm.o", "obj/nolto.o", "-o", "e1"),
+				[]string{"looking for bitcode", "no input of the link is LLVM bitcode"}},
+			{"missing archive", append(base, "obj/main.o", "obj/core.o", "lib/libmissing.a", "-o", "e2"),
+				[]string{"the thin link", "lib/libmissing.a", "no such file"}},
+			{"duplicate symbol", append(base, "obj/main.o", "obj/core.o", "-Llib", "-la", "-Wl,lib/libt.a", "obj/asm.o",
+				"obj/nolto.o", "obj/hot.o", "obj/cls.o", "lib/libw.a", "obj/core.o", "-o", "e5"),
+				[]string{"the thin link", "duplicate symbol", "f_core"}},
+			{"undefined symbol", append(base, "obj/main.o", "obj/cls.o", "-o", "e3"),
+				[]string{"the final link", "undefined symbol", "f_core"}},
+			{"not lld", []string{cxx, "-O2", "-flto=thin", "obj/main.o", "-o", "e4"},
+				[]string{"needs lld", "-fuse-ld=lld"}},
+		}
+		for _, c := range cases {
+			lr, err := p.link(t, c.cmd, nil)
+			if err == nil {
+				t.Errorf("%s: no error", c.name)
+				continue
 			}
-			for _, c := range cases {
-				lr, err := p.link(t, c.cmd, nil)
-				if err == nil {
-					t.Errorf("%s: no error", c.name)
-					continue
-				}
-				for _, w := range c.want {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("%s: error lacks %q:\n%v\n%s", c.name, w, err, lr.stderr)
-					}
-				}
-				out := c.cmd[len(c.cmd)-1]
-				if fileExists(filepath.Join(p.dir, out+".thindist.d")) || fileExists(filepath.Join(p.dir, out)) {
-					t.Errorf("%s: left the work directory or an output behind", c.name)
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: error lacks %q:\n%v\n%s", c.name, w, err, lr.stderr)
 				}
 			}
-		})
-	}
+			out := c.cmd[len(c.cmd)-1]
+			if fileExists(filepath.Join(p.dir, out+".thindist.d")) || fileExists(filepath.Join(p.dir, out)) {
+				t.Errorf("%s: left the work directory or an output behind", c.name)
+			}
+		}
+	})
 }
 
 // TestLinkFromSubdir links with every module named through "..": lld writes
@@ -443,28 +427,24 @@ func TestBackendFailure(t *testing.T) {
 // itself, -r, a thin archive under --whole-archive holding bitcode and an
 // assembly object.
 func TestDirectLLDRelocatable(t *testing.T) {
-	for _, tc := range toolchains(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			p := newProject(t, tc)
-			cmd := []string{tc.tool("ld.lld"), "-m", "elf_x86_64", "-r", "-o", "OUT", "--whole-archive", "vmlinux.a", "--no-whole-archive"}
-			out := func(o string) []string { c := slices.Clone(cmd); c[5] = o; return c }
-			os.MkdirAll(filepath.Join(p.dir, "k-objs"), 0o755)
-			run(t, p.dir, nil, append(out("ip.o"), "--lto-obj-path=k-objs/lto")...)
-			res := p.mustLink(t, out("tl.o"), keepKept)
-			sameAsInProcess(t, p, "k-objs", res)
-			if len(res.Modules) != 2 {
-				t.Errorf("compiled %d modules, want 2 (k1.o, k2.o)", len(res.Modules))
-			}
-			if !strings.HasSuffix(res.Actions[0].Command()[0], "/clang") {
-				t.Errorf("backend compiler %q, want the clang beside ld.lld", res.Actions[0].Command()[0])
-			}
-			for _, o := range []string{"ip", "tl"} {
-				run(t, p.dir, nil, tc.tool("clang"), "-fuse-ld=lld", "obj/maink.o", o+".o", "-o", o+"-k")
-				mustEqual(t, o+" program", run(t, p.dir, nil, "./"+o+"-k"), wantK)
-			}
-		})
-	}
+	eachToolchain(t, func(t *testing.T, tc toolchain, p *project) {
+		cmd := []string{tc.tool("ld.lld"), "-m", "elf_x86_64", "-r", "-o", "OUT", "--whole-archive", "vmlinux.a", "--no-whole-archive"}
+		out := func(o string) []string { c := slices.Clone(cmd); c[5] = o; return c }
+		os.MkdirAll(filepath.Join(p.dir, "k-objs"), 0o755)
+		run(t, p.dir, nil, append(out("ip.o"), "--lto-obj-path=k-objs/lto")...)
+		res := p.mustLink(t, out("tl.o"), keepKept)
+		sameAsInProcess(t, p, "k-objs", res)
+		if len(res.Modules) != 2 {
+			t.Errorf("compiled %d modules, want 2 (k1.o, k2.o)", len(res.Modules))
+		}
+		if !strings.HasSuffix(res.Actions[0].Command()[0], "/clang") {
+			t.Errorf("backend compiler %q, want the clang beside ld.lld", res.Actions[0].Command()[0])
+		}
+		for _, o := range []string{"ip", "tl"} {
+			run(t, p.dir, nil, tc.tool("clang"), "-fuse-ld=lld", "obj/maink.o", o+".o", "-o", o+"-k")
+			mustEqual(t, o+" program", run(t, p.dir, nil, "./"+o+"-k"), wantK)
+		}
+	})
 }
 
 // TestActionsRepeat: two links of the same inputs produce the same actions,
@@ -498,21 +478,17 @@ func TestActionsRepeat(t *testing.T) {
 // what the thin link extracted from it is linked in the final link even
 // where the optimised code no longer refers to it (a3.o's constructor).
 func TestUserStartLib(t *testing.T) {
-	for _, tc := range toolchains(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			p := newProject(t, tc)
-			cmd := p.mainLink("app")
-			i := slices.Index(cmd, "-la")
-			cmd = slices.Replace(cmd, i, i+1, "-Wl,--start-lib", "obj/a1.o", "obj/an.o", "obj/a2.o", "obj/an2.o", "obj/a3.o", "-Wl,--end-lib")
-			ref := slices.Clone(cmd)
-			ref[len(ref)-1] = "ref"
-			run(t, p.dir, nil, ref...)
-			mustEqual(t, "in-process build", run(t, p.dir, nil, "./ref"), wantMain)
-			p.mustLink(t, cmd, nil)
-			mustEqual(t, "thindist link build", run(t, p.dir, nil, "./app"), wantMain)
-		})
-	}
+	eachToolchain(t, func(t *testing.T, tc toolchain, p *project) {
+		cmd := p.mainLink("app")
+		i := slices.Index(cmd, "-la")
+		cmd = slices.Replace(cmd, i, i+1, "-Wl,--start-lib", "obj/a1.o", "obj/an.o", "obj/a2.o", "obj/an2.o", "obj/a3.o", "-Wl,--end-lib")
+		ref := slices.Clone(cmd)
+		ref[len(ref)-1] = "ref"
+		run(t, p.dir, nil, ref...)
+		mustEqual(t, "in-process build", run(t, p.dir, nil, "./ref"), wantMain)
+		p.mustLink(t, cmd, nil)
+		mustEqual(t, "thindist link build", run(t, p.dir, nil, "./app"), wantMain)
+	})
 }
 
 // sameAsInProcess: without --compdb the backends use what in-process ThinLTO
@@ -561,37 +537,33 @@ func TestArchivesGivenTwice(t *testing.T) {
 // executor chain as DTLTO, so a second link of the same inputs is served
 // from the action cache and runs no backend; the binary is byte-identical.
 func TestSecondLinkCompilesNothing(t *testing.T) {
-	for _, tc := range toolchains(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			p := newProject(t, tc)
-			log := filepath.Join(p.dir, "compiles.log")
-			wrapper := filepath.Join(p.dir, "clang-wrapper")
-			script := fmt.Sprintf("#!/bin/sh\necho x >> %q\nexec %q \"$@\"\n", log, tc.tool("clang"))
-			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			useWrapper := func(o *thinlink.Options) { o.Compiler = wrapper }
-			compiles := func() int {
-				data, _ := os.ReadFile(log)
-				return bytes.Count(data, []byte("x\n"))
-			}
-			first := p.mustLink(t, p.mainLink("app1"), useWrapper)
-			n1 := compiles()
-			if n1 != len(first.Actions) || n1 == 0 {
-				t.Fatalf("first link: %d compiles for %d actions", n1, len(first.Actions))
-			}
-			p.mustLink(t, p.mainLink("app2"), useWrapper)
-			if n2 := compiles() - n1; n2 != 0 {
-				t.Errorf("second link ran the compiler %d times, want 0 (all cached)", n2)
-			}
-			a1, _ := os.ReadFile(filepath.Join(p.dir, "app1"))
-			a2, _ := os.ReadFile(filepath.Join(p.dir, "app2"))
-			if len(a1) == 0 || !bytes.Equal(a1, a2) {
-				t.Errorf("the cached link's binary differs from the first")
-			}
-		})
-	}
+	eachToolchain(t, func(t *testing.T, tc toolchain, p *project) {
+		log := filepath.Join(p.dir, "compiles.log")
+		wrapper := filepath.Join(p.dir, "clang-wrapper")
+		script := fmt.Sprintf("#!/bin/sh\necho x >> %q\nexec %q \"$@\"\n", log, tc.tool("clang"))
+		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		useWrapper := func(o *thinlink.Options) { o.Compiler = wrapper }
+		compiles := func() int {
+			data, _ := os.ReadFile(log)
+			return bytes.Count(data, []byte("x\n"))
+		}
+		first := p.mustLink(t, p.mainLink("app1"), useWrapper)
+		n1 := compiles()
+		if n1 != len(first.Actions) || n1 == 0 {
+			t.Fatalf("first link: %d compiles for %d actions", n1, len(first.Actions))
+		}
+		p.mustLink(t, p.mainLink("app2"), useWrapper)
+		if n2 := compiles() - n1; n2 != 0 {
+			t.Errorf("second link ran the compiler %d times, want 0 (all cached)", n2)
+		}
+		a1, _ := os.ReadFile(filepath.Join(p.dir, "app1"))
+		a2, _ := os.ReadFile(filepath.Join(p.dir, "app2"))
+		if len(a1) == 0 || !bytes.Equal(a1, a2) {
+			t.Errorf("the cached link's binary differs from the first")
+		}
+	})
 }
 
 // TestImportsMatchLLD: the imports thindist link reads from each shard's
@@ -599,50 +571,46 @@ func TestSecondLinkCompilesNothing(t *testing.T) {
 // (the thin link run again with that flag), for archives, thin archives and
 // --whole-archive members, with lld 19 and 22.
 func TestImportsMatchLLD(t *testing.T) {
-	for _, tc := range toolchains(t) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			p := newProject(t, tc)
-			res := p.mustLink(t, p.mainLink("app"), func(o *thinlink.Options) { o.KeepWorkDir = true })
-			cmd := append(slices.Clone(res.ThinLink), "-Xlinker", "--thinlto-emit-imports-files")
-			run(t, p.dir, nil, cmd...)
-			withImports := 0
-			for _, a := range res.Actions {
-				var shard string
-				var got []string
-				for _, in := range a.Inputs {
-					switch in.Role {
-					case action.RoleIndex:
-						shard = in.Path
-					case action.RoleImport:
-						got = append(got, in.Path)
-					}
-				}
-				data, err := os.ReadFile(filepath.Join(p.dir, strings.TrimSuffix(shard, ".thinlto.bc")+".imports"))
-				if err != nil {
-					t.Fatalf("%s: lld's imports file: %v", a.ID, err)
-				}
-				var want []string
-				for _, l := range strings.Split(string(data), "\n") {
-					if l != "" {
-						want = append(want, l)
-					}
-				}
-				slices.Sort(got)
-				slices.Sort(want)
-				if !slices.Equal(got, want) {
-					t.Errorf("%s: imports %q, lld's imports file %q", a.ID, got, want)
-				}
-				if len(want) > 0 {
-					withImports++
+	eachToolchain(t, func(t *testing.T, tc toolchain, p *project) {
+		res := p.mustLink(t, p.mainLink("app"), func(o *thinlink.Options) { o.KeepWorkDir = true })
+		cmd := append(slices.Clone(res.ThinLink), "-Xlinker", "--thinlto-emit-imports-files")
+		run(t, p.dir, nil, cmd...)
+		withImports := 0
+		for _, a := range res.Actions {
+			var shard string
+			var got []string
+			for _, in := range a.Inputs {
+				switch in.Role {
+				case action.RoleIndex:
+					shard = in.Path
+				case action.RoleImport:
+					got = append(got, in.Path)
 				}
 			}
-			// The project's modules call each other: the comparison must
-			// not be vacuous.
-			if withImports == 0 {
-				t.Fatalf("no module imports anything; the test proves nothing")
+			data, err := os.ReadFile(filepath.Join(p.dir, strings.TrimSuffix(shard, ".thinlto.bc")+".imports"))
+			if err != nil {
+				t.Fatalf("%s: lld's imports file: %v", a.ID, err)
 			}
-			t.Logf("%d of %d modules import from others; all match lld's imports files", withImports, len(res.Actions))
-		})
-	}
+			var want []string
+			for _, l := range strings.Split(string(data), "\n") {
+				if l != "" {
+					want = append(want, l)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: imports %q, lld's imports file %q", a.ID, got, want)
+			}
+			if len(want) > 0 {
+				withImports++
+			}
+		}
+		// The project's modules call each other: the comparison must
+		// not be vacuous.
+		if withImports == 0 {
+			t.Fatalf("no module imports anything; the test proves nothing")
+		}
+		t.Logf("%d of %d modules import from others; all match lld's imports files", withImports, len(res.Actions))
+	})
 }

@@ -306,3 +306,14 @@ func mustEqual(t *testing.T, what, got, want string) {
 		t.Fatalf("%s:\n got  %q\n want %q", what, got, want)
 	}
 }
+
+// eachToolchain runs test as a parallel subtest per installed toolchain,
+// each with a project of its own.
+func eachToolchain(t *testing.T, test func(t *testing.T, tc toolchain, p *project)) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, tc, newProject(t, tc))
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/testprog"
 )
 
 func TestResponseFileRoundTrip(t *testing.T) {
@@ -156,10 +157,8 @@ func TestHint(t *testing.T) {
 // TestReadArchive checks the reader against llvm-ar's GNU archives with
 // long names, regular and thin, and a BSD archive.
 func TestReadArchive(t *testing.T) {
-	ar := "/usr/lib/llvm-22/bin/llvm-ar"
-	if _, err := os.Stat(ar); err != nil {
-		t.Skip("llvm-ar 22 not installed")
-	}
+	testprog.NeedLLVM(t, testprog.LLVMBin(), "llvm-ar")
+	ar := filepath.Join(testprog.LLVMBin(), "llvm-ar")
 	dir := t.TempDir()
 	long := "a_member_with_a_name_longer_than_sixteen.o"
 	os.WriteFile(filepath.Join(dir, long), []byte("BC\xc0\xde rest"), 0o644)
