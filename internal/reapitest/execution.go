@@ -171,29 +171,11 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		if q := time.Duration(s.queueFor.Load()); q != 0 {
-			var wait <-chan time.Time // nil: until the server stops
-			if q > 0 {
-				wait = time.After(q)
-			}
-			select {
-			case <-wait:
-			case <-s.ctx.Done():
-			}
-		}
+		s.stall(time.Duration(s.queueFor.Load()))
 		op.setStage(repb.ExecutionStage_EXECUTING)
-		if d := time.Duration(s.executingFor.Load()); d != 0 {
-			// A worker took the action and went silent (SIGKILLed): the
-			// server keeps reporting it EXECUTING.
-			var wait <-chan time.Time // nil: until the server stops
-			if d > 0 {
-				wait = time.After(d)
-			}
-			select {
-			case <-wait:
-			case <-s.ctx.Done():
-			}
-		}
+		// A worker took the action and went silent (SIGKILLed): the server
+		// keeps reporting it EXECUTING.
+		s.stall(time.Duration(s.executingFor.Load()))
 		resp := s.run(s.ctx, req.GetInstanceName(), action, command)
 		if resp.GetStatus().GetCode() == int32(codes.OK) && resp.GetResult().GetExitCode() == 0 && !action.GetDoNotCache() {
 			s.ac.put(req.GetInstanceName(), req.GetActionDigest(), resp.GetResult())
@@ -641,4 +623,20 @@ func (s *FakeServer) dirToProto(p string, children *[]*repb.Directory) (*repb.Di
 		}
 	}
 	return dir, nil
+}
+
+// stall waits d (0: not at all; negative: until the server stops), or less
+// if the server stops first.
+func (s *FakeServer) stall(d time.Duration) {
+	if d == 0 {
+		return
+	}
+	var wait <-chan time.Time // nil: until the server stops
+	if d > 0 {
+		wait = time.After(d)
+	}
+	select {
+	case <-wait:
+	case <-s.ctx.Done():
+	}
 }
