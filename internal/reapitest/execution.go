@@ -176,6 +176,11 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 		// A worker took the action and went silent (SIGKILLed): the server
 		// keeps reporting it EXECUTING.
 		s.stall(time.Duration(s.executingFor.Load()))
+		if s.ctx.Err() != nil {
+			// Stopped during a hold: the action never reached a worker.
+			op.finish(&repb.ExecuteResponse{Status: grpcStatus(status.Error(codes.Unavailable, "reapitest: server stopped"))})
+			return
+		}
 		resp := s.run(s.ctx, req.GetInstanceName(), action, command)
 		if resp.GetStatus().GetCode() == int32(codes.OK) && resp.GetResult().GetExitCode() == 0 && !action.GetDoNotCache() {
 			s.ac.put(req.GetInstanceName(), req.GetActionDigest(), resp.GetResult())

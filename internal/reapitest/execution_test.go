@@ -339,3 +339,44 @@ func TestExecuteStagesAndExecutingFor(t *testing.T) {
 		t.Fatalf("result %v", res)
 	}
 }
+
+// TestStopWaitsWhoeverCallsIt: a server started with a context stops when
+// that context ends, and a Stop called meanwhile (a test's cleanup, right
+// after t.Context() ended) returns only once running actions have finished
+// and their execution directories are gone: it once returned at once, and
+// the test's temporary directory could not be removed.
+func TestStopWaitsWhoeverCallsIt(t *testing.T) {
+	needTools(t, "/bin/sh", "/bin/sleep")
+	roots := t.TempDir()
+	s := NewFakeServer(Options{ExecRootDir: roots})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := s.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	c := newClients(t, addr)
+	// The shell's child keeps its output pipe open after the shell is
+	// killed, so the action takes exec.Cmd's WaitDelay (2 s) to wind down:
+	// long enough to see whether Stop waits for it.
+	ad := actionSpec{args: []string{"/bin/sh", "-c", "sleep 30; :"},
+		files: map[string]map[string]inputFile{"": {"x": {data: []byte("x")}}}}.build(t, c)
+	if _, err := c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: ad}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if ents, _ := os.ReadDir(roots); len(ents) > 0 && s.Stats().Executions > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the action did not start")
+		}
+	}
+	cancel()
+	time.Sleep(50 * time.Millisecond) // let Start's watcher begin stopping first
+	s.Stop()
+	if ents, _ := os.ReadDir(roots); len(ents) != 0 {
+		t.Fatalf("Stop returned with %d execution directories left", len(ents))
+	}
+}

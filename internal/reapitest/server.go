@@ -160,7 +160,8 @@ type FakeServer struct {
 	uploads  []UploadRecord
 	rpcs     map[string]int64
 
-	wg sync.WaitGroup // background executions
+	wg   sync.WaitGroup // background executions
+	down chan struct{}  // closed when Stop has finished
 
 	executions      atomic.Int64
 	executeCalls    atomic.Int64
@@ -194,6 +195,7 @@ func NewFakeServer(opts Options) *FakeServer {
 		faults:   map[string]map[Fault]int{},
 		instSeen: map[string]bool{},
 		rpcs:     map[string]int64{},
+		down:     make(chan struct{}),
 	}
 	s.queueFor.Store(int64(opts.QueueFor))
 	s.inlineOutputs.Store(opts.InlineOutputs)
@@ -307,11 +309,19 @@ func (s *FakeServer) Addr() string {
 }
 
 // Stop closes the listener and all connections, cancels running actions and
-// waits for them to finish. It is idempotent.
+// waits for them to finish. It is idempotent, and every call returns only
+// once the server is down: Start's watcher of a cancelled t.Context() and
+// the test's own cleanup may both call it, and the second must not return
+// while executions still write into a directory the test is about to remove.
 func (s *FakeServer) Stop() {
 	s.mu.Lock()
-	if !s.started || s.stopped {
+	if !s.started {
 		s.mu.Unlock()
+		return
+	}
+	if s.stopped {
+		s.mu.Unlock()
+		<-s.down
 		return
 	}
 	s.stopped = true
@@ -320,6 +330,7 @@ func (s *FakeServer) Stop() {
 	s.mu.Unlock()
 	g.Stop()
 	s.wg.Wait()
+	close(s.down)
 }
 
 // CallRecord is one RPC as seen by the server.
