@@ -110,7 +110,7 @@ const (
 	keyHashPath  = 'b'
 )
 
-const digestDomain = "thindist/bitcode.NormalizedDigest/v2\x00"
+const digestDomain = "thindist/bitcode.NormalizedDigest/v3\x00"
 
 // NormalizedDigest returns a SHA-256 over a canonical rendering of the
 // shard's decoded record stream in which the path of every module-table

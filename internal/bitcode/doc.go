@@ -59,14 +59,18 @@
 // summary block is therefore rendered by canonicalSummary: every value id
 // replaced by its GUID, the GUID records by the sorted set of GUIDs, the
 // function and variable summaries (then the aliases) sorted by GUID while
-// the summaries of one GUID keep their stream order. LLVM's reader keys
+// the summaries of one GUID keep their stream order. The type metadata
+// records (FS_TYPE_TESTS and the four vcall kinds, written for whole-program
+// devirtualisation and CFI) hold type id GUIDs and offsets, no value ids;
+// the writer puts them just before the function summary they describe, so
+// they move with it. LLVM's reader keys
 // summaries by GUID and appends those of one GUID in stream order, so equal
 // renderings read into the same index. This is done only for a block
 // exactly as LLVM 22 writes it for a distributed backend (summary version
 // 12; only record codes whose layout is known, so that no value id stays
 // behind under another numbering; the writer's phase order; every value id
-// resolvable and every count consistent). Any other block (type tests,
-// parameter access, memprof records, another summary version) is rendered
+// resolvable and every count consistent). Any other block (parameter
+// access, memprof records, another summary version) is rendered
 // as decoded, value ids and all: a miss across such links, never a
 // conflation.
 //

@@ -13,6 +13,11 @@ const (
 	fsCombinedGlobalVarRefs  = 6  // [valueid, modid, flags, varflags, n x valueid]
 	fsCombinedAlias          = 8  // [valueid, modid, flags, aliasee valueid or 0]
 	fsVersion                = 10 // [summary version]
+	fsTypeTests              = 11 // [n x typeid GUID]: type metadata of the function summary that follows
+	fsTypeTestAssumeVCalls   = 12 // [n x (typeid GUID, offset)]
+	fsTypeCheckedLoadVCalls  = 13 // [n x (typeid GUID, offset)]
+	fsTypeTestAssumeConstVC  = 14 // [typeid GUID, offset, n x arg]
+	fsTypeCheckedLoadConstVC = 15 // [typeid GUID, offset, n x arg]
 	fsValueGUID              = 16 // [valueid, guid >> 32, guid & 0xffffffff]
 	fsCFIFunctionDefs        = 17 // [n x (strtab offset, size)]
 	fsCFIFunctionDecls       = 18 // [n x (strtab offset, size)]
@@ -35,7 +40,8 @@ func summaryPhase(code uint64) (int, bool) {
 		return 1, true
 	case fsValueGUID:
 		return 2, true
-	case fsCombinedProfile, fsCombinedGlobalVarRefs:
+	case fsCombinedProfile, fsCombinedGlobalVarRefs, fsTypeTests, fsTypeTestAssumeVCalls,
+		fsTypeCheckedLoadVCalls, fsTypeTestAssumeConstVC, fsTypeCheckedLoadConstVC:
 		return 3, true
 	case fsCombinedAlias:
 		return 4, true
@@ -77,12 +83,31 @@ func (h *heldEvent) event() *event {
 		code: h.code, ops: h.ops, blob: h.blob, hasBlob: h.hasBlob}
 }
 
+// typeMetadataOK reports whether ops fit the layout of a type metadata
+// record (codes 11-15). They hold type id GUIDs, offsets and constant
+// arguments, never value ids, so they are rendered as they are.
+func typeMetadataOK(code uint64, ops []uint64) bool {
+	switch code {
+	case fsTypeTests:
+		return len(ops) > 0
+	case fsTypeTestAssumeVCalls, fsTypeCheckedLoadVCalls:
+		return len(ops) > 0 && len(ops)%2 == 0
+	case fsTypeTestAssumeConstVC, fsTypeCheckedLoadConstVC:
+		return len(ops) >= 2
+	}
+	return false
+}
+
 // summaryUnit is one summary record with its value ids replaced by GUIDs.
 type summaryUnit struct {
 	guid uint64 // of the record's own value id
 	seq  int    // position in the stream
 	ops  []summaryOp
 	code uint64
+	// meta are the type metadata records (whole-program devirtualisation,
+	// CFI) the writer puts just before a function summary; they belong to
+	// it and move with it.
+	meta []heldEvent
 }
 
 type summaryOp struct {
@@ -156,14 +181,24 @@ func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, o
 
 	var units, aliases []summaryUnit
 	var rest []heldEvent // abbreviations and records without value ids, in order
+	var meta []heldEvent // type metadata waiting for its function summary
 	for seq, ev := range evs {
 		if ev.kind != evRecord {
 			rest = append(rest, ev)
 			continue
 		}
+		if len(meta) > 0 && ev.code != fsCombinedProfile && !typeMetadataOK(ev.code, ev.ops) {
+			return nil, false // type metadata not followed by a function summary
+		}
 		var isID func(i int) bool
 		ops := ev.ops
 		switch ev.code {
+		case fsTypeTests, fsTypeTestAssumeVCalls, fsTypeCheckedLoadVCalls, fsTypeTestAssumeConstVC, fsTypeCheckedLoadConstVC:
+			if !typeMetadataOK(ev.code, ops) {
+				return nil, false
+			}
+			meta = append(meta, ev)
+			continue
 		case fsCombinedProfile:
 			if len(ops) < combinedProfileFixedOps {
 				return nil, false
@@ -196,6 +231,9 @@ func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, o
 			continue
 		}
 		u := summaryUnit{seq: seq, code: ev.code}
+		if ev.code == fsCombinedProfile {
+			u.meta, meta = meta, nil
+		}
 		for i, v := range ops {
 			if i == 1 { // modid, in every layout above
 				m, ok := modules[v]
@@ -227,6 +265,10 @@ func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, o
 		} else {
 			units = append(units, u)
 		}
+	}
+
+	if len(meta) > 0 {
+		return nil, false // type metadata at the end of the block
 	}
 
 	// Render. The digester frames every field, so the rendering is
@@ -263,6 +305,10 @@ func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, o
 					d.tag('v')
 				}
 				d.uint(op.v)
+			}
+			d.uint(uint64(len(u.meta)))
+			for i := range u.meta {
+				d.event(u.meta[i].event())
 			}
 		}
 	}

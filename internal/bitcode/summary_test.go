@@ -160,25 +160,45 @@ func renumber(evs []heldEvent, mods map[uint64][]byte, rng *rand.Rand) ([]heldEv
 	}
 	if first >= 0 {
 		// Reorder by a random rank per GUID, keeping the order of the
-		// summaries of one GUID (which the reader keeps too).
+		// summaries of one GUID (which the reader keeps too). Type
+		// metadata records go with the function summary after them, as
+		// the writer puts them.
 		guidOf := map[uint64]uint64{}
 		for _, ev := range evs {
 			if ev.kind == evRecord && ev.code == fsValueGUID {
 				guidOf[ev.ops[0]] = ev.ops[1]<<32 | ev.ops[2]
 			}
 		}
-		rank := map[uint64]int{}
-		units := evs[first : last+1]
-		for _, u := range units {
-			if _, ok := rank[guidOf[u.ops[0]]]; !ok {
-				rank[guidOf[u.ops[0]]] = rng.Int()
+		for first > 0 && isTypeMetadata(evs[first-1]) {
+			first--
+		}
+		var groups [][]heldEvent
+		var cur []heldEvent
+		for _, ev := range evs[first : last+1] {
+			cur = append(cur, ev)
+			if !isTypeMetadata(ev) {
+				groups = append(groups, cur)
+				cur = nil
 			}
 		}
-		sort.SliceStable(units, func(i, j int) bool {
-			return rank[guidOf[units[i].ops[0]]] < rank[guidOf[units[j].ops[0]]]
-		})
+		rank := map[uint64]int{}
+		key := func(g []heldEvent) uint64 { return guidOf[g[len(g)-1].ops[0]] }
+		for _, g := range groups {
+			if _, ok := rank[key(g)]; !ok {
+				rank[key(g)] = rng.Int()
+			}
+		}
+		sort.SliceStable(groups, func(i, j int) bool { return rank[key(groups[i])] < rank[key(groups[j])] })
+		units := evs[first:first]
+		for _, g := range groups {
+			units = append(units, g...)
+		}
 	}
 	return evs, newMods
+}
+
+func isTypeMetadata(ev heldEvent) bool {
+	return ev.kind == evRecord && ev.code >= fsTypeTests && ev.code <= fsTypeCheckedLoadConstVC
 }
 
 func mustCanon(t *testing.T, evs []heldEvent, mods map[uint64][]byte) []byte {
@@ -284,10 +304,22 @@ func TestCanonicalSummaryRefuses(t *testing.T) {
 		t.Fatal("the well-formed block was refused")
 	}
 	for name, mutate := range map[string]func([]heldEvent) []heldEvent{
-		"other version":      func(e []heldEvent) []heldEvent { e[0].ops[0] = 11; return e },
-		"no version":         func(e []heldEvent) []heldEvent { return e[1:] },
-		"unknown record":     func(e []heldEvent) []heldEvent { return append(e, rec(25, 1, 2, 3)) },
-		"type tests":         func(e []heldEvent) []heldEvent { return append(e[:4], append([]heldEvent{rec(11, 5)}, e[4:]...)...) },
+		"other version":  func(e []heldEvent) []heldEvent { e[0].ops[0] = 11; return e },
+		"no version":     func(e []heldEvent) []heldEvent { return e[1:] },
+		"unknown record": func(e []heldEvent) []heldEvent { return append(e, rec(25, 1, 2, 3)) },
+		"type tests before a variable": func(e []heldEvent) []heldEvent {
+			return append(e[:5], append([]heldEvent{rec(fsTypeTests, 5)}, e[5:]...)...)
+		},
+		"type tests at the end": func(e []heldEvent) []heldEvent { return append(e, rec(fsTypeTests, 5)) },
+		"empty type tests": func(e []heldEvent) []heldEvent {
+			return append(e[:4], append([]heldEvent{rec(fsTypeTests)}, e[4:]...)...)
+		},
+		"odd vcall list": func(e []heldEvent) []heldEvent {
+			return append(e[:4], append([]heldEvent{rec(fsTypeTestAssumeVCalls, 5, 8, 6)}, e[4:]...)...)
+		},
+		"short const vcall": func(e []heldEvent) []heldEvent {
+			return append(e[:4], append([]heldEvent{rec(fsTypeCheckedLoadConstVC, 5)}, e[4:]...)...)
+		},
 		"out of phase":       func(e []heldEvent) []heldEvent { e[5], e[6] = e[6], e[5]; return e },
 		"unknown value id":   func(e []heldEvent) []heldEvent { e[4].ops[9] = 7; return e },
 		"numrefs too large":  func(e []heldEvent) []heldEvent { e[4].ops[6] = 9; return e },
