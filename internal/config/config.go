@@ -27,6 +27,9 @@ type Config struct {
 	CacheSize string
 	// NoCache turns the local cache off.
 	NoCache bool
+	// NoForkServer execs every local compiler instead of forking it from a
+	// server started once per compiler.
+	NoForkServer bool
 
 	// ConfigFile is a file of `flag = value` lines read before the
 	// environment and the command line (lowest precedence).
@@ -66,6 +69,12 @@ func (c *Config) Register(fs *FlagSet) {
 	fs.String(&c.CacheSize, "cache-size", "Cache", "SIZE", "10G",
 		"evict least recently used entries when the cache grows past SIZE (e.g. 500M, 10G)")
 	fs.Bool(&c.NoCache, "no-cache", "Cache", false, "neither read nor write the local cache")
+	fs.Bool(&c.NoForkServer, "no-fork-server", "Execution", false,
+		"exec every local compiler process. By default thindist starts each compiler once,\n"+
+			"stopped before main (a small LD_PRELOAD shim it builds with that compiler), and\n"+
+			"forks it for every job: the job's argv, environment and directory are the same,\n"+
+			"the objects are byte-identical, and the ~30 ms clang spends loading libLLVM per\n"+
+			"process is paid once. Compilers it cannot serve (static, scripts) are exec'd")
 	fs.String(&c.Progress, "progress", "Reporting", "auto|always|never", "auto",
 		"draw a live progress line on stderr: auto draws it when stderr is a terminal")
 	fs.String(&c.ConfigFile, "config", "Configuration", "FILE", "",

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/forkserver"
 )
 
 // Limiter bounds how many processes run on this machine at once. The local
@@ -47,6 +48,10 @@ type LocalOptions struct {
 	// KillDelay is how long a cancelled compiler has between SIGTERM (which
 	// lets clang remove its own temporary files) and SIGKILL.
 	KillDelay time.Duration
+	// ForkServers, if not nil, forks compilers from a server started once
+	// per compiler instead of exec'ing each; a job the pool cannot take
+	// (forkserver.ErrUnavailable) is exec'd as usual.
+	ForkServers *forkserver.Pool
 }
 
 // NewLocal returns an executor that runs each action as a process on this
@@ -90,6 +95,12 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 		}
 		defer release()
 	}
+	if l.opts.ForkServers != nil {
+		res, err := l.fork(ctx, a, argv, dir)
+		if !errors.Is(err, forkserver.ErrUnavailable) {
+			return res, err
+		}
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = l.opts.Env
@@ -122,6 +133,26 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 	}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
+		return res, fmt.Errorf("%s: cannot run the compiler %q: %w", a.ID, argv[0], err)
+	}
+	return res, nil
+}
+
+// fork runs argv through the fork-server pool, with the same process
+// group, cancellation and output capture as an exec'd compiler.
+func (l *local) fork(ctx context.Context, a *action.Action, argv []string, dir string) (*Result, error) {
+	var stdout, stderr capped
+	start := time.Now()
+	st, err := l.opts.ForkServers.Run(ctx, argv, dir, l.opts.Env, &stdout, &stderr, l.opts.KillDelay)
+	if errors.Is(err, forkserver.ErrUnavailable) {
+		return nil, err
+	}
+	res := &Result{Where: Local, Wall: time.Since(start), Stdout: stdout.b, Stderr: stderr.b,
+		CPU: st.CPU, ExitCode: st.ExitCode, Signal: st.Signal}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	if err != nil {
 		return res, fmt.Errorf("%s: cannot run the compiler %q: %w", a.ID, argv[0], err)
 	}
 	return res, nil

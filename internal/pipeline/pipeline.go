@@ -20,6 +20,7 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/forkserver"
 	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/report"
@@ -176,19 +177,25 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter}))
-	chain, parallel := local, cfg.Jobs
 	finishers := []func(){closeLimiter}
 	finish := func() {
 		for i := len(finishers) - 1; i >= 0; i-- {
 			finishers[i]()
 		}
 	}
-
 	dir := cfg.CacheDir
 	if dir == "" {
 		dir = config.DefaultCacheDir(env.Getenv)
 	}
+	var forks *forkserver.Pool
+	if !cfg.NoForkServer {
+		var closeForks func()
+		forks, closeForks = forkServers(dir, limited(warn))
+		finishers = append(finishers, closeForks)
+	}
+	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, ForkServers: forks}))
+	chain, parallel := local, cfg.Jobs
+
 	var disk *cache.Disk
 	if !cfg.NoCache {
 		if disk, err = cache.OpenDisk(dir); err != nil {
@@ -228,6 +235,25 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		}
 	})
 	return executor.Verified(cached), parallel, finish, nil
+}
+
+// forkServers returns the pool that forks local compilers. Its shim is
+// built once in the cache directory (also under --no-cache: it is not a
+// cached result), else in a private temporary directory removed at the
+// end; never in a directory others can write, since whatever is there is
+// preloaded into the compiler.
+func forkServers(cacheDir string, warn func(string, ...any)) (*forkserver.Pool, func()) {
+	shimDir, cleanup := filepath.Join(cacheDir, "forkserver"), func() {}
+	if err := os.MkdirAll(shimDir, 0o755); err != nil {
+		tmp, err := os.MkdirTemp("", "thindist-forkserver-")
+		if err != nil {
+			warn("not forking compilers: %v", err)
+			return nil, func() {}
+		}
+		shimDir, cleanup = tmp, func() { os.RemoveAll(tmp) }
+	}
+	pool := forkserver.NewPool(shimDir, os.Environ(), warn)
+	return pool, func() { pool.Close(); cleanup() }
 }
 
 // limited passes on the first few warnings of one kind (cache, remote) of

@@ -1,0 +1,56 @@
+package executor
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/forkserver"
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+// TestLocalForks: with a fork-server pool the local executor runs the
+// compiler as a child of its server, not of thindist; without one, or for
+// a compiler the pool refuses (a script), it execs it as before.
+func TestLocalForks(t *testing.T) {
+	testprog.NeedLLVM(t, testprog.LLVMBin(), "clang")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "cc.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho $PPID\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pool := forkserver.NewPool(t.TempDir(), os.Environ(), t.Logf)
+	defer pool.Close()
+	pool.CC = filepath.Join(testprog.LLVMBin(), "clang") // /bin/sh cannot build the shim
+	parent := func(e Executor, argv ...string) int {
+		t.Helper()
+		a := &action.Action{ID: "m.o", Dir: dir}
+		for _, s := range argv {
+			a.Args = append(a.Args, action.Arg{Text: s})
+		}
+		res, err := e.Execute(t.Context(), a, []string{filepath.Join(dir, "out.o")})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v: %+v %v", argv, res, err)
+		}
+		ppid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+		if err != nil {
+			t.Fatalf("stdout %q", res.Stdout)
+		}
+		return ppid
+	}
+	forked := NewLocal(LocalOptions{ForkServers: pool})
+	plain := NewLocal(LocalOptions{})
+	me := os.Getpid()
+	if p := parent(forked, "/bin/sh", "-c", "echo $PPID"); p == me {
+		t.Errorf("with a pool, the compiler is still thindist's child")
+	}
+	if p := parent(plain, "/bin/sh", "-c", "echo $PPID"); p != me {
+		t.Errorf("without a pool, the compiler's parent is %d, not thindist (%d)", p, me)
+	}
+	if p := parent(forked, script); p != me {
+		t.Errorf("a script compiler was not exec'd: parent %d", p)
+	}
+}

@@ -1,0 +1,443 @@
+// Package forkserver starts a compiler once and forks it for every backend
+// job instead of exec'ing it anew.
+//
+// Debian's clang-22 spends about 30 ms of every process loading, relocating
+// and initialising libLLVM and libclang-cpp before main runs: on small
+// ThinLTO backends that is most of the job, and it is what makes a
+// process-per-backend distributor slower than lld's in-process threads. A
+// small shim (shim.c, compiled once with the compiler at hand and loaded
+// with LD_PRELOAD) stops the compiler just before its main and serves fork
+// requests: each child enters main with the job's argv, environment,
+// working directory and output streams, as exec would have started it, in
+// a process group of its own, and the shim reports its wait status and
+// resource usage. Objects are byte-identical to exec'd ones (tested).
+//
+// Only dynamically linked ELF executables are served; a server that does
+// not say hello (a static compiler, a secure-execution binary that ignores
+// LD_PRELOAD) is an error, and callers run the job with exec instead.
+package forkserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrUnavailable wraps every error that means "run this job another way":
+// the server could not start, has died, or cannot take this request.
+var ErrUnavailable = errors.New("fork server unavailable")
+
+// Status is how a forked job ended.
+type Status struct {
+	ExitCode int    // -1 when killed by a signal
+	Signal   string // the signal's name when killed by one
+	CPU      time.Duration
+}
+
+const (
+	msgHello   = 0
+	msgStarted = 1
+	msgExited  = 2
+
+	fdEnv = "THINDIST_FORKSERVER_FD"
+	// requestMax is what one SOCK_SEQPACKET datagram may carry here: the
+	// socket's default send buffer is about 208 KiB.
+	requestMax = 192 << 10
+)
+
+// Server is one running compiler, stopped before main, that forks jobs.
+type Server struct {
+	conn *net.UnixConn
+	cmd  *exec.Cmd
+
+	mu     sync.Mutex
+	nextID uint32
+	byID   map[uint32]*job
+	byPid  map[int]*job
+	err    error // set once the server is gone
+	done   chan struct{}
+}
+
+type job struct {
+	started  chan struct{} // closed when pid (or startErr) is known
+	pid      int
+	startErr error
+	exited   chan exit // buffered, one value
+}
+
+type exit struct {
+	status    syscall.WaitStatus
+	user, sys time.Duration
+	err       error // the server died before the job ended
+}
+
+// Start starts compiler with the shim preloaded and waits for its hello.
+// env is the environment the jobs will get; the server's own is env plus
+// LD_PRELOAD and the socket's descriptor.
+func Start(ctx context.Context, compiler, shim string, env []string) (*Server, error) {
+	if err := checkELF(compiler); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: socketpair: %v", ErrUnavailable, err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "forkserver"), os.NewFile(uintptr(fds[1]), "forkserver-shim")
+	defer theirs.Close()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	conn := fc.(*net.UnixConn)
+
+	cmd := exec.Command(compiler)
+	cmd.Env = append(withPreload(env, shim), fdEnv+"=3")
+	cmd.ExtraFiles = []*os.File{theirs}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	theirs.Close()
+	s := &Server{conn: conn, cmd: cmd, byID: map[uint32]*job{}, byPid: map[int]*job{}, done: make(chan struct{})}
+
+	hello := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		n, err := conn.Read(buf)
+		switch {
+		case err != nil:
+			hello <- err
+		case n != 8 || binary.LittleEndian.Uint32(buf) != msgHello:
+			hello <- fmt.Errorf("unexpected first message (%d bytes)", n)
+		default:
+			hello <- nil
+		}
+	}()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case err = <-hello:
+	case <-timer.C:
+		err = errors.New("no hello in 10s")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		conn.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		msg := bytes.TrimSpace(stderr.Bytes())
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		return nil, fmt.Errorf("%w: %s did not start serving (%v) %s", ErrUnavailable, compiler, err, msg)
+	}
+	go s.read()
+	return s, nil
+}
+
+// withPreload returns env with shim first in LD_PRELOAD.
+func withPreload(env []string, shim string) []string {
+	out := make([]string, 0, len(env)+1)
+	preload := shim
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
+			if v != "" {
+				preload += ":" + v
+			}
+			continue
+		}
+		if _, ok := strings.CutPrefix(kv, fdEnv+"="); ok {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "LD_PRELOAD="+preload)
+}
+
+// errNotELF marks a compiler that is not an ELF executable (a wrapper
+// script): it is exec'd without a word, as expected.
+var errNotELF = errors.New("not an ELF executable")
+
+// checkELF refuses what the shim cannot serve faithfully: a script's
+// interpreter would take the job's argv[0] for the script.
+func checkELF(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil || string(magic[:]) != "\x7fELF" {
+		return fmt.Errorf("%s: %w", path, errNotELF)
+	}
+	return nil
+}
+
+// read dispatches the shim's messages until the socket closes.
+func (s *Server) read() {
+	buf := make([]byte, 64)
+	var err error
+	for {
+		var n int
+		n, err = s.conn.Read(buf)
+		if err != nil {
+			break
+		}
+		m := buf[:n]
+		if n < 4 {
+			err = fmt.Errorf("short message (%d bytes)", n)
+			break
+		}
+		switch binary.LittleEndian.Uint32(m) {
+		case msgStarted:
+			if n != 16 {
+				err = fmt.Errorf("started message of %d bytes", n)
+				break
+			}
+			id := binary.LittleEndian.Uint32(m[4:])
+			pid := int(binary.LittleEndian.Uint32(m[8:]))
+			errno := syscall.Errno(binary.LittleEndian.Uint32(m[12:]))
+			s.mu.Lock()
+			j := s.byID[id]
+			delete(s.byID, id)
+			if j != nil {
+				if pid == 0 {
+					j.startErr = fmt.Errorf("%w: the server could not fork: %v", ErrUnavailable, errno)
+				} else {
+					j.pid = pid
+					s.byPid[pid] = j
+				}
+				close(j.started)
+			}
+			s.mu.Unlock()
+		case msgExited:
+			if n != 36 {
+				err = fmt.Errorf("exited message of %d bytes", n)
+				break
+			}
+			pid := int(binary.LittleEndian.Uint32(m[4:]))
+			e := exit{
+				status: syscall.WaitStatus(binary.LittleEndian.Uint32(m[8:])),
+				user:   time.Duration(binary.LittleEndian.Uint64(m[12:])) * time.Microsecond,
+				sys:    time.Duration(binary.LittleEndian.Uint64(m[20:])) * time.Microsecond,
+			}
+			s.mu.Lock()
+			j := s.byPid[pid]
+			delete(s.byPid, pid)
+			s.mu.Unlock()
+			if j != nil {
+				j.exited <- e
+			}
+		default:
+			err = fmt.Errorf("unknown message %d", binary.LittleEndian.Uint32(m))
+		}
+		if err != nil {
+			break
+		}
+	}
+	// The server is gone (or speaks nonsense): fail what waits on it. Jobs
+	// it had forked lose their parent's report; kill them so that none
+	// outlives the run, and let their callers run them again another way.
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: the server stopped: %v", ErrUnavailable, err)
+	}
+	for id, j := range s.byID {
+		j.startErr = s.err
+		close(j.started)
+		delete(s.byID, id)
+	}
+	for pid, j := range s.byPid {
+		syscall.Kill(-pid, syscall.SIGKILL)
+		j.exited <- exit{err: s.err}
+		delete(s.byPid, pid)
+	}
+	s.mu.Unlock()
+	s.conn.Close()
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	close(s.done)
+}
+
+// Close stops the server; jobs still running are killed.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: closed", ErrUnavailable)
+	}
+	s.mu.Unlock()
+	s.conn.CloseRead()
+	s.conn.Close()
+	<-s.done
+}
+
+// Run forks a job: argv in dir with env, its stdout and stderr copied to
+// the writers. When ctx ends the job's process group gets SIGTERM, and
+// SIGKILL killDelay later. An error wrapping ErrUnavailable means the job
+// did not run to completion through the server and may be run again
+// another way; ctx's error means it was cancelled.
+func (s *Server) Run(ctx context.Context, argv []string, dir string, env []string, stdout, stderr io.Writer, killDelay time.Duration) (Status, error) {
+	payload, err := request(argv, dir, env)
+	if err != nil {
+		return Status{}, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Status{}, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return Status{}, err
+	}
+	j := &job{started: make(chan struct{}), exited: make(chan exit, 1)}
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return Status{}, s.err
+	}
+	s.nextID++
+	id := s.nextID
+	binary.LittleEndian.PutUint32(payload, id)
+	s.byID[id] = j
+	s.mu.Unlock()
+
+	_, _, err = s.conn.WriteMsgUnix(payload, syscall.UnixRights(int(outW.Fd()), int(errW.Fd())), nil)
+	outW.Close()
+	errW.Close()
+	copied := make(chan struct{}, 2)
+	drain := func(w io.Writer, r *os.File) {
+		io.Copy(w, r)
+		copied <- struct{}{}
+	}
+	go drain(stdout, outR)
+	go drain(stderr, errR)
+	closeReaders := func() {
+		// A grandchild that keeps the pipes open (a wrapper's daemon) must
+		// not hold the job forever: what it writes later is lost.
+		timer := time.NewTimer(killDelay)
+		defer timer.Stop()
+		for range 2 {
+			select {
+			case <-copied:
+			case <-timer.C:
+				outR.Close()
+				errR.Close()
+				<-copied
+			}
+		}
+		outR.Close()
+		errR.Close()
+	}
+	if err != nil {
+		s.mu.Lock()
+		delete(s.byID, id)
+		s.mu.Unlock()
+		closeReaders()
+		return Status{}, fmt.Errorf("%w: sending the job: %v", ErrUnavailable, err)
+	}
+	<-j.started
+	if j.startErr != nil {
+		closeReaders()
+		return Status{}, j.startErr
+	}
+
+	var e exit
+	select {
+	case e = <-j.exited:
+	case <-ctx.Done():
+		syscall.Kill(-j.pid, syscall.SIGTERM)
+		timer := time.NewTimer(killDelay)
+		select {
+		case e = <-j.exited:
+		case <-timer.C:
+			syscall.Kill(-j.pid, syscall.SIGKILL)
+			e = <-j.exited
+		}
+		timer.Stop()
+	}
+	if ctx.Err() != nil {
+		// Whatever of the group ignored SIGTERM.
+		syscall.Kill(-j.pid, syscall.SIGKILL)
+	}
+	closeReaders()
+	if e.err != nil {
+		return Status{}, e.err
+	}
+	st := Status{ExitCode: e.status.ExitStatus(), CPU: e.user + e.sys}
+	if e.status.Signaled() {
+		st.ExitCode, st.Signal = -1, e.status.Signal().String()
+	}
+	if ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+	return st, nil
+}
+
+// request encodes a job, leaving room for its id. Strings are
+// NUL-terminated and each list ends with an empty one, so an empty argument
+// cannot be sent (it would end argv early): such a job runs another way.
+func request(argv []string, dir string, env []string) ([]byte, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("forkserver: empty argv")
+	}
+	n := 4 + len(dir) + 3
+	for _, list := range [][]string{argv, env} {
+		for _, a := range list {
+			n += len(a) + 1
+		}
+	}
+	if n > requestMax {
+		return nil, fmt.Errorf("%w: the job's arguments and environment take %d bytes, over %d", ErrUnavailable, n, requestMax)
+	}
+	b := make([]byte, 4, n)
+	add := func(s string) error {
+		if strings.IndexByte(s, 0) >= 0 {
+			return fmt.Errorf("%w: a NUL byte in %q", ErrUnavailable, s)
+		}
+		b = append(append(b, s...), 0)
+		return nil
+	}
+	if err := add(dir); err != nil {
+		return nil, err
+	}
+	for _, a := range argv {
+		if a == "" {
+			return nil, fmt.Errorf("%w: an empty argument", ErrUnavailable)
+		}
+		if err := add(a); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, 0)
+	for _, kv := range env {
+		if kv == "" {
+			continue
+		}
+		if err := add(kv); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, 0), nil
+}

@@ -1,0 +1,287 @@
+package forkserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+var llvmBin = testprog.LLVMBin()
+
+// shim builds the shim once per test with the test toolchain's clang.
+func shim(t *testing.T) string {
+	t.Helper()
+	testprog.NeedLLVM(t, llvmBin, "clang")
+	so, err := BuildShim(t.Context(), filepath.Join(llvmBin, "clang"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return so
+}
+
+func start(t *testing.T, compiler string) *Server {
+	t.Helper()
+	s, err := Start(t.Context(), compiler, shim(t), os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func run(t *testing.T, s *Server, ctx context.Context, dir string, env []string, argv ...string) (Status, string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	st, err := s.Run(ctx, argv, dir, env, &out, &errb, 2*time.Second)
+	return st, out.String(), errb.String(), err
+}
+
+// TestJobIsTheProgram: a forked job gets its own argv, working directory,
+// environment, output streams and process group, and its exit status.
+func TestJobIsTheProgram(t *testing.T) {
+	s := start(t, "/bin/sh")
+	dir := t.TempDir()
+	st, out, errOut, err := run(t, s, t.Context(), dir, []string{"FOO=bar baz", "PATH=" + os.Getenv("PATH")},
+		"sh", "-c", `echo "$0 $1 $FOO"; pwd; echo $$ $(ps -o pgid= -p $$); echo oops >&2; exit 3`, "zero", "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || lines[0] != "zero one bar baz" || lines[1] != dir {
+		t.Fatalf("stdout %q", out)
+	}
+	if f := strings.Fields(lines[2]); len(f) != 2 || f[0] != f[1] {
+		t.Errorf("the job does not lead its process group: pid and pgid %q", lines[2])
+	}
+	if errOut != "oops\n" || st.ExitCode != 3 || st.Signal != "" {
+		t.Errorf("stderr %q, status %+v", errOut, st)
+	}
+	// The environment is the job's only: nothing of the server's leaks.
+	_, out, _, err = run(t, s, t.Context(), dir, []string{"A=1"}, "sh", "-c", "env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != "A=1\nPWD="+dir && strings.TrimSpace(out) != "PWD="+dir+"\nA=1" {
+		t.Errorf("environment %q", out)
+	}
+}
+
+// TestSignalAndCancel: a job killed by a signal reports it; a cancelled
+// job's whole process group is stopped and Run returns ctx's error.
+func TestSignalAndCancel(t *testing.T) {
+	s := start(t, "/bin/sh")
+	st, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "kill -KILL $$")
+	if err != nil || st.Signal != "killed" || st.ExitCode != -1 {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	go func() {
+		for {
+			if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	began := time.Now()
+	// The group's SIGTERM reaches the grandchild too.
+	_, _, _, err = run(t, s, ctx, "/", nil, "sh", "-c", "sleep 60 & echo $! > "+pidFile+"; wait")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled job: %v", err)
+	}
+	if d := time.Since(began); d > 20*time.Second {
+		t.Fatalf("cancellation took %v", d)
+	}
+	t.Logf("cancelled in %v", time.Since(began))
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		t.Fatalf("no grandchild pid in %q", b)
+	}
+	alive := func() bool {
+		// A killed orphan stays a zombie until its new parent reaps it.
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err == nil && !strings.Contains(string(b), ") Z ")
+	}
+	for deadline := time.Now().Add(5 * time.Second); pid > 0 && alive(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's grandchild %d survived the cancellation", pid)
+		}
+	}
+}
+
+// TestServerDeath: when the server dies, running jobs are killed and
+// reported unavailable (the caller runs them again with exec), and so is
+// every later job.
+func TestServerDeath(t *testing.T) {
+	s := start(t, "/bin/sh")
+	done := make(chan error, 1)
+	go func() {
+		_, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "sleep 60")
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	s.cmd.Process.Kill()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("job of a dead server: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job of a dead server did not return")
+	}
+	if _, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "true"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a job after the server died: %v", err)
+	}
+}
+
+// TestRefused: what the shim cannot serve is refused with ErrUnavailable,
+// never run wrongly: a script (its interpreter would read the job's argv
+// as a script name), a static executable (it ignores LD_PRELOAD), a job
+// with an empty argument.
+func TestRefused(t *testing.T) {
+	so := shim(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "cc.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Start(t.Context(), script, so, nil); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("a script: %v", err)
+	}
+	static := filepath.Join(dir, "static")
+	src := filepath.Join(dir, "static.c")
+	os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644)
+	if out, err := exec.Command(filepath.Join(llvmBin, "clang"), "-static", "-o", static, src).CombinedOutput(); err != nil {
+		t.Logf("no static executable to test with: %v\n%s", err, out)
+	} else if _, err := Start(t.Context(), static, so, nil); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("a static executable: %v", err)
+	}
+	s := start(t, "/bin/sh")
+	if _, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "true", ""); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("an empty argument: %v", err)
+	}
+	if _, _, _, err := run(t, s, t.Context(), "/", []string{strings.Repeat("x", requestMax)}, "sh"); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("an oversized environment: %v", err)
+	}
+}
+
+// TestClangObjectsIdentical: clang forked from the server writes the same
+// object as clang exec'd, for a plain compile and for a ThinLTO backend.
+func TestClangObjectsIdentical(t *testing.T) {
+	testprog.NeedLLVM(t, llvmBin, "clang", "ld.lld")
+	clang := filepath.Join(llvmBin, "clang")
+	s := start(t, clang)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int g(int);\nint f(int x) { return g(x) * 3 + 1; }\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.c"), []byte("int g(int x) { return x ^ 0x5a; }\n"), 0o644)
+	execRun := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(clang, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("clang %v: %v\n%s", args, err, out)
+		}
+	}
+	forkRun := func(args ...string) {
+		t.Helper()
+		st, _, errOut, err := run(t, s, t.Context(), dir, os.Environ(), append([]string{clang}, args...)...)
+		if err != nil || st.ExitCode != 0 {
+			t.Fatalf("forked clang %v: %+v %v\n%s", args, st, err, errOut)
+		}
+		if st.CPU <= 0 {
+			t.Errorf("no CPU time reported for %v", args)
+		}
+	}
+	for _, m := range []string{"a", "b"} {
+		execRun("-O2", "-flto=thin", "-c", m+".c", "-o", m+".o")
+	}
+	cmd := exec.Command(filepath.Join(llvmBin, "ld.lld"), "--thinlto-index-only", "-shared", "a.o", "b.o", "-o", "/dev/null")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("thin link: %v\n%s", err, out)
+	}
+	for _, job := range [][]string{
+		{"-O2", "-c", "a.c", "-o", "%s.plain.o"},
+		{"-O2", "-c", "-x", "ir", "a.o", "-fthinlto-index=a.o.thinlto.bc", "-o", "%s.backend.o"},
+	} {
+		name := func(who string) []string {
+			out := append([]string(nil), job...)
+			out[len(out)-1] = strings.Replace(out[len(out)-1], "%s", who, 1)
+			return out
+		}
+		execRun(name("exec")...)
+		forkRun(name("fork")...)
+		a, _ := os.ReadFile(filepath.Join(dir, name("exec")[len(job)-1]))
+		b, _ := os.ReadFile(filepath.Join(dir, name("fork")[len(job)-1]))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%v: the forked clang's object differs (%d vs %d bytes)", job, len(b), len(a))
+		}
+	}
+	// A compile error: exit status and diagnostics as exec'd.
+	os.WriteFile(filepath.Join(dir, "bad.c"), []byte("int f( {\n"), 0o644)
+	st, _, errOut, err := run(t, s, t.Context(), dir, os.Environ(), clang, "-c", "bad.c", "-o", "bad.o")
+	if err != nil || st.ExitCode != 1 || !strings.Contains(errOut, "bad.c:1:") {
+		t.Errorf("compile error: %+v %v %q", st, err, errOut)
+	}
+}
+
+// TestPoolBuildsOnceAndRemembersFailures: the shim is built once; a
+// compiler that cannot be served is warned about once and refused after.
+func TestPoolBuildsOnceAndRemembersFailures(t *testing.T) {
+	testprog.NeedLLVM(t, llvmBin, "clang")
+	dir := t.TempDir()
+	var warnings []string
+	p := NewPool(dir, os.Environ(), func(f string, a ...any) { warnings = append(warnings, f) })
+	defer p.Close()
+	var out, errb bytes.Buffer
+	clang := filepath.Join(llvmBin, "clang")
+	for range 3 {
+		if st, err := p.Run(t.Context(), []string{clang, "--version"}, "/", os.Environ(), &out, &errb, time.Second); err != nil || st.ExitCode != 0 {
+			t.Fatalf("%+v %v", st, err)
+		}
+	}
+	if n := strings.Count(out.String(), "clang version"); n != 3 {
+		t.Errorf("%d version lines from 3 jobs", n)
+	}
+	if sos, _ := filepath.Glob(filepath.Join(dir, "*.so")); len(sos) != 1 {
+		t.Errorf("shims built: %v", sos)
+	}
+	script := filepath.Join(t.TempDir(), "cc.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	for range 2 {
+		if _, err := p.Run(t.Context(), []string{script}, "/", nil, &out, &errb, time.Second); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("a script through the pool: %v", err)
+		}
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings %q about a wrapper script, want none", warnings)
+	}
+	// A compiler that should have served but did not is worth a word, once.
+	static := filepath.Join(t.TempDir(), "static")
+	src := static + ".c"
+	os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644)
+	if out, err := exec.Command(clang, "-static", "-o", static, src).CombinedOutput(); err != nil {
+		t.Skipf("no static executable to test with: %v\n%s", err, out)
+	}
+	for range 2 {
+		if _, err := p.Run(t.Context(), []string{static}, "/", nil, &out, &errb, time.Second); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("a static executable through the pool: %v", err)
+		}
+	}
+	if len(warnings) != 1 {
+		t.Errorf("warnings %q, want one", warnings)
+	}
+}

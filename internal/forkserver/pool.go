@@ -1,0 +1,174 @@
+package forkserver
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+//go:embed shim/shim.c
+var shimSource []byte
+
+// BuildShim compiles the shim with cc (any clang or gcc driver) into dir,
+// once per shim source: dir/forkserver-<hash>.so, written under a
+// temporary name and renamed, so concurrent links never see half a file.
+func BuildShim(ctx context.Context, cc, dir string) (string, error) {
+	// Keyed by the compiler too: a compiler whose default target is not
+	// this machine builds a shim that cannot load, and must not spoil
+	// another's.
+	h := sha256.New()
+	h.Write(shimSource)
+	h.Write([]byte("\x00" + cc))
+	so := filepath.Join(dir, "forkserver-"+hex.EncodeToString(h.Sum(nil)[:8])+".so")
+	if _, err := os.Stat(so); err == nil {
+		return so, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	src, err := os.CreateTemp(dir, "forkserver-*.c")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(src.Name())
+	if _, err := src.Write(shimSource); err != nil {
+		src.Close()
+		return "", err
+	}
+	src.Close()
+	tmp := src.Name() + ".so"
+	defer os.Remove(tmp)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cc, "-shared", "-fPIC", "-O2", "-o", tmp, src.Name(), "-ldl")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the fork-server shim with %s: %v\n%s", cc, err, out)
+	}
+	if err := os.Rename(tmp, so); err != nil {
+		return "", err
+	}
+	return so, nil
+}
+
+// Pool keeps one server per compiler, started on first use. A compiler
+// whose server cannot start is remembered and never tried again in the
+// run. The zero Pool is not usable; see NewPool.
+type Pool struct {
+	// CC builds the shim when the first compiler cannot (it is not a C
+	// compiler driver); "" means cc from PATH.
+	CC string
+
+	dir  string   // where the shim is built
+	env  []string // the jobs' environment
+	warn func(format string, args ...any)
+
+	mu      sync.Mutex
+	shim    string
+	shimErr error
+	servers map[string]*entry
+}
+
+type entry struct {
+	once sync.Once
+	srv  *Server
+	err  error
+}
+
+// NewPool returns a pool that builds its shim in dir and serves jobs whose
+// environment is env. warn, if not nil, hears once per compiler why it is
+// exec'd after all.
+func NewPool(dir string, env []string, warn func(string, ...any)) *Pool {
+	return &Pool{dir: dir, env: env, warn: warn, servers: map[string]*entry{}}
+}
+
+// Run runs argv through the server of argv[0] (resolved with exec.LookPath
+// when it has no slash). See Server.Run; errors wrapping ErrUnavailable
+// mean the caller should exec the job itself.
+func (p *Pool) Run(ctx context.Context, argv []string, dir string, env []string, stdout, stderr io.Writer, killDelay time.Duration) (Status, error) {
+	srv, err := p.server(ctx, argv[0])
+	if err != nil {
+		return Status{}, err
+	}
+	return srv.Run(ctx, argv, dir, env, stdout, stderr, killDelay)
+}
+
+func (p *Pool) server(ctx context.Context, compiler string) (*Server, error) {
+	path, err := exec.LookPath(compiler)
+	if err == nil {
+		path, err = filepath.Abs(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	p.mu.Lock()
+	e := p.servers[path]
+	if e == nil {
+		e = &entry{}
+		p.servers[path] = e
+	}
+	p.mu.Unlock()
+	e.once.Do(func() {
+		// Refuse scripts before anything runs them: building the shim with
+		// a wrapper script would also run the wrapper.
+		if err := checkELF(path); err != nil {
+			e.err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return
+		}
+		var shim string
+		if shim, e.err = p.buildShim(ctx, path); e.err == nil {
+			e.srv, e.err = Start(ctx, path, shim, p.env)
+		}
+		if e.err != nil && p.warn != nil && ctx.Err() == nil && !errors.Is(e.err, errNotELF) {
+			p.warn("%v; running it with exec", e.err)
+		}
+	})
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e.srv, nil
+}
+
+// buildShim builds the shim once per pool, with the first compiler that
+// asks (clang is a C compiler driver too), else with cc from PATH.
+func (p *Pool) buildShim(ctx context.Context, compiler string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shim == "" && p.shimErr == nil {
+		p.shim, p.shimErr = BuildShim(ctx, compiler, p.dir)
+		if p.shimErr != nil {
+			cc := p.CC
+			if cc == "" {
+				cc = "cc"
+			}
+			if cc, err := exec.LookPath(cc); err == nil {
+				if so, err := BuildShim(ctx, cc, p.dir); err == nil {
+					p.shim, p.shimErr = so, nil
+				}
+			}
+		}
+		if p.shimErr != nil {
+			p.shimErr = fmt.Errorf("%w: %v", ErrUnavailable, p.shimErr)
+		}
+	}
+	return p.shim, p.shimErr
+}
+
+// Close stops every server.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.servers {
+		if e.srv != nil {
+			e.srv.Close()
+		}
+	}
+}

@@ -1,0 +1,162 @@
+/*
+ * thindist's fork-server shim. Loaded with LD_PRELOAD into a compiler that
+ * thindist starts with THINDIST_FORKSERVER_FD set, it takes over
+ * __libc_start_main: the dynamic loader has mapped and relocated every
+ * shared library and run their constructors, but the program's main has not
+ * run. From there it serves requests on the socket: each request forks a
+ * child that becomes the compiler exactly as exec would have started it
+ * (the job's argv, environment, working directory, stdout and stderr), but
+ * without paying for loading and relocating libLLVM and libclang-cpp again.
+ *
+ * Messages (little-endian, one per SOCK_SEQPACKET datagram):
+ *   from the shim: u32 0, u32 pid                       hello, serving
+ *                  u32 1, u32 id, u32 pid, u32 errno    started (pid 0: fork failed)
+ *                  u32 2, u32 pid, u32 wait status,
+ *                         u64 user us, u64 system us, u64 maxrss KiB   exited
+ *   to the shim:   u32 id, cwd NUL, argv NUL... NUL, env NUL... NUL,
+ *                  with SCM_RIGHTS [stdout fd, stderr fd]
+ * The shim exits when thindist closes its end of the socket.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef int (*main_fn)(int, char **, char **);
+typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void), void (*)(void), void *);
+
+extern char **environ;
+
+#define REQUEST_MAX (1 << 20)
+
+static void put32(char **p, uint32_t v) { memcpy(*p, &v, 4); *p += 4; }
+static void put64(char **p, uint64_t v) { memcpy(*p, &v, 8); *p += 8; }
+
+/* split reads NUL-terminated strings from *s up to an empty one into a new
+ * NULL-terminated array. */
+static char **split(char **s, char *end, int *n) {
+	int count = 0;
+	for (char *p = *s; p < end && *p; p += strlen(p) + 1) count++;
+	char **v = calloc(count + 1, sizeof *v);
+	if (!v) return NULL;
+	for (int i = 0; i < count; i++) {
+		v[i] = *s;
+		*s += strlen(*s) + 1;
+	}
+	(*s)++;
+	*n = count;
+	return v;
+}
+
+static void reap(int sock) {
+	for (;;) {
+		int st;
+		struct rusage ru;
+		pid_t pid = wait4(-1, &st, WNOHANG, &ru);
+		if (pid <= 0) return;
+		char out[36], *p = out;
+		put32(&p, 2);
+		put32(&p, (uint32_t)pid);
+		put32(&p, (uint32_t)st);
+		put64(&p, (uint64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec);
+		put64(&p, (uint64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec);
+		put64(&p, (uint64_t)ru.ru_maxrss);
+		send(sock, out, sizeof out, MSG_NOSIGNAL);
+	}
+}
+
+int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), void (*fini)(void),
+                      void (*rtld_fini)(void), void *stack_end) {
+	start_fn real = (start_fn)dlsym(RTLD_NEXT, "__libc_start_main");
+	const char *fdv = getenv("THINDIST_FORKSERVER_FD");
+	if (!real) _exit(126);
+	if (!fdv) return real(main, argc, argv, init, fini, rtld_fini, stack_end);
+	int sock = atoi(fdv);
+	sigset_t chld, old;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
+	char *buf = malloc(REQUEST_MAX);
+	if (sfd < 0 || !buf) _exit(126);
+	{
+		char hello[8], *p = hello;
+		put32(&p, 0);
+		put32(&p, (uint32_t)getpid());
+		if (send(sock, hello, sizeof hello, MSG_NOSIGNAL) != sizeof hello) _exit(0);
+	}
+	for (;;) {
+		struct pollfd pf[2] = {{sock, POLLIN, 0}, {sfd, POLLIN, 0}};
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR) continue;
+			_exit(126);
+		}
+		if (pf[1].revents) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof si) < 0) { /* reap anyway */ }
+			reap(sock);
+		}
+		if (!pf[0].revents) continue;
+
+		char cbuf[CMSG_SPACE(2 * sizeof(int))];
+		struct iovec iov = {buf, REQUEST_MAX};
+		struct msghdr mh;
+		memset(&mh, 0, sizeof mh);
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof cbuf;
+		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+		if (n <= 0) _exit(0); /* thindist is done (or gone) */
+		int fds[2] = {-1, -1};
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(2 * sizeof(int)))
+				memcpy(fds, CMSG_DATA(c), sizeof fds);
+		uint32_t id = 0;
+		pid_t pid = -1;
+		int err = EINVAL;
+		char **nargv = NULL, **nenv = NULL;
+		if (n > 4 && buf[n - 1] == 0 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && fds[0] >= 0 && fds[1] >= 0) {
+			memcpy(&id, buf, 4);
+			char *s = buf + 4, *end = buf + n;
+			char *cwd = s;
+			s += strlen(s) + 1;
+			int na = 0, ne = 0;
+			nargv = s < end ? split(&s, end, &na) : NULL;
+			nenv = nargv && s < end ? split(&s, end, &ne) : NULL;
+			if (nargv && nenv && na > 0) {
+				pid = fork();
+				err = errno;
+				if (pid == 0) {
+					close(sock);
+					close(sfd);
+					sigprocmask(SIG_SETMASK, &old, NULL);
+					setpgid(0, 0);
+					if (chdir(cwd) != 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0) _exit(127);
+					environ = nenv;
+					return real(main, na, nargv, init, fini, rtld_fini, stack_end);
+				}
+				if (pid > 0) setpgid(pid, pid); /* whichever of the two runs first */
+			}
+		}
+		free(nargv);
+		free(nenv);
+		if (fds[0] >= 0) close(fds[0]);
+		if (fds[1] >= 0) close(fds[1]);
+		char out[16], *p = out;
+		put32(&p, 1);
+		put32(&p, id);
+		put32(&p, pid > 0 ? (uint32_t)pid : 0);
+		put32(&p, pid > 0 ? 0 : (uint32_t)err);
+		send(sock, out, sizeof out, MSG_NOSIGNAL);
+	}
+}
