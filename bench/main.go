@@ -3,7 +3,7 @@
 // distributor equivalent to LLVM's reference llvm/utils/dtlto/local.py
 // (serial_dist.py here, run by python3 as lld would run local.py), and
 // thindist as lld's DTLTO distributor. For every project it prints the median
-// link times, their ratios and the physical limit of a distributed link:
+// link times, their ratios and the exec limit of a distributed link:
 //
 //	thin link + max(largest backend, Σ backends / cores) + final link
 //
@@ -91,7 +91,7 @@ func main() {
 	flag.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
 	flag.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
 	flag.StringVar(&o.parts, "parts", "links,cache,remote,overhead",
-		"what to measure, comma-separated: links (the methods compared, physical limit, thindist link), cache (issue 3), remote (issue 4), overhead")
+		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead")
 	flag.IntVar(&o.remoteJobs, "remote-jobs", 50, "thindist --remote-jobs in the remote measurement")
 	flag.IntVar(&o.remoteRuns, "remote-runs", 3, "repetitions of the remote measurement (each with a fresh server)")
 	flag.Parse()

@@ -206,6 +206,12 @@ var methods = []method{
 			// clang link line, no cache.
 			return t.thindist, []string{"link", "--no-cache", fmt.Sprintf("--jobs=%d", jobs), "--"}
 		}},
+	{name: "thindist, exec", extra: func(t *tools, jobs int) []string {
+		// The same as "thindist" with every compiler exec'd instead of
+		// forked from a server: what the fork server saves.
+		return []string{"-fthinlto-distributor=" + t.thindist, fmt.Sprintf("-Xthinlto-distributor=--jobs=%d", jobs),
+			"-Xthinlto-distributor=--no-cache", "-Xthinlto-distributor=--no-fork-server"}
+	}},
 }
 
 const (
@@ -213,6 +219,7 @@ const (
 	serial       = 1
 	thindist     = 2
 	thindistLink = 3
+	thindistExec = 4
 )
 
 // projectResult is what benchProject measured.
@@ -262,7 +269,7 @@ func benchProject(ctx context.Context, t *tools, o *options, p *project) (*proje
 	return r, nil
 }
 
-// measureLimit measures the parts of the physical limit: every backend alone
+// measureLimit measures the parts of the exec limit: every backend alone
 // (from one extra serial link that logs each job's time and keeps each
 // object), the thin link alone (--thinlto-index-only) and the final link of
 // the kept native objects.
