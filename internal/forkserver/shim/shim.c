@@ -142,6 +142,8 @@ int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), v
 					sigprocmask(SIG_SETMASK, &old, NULL);
 					setpgid(0, 0);
 					if (chdir(cwd) != 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0) _exit(127);
+					if (fds[0] > 2) close(fds[0]);
+					if (fds[1] > 2 && fds[1] != fds[0]) close(fds[1]);
 					environ = nenv;
 					return real(main, na, nargv, init, fini, rtld_fini, stack_end);
 				}
