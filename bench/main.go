@@ -94,7 +94,15 @@ func main() {
 		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead")
 	flag.IntVar(&o.remoteJobs, "remote-jobs", 50, "thindist --remote-jobs in the remote measurement")
 	flag.IntVar(&o.remoteRuns, "remote-runs", 3, "repetitions of the remote measurement (each with a fresh server)")
+	serve := flag.String("serve-reapitest", "", "internal: run the REAPI test double for the remote part, executing in `DIR`")
 	flag.Parse()
+	if *serve != "" {
+		if err := serveReapitest(*serve); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: REAPI test double: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(o.projects) == 0 {
 		o.projects = projectList{"lua", "gen500"}
 	}

@@ -10,14 +10,14 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/thindist/thindist/internal/reapitest"
 )
 
 // Issue 4's figures, against the in-repo REAPI test double
-// (internal/reapitest, the server the e2e tests use, with zstd) on loopback:
+// (internal/reapitest, the server the e2e tests use, with zstd) on loopback,
+// in a process of its own (remoteserver.go):
 // thindist as lld's DTLTO distributor with --remote and no local cache. Each
 // repetition starts a fresh server: the cold link executes every backend
 // remotely; then the warm relink runs from a copy of the build directory
@@ -72,11 +72,11 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 		if err := os.MkdirAll(execRoot, 0o755); err != nil {
 			return nil, err
 		}
-		srv := reapitest.NewFakeServer(reapitest.Options{Zstd: true, ExecRootDir: execRoot})
-		addr, err := srv.Start(ctx)
+		srv, err := startServerProc(ctx, execRoot)
 		if err != nil {
 			return nil, err
 		}
+		addr := srv.addr
 		link := func(dir string, extra ...string) (timing, error) {
 			args := []string{"-fthinlto-distributor=" + t.thindist, "-Xthinlto-distributor=--no-cache",
 				"-Xthinlto-distributor=--remote=grpc://" + addr, "-Xthinlto-distributor=--remote-fallback=none"}
@@ -85,11 +85,11 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 			}
 			os.Remove(filepath.Join(dir, out))
 			waitQuiet(ctx, o.maxBusy, o.settle)
-			// The server and its workers are this process and its
-			// children: their CPU is not other processes'.
-			self0 := ownCPU()
+			// The server and its workers are the benchmark's: their CPU
+			// is not other processes'.
+			srv0 := srv.cpu()
 			tm, err := timed(ctx, dir, nil, t.tc.Clang, b.LinkArgs(out, args...)...)
-			if srvCPU := ownCPU() - self0 - tm.cpu; srvCPU > 0 && tm.wall > 0 {
+			if srvCPU := srv.cpu() - srv0; srvCPU > 0 && tm.wall > 0 {
 				tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
 			}
 			tm.interference = tm.others
@@ -101,12 +101,16 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 		var r remoteRun
 		r.cold, err = link(b.Dir, fmt.Sprintf("--remote-jobs=%d", o.remoteJobs))
 		if err != nil {
-			srv.Stop()
+			srv.stop()
 			return nil, fmt.Errorf("cold remote link: %w", err)
 		}
-		r.coldStats = srv.Stats()
+		var uploads []reapitest.UploadRecord
+		if r.coldStats, uploads, err = srv.stats(); err != nil {
+			srv.stop()
+			return nil, err
+		}
 		seen := map[string]bool{}
-		for _, u := range srv.Uploads() {
+		for _, u := range uploads {
 			if !seen[u.Hash] {
 				seen[u.Hash] = true
 				r.distinctBytes += u.SizeBytes
@@ -114,18 +118,28 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 		}
 		r.distinctBlobs = len(seen)
 		r.coldSummary = remoteSummary.FindString(string(r.cold.output))
-		srv.ResetStats()
+		if _, err := srv.call("reset"); err != nil {
+			srv.stop()
+			return nil, err
+		}
 		r.warm, err = link(elsewhere)
-		r.warmStats = srv.Stats()
+		if err == nil {
+			r.warmStats, _, err = srv.stats()
+		}
 		if err != nil {
-			srv.Stop()
+			srv.stop()
 			return nil, fmt.Errorf("warm remote relink: %w", err)
 		}
-		srv.ResetStats()
-		srv.SetInlineOutputs(true)
-		r.warmInline, err = link(elsewhere)
-		r.warmInlineStats = srv.Stats()
-		srv.Stop()
+		if _, err := srv.call("reset"); err == nil {
+			_, err = srv.call("inline")
+		}
+		if err == nil {
+			r.warmInline, err = link(elsewhere)
+		}
+		if err == nil {
+			r.warmInlineStats, _, err = srv.stats()
+		}
+		srv.stop()
 		if err != nil {
 			return nil, fmt.Errorf("warm remote relink, server inlining outputs: %w", err)
 		}
@@ -171,17 +185,4 @@ func rpcBreakdown(st reapitest.Stats) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
-}
-
-// ownCPU is the user+system time of this process and of its children that it
-// has waited for.
-func ownCPU() time.Duration {
-	var d time.Duration
-	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
-		var ru syscall.Rusage
-		if syscall.Getrusage(who, &ru) == nil {
-			d += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
-	}
-	return d
 }

@@ -73,8 +73,9 @@ func (c *Config) Register(fs *FlagSet) {
 		"exec every local compiler process. By default thindist starts each compiler once,\n"+
 			"stopped before main (a small LD_PRELOAD shim it builds with that compiler), and\n"+
 			"forks it for every job: the job's argv, environment and directory are the same,\n"+
-			"the objects are byte-identical, and the ~30 ms clang spends loading libLLVM per\n"+
-			"process is paid once. Compilers it cannot serve (static, scripts) are exec'd")
+			"the objects are byte-identical, and most of the ~30 ms a Debian clang spends\n"+
+			"loading libLLVM per process is paid once. Compilers it cannot serve (scripts,\n"+
+			"static binaries) are exec'd")
 	fs.String(&c.Progress, "progress", "Reporting", "auto|always|never", "auto",
 		"draw a live progress line on stderr: auto draws it when stderr is a terminal")
 	fs.String(&c.ConfigFile, "config", "Configuration", "FILE", "",

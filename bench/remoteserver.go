@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/thindist/thindist/internal/reapitest"
+)
+
+// The remote part runs the REAPI test double in a process of its own, as a
+// real server would be: in the benchmark's process, its goroutines and
+// garbage collector shared the Go runtime (and the benchmark's heap) with
+// the measurement. The benchmark starts itself again with
+// -serve-reapitest DIR; that process serves REAPI on loopback, prints its
+// address, and answers one command per line on stdin with one JSON line:
+//
+//	stats    {"stats": reapitest.Stats, "uploads": [reapitest.UploadRecord]}
+//	reset    reapitest.FakeServer.ResetStats
+//	inline   reapitest.FakeServer.SetInlineOutputs(true)
+//
+// and stops at the end of its input.
+
+type serverReply struct {
+	Stats   reapitest.Stats          `json:"stats"`
+	Uploads []reapitest.UploadRecord `json:"uploads,omitempty"`
+	Error   string                   `json:"error,omitempty"`
+}
+
+// serveReapitest is the server process's main.
+func serveReapitest(execRoot string) error {
+	srv := reapitest.NewFakeServer(reapitest.Options{Zstd: true, ExecRootDir: execRoot})
+	addr, err := srv.Start(context.Background())
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	out := json.NewEncoder(os.Stdout)
+	fmt.Println(addr)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var r serverReply
+		switch cmd := strings.TrimSpace(in.Text()); cmd {
+		case "stats":
+			r.Stats, r.Uploads = srv.Stats(), srv.Uploads()
+		case "reset":
+			srv.ResetStats()
+		case "inline":
+			srv.SetInlineOutputs(true)
+		default:
+			r.Error = fmt.Sprintf("unknown command %q", cmd)
+		}
+		if err := out.Encode(&r); err != nil {
+			return err
+		}
+	}
+	return in.Err()
+}
+
+// serverProc is the benchmark's handle on the server process.
+type serverProc struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Reader
+	addr string
+}
+
+func startServerProc(ctx context.Context, execRoot string) (*serverProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-serve-reapitest", execRoot)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &serverProc{cmd: cmd, in: in, out: bufio.NewReader(stdout)}
+	line, err := p.out.ReadString('\n')
+	if err != nil {
+		p.stop()
+		return nil, fmt.Errorf("the REAPI test double did not start: %v", err)
+	}
+	p.addr = strings.TrimSpace(line)
+	return p, nil
+}
+
+func (p *serverProc) call(cmd string) (serverReply, error) {
+	var r serverReply
+	if _, err := io.WriteString(p.in, cmd+"\n"); err != nil {
+		return r, err
+	}
+	line, err := p.out.ReadBytes('\n')
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(line, &r); err != nil {
+		return r, err
+	}
+	if r.Error != "" {
+		return r, errors.New(r.Error)
+	}
+	return r, nil
+}
+
+func (p *serverProc) stats() (reapitest.Stats, []reapitest.UploadRecord, error) {
+	r, err := p.call("stats")
+	return r.Stats, r.Uploads, err
+}
+
+func (p *serverProc) stop() {
+	p.in.Close()
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// cpu is the server's CPU so far, its workers' (children it has waited
+// for) included, from /proc/PID/stat: the benchmark does not count it as
+// other processes' interference.
+func (p *serverProc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	// After the command: state is field 3 of stat, utime 14, stime 15,
+	// cutime 16, cstime 17 (1-based), so f[11..14] here.
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks int64
+	for _, x := range f[11:15] {
+		n, _ := strconv.ParseInt(x, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
