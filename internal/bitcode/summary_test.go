@@ -201,6 +201,25 @@ func isTypeMetadata(ev heldEvent) bool {
 	return ev.kind == evRecord && ev.code >= fsTypeTests && ev.code <= fsTypeCheckedLoadConstVC
 }
 
+// summaryOf returns the shard's summary block events and its module ids'
+// identities, as NormalizedDigest gives them to canonicalSummary.
+func summaryOf(t *testing.T, shard []byte) ([]heldEvent, map[uint64][]byte) {
+	t.Helper()
+	table, err := ModuleTable(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[[5]uint32]int{}
+	for _, m := range table {
+		count[m.Hash]++
+	}
+	mods, ok := moduleIdents(table, count)
+	if !ok {
+		t.Fatal("module identities repeat")
+	}
+	return summaryEvents(t, shard), mods
+}
+
 func mustCanon(t *testing.T, evs []heldEvent, mods map[uint64][]byte) []byte {
 	t.Helper()
 	out, ok := canonicalSummary(evs, mods)
@@ -217,19 +236,7 @@ func TestCanonicalSummaryReal(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	tested := 0
 	for _, shard := range realShards(t) {
-		evs := summaryEvents(t, shard)
-		table, err := ModuleTable(shard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		count := map[[5]uint32]int{}
-		for _, m := range table {
-			count[m.Hash]++
-		}
-		mods, ok := moduleIdents(table, count)
-		if !ok {
-			t.Fatal("module identities repeat")
-		}
+		evs, mods := summaryOf(t, shard)
 		base := mustCanon(t, evs, mods)
 		for i := 0; i < 5; i++ {
 			r, rm := renumber(evs, mods, rng)

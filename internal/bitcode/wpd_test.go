@@ -86,19 +86,7 @@ func TestCanonicalSummaryTypeMetadata(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
 	withMeta := 0
 	for mod, shard := range links[0] {
-		evs := summaryEvents(t, shard)
-		table, err := ModuleTable(shard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		count := map[[5]uint32]int{}
-		for _, m := range table {
-			count[m.Hash]++
-		}
-		mods, ok := moduleIdents(table, count)
-		if !ok {
-			t.Fatal("module identities repeat")
-		}
+		evs, mods := summaryOf(t, shard)
 		base, ok := canonicalSummary(evs, mods)
 		if !ok {
 			t.Fatalf("%s: the summary block was not canonicalised", mod)
