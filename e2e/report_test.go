@@ -14,8 +14,9 @@ import (
 )
 
 // TestTraceAndSummary links through thindist with --trace and checks the
-// trace (valid JSON, one complete "X" event per job on a lane below --jobs)
-// and the summary line.
+// trace (valid JSON, one complete "X" event per job on a lane below --jobs,
+// every clang forked from the fork server rather than exec'd) and the
+// summary line.
 func TestTraceAndSummary(t *testing.T) {
 	t.Parallel()
 	const modules, jobs = 12, 3
@@ -40,6 +41,10 @@ func TestTraceAndSummary(t *testing.T) {
 			Dur  float64 `json:"dur"`
 			Pid  int     `json:"pid"`
 			Tid  int     `json:"tid"`
+			Args struct {
+				Where  string `json:"where"`
+				Forked bool   `json:"forked"`
+			} `json:"args"`
 		} `json:"traceEvents"`
 	}
 	if err := json.Unmarshal(data, &tr); err != nil {
@@ -58,6 +63,9 @@ func TestTraceAndSummary(t *testing.T) {
 		}
 		if names[e.Name] {
 			t.Errorf("two events for %q", e.Name)
+		}
+		if e.Args.Where != "local" || !e.Args.Forked {
+			t.Errorf("event %q: where %q, forked %v: want every backend forked locally", e.Name, e.Args.Where, e.Args.Forked)
 		}
 		names[e.Name] = true
 	}

@@ -70,6 +70,8 @@ type Result struct {
 	CPU time.Duration
 	// Wall is how long the executor took.
 	Wall time.Duration
+	// Forked: the local compiler was forked from a fork server, not exec'd.
+	Forked bool
 }
 
 // Failed reports whether the command did not exit 0.

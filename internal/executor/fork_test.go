@@ -25,7 +25,7 @@ func TestLocalForks(t *testing.T) {
 	pool := forkserver.NewPool(t.TempDir(), os.Environ(), t.Logf)
 	defer pool.Close()
 	pool.CC = filepath.Join(testprog.LLVMBin(), "clang") // /bin/sh cannot build the shim
-	parent := func(e Executor, argv ...string) int {
+	parent := func(e Executor, forked bool, argv ...string) int {
 		t.Helper()
 		a := &action.Action{ID: "m.o", Dir: dir}
 		for _, s := range argv {
@@ -34,6 +34,9 @@ func TestLocalForks(t *testing.T) {
 		res, err := e.Execute(t.Context(), a, []string{filepath.Join(dir, "out.o")})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%v: %+v %v", argv, res, err)
+		}
+		if res.Forked != forked {
+			t.Errorf("%v: Result.Forked %v, want %v", argv, res.Forked, forked)
 		}
 		ppid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
 		if err != nil {
@@ -44,13 +47,13 @@ func TestLocalForks(t *testing.T) {
 	forked := NewLocal(LocalOptions{ForkServers: pool})
 	plain := NewLocal(LocalOptions{})
 	me := os.Getpid()
-	if p := parent(forked, "/bin/sh", "-c", "echo $PPID"); p == me {
+	if p := parent(forked, true, "/bin/sh", "-c", "echo $PPID"); p == me {
 		t.Errorf("with a pool, the compiler is still thindist's child")
 	}
-	if p := parent(plain, "/bin/sh", "-c", "echo $PPID"); p != me {
+	if p := parent(plain, false, "/bin/sh", "-c", "echo $PPID"); p != me {
 		t.Errorf("without a pool, the compiler's parent is %d, not thindist (%d)", p, me)
 	}
-	if p := parent(forked, script); p != me {
+	if p := parent(forked, false, script); p != me {
 		t.Errorf("a script compiler was not exec'd: parent %d", p)
 	}
 }

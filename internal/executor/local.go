@@ -148,7 +148,7 @@ func (l *local) fork(ctx context.Context, a *action.Action, argv []string, dir s
 		return nil, err
 	}
 	res := &Result{Where: Local, Wall: time.Since(start), Stdout: stdout.b, Stderr: stderr.b,
-		CPU: st.CPU, ExitCode: st.ExitCode, Signal: st.Signal}
+		CPU: st.CPU, ExitCode: st.ExitCode, Signal: st.Signal, Forked: true}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}

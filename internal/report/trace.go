@@ -56,6 +56,9 @@ func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err e
 		args["where"] = cat
 		args["cpu_ms"] = res.CPU.Milliseconds()
 		args["status"] = res.Status()
+		if res.Forked {
+			args["forked"] = true
+		}
 	}
 	if err != nil {
 		cat = "failed"
