@@ -72,7 +72,10 @@ type job struct {
 	started  chan struct{} // closed when pid (or startErr) is known
 	pid      int
 	startErr error
-	exited   chan exit // buffered, one value
+	// abandoned: Run returned (cancelled) before the server said the job
+	// started; the reader kills it when it does.
+	abandoned bool
+	exited    chan exit // buffered, one value
 }
 
 type exit struct {
@@ -216,13 +219,18 @@ func (s *Server) read() {
 			s.mu.Lock()
 			j := s.byID[id]
 			delete(s.byID, id)
-			if j != nil {
-				if pid == 0 {
-					j.startErr = fmt.Errorf("%w: the server could not fork: %v", ErrUnavailable, errno)
-				} else {
-					j.pid = pid
-					s.byPid[pid] = j
+			switch {
+			case j == nil:
+			case j.abandoned:
+				if pid != 0 {
+					syscall.Kill(-pid, syscall.SIGKILL)
 				}
+			case pid == 0:
+				j.startErr = fmt.Errorf("%w: the server could not fork: %v", ErrUnavailable, errno)
+				close(j.started)
+			default:
+				j.pid = pid
+				s.byPid[pid] = j
 				close(j.started)
 			}
 			s.mu.Unlock()
@@ -333,10 +341,10 @@ func (s *Server) Run(ctx context.Context, argv []string, dir string, env []strin
 	}
 	go drain(stdout, outR)
 	go drain(stderr, errR)
-	closeReaders := func() {
+	closeReaders := func(wait time.Duration) {
 		// A grandchild that keeps the pipes open (a wrapper's daemon) must
 		// not hold the job forever: what it writes later is lost.
-		timer := time.NewTimer(killDelay)
+		timer := time.NewTimer(wait)
 		defer timer.Stop()
 		for range 2 {
 			select {
@@ -354,12 +362,27 @@ func (s *Server) Run(ctx context.Context, argv []string, dir string, env []strin
 		s.mu.Lock()
 		delete(s.byID, id)
 		s.mu.Unlock()
-		closeReaders()
+		closeReaders(killDelay)
 		return Status{}, fmt.Errorf("%w: sending the job: %v", ErrUnavailable, err)
 	}
-	<-j.started
+	select {
+	case <-j.started:
+	case <-ctx.Done():
+		// A server that does not answer must not hold up an interrupt.
+		s.mu.Lock()
+		select {
+		case <-j.started: // it answered meanwhile: go on as usual
+		default:
+			j.abandoned = true
+		}
+		s.mu.Unlock()
+		if j.abandoned {
+			closeReaders(0) // the job never ran here: nothing to read
+			return Status{}, ctx.Err()
+		}
+	}
 	if j.startErr != nil {
-		closeReaders()
+		closeReaders(killDelay)
 		return Status{}, j.startErr
 	}
 
@@ -373,7 +396,14 @@ func (s *Server) Run(ctx context.Context, argv []string, dir string, env []strin
 		case e = <-j.exited:
 		case <-timer.C:
 			syscall.Kill(-j.pid, syscall.SIGKILL)
-			e = <-j.exited
+			// The kill cannot fail to end it; only a server that stopped
+			// answering can keep its report: do not wait for that forever.
+			timer.Reset(killDelay)
+			select {
+			case e = <-j.exited:
+			case <-timer.C:
+				e = exit{err: fmt.Errorf("%w: no report of the killed job %d", ErrUnavailable, j.pid)}
+			}
 		}
 		timer.Stop()
 	}
@@ -381,8 +411,11 @@ func (s *Server) Run(ctx context.Context, argv []string, dir string, env []strin
 		// Whatever of the group ignored SIGTERM.
 		syscall.Kill(-j.pid, syscall.SIGKILL)
 	}
-	closeReaders()
+	closeReaders(killDelay)
 	if e.err != nil {
+		if ctx.Err() != nil {
+			return Status{}, ctx.Err()
+		}
 		return Status{}, e.err
 	}
 	st := Status{ExitCode: e.status.ExitStatus(), CPU: e.user + e.sys}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,12 +111,7 @@ func TestSignalAndCancel(t *testing.T) {
 	if pid <= 0 {
 		t.Fatalf("no grandchild pid in %q", b)
 	}
-	alive := func() bool {
-		// A killed orphan stays a zombie until its new parent reaps it.
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		return err == nil && !strings.Contains(string(b), ") Z ")
-	}
-	for deadline := time.Now().Add(5 * time.Second); pid > 0 && alive(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job's grandchild %d survived the cancellation", pid)
 		}
@@ -284,4 +280,48 @@ func TestPoolBuildsOnceAndRemembersFailures(t *testing.T) {
 	if len(warnings) != 1 {
 		t.Errorf("warnings %q, want one", warnings)
 	}
+}
+
+// TestStuckServerDoesNotHoldAnInterrupt: a server that does not answer
+// (stopped here) does not keep a cancelled job waiting; the job it forks
+// once it answers again is killed at once.
+func TestStuckServerDoesNotHoldAnInterrupt(t *testing.T) {
+	s := start(t, "/bin/sh")
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_, _, _, err := run(t, s, ctx, "/", nil, "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 60")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a job of a stopped server: %v", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Fatalf("the cancelled job took %v to return", d)
+	}
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	// The server takes requests in order: once a later job has run, the
+	// abandoned one has been forked and reported, and so killed.
+	if st, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "true"); err != nil || st.ExitCode != 0 {
+		t.Fatalf("a job after the server resumed: %+v %v", st, err)
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 {
+		return // killed before its shell wrote anything
+	}
+	for deadline := time.Now().Add(10 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the abandoned job %d still runs", pid)
+		}
+	}
+}
+
+// alive reports whether pid runs; a killed orphan stays a zombie until its
+// new parent reaps it, and counts as dead.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
 }
