@@ -604,10 +604,16 @@ func TestRemoteDoctor(t *testing.T) {
 	_, addr := fakeRemote(t, reapitest.Options{Zstd: true})
 	dir := t.TempDir()
 	code, out := runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang)
-	if code != 0 || !strings.Contains(out, "all checks passed") || !strings.Contains(out, "clang version 22") {
+	if code != 0 || !strings.Contains(out, "all checks passed") || !strings.Contains(out, "clang version 22") ||
+		!strings.Contains(out, "ok    fork server for") {
 		t.Errorf("doctor: exit %d\n%s", code, out)
 	}
 	t.Logf("%s", out)
+	// Without --remote: the local checks only.
+	code, out = runThindist(t, dir, nil, "doctor", "--compiler="+clang)
+	if code != 0 || !strings.Contains(out, "ok    fork server for") || !strings.Contains(out, "skip  remote checks") {
+		t.Errorf("doctor without --remote: exit %d\n%s", code, out)
+	}
 	other := filepath.Join(dir, "old-clang")
 	os.WriteFile(other, []byte("#!/bin/sh\necho 'Debian clang version 19.1.7'\n"), 0o777)
 	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang, "--remote-compiler="+other)

@@ -50,7 +50,7 @@ Usage:
   thindist link [flags] -- LINK-COMMAND
                                distributed ThinLTO with any lld: see 'thindist link --help'
   thindist cache stats|clear   show or empty the local cache
-  thindist doctor --remote URL [--remote-* ...] [--compiler CLANG]
+  thindist doctor [--compiler CLANG] [--remote URL [--remote-* ...]]
                                check a remote execution service: connection,
                                capabilities, CAS, the workers' compiler version
   thindist help                this text

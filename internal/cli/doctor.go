@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,9 +16,12 @@ import (
 	"github.com/thindist/thindist/internal/remote"
 )
 
-// doctorCmd runs `thindist doctor --remote URL [--remote-* ...] [--compiler CLANG]`:
-// connectivity, capabilities, a CAS round trip, and whether the workers'
-// compiler reports the same version as the local one.
+const doctorUsage = "usage: thindist doctor [--compiler CLANG] [--remote grpc[s]://HOST:PORT [--remote-* flags]]\n"
+
+// doctorCmd runs `thindist doctor [--compiler CLANG] [--remote URL ...]`:
+// the local compiler and whether it can be forked from a fork server; with
+// --remote, connectivity, capabilities, a CAS round trip, and whether the
+// workers' compiler reports the same version as the local one.
 func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
 	var cfg config.Config
 	fs := newFlags(&cfg)
@@ -24,15 +29,10 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	fs.String(&compiler, "compiler", "Doctor", "PATH", "clang",
 		"the local compiler whose version the workers' must match (lld uses the clang that drives it)")
 	if code := parseFlags("thindist doctor", fs, &cfg, args, env, func(w io.Writer) {
-		fmt.Fprintf(w, "usage: thindist doctor --remote grpc[s]://HOST:PORT [--remote-* flags] [--compiler CLANG]\n")
+		fmt.Fprint(w, doctorUsage)
 		fs.PrintDefaults(w)
 	}); code >= 0 {
 		return code
-	}
-	rc := &cfg.Remote
-	if rc.Target == "" {
-		fmt.Fprintf(env.Stderr, "usage: thindist doctor --remote grpc[s]://HOST:PORT [--remote-* flags] [--compiler CLANG]\n")
-		return 2
 	}
 	ok := true
 	step := func(name string, err error, detail string) {
@@ -44,6 +44,44 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 		fmt.Fprintf(stdout, "ok    %s%s\n", name, detail)
 	}
 
+	local, err := exec.LookPath(compiler)
+	if err == nil {
+		local, err = filepath.Abs(local)
+	}
+	var localVer string
+	var execTook time.Duration
+	if err == nil {
+		var out []byte
+		out, err = exec.CommandContext(ctx, local, "--version").Output()
+		localVer = firstLineOf(string(out))
+		// Timed again, warm, as the forked run is.
+		start := time.Now()
+		exec.CommandContext(ctx, local, "--version").Run()
+		execTook = time.Since(start)
+	}
+	step("local compiler "+compiler, err, ": "+localVer)
+	if err == nil {
+		if cfg.NoForkServer {
+			fmt.Fprintf(stdout, "skip  fork server (--no-fork-server)\n")
+		} else {
+			if detail, err := checkForkServer(ctx, &cfg, env, local, localVer, execTook); err != nil {
+				// Not a failure: links exec the compiler instead.
+				fmt.Fprintf(stdout, "warn  fork server for %s: %v; links will exec it (slower by the compiler's start-up)\n", local, err)
+			} else {
+				step("fork server for "+local, nil, detail)
+			}
+		}
+	}
+
+	rc := &cfg.Remote
+	if rc.Target == "" {
+		fmt.Fprintf(stdout, "skip  remote checks (no --remote)\n")
+		if !ok {
+			return 1
+		}
+		fmt.Fprintf(stdout, "all checks passed\n")
+		return 0
+	}
 	start := time.Now()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	client, err := remote.Dial(dctx, pipeline.RemoteOptions(rc))
@@ -68,18 +106,6 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 			"      are not reused across links; let thindist write the ActionCache to share them\n")
 	}
 	step("CAS upload, FindMissingBlobs and read back (a small and a 3 MiB blob)", client.CheckCAS(ctx), "")
-
-	local, err := exec.LookPath(compiler)
-	if err == nil {
-		local, err = filepath.Abs(local)
-	}
-	var localVer string
-	if err == nil {
-		var out []byte
-		out, err = exec.CommandContext(ctx, local, "--version").Output()
-		localVer = firstLineOf(string(out))
-	}
-	step("local compiler "+compiler, err, ": "+localVer)
 
 	if rc.CacheOnly || !client.ExecEnabled() {
 		fmt.Fprintf(stdout, "skip  remote compiler check (no remote execution)\n")
@@ -110,6 +136,41 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	}
 	fmt.Fprintf(stdout, "all checks passed\n")
 	return 0
+}
+
+// checkForkServer forks the compiler's --version from a fork server, as a
+// link would, and compares what it prints with the exec'd run's first line.
+func checkForkServer(ctx context.Context, cfg *config.Config, env pipeline.Env, compiler, want string, execTook time.Duration) (string, error) {
+	dir := cfg.CacheDir
+	if dir == "" {
+		dir = config.DefaultCacheDir(env.Getenv)
+	}
+	var warned error
+	pool, closePool := pipeline.ForkServers(dir, func(format string, args ...any) {
+		warned = fmt.Errorf(format, args...)
+	})
+	if pool == nil {
+		return "", warned
+	}
+	defer closePool()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	st, err := pool.Run(ctx, []string{compiler, "--version"}, "/", os.Environ(), &stdout, &stderr, 5*time.Second)
+	took := time.Since(start)
+	switch {
+	case err != nil:
+		return "", err
+	case st.ExitCode != 0 || st.Signal != "":
+		return "", fmt.Errorf("forked %s --version: exit %d %s: %s", compiler, st.ExitCode, st.Signal, strings.TrimSpace(stderr.String()))
+	case firstLineOf(stdout.String()) != want:
+		return "", fmt.Errorf("forked %s --version printed %q, exec'd %q", compiler, firstLineOf(stdout.String()), want)
+	}
+	// The first fork also started the server; a second shows the cost of a job.
+	start = time.Now()
+	if _, err := pool.Run(ctx, []string{compiler, "--version"}, "/", os.Environ(), io.Discard, io.Discard, 5*time.Second); err == nil {
+		took = time.Since(start)
+	}
+	return fmt.Sprintf(" (--version forked %v, exec'd %v)", took.Round(100*time.Microsecond), execTook.Round(100*time.Microsecond)), nil
 }
 
 func firstLineOf(s string) string {

@@ -190,7 +190,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	var forks *forkserver.Pool
 	if !cfg.NoForkServer {
 		var closeForks func()
-		forks, closeForks = forkServers(dir, limited(warn))
+		forks, closeForks = ForkServers(dir, limited(warn))
 		finishers = append(finishers, closeForks)
 	}
 	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, ForkServers: forks}))
@@ -237,12 +237,12 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	return executor.Verified(cached), parallel, finish, nil
 }
 
-// forkServers returns the pool that forks local compilers. Its shim is
+// ForkServers returns the pool that forks local compilers. Its shim is
 // built once in the cache directory (also under --no-cache: it is not a
 // cached result), else in a private temporary directory removed at the
 // end; never in a directory others can write, since whatever is there is
 // preloaded into the compiler.
-func forkServers(cacheDir string, warn func(string, ...any)) (*forkserver.Pool, func()) {
+func ForkServers(cacheDir string, warn func(string, ...any)) (*forkserver.Pool, func()) {
 	shimDir, cleanup := filepath.Join(cacheDir, "forkserver"), func() {}
 	if err := os.MkdirAll(shimDir, 0o755); err != nil {
 		tmp, err := os.MkdirTemp("", "thindist-forkserver-")
