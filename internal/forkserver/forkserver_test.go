@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -324,4 +326,40 @@ func TestStuckServerDoesNotHoldAnInterrupt(t *testing.T) {
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// TestShimFromAStandInCompiler: a compiler that exits 0 and writes
+// whatever it likes (a stand-in that writes an object header to -o) does
+// not leave a broken shim behind: the pool builds it with its C compiler
+// instead, and the stand-in is forked like any ELF program.
+func TestShimFromAStandInCompiler(t *testing.T) {
+	testprog.NeedLLVM(t, llvmBin, "clang")
+	clang := filepath.Join(llvmBin, "clang")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "standin.c")
+	os.WriteFile(src, []byte(`#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "-o")) { FILE *f = fopen(argv[i + 1], "w"); fputs("\177ELF junk", f); fclose(f); }
+	puts("stand-in");
+	return 0;
+}
+`), 0o644)
+	standin := filepath.Join(dir, "standin")
+	if out, err := exec.Command(clang, "-o", standin, src).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := BuildShim(t.Context(), standin, t.TempDir()); err == nil || !strings.Contains(err.Error(), "no ELF shared object") {
+		t.Errorf("BuildShim with the stand-in: %v", err)
+	}
+	var warnings []string
+	p := NewPool(t.TempDir(), os.Environ(), func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) })
+	p.CC = clang
+	defer p.Close()
+	var out bytes.Buffer
+	st, err := p.Run(t.Context(), []string{standin}, dir, os.Environ(), &out, io.Discard, time.Second)
+	if err != nil || st.ExitCode != 0 || out.String() != "stand-in\n" || len(warnings) != 0 {
+		t.Errorf("the stand-in through the pool: %+v %v %q, warnings %q", st, err, out.String(), warnings)
+	}
 }

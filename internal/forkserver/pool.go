@@ -3,6 +3,7 @@ package forkserver
 import (
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	_ "embed"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -30,7 +32,10 @@ func BuildShim(ctx context.Context, cc, dir string) (string, error) {
 	h.Write([]byte("\x00" + cc))
 	so := filepath.Join(dir, "forkserver-"+hex.EncodeToString(h.Sum(nil)[:8])+".so")
 	if _, err := os.Stat(so); err == nil {
-		return so, nil
+		if checkSharedObject(so) == nil {
+			return so, nil
+		}
+		os.Remove(so) // left by an older thindist that did not check
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -53,10 +58,38 @@ func BuildShim(ctx context.Context, cc, dir string) (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the fork-server shim with %s: %v\n%s", cc, err, out)
 	}
+	// An exit status proves nothing (a wrapper or a stand-in compiler may
+	// exit 0 having written anything): keep only a shared object for this
+	// machine, or every later run would try to preload a broken one.
+	if err := checkSharedObject(tmp); err != nil {
+		return "", fmt.Errorf("building the fork-server shim with %s: %w", cc, err)
+	}
 	if err := os.Rename(tmp, so); err != nil {
 		return "", err
 	}
 	return so, nil
+}
+
+// hostMachine is the ELF machine of the processes thindist starts.
+var hostMachine = map[string]elf.Machine{
+	"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "386": elf.EM_386, "riscv64": elf.EM_RISCV,
+	"ppc64le": elf.EM_PPC64, "s390x": elf.EM_S390, "loong64": elf.EM_LOONGARCH,
+}[runtime.GOARCH]
+
+// checkSharedObject accepts an ELF shared object for this machine.
+func checkSharedObject(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("it wrote no ELF shared object: %v", err)
+	}
+	defer f.Close()
+	if f.Type != elf.ET_DYN {
+		return fmt.Errorf("it wrote an ELF %v, not a shared object", f.Type)
+	}
+	if hostMachine != elf.EM_NONE && f.Machine != hostMachine {
+		return fmt.Errorf("it wrote a shared object for %v, not %v", f.Machine, hostMachine)
+	}
+	return nil
 }
 
 // Pool keeps one server per compiler, started on first use. A compiler
