@@ -83,6 +83,12 @@ func (h *heldEvent) event() *event {
 		code: h.code, ops: h.ops, blob: h.blob, hasBlob: h.hasBlob}
 }
 
+// isTypeMetadataCode reports whether code is one of the type metadata
+// records (11-15).
+func isTypeMetadataCode(code uint64) bool {
+	return code >= fsTypeTests && code <= fsTypeCheckedLoadConstVC
+}
+
 // typeMetadataOK reports whether ops fit the layout of a type metadata
 // record (codes 11-15). They hold type id GUIDs, offsets and constant
 // arguments, never value ids, so they are rendered as they are.
@@ -187,7 +193,7 @@ func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, o
 			rest = append(rest, ev)
 			continue
 		}
-		if len(meta) > 0 && ev.code != fsCombinedProfile && !typeMetadataOK(ev.code, ev.ops) {
+		if len(meta) > 0 && ev.code != fsCombinedProfile && !isTypeMetadataCode(ev.code) {
 			return nil, false // type metadata not followed by a function summary
 		}
 		var isID func(i int) bool

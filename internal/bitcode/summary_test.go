@@ -198,7 +198,7 @@ func renumber(evs []heldEvent, mods map[uint64][]byte, rng *rand.Rand) ([]heldEv
 }
 
 func isTypeMetadata(ev heldEvent) bool {
-	return ev.kind == evRecord && ev.code >= fsTypeTests && ev.code <= fsTypeCheckedLoadConstVC
+	return ev.kind == evRecord && isTypeMetadataCode(ev.code)
 }
 
 // summaryOf returns the shard's summary block events and its module ids'

@@ -146,7 +146,7 @@ func checkForkServer(ctx context.Context, cfg *config.Config, env pipeline.Env, 
 		dir = config.DefaultCacheDir(env.Getenv)
 	}
 	var warned error
-	pool, closePool := pipeline.ForkServers(dir, func(format string, args ...any) {
+	pool, closePool := pipeline.ForkServers(dir, os.Environ(), func(format string, args ...any) {
 		warned = fmt.Errorf(format, args...)
 	})
 	if pool == nil {
@@ -155,7 +155,7 @@ func checkForkServer(ctx context.Context, cfg *config.Config, env pipeline.Env, 
 	defer closePool()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	st, err := pool.Run(ctx, []string{compiler, "--version"}, "/", os.Environ(), &stdout, &stderr, 5*time.Second)
+	st, err := pool.Run(ctx, []string{compiler, "--version"}, "/", &stdout, &stderr, 5*time.Second)
 	took := time.Since(start)
 	switch {
 	case err != nil:
@@ -167,7 +167,7 @@ func checkForkServer(ctx context.Context, cfg *config.Config, env pipeline.Env, 
 	}
 	// The first fork also started the server; a second shows the cost of a job.
 	start = time.Now()
-	if _, err := pool.Run(ctx, []string{compiler, "--version"}, "/", os.Environ(), io.Discard, io.Discard, 5*time.Second); err == nil {
+	if _, err := pool.Run(ctx, []string{compiler, "--version"}, "/", io.Discard, io.Discard, 5*time.Second); err == nil {
 		took = time.Since(start)
 	}
 	return fmt.Sprintf(" (--version forked %v, exec'd %v)", took.Round(100*time.Microsecond), execTook.Round(100*time.Microsecond)), nil

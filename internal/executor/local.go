@@ -50,7 +50,8 @@ type LocalOptions struct {
 	KillDelay time.Duration
 	// ForkServers, if not nil, forks compilers from a server started once
 	// per compiler instead of exec'ing each; a job the pool cannot take
-	// (forkserver.ErrUnavailable) is exec'd as usual.
+	// (forkserver.ErrUnavailable) is exec'd as usual. Its environment must
+	// be Env.
 	ForkServers *forkserver.Pool
 }
 
@@ -143,7 +144,7 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 func (l *local) fork(ctx context.Context, a *action.Action, argv []string, dir string) (*Result, error) {
 	var stdout, stderr capped
 	start := time.Now()
-	st, err := l.opts.ForkServers.Run(ctx, argv, dir, l.opts.Env, &stdout, &stderr, l.opts.KillDelay)
+	st, err := l.opts.ForkServers.Run(ctx, argv, dir, &stdout, &stderr, l.opts.KillDelay)
 	if errors.Is(err, forkserver.ErrUnavailable) {
 		return nil, err
 	}

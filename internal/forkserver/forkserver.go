@@ -59,6 +59,7 @@ const (
 type Server struct {
 	conn *net.UnixConn
 	cmd  *exec.Cmd
+	env  []byte // the jobs' environment, encoded once: "K=V\0"... "\0"
 
 	mu     sync.Mutex
 	nextID uint32
@@ -85,22 +86,26 @@ type exit struct {
 }
 
 // Start starts compiler with the shim preloaded and waits for its hello.
-// env is the environment the jobs will get; the server's own is env plus
-// LD_PRELOAD and the socket's descriptor.
+// env is the environment every job gets (the one its libraries were
+// initialised under); the server's own is env plus LD_PRELOAD and the
+// socket's descriptor.
 func Start(ctx context.Context, compiler, shim string, env []string) (*Server, error) {
 	if err := checkELF(compiler); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	envBlob, err := encodeEnv(env)
+	if err != nil {
+		return nil, err
 	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: socketpair: %v", ErrUnavailable, err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "forkserver"), os.NewFile(uintptr(fds[1]), "forkserver-shim")
-	defer theirs.Close()
+	defer theirs.Close() // closed again right after the start, so EOF tells a dead server
 	fc, err := net.FileConn(ours)
 	ours.Close()
 	if err != nil {
-		theirs.Close()
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	conn := fc.(*net.UnixConn)
@@ -116,7 +121,7 @@ func Start(ctx context.Context, compiler, shim string, env []string) (*Server, e
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	theirs.Close()
-	s := &Server{conn: conn, cmd: cmd, byID: map[uint32]*job{}, byPid: map[int]*job{}, done: make(chan struct{})}
+	s := &Server{conn: conn, cmd: cmd, env: envBlob, byID: map[uint32]*job{}, byPid: map[int]*job{}, done: make(chan struct{})}
 
 	hello := make(chan error, 1)
 	go func() {
@@ -295,13 +300,13 @@ func (s *Server) Close() {
 	<-s.done
 }
 
-// Run forks a job: argv in dir with env, its stdout and stderr copied to
-// the writers. When ctx ends the job's process group gets SIGTERM, and
+// Run forks a job: argv in dir with the server's environment, its stdout
+// and stderr copied to the writers. When ctx ends the job's process group gets SIGTERM, and
 // SIGKILL killDelay later. An error wrapping ErrUnavailable means the job
 // did not run to completion through the server and may be run again
 // another way; ctx's error means it was cancelled.
-func (s *Server) Run(ctx context.Context, argv []string, dir string, env []string, stdout, stderr io.Writer, killDelay time.Duration) (Status, error) {
-	payload, err := request(argv, dir, env)
+func (s *Server) Run(ctx context.Context, argv []string, dir string, stdout, stderr io.Writer, killDelay time.Duration) (Status, error) {
+	payload, err := request(argv, dir, s.env)
 	if err != nil {
 		return Status{}, err
 	}
@@ -428,49 +433,49 @@ func (s *Server) Run(ctx context.Context, argv []string, dir string, env []strin
 	return st, nil
 }
 
-// request encodes a job, leaving room for its id. Strings are
-// NUL-terminated and each list ends with an empty one, so an empty argument
-// cannot be sent (it would end argv early): such a job runs another way.
-func request(argv []string, dir string, env []string) ([]byte, error) {
+// request encodes a job, leaving room for its id: the directory, argv and
+// the encoded environment. Strings are NUL-terminated and each list ends
+// with an empty one, so an empty argument cannot be sent (it would end argv
+// early): such a job runs another way.
+func request(argv []string, dir string, env []byte) ([]byte, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("forkserver: empty argv")
 	}
-	n := 4 + len(dir) + 3
-	for _, list := range [][]string{argv, env} {
-		for _, a := range list {
-			n += len(a) + 1
-		}
+	n := 4 + len(dir) + 2 + len(env)
+	for _, a := range argv {
+		n += len(a) + 1
 	}
 	if n > requestMax {
 		return nil, fmt.Errorf("%w: the job's arguments and environment take %d bytes, over %d", ErrUnavailable, n, requestMax)
 	}
 	b := make([]byte, 4, n)
-	add := func(s string) error {
-		if strings.IndexByte(s, 0) >= 0 {
-			return fmt.Errorf("%w: a NUL byte in %q", ErrUnavailable, s)
+	for i, a := range append([]string{dir}, argv...) {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("%w: a NUL byte in %q", ErrUnavailable, a)
 		}
-		b = append(append(b, s...), 0)
-		return nil
-	}
-	if err := add(dir); err != nil {
-		return nil, err
-	}
-	for _, a := range argv {
-		if a == "" {
+		if a == "" && i > 0 {
 			return nil, fmt.Errorf("%w: an empty argument", ErrUnavailable)
 		}
-		if err := add(a); err != nil {
-			return nil, err
-		}
+		b = append(append(b, a...), 0)
 	}
-	b = append(b, 0)
+	return append(append(b, 0), env...), nil
+}
+
+// encodeEnv encodes the jobs' environment for every request.
+func encodeEnv(env []string) ([]byte, error) {
+	var b []byte
 	for _, kv := range env {
 		if kv == "" {
 			continue
 		}
-		if err := add(kv); err != nil {
-			return nil, err
+		if strings.IndexByte(kv, 0) >= 0 {
+			return nil, fmt.Errorf("%w: a NUL byte in the environment entry %q", ErrUnavailable, kv)
 		}
+		b = append(append(b, kv...), 0)
 	}
-	return append(b, 0), nil
+	b = append(b, 0)
+	if len(b) > requestMax/2 {
+		return nil, fmt.Errorf("%w: the environment takes %d bytes, over %d", ErrUnavailable, len(b), requestMax/2)
+	}
+	return b, nil
 }

@@ -31,9 +31,12 @@ func shim(t *testing.T) string {
 	return so
 }
 
-func start(t *testing.T, compiler string) *Server {
+func start(t *testing.T, compiler string, env ...string) *Server {
 	t.Helper()
-	s, err := Start(t.Context(), compiler, shim(t), os.Environ())
+	if env == nil {
+		env = os.Environ()
+	}
+	s, err := Start(t.Context(), compiler, shim(t), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,19 +44,19 @@ func start(t *testing.T, compiler string) *Server {
 	return s
 }
 
-func run(t *testing.T, s *Server, ctx context.Context, dir string, env []string, argv ...string) (Status, string, string, error) {
+func run(t *testing.T, s *Server, ctx context.Context, dir string, argv ...string) (Status, string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	st, err := s.Run(ctx, argv, dir, env, &out, &errb, 2*time.Second)
+	st, err := s.Run(ctx, argv, dir, &out, &errb, 2*time.Second)
 	return st, out.String(), errb.String(), err
 }
 
 // TestJobIsTheProgram: a forked job gets its own argv, working directory,
 // environment, output streams and process group, and its exit status.
 func TestJobIsTheProgram(t *testing.T) {
-	s := start(t, "/bin/sh")
+	s := start(t, "/bin/sh", "FOO=bar baz", "PATH="+os.Getenv("PATH"))
 	dir := t.TempDir()
-	st, out, errOut, err := run(t, s, t.Context(), dir, []string{"FOO=bar baz", "PATH=" + os.Getenv("PATH")},
+	st, out, errOut, err := run(t, s, t.Context(), dir,
 		"sh", "-c", `echo "$0 $1 $FOO"; pwd; echo $$ $(ps -o pgid= -p $$); echo oops >&2; exit 3`, "zero", "one")
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +71,10 @@ func TestJobIsTheProgram(t *testing.T) {
 	if errOut != "oops\n" || st.ExitCode != 3 || st.Signal != "" {
 		t.Errorf("stderr %q, status %+v", errOut, st)
 	}
-	// The environment is the job's only: nothing of the server's leaks.
-	_, out, _, err = run(t, s, t.Context(), dir, []string{"A=1"}, "sh", "-c", "env")
+	// The environment is the jobs' only: nothing of the server's own
+	// (LD_PRELOAD, the socket's descriptor) leaks.
+	s = start(t, "/bin/sh", "A=1")
+	_, out, _, err = run(t, s, t.Context(), dir, "sh", "-c", "env")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +87,7 @@ func TestJobIsTheProgram(t *testing.T) {
 // job's whole process group is stopped and Run returns ctx's error.
 func TestSignalAndCancel(t *testing.T) {
 	s := start(t, "/bin/sh")
-	st, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "kill -KILL $$")
+	st, _, _, err := run(t, s, t.Context(), "/", "sh", "-c", "kill -KILL $$")
 	if err != nil || st.Signal != "killed" || st.ExitCode != -1 {
 		t.Fatalf("status %+v, %v", st, err)
 	}
@@ -100,7 +105,7 @@ func TestSignalAndCancel(t *testing.T) {
 	}()
 	began := time.Now()
 	// The group's SIGTERM reaches the grandchild too.
-	_, _, _, err = run(t, s, ctx, "/", nil, "sh", "-c", "sleep 60 & echo $! > "+pidFile+"; wait")
+	_, _, _, err = run(t, s, ctx, "/", "sh", "-c", "sleep 60 & echo $! > "+pidFile+"; wait")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled job: %v", err)
 	}
@@ -127,7 +132,7 @@ func TestServerDeath(t *testing.T) {
 	s := start(t, "/bin/sh")
 	done := make(chan error, 1)
 	go func() {
-		_, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "sleep 60")
+		_, _, _, err := run(t, s, t.Context(), "/", "sh", "-c", "sleep 60")
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
@@ -140,7 +145,7 @@ func TestServerDeath(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job of a dead server did not return")
 	}
-	if _, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "true"); !errors.Is(err, ErrUnavailable) {
+	if _, _, _, err := run(t, s, t.Context(), "/", "sh", "-c", "true"); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("a job after the server died: %v", err)
 	}
 }
@@ -168,10 +173,13 @@ func TestRefused(t *testing.T) {
 		t.Errorf("a static executable: %v", err)
 	}
 	s := start(t, "/bin/sh")
-	if _, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "true", ""); !errors.Is(err, ErrUnavailable) {
+	if _, _, _, err := run(t, s, t.Context(), "/", "sh", "-c", "true", ""); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("an empty argument: %v", err)
 	}
-	if _, _, _, err := run(t, s, t.Context(), "/", []string{strings.Repeat("x", requestMax)}, "sh"); !errors.Is(err, ErrUnavailable) {
+	if _, _, _, err := run(t, s, t.Context(), "/", "sh", strings.Repeat("x", requestMax)); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("oversized arguments: %v", err)
+	}
+	if _, err := Start(t.Context(), "/bin/sh", so, []string{"X=" + strings.Repeat("x", requestMax)}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("an oversized environment: %v", err)
 	}
 }
@@ -195,7 +203,7 @@ func TestClangObjectsIdentical(t *testing.T) {
 	}
 	forkRun := func(args ...string) {
 		t.Helper()
-		st, _, errOut, err := run(t, s, t.Context(), dir, os.Environ(), append([]string{clang}, args...)...)
+		st, _, errOut, err := run(t, s, t.Context(), dir, append([]string{clang}, args...)...)
 		if err != nil || st.ExitCode != 0 {
 			t.Fatalf("forked clang %v: %+v %v\n%s", args, st, err, errOut)
 		}
@@ -230,7 +238,7 @@ func TestClangObjectsIdentical(t *testing.T) {
 	}
 	// A compile error: exit status and diagnostics as exec'd.
 	os.WriteFile(filepath.Join(dir, "bad.c"), []byte("int f( {\n"), 0o644)
-	st, _, errOut, err := run(t, s, t.Context(), dir, os.Environ(), clang, "-c", "bad.c", "-o", "bad.o")
+	st, _, errOut, err := run(t, s, t.Context(), dir, clang, "-c", "bad.c", "-o", "bad.o")
 	if err != nil || st.ExitCode != 1 || !strings.Contains(errOut, "bad.c:1:") {
 		t.Errorf("compile error: %+v %v %q", st, err, errOut)
 	}
@@ -247,7 +255,7 @@ func TestPoolBuildsOnceAndRemembersFailures(t *testing.T) {
 	var out, errb bytes.Buffer
 	clang := filepath.Join(llvmBin, "clang")
 	for range 3 {
-		if st, err := p.Run(t.Context(), []string{clang, "--version"}, "/", os.Environ(), &out, &errb, time.Second); err != nil || st.ExitCode != 0 {
+		if st, err := p.Run(t.Context(), []string{clang, "--version"}, "/", &out, &errb, time.Second); err != nil || st.ExitCode != 0 {
 			t.Fatalf("%+v %v", st, err)
 		}
 	}
@@ -260,7 +268,7 @@ func TestPoolBuildsOnceAndRemembersFailures(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "cc.sh")
 	os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755)
 	for range 2 {
-		if _, err := p.Run(t.Context(), []string{script}, "/", nil, &out, &errb, time.Second); !errors.Is(err, ErrUnavailable) {
+		if _, err := p.Run(t.Context(), []string{script}, "/", &out, &errb, time.Second); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("a script through the pool: %v", err)
 		}
 	}
@@ -275,7 +283,7 @@ func TestPoolBuildsOnceAndRemembersFailures(t *testing.T) {
 		t.Skipf("no static executable to test with: %v\n%s", err, out)
 	}
 	for range 2 {
-		if _, err := p.Run(t.Context(), []string{static}, "/", nil, &out, &errb, time.Second); !errors.Is(err, ErrUnavailable) {
+		if _, err := p.Run(t.Context(), []string{static}, "/", &out, &errb, time.Second); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("a static executable through the pool: %v", err)
 		}
 	}
@@ -296,7 +304,7 @@ func TestStuckServerDoesNotHoldAnInterrupt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	began := time.Now()
-	_, _, _, err := run(t, s, ctx, "/", nil, "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 60")
+	_, _, _, err := run(t, s, ctx, "/", "sh", "-c", "echo $$ > "+pidFile+"; exec sleep 60")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a job of a stopped server: %v", err)
 	}
@@ -306,7 +314,7 @@ func TestStuckServerDoesNotHoldAnInterrupt(t *testing.T) {
 	s.cmd.Process.Signal(syscall.SIGCONT)
 	// The server takes requests in order: once a later job has run, the
 	// abandoned one has been forked and reported, and so killed.
-	if st, _, _, err := run(t, s, t.Context(), "/", nil, "sh", "-c", "true"); err != nil || st.ExitCode != 0 {
+	if st, _, _, err := run(t, s, t.Context(), "/", "sh", "-c", "true"); err != nil || st.ExitCode != 0 {
 		t.Fatalf("a job after the server resumed: %+v %v", st, err)
 	}
 	b, _ := os.ReadFile(pidFile)
@@ -358,7 +366,7 @@ int main(int argc, char **argv) {
 	p.CC = clang
 	defer p.Close()
 	var out bytes.Buffer
-	st, err := p.Run(t.Context(), []string{standin}, dir, os.Environ(), &out, io.Discard, time.Second)
+	st, err := p.Run(t.Context(), []string{standin}, dir, &out, io.Discard, time.Second)
 	if err != nil || st.ExitCode != 0 || out.String() != "stand-in\n" || len(warnings) != 0 {
 		t.Errorf("the stand-in through the pool: %+v %v %q, warnings %q", st, err, out.String(), warnings)
 	}

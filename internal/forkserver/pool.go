@@ -116,40 +116,44 @@ type entry struct {
 	err  error
 }
 
-// NewPool returns a pool that builds its shim in dir and serves jobs whose
-// environment is env. warn, if not nil, hears once per compiler why it is
+// NewPool returns a pool that builds its shim in dir and runs every job
+// with environment env. warn, if not nil, hears once per compiler why it is
 // exec'd after all.
 func NewPool(dir string, env []string, warn func(string, ...any)) *Pool {
 	return &Pool{dir: dir, env: env, warn: warn, servers: map[string]*entry{}}
 }
 
-// Run runs argv through the server of argv[0] (resolved with exec.LookPath
-// when it has no slash). See Server.Run; errors wrapping ErrUnavailable
-// mean the caller should exec the job itself.
-func (p *Pool) Run(ctx context.Context, argv []string, dir string, env []string, stdout, stderr io.Writer, killDelay time.Duration) (Status, error) {
+// Run runs argv through the server of argv[0] with the pool's environment.
+// See Server.Run; errors wrapping ErrUnavailable mean the caller should
+// exec the job itself.
+func (p *Pool) Run(ctx context.Context, argv []string, dir string, stdout, stderr io.Writer, killDelay time.Duration) (Status, error) {
 	srv, err := p.server(ctx, argv[0])
 	if err != nil {
 		return Status{}, err
 	}
-	return srv.Run(ctx, argv, dir, env, stdout, stderr, killDelay)
+	return srv.Run(ctx, argv, dir, stdout, stderr, killDelay)
 }
 
+// server returns the server of compiler, keyed as the jobs spell it so
+// that a job costs a map lookup; the path is resolved (exec.LookPath when
+// it has no slash) once, when the server starts.
 func (p *Pool) server(ctx context.Context, compiler string) (*Server, error) {
-	path, err := exec.LookPath(compiler)
-	if err == nil {
-		path, err = filepath.Abs(path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
 	p.mu.Lock()
-	e := p.servers[path]
+	e := p.servers[compiler]
 	if e == nil {
 		e = &entry{}
-		p.servers[path] = e
+		p.servers[compiler] = e
 	}
 	p.mu.Unlock()
 	e.once.Do(func() {
+		path, err := exec.LookPath(compiler)
+		if err == nil {
+			path, err = filepath.Abs(path)
+		}
+		if err != nil {
+			e.err = fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return
+		}
 		// Refuse scripts before anything runs them: building the shim with
 		// a wrapper script would also run the wrapper.
 		if err := checkELF(path); err != nil {
@@ -161,7 +165,7 @@ func (p *Pool) server(ctx context.Context, compiler string) (*Server, error) {
 			e.srv, e.err = Start(ctx, path, shim, p.env)
 		}
 		if e.err != nil && p.warn != nil && ctx.Err() == nil && !errors.Is(e.err, errNotELF) {
-			p.warn("%v; running it with exec", e.err)
+			p.warn("%v; running it with exec (--no-fork-server skips the attempt and this warning)", e.err)
 		}
 	})
 	if e.err != nil {

@@ -187,13 +187,15 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if dir == "" {
 		dir = config.DefaultCacheDir(env.Getenv)
 	}
+	// Read once, for exec'd and forked compilers alike.
+	environ := os.Environ()
 	var forks *forkserver.Pool
 	if !cfg.NoForkServer {
 		var closeForks func()
-		forks, closeForks = ForkServers(dir, limited(warn))
+		forks, closeForks = ForkServers(dir, environ, limited(warn))
 		finishers = append(finishers, closeForks)
 	}
-	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, ForkServers: forks}))
+	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, ForkServers: forks}))
 	chain, parallel := local, cfg.Jobs
 
 	var disk *cache.Disk
@@ -237,12 +239,13 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	return executor.Verified(cached), parallel, finish, nil
 }
 
-// ForkServers returns the pool that forks local compilers. Its shim is
+// ForkServers returns the pool that forks local compilers with environment
+// environ. Its shim is
 // built once in the cache directory (also under --no-cache: it is not a
 // cached result), else in a private temporary directory removed at the
 // end; never in a directory others can write, since whatever is there is
 // preloaded into the compiler.
-func ForkServers(cacheDir string, warn func(string, ...any)) (*forkserver.Pool, func()) {
+func ForkServers(cacheDir string, environ []string, warn func(string, ...any)) (*forkserver.Pool, func()) {
 	shimDir, cleanup := filepath.Join(cacheDir, "forkserver"), func() {}
 	if err := os.MkdirAll(shimDir, 0o755); err != nil {
 		tmp, err := os.MkdirTemp("", "thindist-forkserver-")
@@ -252,7 +255,7 @@ func ForkServers(cacheDir string, warn func(string, ...any)) (*forkserver.Pool, 
 		}
 		shimDir, cleanup = tmp, func() { os.RemoveAll(tmp) }
 	}
-	pool := forkserver.NewPool(shimDir, os.Environ(), warn)
+	pool := forkserver.NewPool(shimDir, environ, warn)
 	return pool, func() { pool.Close(); cleanup() }
 }
 
