@@ -566,7 +566,7 @@ func TestRemoteAbsolutePaths(t *testing.T) {
 	if !wantCorrectOrFailed(t, p, stderr, err) {
 		t.Fatal(stderr)
 	}
-	if n := strings.Count(stderr, "not remotely"); n != 1 {
+	if n := strings.Count(stderr, "run on this machine, not by remote execution"); n != 1 {
 		t.Errorf("%d warnings about local-only actions, want 1:\n%s", n, stderr)
 	}
 	if srv.Stats().Executions != 0 {
@@ -668,5 +668,38 @@ func TestRemoteInlineOutputs(t *testing.T) {
 	}
 	if sum := parseRemote(t, stderr); sum.hits != 0 {
 		t.Errorf("%d cache hits served from corrupt inline contents\n%s", sum.hits, stderr)
+	}
+}
+
+// TestRemoteCompileErrorIsFinal: a backend that fails on the worker (the
+// compiler exits non-zero) fails the link, reported once with the worker's
+// stderr and the command (once per failed action); it is not compiled
+// again locally (issue 11,
+// defect 4). The workers' compiler here is a script that always fails, so
+// a local recompile would succeed and hide the failure.
+func TestRemoteCompileErrorIsFinal(t *testing.T) {
+	p := remoteProgram(t)
+	failing := filepath.Join(t.TempDir(), "failing-clang")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'worker-side: error: unknown target CPU' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, addr := fakeRemote(t, reapitest.Options{})
+	stderr, err := remoteLink(t, p, addr, "--remote-compiler="+failing, "--remote-fallback=local")
+	if wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatalf("a compile error on the worker was hidden by a local recompile:\n%s", stderr)
+	}
+	if srv.Stats().Executions == 0 {
+		t.Fatalf("nothing ran on the worker:\n%s", stderr)
+	}
+	if fallbackWarning.MatchString(stderr) {
+		t.Errorf("the failure was treated as a remote failure and compiled locally:\n%s", stderr)
+	}
+	for _, want := range []string{"failed on a remote worker: exit status 1", "worker-side: error: unknown target CPU", "command (run in"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the error lacks %q:\n%s", want, stderr)
+		}
+	}
+	if n, m := strings.Count(stderr, "worker-side: error"), strings.Count(stderr, "failed on a remote worker"); n != m {
+		t.Errorf("the worker's stderr is shown %d times for %d failed actions, want once each:\n%s", n, m, stderr)
 	}
 }

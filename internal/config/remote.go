@@ -117,7 +117,9 @@ func (r *Remote) register(fs *FlagSet) {
 		"keep at most N actions in flight with the remote service (local processes stay\n"+
 			"bounded by --jobs)")
 	fs.String(&r.Fallback, "remote-fallback", g, "local|none", "local",
-		"when remote execution of an action fails: compile it locally with a warning, or fail")
+		"when remote execution of an action fails (unavailable, timed out, no worker, a bad\n"+
+			"result): compile it locally with a warning, or fail. A compile error on the worker\n"+
+			"is final either way: the link fails with the worker's stderr")
 	fs.Bool(&r.CacheOnly, "remote-cache-only", g, false,
 		"compile locally; only look results up in the remote cache (and with --remote-upload\n"+
 			"store them there)")

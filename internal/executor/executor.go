@@ -96,7 +96,11 @@ type BackendError struct {
 
 func (e *BackendError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "backend compilation of %s failed: %s", e.Action.ID, e.Reason)
+	where := ""
+	if e.Result != nil && e.Result.Where == Remote {
+		where = " on a remote worker"
+	}
+	fmt.Fprintf(&b, "backend compilation of %s failed%s: %s", e.Action.ID, where, e.Reason)
 	fmt.Fprintf(&b, "\n  command (run in %s):\n    %s", action.ShellQuote([]string{e.Action.Dir}),
 		action.ShellQuote(e.Action.Command()))
 	if e.Result != nil {

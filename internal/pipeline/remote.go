@@ -67,7 +67,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	}
 	producer := local
 	var rex *remote.Executor
-	var fb *remote.Fallback
+	var fb *executor.Fallback
 	if !cacheOnly {
 		keys.Platform = reapi.Platform(rc.Platform)
 		rex = remote.NewExecutor(client, remote.ExecOptions{
@@ -75,8 +75,9 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
 			ExecStall: rc.ExecStall, Files: keys.Files,
 		})
-		fb = remote.NewFallback(executor.Verified(rex), local, remote.FallbackOptions{
-			None: rc.Fallback == "none",
+		fb = executor.NewFallback(executor.Verified(rex), local, executor.FallbackOptions{
+			None: rc.Fallback == "none", What: "remote execution",
+			Hint: "--remote-fallback=none: not compiling locally",
 			Warn: func(format string, args ...any) { warn(format, args...) },
 		})
 		producer = fb
@@ -111,7 +112,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		if rex != nil {
 			line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
 				rex.Counters.Executed.Load(), rex.Counters.ServerCacheHits.Load(), rex.Counters.Retries.Load(),
-				fb.Fallbacks.Load()+fb.LocalOnly.Load())
+				fb.Stats().Fallbacks+fb.Stats().Unsupported)
 		}
 		line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
 			c.BlobsUploaded.Load(), mib(c.BytesUploaded.Load()), mib(c.WireBytesUploaded.Load()),

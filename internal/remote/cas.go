@@ -252,7 +252,7 @@ func (c *Client) FindMissing(ctx context.Context, ds []digest.Digest) ([]digest.
 		req.BlobDigests = append(req.BlobDigests, d.Proto())
 	}
 	var resp *repb.FindMissingBlobsResponse
-	err := c.retry(ctx, "FindMissingBlobs", func(ctx context.Context) error {
+	err := c.retry(ctx, func(ctx context.Context) error {
 		var err error
 		resp, err = c.cas.FindMissingBlobs(ctx, req)
 		return err
@@ -283,7 +283,7 @@ func (c *Client) batchUpdate(ctx context.Context, ds []digest.Digest, data [][]b
 		wire += int64(len(r.Data))
 		req.Requests = append(req.Requests, r)
 	}
-	err := c.retry(ctx, "BatchUpdateBlobs", func(ctx context.Context) error {
+	err := c.retry(ctx, func(ctx context.Context) error {
 		resp, err := c.cas.BatchUpdateBlobs(ctx, req)
 		if tooLarge(err) {
 			return &batchRejected{err}
@@ -354,7 +354,7 @@ func (c *Client) streamWrite(ctx context.Context, d digest.Digest, content func(
 	if c.zstdUpload {
 		data = c.enc.EncodeAll(data, nil)
 	}
-	err = c.retry(ctx, "ByteStream.Write", func(ctx context.Context) error {
+	err = c.retry(ctx, func(ctx context.Context) error {
 		stream, err := c.bs.Write(ctx)
 		if err != nil {
 			return err
@@ -406,7 +406,8 @@ func (c *Client) ReadBytes(ctx context.Context, d digest.Digest) ([]byte, error)
 	}
 	var data []byte
 	corrupted := false
-	err := c.retryIf(ctx, "read", func(ctx context.Context) error {
+	retryable := func(err error) bool { return transient(err) || status.Code(err) == codes.DataLoss }
+	err := c.retryWhile(ctx, c.opts.RetryWindow, retryable, func(ctx context.Context) error {
 		var err error
 		data, err = c.readOne(ctx, d)
 		if err != nil {
@@ -417,7 +418,7 @@ func (c *Client) ReadBytes(ctx context.Context, d digest.Digest) ([]byte, error)
 			return status.Error(codes.DataLoss, (&errCorrupt{d}).Error())
 		}
 		return nil
-	}, func(err error) bool { return status.Code(err) == codes.DataLoss })
+	})
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
 			return nil, fmt.Errorf("blob %s: %w", d, errNotFound)
@@ -467,7 +468,7 @@ func (c *Client) ReadBlobs(ctx context.Context, ds []digest.Digest) (map[digest.
 		}
 		var got map[digest.Digest][]byte
 		var errs map[digest.Digest]error
-		err := c.retry(ctx, "BatchReadBlobs", func(ctx context.Context) error {
+		err := c.retry(ctx, func(ctx context.Context) error {
 			var err error
 			got, errs, err = c.batchRead(ctx, batch)
 			return err

@@ -11,7 +11,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -132,11 +131,11 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	var caps *repb.ServerCapabilities
 	// A service that cannot be reached at all is given a few seconds, not
 	// the whole retry window: the link then compiles locally.
-	err = c.retryFor(ctx, min(dialWindow, o.RetryWindow), "GetCapabilities", func(ctx context.Context) error {
+	err = c.retryWhile(ctx, min(dialWindow, o.RetryWindow), transient, func(ctx context.Context) error {
 		var err error
 		caps, err = repb.NewCapabilitiesClient(conn).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{InstanceName: o.Instance})
 		return err
-	}, nil)
+	})
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("remote %s: GetCapabilities: %w", o.Target, err)
@@ -271,69 +270,7 @@ func transient(err error) bool {
 	return false
 }
 
-// retry calls f with the headers and a per-call deadline until it succeeds,
-// fails for good, has been tried MaxAttempts times, or has kept failing
-// for RetryWindow, backing off exponentially with jitter between tries.
-func (c *Client) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
-	return c.retryFor(ctx, c.opts.RetryWindow, what, f, nil)
-}
-
-// retryIf is retry that also tries again after an error for which also
-// says so (a corrupt read); such tries count against the same bounds.
-func (c *Client) retryIf(ctx context.Context, what string, f func(ctx context.Context) error, also func(error) bool) error {
-	return c.retryFor(ctx, c.opts.RetryWindow, what, f, also)
-}
-
 // dialWindow bounds the retries of the first call.
 const dialWindow = 5 * time.Second
-
-func (c *Client) retryFor(ctx context.Context, window time.Duration, what string, f func(ctx context.Context) error, also func(error) bool) error {
-	var err error
-	start := time.Now()
-	for attempt := 1; ; attempt++ {
-		cctx, cancel := context.WithTimeout(c.withMD(ctx), c.opts.RPCTimeout)
-		err = f(cctx)
-		cancel()
-		if err == nil || ctx.Err() != nil || !(transient(err) || also != nil && also(err)) {
-			break
-		}
-		d := backoff(attempt)
-		if !c.mayRetry(start, attempt, d, window) {
-			break
-		}
-		if err := sleep(ctx, d); err != nil {
-			return err
-		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
-}
-
-// mayRetry reports whether a call that has failed attempt times since
-// start may be tried again after sleeping d.
-func (c *Client) mayRetry(start time.Time, attempt int, d, window time.Duration) bool {
-	return attempt < c.opts.MaxAttempts && time.Since(start)+d <= window
-}
-
-// backoff is the pause after the attempt-th failure: 200ms doubling up to
-// 5s, with jitter (the default 10 attempts span 13-26s).
-func backoff(attempt int) time.Duration {
-	d := 200 * time.Millisecond << min(attempt-1, 6)
-	d = min(d, 5*time.Second)
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 var errNotFound = errors.New("not found")

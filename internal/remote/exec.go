@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -97,13 +96,6 @@ func NewExecutor(c *Client, o ExecOptions) *Executor {
 	return e
 }
 
-// NotRemotable is an action that can only run on this machine (its modules
-// are named by absolute paths).
-type NotRemotable struct{ Err error }
-
-func (e *NotRemotable) Error() string { return "cannot run remotely: " + e.Err.Error() }
-func (e *NotRemotable) Unwrap() error { return e.Err }
-
 // Execute implements executor.Executor.
 func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
 	start := time.Now()
@@ -119,7 +111,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 		var abs *action.ErrAbsolute
 		if errors.As(err, &abs) {
 			e.Counters.NotRemotable.Add(1)
-			return nil, &NotRemotable{Err: err}
+			return nil, &executor.Unsupported{Err: fmt.Errorf("%w. Link with relative paths to run them remotely", err)}
 		}
 		return nil, fmt.Errorf("preparing the remote action: %w", err)
 	}
@@ -178,21 +170,16 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 	// QUEUED and EXECUTING hold whatever the streams do.
 	stage, since := repb.ExecutionStage_UNKNOWN, time.Time{}
 	unavailable := 0
-	var failSince time.Time // the first failure since the last progress
+	retries := e.c.retrier(e.c.opts.RetryWindow)
 	attempts := 0
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
-			if failSince.IsZero() {
-				failSince = time.Now()
-			}
-			d := backoff(attempt - 1)
-			if !e.c.mayRetry(failSince, attempt-1, d, e.c.opts.RetryWindow) {
+			if ok, err := retries.again(ctx); err != nil {
+				return nil, err
+			} else if !ok {
 				break
 			}
 			e.Counters.Retries.Add(1)
-			if err := sleep(ctx, d); err != nil {
-				return nil, err
-			}
 		}
 		if p := e.off.Load(); p != nil && opName == "" {
 			// Another action tripped the breaker (maybe while this one
@@ -239,7 +226,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			resp, name, err = follow(stream, onStage)
 			if name != "" {
 				opName = name
-				failSince = time.Time{} // the server took the action: the retry window starts anew
+				retries.progress() // the server took the action: the retry window starts anew
 			}
 		}
 		if timer != nil {
@@ -370,6 +357,10 @@ func (p *Permanent) Error() string {
 	return p.Err.Error() + "\n  (" + p.Hint + ")"
 }
 func (p *Permanent) Unwrap() error { return p.Err }
+
+// RunWide marks a Permanent as holding for every action of the run
+// (executor.RunWide).
+func (p *Permanent) RunWide() {}
 
 // permanent reports whether an Execute failure with code is about the
 // server or the run's configuration rather than one action. Only
@@ -575,91 +566,6 @@ func (e *Executor) stdio(ctx context.Context, raw []byte, p *repb.Digest) ([]byt
 		return nil, err
 	}
 	return e.c.ReadBytes(ctx, d)
-}
-
-// FallbackOptions configures Fallback.
-type FallbackOptions struct {
-	// None fails the link when the remote fails, instead of compiling
-	// locally.
-	None bool
-	// Warn reports what happened.
-	Warn func(format string, args ...any)
-}
-
-// Fallback runs actions with remote and, when that fails, with local.
-// Actions that cannot run remotely (absolute module paths) always run
-// locally, with one warning per run.
-type Fallback struct {
-	remote, local executor.Executor
-	o             FallbackOptions
-	absOnce       sync.Once
-	permOnce      sync.Once
-	Fallbacks     atomic.Int64
-	LocalOnly     atomic.Int64
-}
-
-// NewFallback returns the decorator.
-func NewFallback(remote, local executor.Executor, o FallbackOptions) *Fallback {
-	if o.Warn == nil {
-		o.Warn = func(string, ...any) {}
-	}
-	return &Fallback{remote: remote, local: local, o: o}
-}
-
-// Execute implements executor.Executor.
-func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
-	res, err := f.remote.Execute(ctx, a, out)
-	if err == nil || ctx.Err() != nil {
-		return res, err
-	}
-	var nr *NotRemotable
-	if errors.As(err, &nr) {
-		f.LocalOnly.Add(1)
-		f.absOnce.Do(func() {
-			f.o.Warn("%s and other actions run on this machine, not remotely: %v. "+
-				"Link with relative paths to run them remotely.", a.ID, nr.Err)
-		})
-		return f.local.Execute(ctx, a, out)
-	}
-	var perm *Permanent
-	isPerm := errors.As(err, &perm)
-	if f.o.None {
-		return res, fmt.Errorf("%w\n  (--remote-fallback=none: not compiling locally)", err)
-	}
-	f.Fallbacks.Add(1)
-	if isPerm {
-		f.permOnce.Do(func() {
-			f.o.Warn("%s: remote execution failed, compiling it and the remaining actions locally: %v", a.ID, perm)
-		})
-	} else {
-		f.o.Warn("%s: remote execution failed, compiling locally: %s", a.ID, summary(strings.TrimPrefix(err.Error(), a.ID+": ")))
-	}
-	return f.local.Execute(ctx, a, out)
-}
-
-// summary is the first line of a failure and its hint lines ("  (...)",
-// such as "check --remote-platform"): other details, such as a
-// compiler's output, are left out (" ...").
-func summary(s string) string {
-	lines := strings.Split(s, "\n")
-	var hints []string
-	dropped := false
-	for _, l := range lines[1:] {
-		switch {
-		case strings.HasPrefix(l, "  ("):
-			hints = append(hints, l)
-		case strings.TrimSpace(l) != "":
-			dropped = true
-		}
-	}
-	out := lines[0]
-	if dropped {
-		out += " ..."
-	}
-	for _, h := range hints {
-		out += "\n" + h
-	}
-	return out
 }
 
 func writeFile(dst string, data []byte) error {

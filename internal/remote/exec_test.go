@@ -1,15 +1,11 @@
 package remote_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
 )
@@ -98,27 +94,5 @@ func TestNoWorkerUnavailableTripsBreaker(t *testing.T) {
 	}
 	if n := srv.Stats().ExecuteCalls; n != 3 {
 		t.Errorf("%d Execute calls: an action was sent after the breaker tripped", n)
-	}
-}
-
-// TestFallbackWarningKeepsHint: the per-action warning of a fallback keeps
-// the failure's hint lines and drops other details.
-func TestFallbackWarningKeepsHint(t *testing.T) {
-	failing := executor.Func(func(context.Context, *action.Action, []string) (*executor.Result, error) {
-		return nil, errors.New("remote execution failed: boom\ncompiler output\n  (check --remote-platform)")
-	})
-	local := executor.Func(func(context.Context, *action.Action, []string) (*executor.Result, error) {
-		return &executor.Result{Where: executor.Local}, nil
-	})
-	var warnings []string
-	f := remote.NewFallback(failing, local, remote.FallbackOptions{Warn: func(format string, args ...any) {
-		warnings = append(warnings, fmt.Sprintf(format, args...))
-	}})
-	if _, err := f.Execute(t.Context(), &action.Action{ID: "a.o"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	want := "a.o: remote execution failed, compiling locally: remote execution failed: boom ...\n  (check --remote-platform)"
-	if len(warnings) != 1 || warnings[0] != want {
-		t.Errorf("warnings %q, want %q", warnings, want)
 	}
 }

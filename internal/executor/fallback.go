@@ -1,0 +1,145 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// Final reports whether err is an action's own failure: the compiler ran
+// and exited non-zero (a compile error). Another executor would only fail
+// the same way, so it is reported as it is, as Bazel does with a remote
+// action's own failure. A result that must not be used for other reasons
+// (an empty or invalid object, a missing output), a compiler killed by a
+// signal (a worker or machine out of memory) and every failure to run at
+// all are not final.
+func Final(err error) bool {
+	var be *BackendError
+	return errors.As(err, &be) && be.Result != nil && be.Result.ExitCode != 0 && be.Result.Signal == ""
+}
+
+// Unsupported is the error of an executor that cannot run this action at
+// all (another executor may): Fallback runs it with its other executor and
+// says so once per run.
+type Unsupported struct{ Err error }
+
+func (e *Unsupported) Error() string { return e.Err.Error() }
+func (e *Unsupported) Unwrap() error { return e.Err }
+
+// RunWide is implemented by errors that hold for every action of the run
+// (a service that can run none of them: a tripped circuit breaker), so that
+// decorators report them once rather than for every action.
+type RunWide interface {
+	error
+	RunWide()
+}
+
+// FallbackOptions configures NewFallback.
+type FallbackOptions struct {
+	// None fails the action when the primary fails, instead of running it
+	// with the secondary.
+	None bool
+	// What names the primary in messages ("remote execution").
+	What string
+	// Hint is appended to the error when None stops a fallback.
+	Hint string
+	// Warn reports each fallback.
+	Warn func(format string, args ...any)
+}
+
+// FallbackStats are what a Fallback did in a run.
+type FallbackStats struct {
+	// Fallbacks: actions the primary failed that the secondary ran.
+	Fallbacks int64
+	// Unsupported: actions the primary could not take at all.
+	Unsupported int64
+}
+
+// Fallback runs actions with a primary executor and, when that fails for a
+// reason other than the action's own (see Final), with a secondary one.
+type Fallback struct {
+	primary, secondary Executor
+	o                  FallbackOptions
+	unsupportedOnce    sync.Once
+	runWideOnce        sync.Once
+	fallbacks          atomic.Int64
+	unsupported        atomic.Int64
+}
+
+// NewFallback returns the decorator.
+func NewFallback(primary, secondary Executor, o FallbackOptions) *Fallback {
+	if o.Warn == nil {
+		o.Warn = func(string, ...any) {}
+	}
+	if o.What == "" {
+		o.What = "the primary executor"
+	}
+	return &Fallback{primary: primary, secondary: secondary, o: o}
+}
+
+// Stats returns the counts of the run so far.
+func (f *Fallback) Stats() FallbackStats {
+	return FallbackStats{Fallbacks: f.fallbacks.Load(), Unsupported: f.unsupported.Load()}
+}
+
+// Execute implements Executor.
+func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+	res, err := f.primary.Execute(ctx, a, out)
+	if err == nil || ctx.Err() != nil || Final(err) {
+		return res, err
+	}
+	var un *Unsupported
+	if errors.As(err, &un) {
+		f.unsupported.Add(1)
+		f.unsupportedOnce.Do(func() {
+			f.o.Warn("%s and other actions run on this machine, not by %s: %v", a.ID, f.o.What, un)
+		})
+		return f.secondary.Execute(ctx, a, out)
+	}
+	if f.o.None {
+		if f.o.Hint != "" {
+			err = fmt.Errorf("%w\n  (%s)", err, f.o.Hint)
+		}
+		return res, err
+	}
+	f.fallbacks.Add(1)
+	var rw RunWide
+	if errors.As(err, &rw) {
+		f.runWideOnce.Do(func() {
+			f.o.Warn("%s: %s failed, compiling it and the remaining actions locally: %v", a.ID, f.o.What, rw)
+		})
+	} else {
+		f.o.Warn("%s: %s failed, compiling locally: %s", a.ID, f.o.What, summary(strings.TrimPrefix(err.Error(), a.ID+": ")))
+	}
+	return f.secondary.Execute(ctx, a, out)
+}
+
+// summary is the first line of a failure and its hint lines ("  (...)",
+// such as "check --remote-platform"): other details, such as a
+// compiler's output, are left out (" ...").
+func summary(s string) string {
+	lines := strings.Split(s, "\n")
+	var hints []string
+	dropped := false
+	for _, l := range lines[1:] {
+		switch {
+		case strings.HasPrefix(l, "  ("):
+			hints = append(hints, l)
+		case strings.TrimSpace(l) != "":
+			dropped = true
+		}
+	}
+	out := lines[0]
+	if dropped {
+		out += " ..."
+	}
+	for _, h := range hints {
+		out += "\n" + h
+	}
+	return out
+}
