@@ -1,0 +1,158 @@
+// Step 3: one backend action per module the link uses.
+
+package thinlink
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/bitcode"
+)
+
+// imports are the modules m imports from: the module table of its shard
+// without m itself. That table is the set lld's
+// --thinlto-emit-imports-files would write (both come from the same
+// module-to-summaries map of the thin link), in the shard's order.
+func (p *plan) imports(m *Module) ([]string, error) {
+	data, err := os.ReadFile(p.abs(p.shard(m)))
+	if err != nil {
+		return nil, fmt.Errorf("reading the index shard lld wrote: %v", err)
+	}
+	table, err := bitcode.ModuleTable(data)
+	if err != nil {
+		return nil, fmt.Errorf("reading the index shard %s: %v", p.shard(m), err)
+	}
+	var imports []string
+	self := false
+	for _, t := range table {
+		if t.Path == m.Key {
+			self = true
+			continue
+		}
+		imports = append(imports, t.Path)
+	}
+	if !self {
+		return nil, fmt.Errorf("the index shard %s does not name the module %q itself", p.shard(m), m.Key)
+	}
+	return imports, nil
+}
+
+// actions builds one backend action per linked module.
+func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
+	compiler, err := p.compiler()
+	if err != nil {
+		return nil, err
+	}
+	base, profiles := p.line.backendFlags()
+	var actions []*action.Action
+	var unmatched []string
+	defer func() {
+		if len(unmatched) > 0 {
+			more := ""
+			if len(unmatched) > 5 {
+				more = fmt.Sprintf(" and %d more", len(unmatched)-5)
+				unmatched = unmatched[:5]
+			}
+			fmt.Fprintf(p.opts.Stderr, "thindist: note: no compile command in the compilation database wrote %s%s; "+
+				"they use the link's options\n", strings.Join(unmatched, ", "), more)
+		}
+	}()
+	for n, m := range linked {
+		m.Native = filepath.Join(p.work, "native", fmt.Sprintf("%d.%s.o", n, filepath.Base(m.KeepName)))
+		a := &action.Action{ID: m.Display, Dir: p.opts.Dir}
+		a.Inputs = []action.Input{{Path: m.Key, Role: action.RoleModule}, {Path: p.shard(m), Role: action.RoleIndex}}
+		imports, err := p.imports(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", m.Display, err)
+		}
+		for _, imp := range imports {
+			im := p.modules[imp]
+			if im == nil || !im.linked {
+				return nil, fmt.Errorf("%s imports from %q, which is not a module of this link under that path", m.Display, imp)
+			}
+			a.Inputs = append(a.Inputs, action.Input{Path: imp, Role: action.RoleImport})
+		}
+		a.Args = []action.Arg{action.Lit(compiler)}
+		for _, f := range base {
+			a.Args = append(a.Args, action.Lit(f))
+		}
+		addProfile := func(flag, path string) {
+			a.Inputs = append(a.Inputs, action.Input{Path: path, Role: action.RoleCommon})
+			a.Args = append(a.Args, action.In(flag, len(a.Inputs)-1))
+		}
+		for _, prof := range profiles {
+			addProfile("-fprofile-sample-use=", p.portable(prof))
+		}
+		cc := p.opts.CompDB.lookup(m.Object, m.Member)
+		if cc == nil && p.opts.CompDB != nil {
+			unmatched = append(unmatched, m.Display)
+		}
+		if cc != nil {
+			for _, f := range frontendFiltered(cc.args) {
+				if v, ok := strings.CutPrefix(f, "-fprofile-sample-use="); ok {
+					if !filepath.IsAbs(v) {
+						v = filepath.Join(cc.dir, v)
+					}
+					addProfile("-fprofile-sample-use=", p.portable(v))
+					continue
+				}
+				a.Args = append(a.Args, action.Lit(f))
+			}
+		}
+		a.Args = append(a.Args, action.Lit("-Wno-unused-command-line-argument"),
+			action.Lit("-c"), action.Lit("-x"), action.Lit("ir"), action.In("", 0),
+			action.In("-fthinlto-index=", 1), action.Lit("-o"), action.Out("", 0))
+		a.Outputs = []action.Output{{Path: m.Native}}
+		if err := os.MkdirAll(filepath.Dir(p.abs(m.Native)), 0o755); err != nil {
+			return nil, err
+		}
+		if err := a.Validate(); err != nil {
+			return nil, err
+		}
+		actions = append(actions, a)
+	}
+	return actions, nil
+}
+
+// compiler returns the clang that runs the backends: Options.Compiler, the
+// link's own driver, or for ld.lld run directly the clang installed beside
+// it (ld.lld-19 -> clang-19), since the backend must be the LLVM that wrote
+// the index.
+func (p *plan) compiler() (string, error) {
+	resolve := func(c string) string {
+		if !strings.ContainsRune(c, '/') {
+			if lp, err := exec.LookPath(c); err == nil {
+				return lp
+			}
+			return c
+		}
+		return p.abs(c)
+	}
+	if p.opts.Compiler != "" {
+		return resolve(p.opts.Compiler), nil
+	}
+	if !p.line.direct {
+		return resolve(p.line.compiler), nil
+	}
+	ld := resolve(p.line.compiler)
+	suffix := strings.TrimPrefix(filepath.Base(ld), "ld.lld")
+	for _, cand := range []string{ld, ""} {
+		if cand == "" {
+			real, err := filepath.EvalSymlinks(ld)
+			if err != nil {
+				break
+			}
+			cand = real
+			suffix = ""
+		}
+		c := filepath.Join(filepath.Dir(cand), "clang"+suffix)
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("cannot find the clang of the same LLVM as %s to run the backends; give it with --compiler", p.line.compiler)
+}

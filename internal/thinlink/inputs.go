@@ -1,0 +1,139 @@
+// Step 1: classify the link's inputs by content and name every bitcode
+// module with a path of its own.
+
+package thinlink
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// entry is one file of a replaced archive: a module, or a file passed as is.
+type entry struct {
+	mod  *Module
+	file string
+}
+
+// findModules classifies every input of the link by content.
+func (p *plan) findModules() error {
+	nar := 0
+	for i, it := range p.line.items {
+		var path string
+		switch it.kind {
+		case itInput:
+			path = it.path
+		case itLib:
+			path = it.path // "" when not found in a -L directory: left to the linker
+		}
+		if path == "" {
+			continue
+		}
+		switch classify(p.abs(path)) {
+		case KindMissing:
+			p.missing = append(p.missing, path)
+		case KindBitcode:
+			p.single[i] = p.addModule(p.portable(path), path, mangle(path), p.abs(path), "")
+		case KindArchive, KindThin:
+			ar, err := readArchive(p.abs(path))
+			if err != nil {
+				// Left to the linker: should it hold bitcode, lld records its
+				// members under names thindist does not know, which the thin
+				// link step reports.
+				fmt.Fprintf(p.opts.Stderr, "thindist: warning: cannot read the archive %s (%v); passing it to the linker as it is\n", path, err)
+				continue
+			}
+			if !ar.HasBitcode() {
+				p.passed[i] = path
+				continue
+			}
+			ents, err := p.unpack(ar, path, nar)
+			if err != nil {
+				return fmt.Errorf("unpacking %s: %w", path, err)
+			}
+			nar++
+			p.archive[i] = ents
+		}
+	}
+	return nil
+}
+
+func (p *plan) addModule(key, display, keep, object, member string) *Module {
+	if m, ok := p.modules[key]; ok {
+		return m // the same file given twice: lld sees it twice too
+	}
+	if _, ok := p.ids[keep]; ok {
+		for j := 2; ; j++ {
+			k := fmt.Sprintf("%s.%d", keep, j)
+			if _, ok := p.ids[k]; !ok {
+				keep = k
+				break
+			}
+		}
+	}
+	p.ids[keep] = key
+	m := &Module{Key: key, Display: display, KeepName: keep, Object: object, Member: member}
+	p.modules[key] = m
+	p.order = append(p.order, m)
+	return m
+}
+
+// unpack lists the files an archive stands for. A thin archive's members
+// are its files; a regular archive's are written to <work>/ar/<n>/.
+func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
+	var ents []entry
+	dir := filepath.Join(p.work, "ar", fmt.Sprint(n))
+	used := map[string]bool{}
+	for _, m := range ar.Members {
+		if ar.Thin {
+			file := filepath.Join(filepath.Dir(spelled), m.Name)
+			if filepath.IsAbs(m.Name) {
+				file = m.Name
+			}
+			if !m.Bitcode {
+				ents = append(ents, entry{file: file})
+				continue
+			}
+			ents = append(ents, entry{mod: p.addModule(p.portable(file), fmt.Sprintf("%s(%s)", spelled, m.Name),
+				mangle(file), p.abs(file), "")})
+			continue
+		}
+		name := filepath.Base(m.Name)
+		if name == "." || name == ".." || name == "/" || name == "" {
+			name = "member"
+		}
+		for j := 2; used[name]; j++ {
+			name = fmt.Sprintf("%d.%s", j, filepath.Base(m.Name))
+		}
+		used[name] = true
+		file := filepath.Join(dir, name)
+		if err := os.MkdirAll(p.abs(dir), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(p.abs(file), m.Data, 0o644); err != nil {
+			return nil, err
+		}
+		if !m.Bitcode {
+			ents = append(ents, entry{file: file})
+			continue
+		}
+		ents = append(ents, entry{mod: p.addModule(file, fmt.Sprintf("%s(%s)", spelled, m.Name),
+			mangle(spelled)+"/"+name, "", m.Name)})
+	}
+	return ents, nil
+}
+
+// mangle turns a path into a relative one that stays inside a directory:
+// "/a/b.o" -> "a/b.o", "../x/b.o" -> "__/x/b.o".
+func mangle(p string) string {
+	p = filepath.ToSlash(filepath.Clean(p))
+	p = strings.TrimLeft(p, "/")
+	parts := strings.Split(p, "/")
+	for i, c := range parts {
+		if c == ".." {
+			parts[i] = "__"
+		}
+	}
+	return strings.Join(parts, "/")
+}
