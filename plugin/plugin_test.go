@@ -363,7 +363,7 @@ func TestPluginEmptyOutput(t *testing.T) {
 func TestPluginBadOption(t *testing.T) {
 	dir, _ := project(t)
 	out, code := callPlugin(t, dir, []string{"THINDIST_COMPILER=" + clang}, "--opt", "--thindist-jobs=zero")
-	failure(t, out, code, "--thindist-jobs=zero", "invalid value")
+	failure(t, out, code, "--thindist-jobs=zero", `--jobs: expected a number, not "zero"`)
 	noObjects(t, dir)
 }
 

@@ -10,17 +10,30 @@ import (
 	"github.com/thindist/thindist/internal/pipeline"
 )
 
+const cacheIntro = `Usage:
+  thindist cache stats [--cache-dir DIR]   the local cache's size, limit, hits, misses,
+                                           evictions and the CPU time hits saved
+  thindist cache clear [--cache-dir DIR]   remove every entry
+
+The cache directory and its size limit are the settings links use (see
+'thindist config'); every setting of 'thindist --help' is accepted.
+`
+
+func cacheUsage(w io.Writer) { helpWithFlags(w, cacheIntro) }
+
 // cacheCmd runs `thindist cache stats|clear [--cache-dir DIR]`.
 func cacheCmd(args []string, env pipeline.Env, stdout io.Writer) int {
+	if wantsHelp(args) {
+		cacheUsage(stdout)
+		return 0
+	}
 	if len(args) == 0 || (args[0] != "stats" && args[0] != "clear") {
-		fmt.Fprintf(env.Stderr, "usage: thindist cache stats|clear [--cache-dir DIR]\n")
+		fmt.Fprintf(env.Stderr, "usage: thindist cache stats|clear [--cache-dir DIR]\nRun 'thindist cache --help' for more.\n")
 		return 2
 	}
 	var cfg config.Config
 	fs := newFlags(&cfg)
-	if code := parseFlags("thindist cache", fs, &cfg, args[1:], env, func(w io.Writer) {
-		fmt.Fprintf(w, "usage: thindist cache stats|clear [--cache-dir DIR]\n")
-	}); code >= 0 {
+	if code := parseFlags("thindist cache", fs, &cfg, args[1:], env, cacheUsage); code >= 0 {
 		return code
 	}
 	dir := cfg.CacheDir

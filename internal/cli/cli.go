@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/thindist/thindist/internal/config"
@@ -22,18 +24,23 @@ var Version = "dev"
 // Main runs thindist with args (without the program name) and returns the
 // exit status.
 func Main(ctx context.Context, args []string) int {
-	env := pipeline.StdEnv()
+	return run(ctx, args, pipeline.StdEnv(), os.Stdout)
+}
+
+// run is Main with its surroundings given (for tests).
+func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "help":
-			usage(os.Stdout)
-			return 0
+			return help(args[1:], env, stdout)
 		case "cache":
-			return cacheCmd(args[1:], env, os.Stdout)
+			return cacheCmd(args[1:], env, stdout)
+		case "config":
+			return configCmd(args[1:], env, stdout)
 		case "doctor":
-			return doctorCmd(ctx, args[1:], env, os.Stdout)
-		case "version":
-			fmt.Println("thindist", Version)
+			return doctorCmd(ctx, args[1:], env, stdout)
+		case "version", "--version", "-version":
+			fmt.Fprintln(stdout, versionLine())
 			return 0
 		case "link":
 			return link(ctx, args[1:], env)
@@ -50,19 +57,74 @@ Usage:
   thindist link [flags] -- LINK-COMMAND
                                distributed ThinLTO with any lld: see 'thindist link --help'
   thindist cache stats|clear   show or empty the local cache
+  thindist config [flags]      print every effective setting and where it came from
   thindist doctor [--compiler CLANG] [--remote URL [--remote-* ...]]
                                check a remote execution service: connection,
                                capabilities, CAS, the workers' compiler version
-  thindist help                this text
-  thindist version             print the version
+  thindist help [COMMAND]      this text, or a command's own help
+  thindist --version           print the version
 
 As lld's DTLTO distributor (LLVM 21 and later):
   clang -flto=thin -fuse-ld=lld -fthinlto-distributor=$(command -v thindist) \
         -Xthinlto-distributor=--jobs=8 a.o b.o -o app
 
-Every flag can also be given as an environment variable (shown with each flag);
-a flag on the command line wins over its variable.
+Settings come from, in increasing precedence: their defaults, the default config
+file ($XDG_CONFIG_HOME/thindist/config, else ~/.config/thindist/config), the file
+given with --config, the environment variable shown with each flag, and the
+command line. A config file holds one 'flag = value' a line, named as the flags
+without dashes. 'thindist config' shows what is in effect and where it came from.
 `
+
+// help runs `thindist help [COMMAND]`.
+func help(args []string, env pipeline.Env, stdout io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
+		return 0
+	}
+	topics := map[string]func(io.Writer){
+		"link":   linkUsage,
+		"cache":  cacheUsage,
+		"config": configUsage,
+		"doctor": doctorHelp,
+	}
+	h, ok := topics[args[0]]
+	if !ok {
+		fmt.Fprintf(env.Stderr, "thindist help: unknown command %q (commands: link, cache, config, doctor)\n", args[0])
+		return 2
+	}
+	h(stdout)
+	return 0
+}
+
+// versionLine is thindist's version: the one set at build time, else the
+// module's (go install ...@v1.2.3), with the VCS revision of a source
+// build and the Go version.
+func versionLine() string {
+	v := Version
+	rev := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		var modified bool
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value[:min(12, len(s.Value))]
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if rev != "" && modified {
+			rev += ", modified"
+		}
+	}
+	line := "thindist " + v
+	if rev != "" {
+		line += " (" + rev + ")"
+	}
+	return line + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+}
 
 func newFlags(cfg *config.Config) *config.FlagSet {
 	fs := config.NewFlagSet("thindist")
@@ -70,11 +132,16 @@ func newFlags(cfg *config.Config) *config.FlagSet {
 	return fs
 }
 
-func usage(w io.Writer) {
-	var cfg config.Config
-	fs := newFlags(&cfg)
+// helpWithFlags prints a command's intro, then the settings every command
+// shares.
+func helpWithFlags(w io.Writer, intro string) {
 	io.WriteString(w, intro)
-	fs.PrintDefaults(w)
+	var cfg config.Config
+	newFlags(&cfg).PrintDefaults(w)
+}
+
+func usage(w io.Writer) {
+	helpWithFlags(w, intro)
 	io.WriteString(w, `
 Exit status: 0 when every backend compiled and produced an object file; 1 when
 any failed (the failing module, its exit status, the command and its stderr are

@@ -18,20 +18,29 @@ import (
 
 const doctorUsage = "usage: thindist doctor [--compiler CLANG] [--remote grpc[s]://HOST:PORT [--remote-* flags]]\n"
 
+func newDoctorFlags(cfg *config.Config, compiler *string) *config.FlagSet {
+	fs := newFlags(cfg)
+	fs.String(compiler, "compiler", "Doctor", "PATH", "clang",
+		"the local compiler whose version the workers' must match (lld uses the clang that drives it)")
+	return fs
+}
+
+func doctorHelp(w io.Writer) {
+	var cfg config.Config
+	var compiler string
+	fmt.Fprint(w, doctorUsage)
+	newDoctorFlags(&cfg, &compiler).PrintDefaults(w)
+}
+
 // doctorCmd runs `thindist doctor [--compiler CLANG] [--remote URL ...]`:
 // the local compiler and whether it can be forked from a fork server; with
 // --remote, connectivity, capabilities, a CAS round trip, and whether the
 // workers' compiler reports the same version as the local one.
 func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
 	var cfg config.Config
-	fs := newFlags(&cfg)
-	compiler := "clang"
-	fs.String(&compiler, "compiler", "Doctor", "PATH", "clang",
-		"the local compiler whose version the workers' must match (lld uses the clang that drives it)")
-	if code := parseFlags("thindist doctor", fs, &cfg, args, env, func(w io.Writer) {
-		fmt.Fprint(w, doctorUsage)
-		fs.PrintDefaults(w)
-	}); code >= 0 {
+	var compiler string
+	fs := newDoctorFlags(&cfg, &compiler)
+	if code := parseFlags("thindist doctor", fs, &cfg, args, env, doctorHelp); code >= 0 {
 		return code
 	}
 	ok := true

@@ -5,10 +5,14 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -21,19 +25,28 @@ type FlagSet struct {
 	order []string
 	// configFlag names the flag holding a config file, if any.
 	configFlag string
+	// aliases maps another name of a flag to the flag (-j to jobs,
+	// Bazel's --remote_executor to remote).
+	aliases map[string]string
+	// sources says where each flag set by Parse took its value from.
+	sources map[string]string
 }
 
 type meta struct {
 	group string
 	arg   string // placeholder for the value in help
 	def   string // the default as help shows it, if not the value
+	// secret: values may hold credentials (shown redacted by Settings).
+	secret bool
+	// aliases are other long names of the flag (Bazel's spellings).
+	aliases []string
 }
 
 // NewFlagSet returns an empty set for the command name.
 func NewFlagSet(name string) *FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return &FlagSet{fs: fs, metas: map[string]meta{}}
+	return &FlagSet{fs: fs, metas: map[string]meta{}, aliases: map[string]string{}}
 }
 
 // EnvName is the environment variable of a flag.
@@ -48,7 +61,8 @@ func (s *FlagSet) add(name, group, arg string) {
 
 // Int defines an integer flag.
 func (s *FlagSet) Int(p *int, name, group string, def int, usage string) {
-	s.fs.IntVar(p, name, def, usage)
+	*p = def
+	s.fs.Var(intValue{p}, name, usage)
 	s.add(name, group, "N")
 }
 
@@ -60,7 +74,8 @@ func (s *FlagSet) String(p *string, name, group, arg, def, usage string) {
 
 // Bool defines a boolean flag.
 func (s *FlagSet) Bool(p *bool, name, group string, def bool, usage string) {
-	s.fs.BoolVar(p, name, def, usage)
+	*p = def
+	s.fs.Var(boolValue{p}, name, usage)
 	s.add(name, group, "")
 }
 
@@ -82,9 +97,40 @@ func (s *FlagSet) Var(v flag.Value, name, group, arg, usage string) {
 func (s *FlagSet) Alias(short, long string) {
 	f := s.fs.Lookup(long)
 	s.fs.Var(f.Value, short, f.Usage)
+	s.aliases[short] = long
 	m := s.metas[long]
-	m.arg = m.arg + "|-" + short
+	if len(short) == 1 {
+		m.arg = m.arg + "|-" + short
+	} else {
+		m.aliases = append(m.aliases, short)
+	}
 	s.metas[long] = m
+}
+
+// AliasValue makes name another spelling of flag long whose value v sets
+// differently (Bazel's --remote_cache sets --remote and implies
+// --remote-cache-only).
+func (s *FlagSet) AliasValue(name, long string, v flag.Value) {
+	s.fs.Var(v, name, s.fs.Lookup(long).Usage)
+	s.aliases[name] = long
+	m := s.metas[long]
+	m.aliases = append(m.aliases, name)
+	s.metas[long] = m
+}
+
+// implier is a value whose Set also sets other flags.
+type implier interface{ Implies() []string }
+
+// setSource records where name (and whatever its value implies) came from.
+func (s *FlagSet) setSource(f *flag.Flag, source string) {
+	s.sources[s.canonical(f.Name)] = source
+	if im, ok := f.Value.(implier); ok {
+		for _, n := range im.Implies() {
+			if s.sources[n] == "" {
+				s.sources[n] = source
+			}
+		}
+	}
 }
 
 // DefaultText sets how help describes a flag's default (e.g. "the number of
@@ -96,17 +142,19 @@ func (s *FlagSet) DefaultText(name, text string) {
 }
 
 // Parse reads args (flags, then positional arguments) and fills every flag
-// not given on the command line from its environment variable. getenv is
-// os.Getenv in production.
+// not given on the command line from its environment variable, then from
+// the config file named by the config flag, then from the default config
+// file (DefaultConfigFile), in that order of precedence. getenv is
+// os.Getenv in production. Errors name the flag as the user spelled it
+// (--jobs, THINDIST_JOBS, or the file's line) and say what is expected.
 func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
+	s.sources = map[string]string{}
 	if err := s.fs.Parse(args); err != nil {
-		return err
+		return flagError(err)
 	}
-	given := map[string]bool{}
-	s.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	fromEnv := map[string]bool{}
+	s.fs.Visit(func(f *flag.Flag) { s.setSource(f, "flag --"+f.Name) })
 	for _, name := range s.order {
-		if given[name] {
+		if s.sources[name] != "" {
 			continue
 		}
 		if v := getenv(EnvName(name)); v != "" {
@@ -119,32 +167,190 @@ func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
 			if err != nil {
 				return fmt.Errorf("%s=%q: %v", EnvName(name), v, err)
 			}
-			fromEnv[name] = true
+			s.sources[name] = "environment " + EnvName(name)
 		}
 	}
 	if s.configFlag == "" {
 		return nil
 	}
-	path := s.fs.Lookup(s.configFlag).Value.String()
-	if path == "" {
+	// The file named explicitly wins over the default one.
+	if path := s.fs.Lookup(s.configFlag).Value.String(); path != "" {
+		if err := s.applyFile(path, false); err != nil {
+			return err
+		}
+	}
+	if path := DefaultConfigFile(getenv); path != "" {
+		if err := s.applyFile(path, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyFile sets every flag that path sets and no source of higher
+// precedence has set. A missing file is an error unless optional.
+func (s *FlagSet) applyFile(path string, optional bool) error {
+	kvs, err := readConfigFile(path)
+	if optional && errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	kvs, err := readConfigFile(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
+	source := "file " + path
 	for _, kv := range kvs {
-		f := s.fs.Lookup(kv[0])
-		if f == nil || kv[0] == s.configFlag {
-			return fmt.Errorf("config file %s: unknown setting %q", path, kv[0])
+		f := s.fs.Lookup(kv.key)
+		if f == nil || kv.key == s.configFlag {
+			return fmt.Errorf("%s:%d: unknown setting %q (the settings are the flags of --help, without dashes)",
+				path, kv.line, kv.key)
 		}
-		if given[f.Name] || fromEnv[f.Name] {
+		name := s.canonical(f.Name)
+		if src := s.sources[name]; src != "" && src != source {
 			continue
 		}
-		if err := s.fs.Set(f.Name, kv[1]); err != nil {
-			return fmt.Errorf("config file %s: %s = %q: %v", path, kv[0], kv[1], err)
+		if err := s.fs.Set(f.Name, kv.value); err != nil {
+			return fmt.Errorf("%s:%d: %s = %q: %v", path, kv.line, kv.key, kv.value, err)
+		}
+		s.setSource(f, source)
+	}
+	return nil
+}
+
+// canonical is the flag an alias stands for (the name itself otherwise).
+func (s *FlagSet) canonical(name string) string {
+	if long, ok := s.aliases[name]; ok {
+		return long
+	}
+	return name
+}
+
+// DefaultConfigFile is $XDG_CONFIG_HOME/thindist/config, else
+// ~/.config/thindist/config: read by every command when it exists, below
+// the environment and the command line.
+func DefaultConfigFile(getenv func(string) string) string {
+	if d := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "thindist", "config")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".config", "thindist", "config")
+	}
+	return ""
+}
+
+// Source says where flag name took its value from after Parse: "default",
+// "file PATH", "environment THINDIST_X" or "flag --x".
+func (s *FlagSet) Source(name string) string {
+	if src := s.sources[s.canonical(name)]; src != "" {
+		return src
+	}
+	return "default"
+}
+
+// Setting is one flag's effective value and where it came from.
+type Setting struct {
+	Name  string
+	Value string
+	// Source is "default", "file PATH", "environment THINDIST_X" or
+	// "flag --x".
+	Source string
+	// Secret: the value may hold credentials (it is redacted in Value).
+	Secret bool
+}
+
+// Settings lists every flag's effective value after Parse, in definition
+// order. Values of secret flags are redacted.
+func (s *FlagSet) Settings() []Setting {
+	var out []Setting
+	for _, name := range s.order {
+		m := s.metas[name]
+		v := s.fs.Lookup(name).Value
+		st := Setting{Name: name, Value: v.String(), Source: s.Source(name), Secret: m.secret}
+		if m.secret {
+			if r, ok := v.(redacter); ok {
+				st.Value = r.Redacted()
+			} else if st.Value != "" {
+				st.Value = "<redacted>"
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// redacter is a value that can show itself without its secrets.
+type redacter interface{ Redacted() string }
+
+// Secret marks a flag whose values may hold credentials: Settings shows
+// them redacted.
+func (s *FlagSet) Secret(name string) {
+	m := s.metas[name]
+	m.secret = true
+	s.metas[name] = m
+}
+
+// flagError rewrites the flag package's messages to name the flag with
+// two dashes and say what is expected (the reasons come from the values'
+// own Set methods).
+func flagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Errorf("unknown flag %s", dashed(strings.TrimPrefix(name, "-")))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Errorf("%s: expected a value", dashed(name))
+	}
+	if rest, ok := strings.CutPrefix(msg, "bad flag syntax: "); ok {
+		return fmt.Errorf("bad flag syntax %q: use --name=value or --name value", rest)
+	}
+	// invalid value "x" for flag -name: reason
+	// invalid boolean value "x" for -name: reason
+	for _, sep := range []string{" for flag -", " for -"} {
+		if i := strings.Index(msg, sep); i >= 0 && strings.HasPrefix(msg, "invalid ") {
+			if name, reason, ok := strings.Cut(msg[i+len(sep):], ": "); ok {
+				return fmt.Errorf("%s: %s", dashed(name), reason)
+			}
 		}
 	}
+	return err
+}
+
+// dashed spells a flag as on the command line: -j, --jobs.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// intValue is an integer flag whose errors say what is expected.
+type intValue struct{ p *int }
+
+func (v intValue) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.p)
+}
+func (v intValue) Set(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("expected a number, not %q", s)
+	}
+	*v.p = n
+	return nil
+}
+
+// boolValue is a boolean flag whose errors say what is expected.
+type boolValue struct{ p *bool }
+
+func (v boolValue) String() string   { return strconv.FormatBool(v.p != nil && *v.p) }
+func (v boolValue) IsBoolFlag() bool { return true }
+func (v boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("expected true or false, not %q", s)
+	}
+	*v.p = b
 	return nil
 }
 
@@ -190,6 +396,9 @@ func (s *FlagSet) PrintDefaults(w io.Writer) {
 				fmt.Fprintf(w, "        %s\n", line)
 			}
 			extra := "env " + EnvName(name)
+			for _, a := range m.aliases {
+				extra += "; also --" + a
+			}
 			switch {
 			case m.def != "":
 				extra += "; default " + m.def

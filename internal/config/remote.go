@@ -1,9 +1,8 @@
 package config
 
 import (
-	"bufio"
 	"fmt"
-	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -42,6 +41,9 @@ type Remote struct {
 	// Attempts bounds the tries of an RPC or execution that fails
 	// transiently.
 	Attempts int
+
+	// cacheImplied: CacheOnly was set by Bazel's --remote_cache alone.
+	cacheImplied bool
 }
 
 // KVList is a repeatable KEY=VALUE flag. From an environment variable it
@@ -49,6 +51,9 @@ type Remote struct {
 type KVList [][2]string
 
 func (l *KVList) String() string {
+	if l == nil {
+		return ""
+	}
 	var s []string
 	for _, kv := range *l {
 		s = append(s, kv[0]+"="+kv[1])
@@ -64,6 +69,15 @@ func (l *KVList) Set(v string) error {
 	}
 	*l = append(*l, [2]string{strings.TrimSpace(k), val})
 	return nil
+}
+
+// Redacted shows the keys only, for headers that carry credentials.
+func (l *KVList) Redacted() string {
+	var s []string
+	for _, kv := range *l {
+		s = append(s, kv[0]+"=<redacted>")
+	}
+	return strings.Join(s, ",")
 }
 
 // SetList adds the pairs of an environment variable's value.
@@ -88,10 +102,18 @@ func (d durationValue) String() string {
 	}
 	return d.p.String()
 }
+
+// Set takes a Go duration (30s, 2m, 1h30m) or, as Bazel's
+// --remote_timeout does, a number of seconds.
 func (d durationValue) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.Atoi(s); err == nil {
+		*d.p = time.Duration(n) * time.Second
+		return nil
+	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return err
+		return fmt.Errorf("expected a duration such as 30s, 2m or 1h30m (or a number of seconds), not %q", s)
 	}
 	*d.p = v
 	return nil
@@ -99,9 +121,11 @@ func (d durationValue) Set(s string) error {
 
 func (r *Remote) register(fs *FlagSet) {
 	const g = "Remote execution (REAPI v2: Buildbarn, BuildBuddy, EngFlow, NativeLink)"
-	fs.String(&r.Target, "remote", g, "grpc[s]://HOST:PORT", "",
+	fs.Var(targetValue{r}, "remote", g, "grpc[s]://HOST:PORT",
 		"run backends on this Remote Execution API v2 service and share results through its\n"+
-			"ActionCache; grpcs:// uses TLS with the system roots unless --remote-ca is given")
+			"ActionCache; grpcs:// uses TLS with the system roots unless --remote-ca is given.\n"+
+			"Bazel's --remote_cache=URL uses the service as a cache only (--remote-cache-only),\n"+
+			"unless --remote_executor names the same service")
 	fs.String(&r.Instance, "remote-instance", g, "NAME", "", "the REAPI instance name")
 	fs.String(&r.CA, "remote-ca", g, "FILE", "", "PEM root certificates for grpcs://")
 	fs.String(&r.Cert, "remote-cert", g, "FILE", "", "PEM client certificate for mutual TLS")
@@ -143,6 +167,61 @@ func (r *Remote) register(fs *FlagSet) {
 	fs.Int(&r.Attempts, "remote-retries", g, 10,
 		"try a call that fails transiently (Unavailable, ResourceExhausted, DeadlineExceeded)\n"+
 			"at most N times, with exponential backoff, and for at most 30s")
+
+	// Bazel's spellings, so that a team's .bazelrc settings carry over.
+	fs.Alias("remote_executor", "remote")
+	fs.AliasValue("remote_cache", "remote", cacheTargetValue{r})
+	fs.Alias("remote_instance_name", "remote-instance")
+	fs.Alias("remote_header", "remote-header")
+	fs.Alias("remote_timeout", "remote-timeout")
+	fs.Secret("remote-header")
+}
+
+// targetValue is --remote (Bazel's --remote_executor): execution and
+// caching on one service.
+type targetValue struct{ r *Remote }
+
+func (v targetValue) String() string {
+	if v.r == nil {
+		return ""
+	}
+	return v.r.Target
+}
+func (v targetValue) Set(s string) error {
+	v.r.Target = s
+	if v.r.cacheImplied {
+		// Bazel's --remote_cache and --remote_executor naming one
+		// service: execution is wanted after all.
+		v.r.CacheOnly, v.r.cacheImplied = false, false
+	}
+	return nil
+}
+
+// cacheTargetValue is Bazel's --remote_cache: the service is used as a
+// cache only, unless --remote_executor names it too (thindist uses one
+// service for both).
+type cacheTargetValue struct{ r *Remote }
+
+func (v cacheTargetValue) String() string { return targetValue(v).String() }
+func (v cacheTargetValue) Set(s string) error {
+	switch {
+	case v.r.Target == "":
+		v.r.Target = s
+		if !v.r.CacheOnly {
+			v.r.CacheOnly, v.r.cacheImplied = true, true
+		}
+	case v.r.Target != s:
+		return fmt.Errorf("thindist uses one service for execution and caching; --remote_cache %q differs from --remote %q", s, v.r.Target)
+	}
+	return nil
+}
+
+// Implies names the settings that Set also changed.
+func (v cacheTargetValue) Implies() []string {
+	if v.r.cacheImplied {
+		return []string{"remote-cache-only"}
+	}
+	return nil
 }
 
 func (r *Remote) check() error {
@@ -170,37 +249,4 @@ func (r *Remote) check() error {
 		return fmt.Errorf("remote timeouts must not be negative")
 	}
 	return nil
-}
-
-// readConfigFile reads `key = value` lines (flag names without dashes;
-// '#' starts a comment) from path.
-func readConfigFile(path string) ([][2]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out [][2]string
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			// A bare boolean flag name means true.
-			k, v = line, "true"
-		}
-		k = strings.TrimLeft(strings.TrimSpace(k), "-")
-		v = strings.TrimSpace(v)
-		if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
-			v = v[1 : len(v)-1]
-		}
-		if k == "" {
-			return nil, fmt.Errorf("%s:%d: no key", path, n)
-		}
-		out = append(out, [2]string{k, v})
-	}
-	return out, sc.Err()
 }

@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/pipeline"
+)
+
+const configIntro = `Usage:
+  thindist config [flags]
+
+Prints every setting in effect and where it came from: its default, a config
+file, an environment variable, or a flag given here (flags given to 'thindist
+config' show their effect, as they would on a link). Header values are not
+shown: they usually carry credentials.
+
+Precedence, lowest first: default, the default config file
+($XDG_CONFIG_HOME/thindist/config, else ~/.config/thindist/config), the file of
+--config, the environment (THINDIST_*), the command line.
+`
+
+func configUsage(w io.Writer) { helpWithFlags(w, configIntro) }
+
+// configCmd runs `thindist config [flags]`.
+func configCmd(args []string, env pipeline.Env, stdout io.Writer) int {
+	if wantsHelp(args) {
+		configUsage(stdout)
+		return 0
+	}
+	var cfg config.Config
+	fs := newFlags(&cfg)
+	if code := parseFlags("thindist config", fs, &cfg, args, env, configUsage); code >= 0 {
+		return code
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		fmt.Fprintf(env.Stderr, "thindist config: unexpected arguments %q\n", rest)
+		return 2
+	}
+	def := config.DefaultConfigFile(env.Getenv)
+	state := "absent"
+	if _, err := os.Stat(def); err == nil {
+		state = "read"
+	}
+	fmt.Fprintf(stdout, "# default config file: %s (%s)\n", def, state)
+	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+	for _, s := range fs.Settings() {
+		v := s.Value
+		if s.Name == "cache-dir" && v == "" {
+			v = config.DefaultCacheDir(env.Getenv)
+		}
+		fmt.Fprintf(tw, "%s = %s\t# %s\n", s.Name, v, s.Source)
+	}
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintf(env.Stderr, "thindist config: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// wantsHelp reports whether a subcommand's first argument asks for its help.
+func wantsHelp(args []string) bool {
+	return len(args) > 0 && (args[0] == "--help" || args[0] == "-help" || args[0] == "-h")
+}
