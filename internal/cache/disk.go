@@ -45,6 +45,14 @@ func OpenDisk(dir string) (*Disk, error) {
 			return nil, fmt.Errorf("cache directory %s: %w", dir, err)
 		}
 	}
+	// Existing directories say nothing about whether entries can be
+	// written (a read-only mount, another user's cache): try.
+	probe, err := os.CreateTemp(filepath.Join(dir, "tmp"), "probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("cache directory %s is not writable: %w", dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
 	return &Disk{dir: dir}, nil
 }
 

@@ -168,10 +168,24 @@ func parseFlags(name string, fs *config.FlagSet, cfg *config.Config, args []stri
 	return -1
 }
 
+// checkCacheDir stops a command that runs backends, before anything runs,
+// when the cache directory the user named cannot be used.
+func checkCacheDir(name string, fs *config.FlagSet, cfg *config.Config, env pipeline.Env) int {
+	if err := pipeline.CheckCacheDir(cfg); err != nil {
+		fmt.Fprintf(env.Stderr, "%s: error: %v\n(the directory comes from %s; name one you can write, or use --no-cache)\n",
+			name, err, fs.Source("cache-dir"))
+		return 2
+	}
+	return -1
+}
+
 func distribute(ctx context.Context, args []string, env pipeline.Env) int {
 	var cfg config.Config
 	fs := newFlags(&cfg)
 	if code := parseFlags("thindist", fs, &cfg, args, env, usage); code >= 0 {
+		return code
+	}
+	if code := checkCacheDir("thindist", fs, &cfg, env); code >= 0 {
 		return code
 	}
 	rest := fs.Args()

@@ -68,6 +68,9 @@ func link(ctx context.Context, args []string, env pipeline.Env) int {
 	if code := parseFlags("thindist link", fs, &cfg, args, env, linkUsage); code >= 0 {
 		return code
 	}
+	if code := checkCacheDir("thindist link", fs, &cfg, env); code >= 0 {
+		return code
+	}
 	command := fs.Args()
 	if len(command) == 0 {
 		fmt.Fprintf(env.Stderr, "thindist link: no link command given\nRun 'thindist link --help' for usage.\n")

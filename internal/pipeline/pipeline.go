@@ -201,6 +201,10 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	var disk *cache.Disk
 	if !cfg.NoCache {
 		if disk, err = cache.OpenDisk(dir); err != nil {
+			if cfg.CacheDir != "" {
+				finish()
+				return nil, 0, nil, fmt.Errorf("the cache directory named by --cache-dir cannot be used: %w", err)
+			}
 			warn("running without a cache: %v", err)
 			disk = nil
 		}
@@ -237,6 +241,18 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		}
 	})
 	return executor.Verified(cached), parallel, finish, nil
+}
+
+// CheckCacheDir returns an error if the cache directory the user named
+// (--cache-dir, its variable or a config file) cannot be used, so that the
+// command stops before anything runs; the default directory being unusable
+// only costs the cache, with a warning, when the run starts.
+func CheckCacheDir(cfg *config.Config) error {
+	if cfg.CacheDir == "" || cfg.NoCache {
+		return nil
+	}
+	_, err := cache.OpenDisk(cfg.CacheDir)
+	return err
 }
 
 // ForkServers returns the pool that forks local compilers with environment
