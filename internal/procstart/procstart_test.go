@@ -1,0 +1,59 @@
+package procstart
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestOfParsesStat checks the arithmetic on a stat line whose command name
+// holds spaces and parentheses.
+func TestOfParsesStat(t *testing.T) {
+	dir := t.TempDir()
+	stat := filepath.Join(dir, "stat")
+	uptime := filepath.Join(dir, "uptime")
+	// Field 22 is 12345 ticks: 123.45 s after boot.
+	os.WriteFile(stat, []byte("4242 (ld.lld (x) y) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 12345 999 1000\n"), 0o644)
+	os.WriteFile(uptime, []byte("200.00 150.00\n"), 0o644)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	got, err := of(stat, uptime, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := now.Add(-200 * time.Second).Add(12345 * 10 * time.Millisecond)
+	if !got.Equal(want) {
+		t.Errorf("start %v, want %v", got, want)
+	}
+	os.WriteFile(stat, []byte("4242 (x) S 1 2\n"), 0o644)
+	if _, err := of(stat, uptime, now); err == nil {
+		t.Error("a short stat line is accepted")
+	}
+}
+
+// TestOfRealProcess checks a process started between two readings of the
+// clock (to the 1/100 s of /proc's unit, with slack for rounding).
+func TestOfRealProcess(t *testing.T) {
+	before := time.Now()
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer cmd.Process.Kill()
+	after := time.Now()
+	got, err := Of(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slack = 50 * time.Millisecond
+	if got.Before(before.Add(-slack)) || got.After(after.Add(slack)) {
+		t.Errorf("start %v, want it between %v and %v", got, before, after)
+	}
+	if name, err := Name(cmd.Process.Pid); err != nil || name != "sleep" {
+		t.Errorf("name %q, %v", name, err)
+	}
+	if _, err := ParentLinker(); err == nil {
+		t.Errorf("the test's parent (go test) taken for a linker")
+	}
+}
