@@ -90,7 +90,7 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 	argv := a.Argv(func(i int) string { return a.Inputs[i].Path }, func(i int) string { return out[i] })
 
 	if l.opts.Limiter != nil {
-		release, err := l.opts.Limiter.Acquire(ctx)
+		release, err := acquire(ctx, l.opts.Limiter, a)
 		if err != nil {
 			return nil, err
 		}
@@ -142,9 +142,19 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 // fork runs argv through the fork-server pool, with the same process
 // group, cancellation and output capture as an exec'd compiler.
 func (l *local) fork(ctx context.Context, a *action.Action, argv []string, dir string) (*Result, error) {
+	// The first job of a compiler starts its server, and jobs arriving
+	// meanwhile wait for it: that start-up is not the job's own time
+	// (the pool reports it in its Stats).
+	srv, err := l.opts.ForkServers.Server(ctx, argv[0])
+	if errors.Is(err, forkserver.ErrUnavailable) {
+		return nil, err
+	}
 	var stdout, stderr capped
 	start := time.Now()
-	st, err := l.opts.ForkServers.Run(ctx, argv, dir, &stdout, &stderr, l.opts.KillDelay)
+	var st forkserver.Status
+	if err == nil {
+		st, err = srv.Run(ctx, argv, dir, &stdout, &stderr, l.opts.KillDelay)
+	}
 	if errors.Is(err, forkserver.ErrUnavailable) {
 		return nil, err
 	}

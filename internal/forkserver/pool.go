@@ -108,6 +108,24 @@ type Pool struct {
 	shim    string
 	shimErr error
 	servers map[string]*entry
+	stats   Stats
+}
+
+// Stats are a pool's figures for a run.
+type Stats struct {
+	// Servers is how many servers started.
+	Servers int
+	// Startup is the time they took to start (building the shim when
+	// needed, starting the compiler up to main): paid once per compiler,
+	// outside any job's time.
+	Startup time.Duration
+}
+
+// Stats returns the pool's figures so far.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
 }
 
 type entry struct {
@@ -127,17 +145,20 @@ func NewPool(dir string, env []string, warn func(string, ...any)) *Pool {
 // See Server.Run; errors wrapping ErrUnavailable mean the caller should
 // exec the job itself.
 func (p *Pool) Run(ctx context.Context, argv []string, dir string, stdout, stderr io.Writer, killDelay time.Duration) (Status, error) {
-	srv, err := p.server(ctx, argv[0])
+	srv, err := p.Server(ctx, argv[0])
 	if err != nil {
 		return Status{}, err
 	}
 	return srv.Run(ctx, argv, dir, stdout, stderr, killDelay)
 }
 
-// server returns the server of compiler, keyed as the jobs spell it so
-// that a job costs a map lookup; the path is resolved (exec.LookPath when
-// it has no slash) once, when the server starts.
-func (p *Pool) server(ctx context.Context, compiler string) (*Server, error) {
+// Server returns the server of compiler, starting it on first use (the
+// callers that ask meanwhile wait for that start). Servers are keyed as
+// the jobs spell the compiler so that a job costs a map lookup; the path
+// is resolved (exec.LookPath when it has no slash) once, when the server
+// starts. Errors wrapping ErrUnavailable mean the caller should exec the
+// job itself.
+func (p *Pool) Server(ctx context.Context, compiler string) (*Server, error) {
 	p.mu.Lock()
 	e := p.servers[compiler]
 	if e == nil {
@@ -160,9 +181,16 @@ func (p *Pool) server(ctx context.Context, compiler string) (*Server, error) {
 			e.err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 			return
 		}
+		began := time.Now()
 		var shim string
 		if shim, e.err = p.buildShim(ctx, path); e.err == nil {
 			e.srv, e.err = Start(ctx, path, shim, p.env)
+		}
+		if e.err == nil {
+			p.mu.Lock()
+			p.stats.Servers++
+			p.stats.Startup += time.Since(began)
+			p.mu.Unlock()
 		}
 		if e.err != nil && p.warn != nil && ctx.Err() == nil && !errors.Is(e.err, errNotELF) {
 			p.warn("%v; running it with exec (--no-fork-server skips the attempt and this warning)", e.err)

@@ -1,0 +1,86 @@
+package executor
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/forkserver"
+)
+
+// slotEvents records a SlotObserver's calls.
+type slotEvents chan string
+
+func (e slotEvents) WaitingForSlot(a *action.Action) { e <- "waiting " + a.ID }
+func (e slotEvents) DoneWaiting(a *action.Action)    { e <- "done waiting " + a.ID }
+
+// TestSlotObserver: an action waiting for a local slot is reported as
+// waiting until it holds one, through the context.
+func TestSlotObserver(t *testing.T) {
+	dir := t.TempDir()
+	sem := NewSemaphore(1)
+	hold, err := sem.Acquire(t.Context()) // the only slot, as a busy jobserver would
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(slotEvents, 4)
+	ctx := WithSlotObserver(t.Context(), events)
+	a := &action.Action{ID: "m.o", Dir: dir, Args: []action.Arg{{Text: "/bin/sh"}, {Text: "-c"}, {Text: "true"}}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewLocal(LocalOptions{Limiter: sem}).Execute(ctx, a, []string{filepath.Join(dir, "out.o")})
+		done <- err
+	}()
+	if got := <-events; got != "waiting m.o" {
+		t.Fatalf("first event %q", got)
+	}
+	select {
+	case got := <-events:
+		t.Fatalf("%q while the slot is still held", got)
+	case err := <-done:
+		t.Fatalf("ran without a slot: %v", err)
+	default:
+	}
+	hold()
+	if got := <-events; got != "done waiting m.o" {
+		t.Errorf("second event %q", got)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Without an observer in the context nothing is reported.
+	if _, err := NewLocal(LocalOptions{Limiter: sem}).Execute(t.Context(), a, []string{filepath.Join(dir, "out.o")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 0 {
+		t.Errorf("events without an observer: %d", len(events))
+	}
+}
+
+// TestForkServerStartNotInWall: the first job of a compiler starts its
+// fork server; that start-up is the pool's figure, not the job's Wall. The
+// intervals nest (the start, then the job, inside Execute), so the check
+// holds whatever the machine's speed.
+func TestForkServerStartNotInWall(t *testing.T) {
+	dir := t.TempDir()
+	pool := forkserver.NewPool(t.TempDir(), os.Environ(), t.Logf)
+	defer pool.Close()
+	e := NewLocal(LocalOptions{ForkServers: pool})
+	a := &action.Action{ID: "m.o", Dir: dir, Args: []action.Arg{{Text: "/bin/sh"}, {Text: "-c"}, {Text: "true"}}}
+	began := time.Now()
+	res, err := e.Execute(t.Context(), a, []string{filepath.Join(dir, "out.o")})
+	took := time.Since(began)
+	if err != nil || !res.Forked {
+		t.Skipf("not forked (%v): no fork server here", err)
+	}
+	st := pool.Stats()
+	if st.Servers != 1 || st.Startup <= 0 {
+		t.Fatalf("pool stats %+v after the first job", st)
+	}
+	if res.Wall+st.Startup > took {
+		t.Errorf("job Wall %v + server start-up %v > %v spent in Execute: the start-up is counted in the job",
+			res.Wall, st.Startup, took)
+	}
+}
