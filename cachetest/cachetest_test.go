@@ -332,7 +332,7 @@ func (res *result) modules() []string {
 // summary is thindist's summary line, parsed.
 type summary struct{ jobs, failed, cached, remote, local int }
 
-var summaryRE = regexp.MustCompile(`thindist: (\d+) jobs, (\d+) failed, (\d+) cached, (\d+) remote, (\d+) local`)
+var summaryRE = regexp.MustCompile(`thindist: (?:.*?: )?(\d+) jobs, (\d+) failed, (\d+) cached, (\d+) remote, (\d+) local`)
 
 func (res *result) summary(t *testing.T) summary {
 	t.Helper()

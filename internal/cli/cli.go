@@ -12,10 +12,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/jobfile"
 	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/procstart"
+	"github.com/thindist/thindist/internal/report"
 )
 
 // Version is set at build time with -ldflags "-X .../cli.Version=...".
@@ -29,6 +32,7 @@ func Main(ctx context.Context, args []string) int {
 
 // run is Main with its surroundings given (for tests).
 func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
+	start := time.Now() // the run's wall time counts from here
 	if len(args) > 0 {
 		switch args[0] {
 		case "help":
@@ -43,10 +47,10 @@ func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer)
 			fmt.Fprintln(stdout, versionLine())
 			return 0
 		case "link":
-			return link(ctx, args[1:], env)
+			return link(ctx, args[1:], env, start)
 		}
 	}
-	return distribute(ctx, args, env)
+	return distribute(ctx, args, env, start)
 }
 
 const intro = `thindist runs LLVM ThinLTO backend compilations: locally in parallel, and never
@@ -179,7 +183,7 @@ func checkCacheDir(name string, fs *config.FlagSet, cfg *config.Config, env pipe
 	return -1
 }
 
-func distribute(ctx context.Context, args []string, env pipeline.Env) int {
+func distribute(ctx context.Context, args []string, env pipeline.Env, start time.Time) int {
 	var cfg config.Config
 	fs := newFlags(&cfg)
 	if code := parseFlags("thindist", fs, &cfg, args, env, usage); code >= 0 {
@@ -209,7 +213,19 @@ func distribute(ctx context.Context, args []string, env pipeline.Env) int {
 		fmt.Fprintf(env.Stderr, "thindist: error: %v\n", err)
 		return 2
 	}
-	return exitCode(pipeline.Run(ctx, &cfg, env, jf.Actions), env)
+	tl := report.NewTimeline(start, nil)
+	// lld ran thindist after reading every input and running the thin
+	// link: what it did before is part of where the link's time went.
+	if began, err := procstart.ParentLinker(); err == nil && began.Before(start) {
+		tl.Add("lld", began, start)
+	}
+	summary := report.NewSummary(tl)
+	summary.Output = jf.LinkerOutput
+	code := exitCode(pipeline.RunWith(ctx, &cfg, env, jf.Actions, pipeline.Options{Summary: summary}), env)
+	if summary.Counted() && !cfg.Quiet {
+		fmt.Fprintln(env.Stderr, summary.Line())
+	}
+	return code
 }
 
 func exitCode(err error, env pipeline.Env) int {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/thinlink"
 )
 
@@ -61,7 +63,7 @@ modules its shard names as its imports; the final link links the native objects.
 (assembly, -fno-lto, prebuilt) pass through untouched.
 `
 
-func link(ctx context.Context, args []string, env pipeline.Env) int {
+func link(ctx context.Context, args []string, env pipeline.Env, start time.Time) int {
 	var cfg config.Config
 	var lf linkFlags
 	fs := newLinkFlags(&cfg, &lf)
@@ -76,6 +78,9 @@ func link(ctx context.Context, args []string, env pipeline.Env) int {
 		fmt.Fprintf(env.Stderr, "thindist link: no link command given\nRun 'thindist link --help' for usage.\n")
 		return 2
 	}
+	// The summary covers the whole command: the thin link, the backends
+	// and the final link.
+	summary := report.NewSummary(report.NewTimeline(start, nil))
 	opts := thinlink.Options{
 		Command:           command,
 		Compiler:          lf.compiler,
@@ -86,8 +91,9 @@ func link(ctx context.Context, args []string, env pipeline.Env) int {
 		Stderr:            env.Stderr,
 		Verbose:           lf.verbose,
 		Run: func(ctx context.Context, actions []*action.Action) error {
-			return pipeline.Run(ctx, &cfg, env, actions)
+			return pipeline.RunWith(ctx, &cfg, env, actions, pipeline.Options{Summary: summary})
 		},
+		Phase: summary.Timeline().Begin,
 	}
 	if lf.compdb != "" {
 		db, err := thinlink.LoadCompDB(lf.compdb)
@@ -97,16 +103,25 @@ func link(ctx context.Context, args []string, env pipeline.Env) int {
 		}
 		opts.CompDB = db
 	}
-	_, err := thinlink.Link(ctx, opts)
+	res, err := thinlink.Link(ctx, opts)
+	code := 0
 	var te *thinlink.Error
 	if errors.As(err, &te) {
 		fmt.Fprintf(env.Stderr, "thindist link: error in %v\n", te)
+		code = 1
 		if errors.Is(err, context.Canceled) {
-			return 130
+			code = 130
 		}
-		return 1
+	} else {
+		code = exitCode(err, env)
 	}
-	return exitCode(err, env)
+	if summary.Counted() && !cfg.Quiet {
+		if res != nil {
+			summary.Output = res.Output
+		}
+		fmt.Fprintln(env.Stderr, summary.Line())
+	}
+	return code
 }
 
 func linkUsage(w io.Writer) {

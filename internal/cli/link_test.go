@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
+	"time"
 
 	"github.com/thindist/thindist/internal/testprog"
 )
@@ -52,4 +54,33 @@ func thinObjects(t *testing.T) string {
 	}
 	t.Chdir(dir)
 	return filepath.Join(bin, "clang")
+}
+
+// TestLinkSummaryWallTime: `thindist link`'s summary names the output and
+// counts the whole command (thin link, backends, final link), so its time
+// is at least the sum of the phases it lists: the phases nest inside the
+// run, whatever the machine's speed.
+func TestLinkSummaryWallTime(t *testing.T) {
+	clang := thinObjects(t)
+	code, _, errOut := runCLI(t, map[string]string{"HOME": t.TempDir()}, "link", "--progress=never", "--no-cache",
+		"--", clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	m := regexp.MustCompile(`(?m)^thindist: app: 2 jobs, 0 failed, 0 cached, 0 remote, 2 local in (\S+) ` +
+		`\(thin link (\S+), backends (\S+), final link (\S+)\); slowest [ab]\.o \(\S+\)$`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("no summary naming app with its phases in:\n%s", errOut)
+	}
+	var d [4]time.Duration
+	for i := range d {
+		var err error
+		if d[i], err = time.ParseDuration(m[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each figure is rounded (to 1ms below 1s, 10ms below 10s): allow that.
+	if slack := 30 * time.Millisecond; d[0]+slack < d[1]+d[2]+d[3] {
+		t.Errorf("the run took %v, less than its thin link, backends and final link (%v + %v + %v)", d[0], d[1], d[2], d[3])
+	}
 }

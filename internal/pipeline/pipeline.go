@@ -75,17 +75,38 @@ type Reported struct{ Err error }
 func (r *Reported) Error() string { return r.Err.Error() }
 func (r *Reported) Unwrap() error { return r.Err }
 
-// Run executes actions as cfg says and prints what happened. An error it
-// returns has been printed already and is a *Reported, unless it is a
-// problem with cfg itself.
+// Options are what a caller adds to a run besides its configuration.
+type Options struct {
+	// Summary counts the run for the summary line and holds its clock and
+	// phases, started when the caller's run began (for `thindist link`,
+	// before the thin link). A caller that passes one prints it itself,
+	// after its own last step, unless cfg.Quiet. Nil: Run counts the run
+	// from its own start and prints the line.
+	Summary *report.Summary
+}
+
+// Run executes actions as cfg says and prints what happened, with a summary
+// line that names no output. See RunWith.
 func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Action) error {
+	return RunWith(ctx, cfg, env, actions, Options{})
+}
+
+// RunWith executes actions as cfg says and prints what happened. An error
+// it returns has been printed already and is a *Reported, unless it is a
+// problem with cfg itself.
+func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action.Action, opts Options) error {
+	summary, printSummary := opts.Summary, opts.Summary == nil && !cfg.Quiet
+	if summary == nil {
+		summary = report.NewSummary(report.NewTimeline(time.Now(), nil))
+	}
+	tl := summary.Timeline()
 	live := cfg.Progress == "always" || cfg.Progress == "auto" && env.Terminal
 	console := report.NewConsole(env.Stderr, live)
 
 	warn := func(format string, args ...any) {
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
 	}
-	chain, parallel, finish, err := buildChain(ctx, cfg, env, console, warn)
+	chain, parallel, finish, err := buildChain(ctx, cfg, env, console, warn, tl)
 	if err != nil {
 		return err
 	}
@@ -96,12 +117,13 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 		}
 	}()
 
-	summary := report.NewSummary()
 	observers := []schedule.Observer{summary, warnings{env, console}}
 	var progress *report.Progress
 	if live {
-		progress = report.NewProgress(console)
+		progress = report.NewProgress(console, tl)
 		observers = append(observers, progress)
+		// Actions waiting for a local slot show as queued, not running.
+		ctx = executor.WithSlotObserver(ctx, progress)
 	}
 	var trace *report.Trace
 	if cfg.Trace != "" {
@@ -109,10 +131,12 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 		observers = append(observers, trace)
 	}
 
+	endBackends := tl.Begin("backends")
 	runErr := schedule.Run(ctx, actions, chain, schedule.Options{
 		Parallel: parallel,
 		Observer: report.Tee(observers...),
 	})
+	endBackends()
 	if progress != nil {
 		progress.Stop()
 	}
@@ -153,7 +177,7 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 			console.Printf("thindist: error: %s", errorText(runErr))
 		}
 	}
-	if !cfg.Quiet {
+	if printSummary {
 		console.Printf("%s", summary.Line())
 	}
 	if runErr != nil {
@@ -172,7 +196,7 @@ func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Act
 // Every producer is wrapped in Verified, so nothing unverified is stored or
 // linked. parallel is how many actions may be in flight. finish records the
 // run's counters and releases what the chain holds.
-func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any)) (executor.Executor, int, func(), error) {
+func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline) (executor.Executor, int, func(), error) {
 	limiter, closeLimiter, err := localLimiter(cfg, env, warn)
 	if err != nil {
 		return nil, 0, nil, err
@@ -217,7 +241,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	keys := &reapi.Keyer{Files: digest.NewFiles(), CompilerID: ids.ID, Getenv: env.Getenv}
 
 	if cfg.Remote.Target != "" {
-		r, err := newRemote(ctx, cfg, env, console, warn, keys, local)
+		r, err := newRemote(ctx, cfg, env, console, warn, keys, local, tl)
 		if err != nil {
 			if cfg.Remote.Fallback == "none" {
 				finish()

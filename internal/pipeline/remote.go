@@ -43,11 +43,13 @@ func RemoteEnv(getenv func(string) string) [][2]string {
 // newRemote connects to the service and builds
 // Verified(remotecache(Fallback(Verified(remote), local))), or with
 // --remote-cache-only Verified(remotecache(local)).
-func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local executor.Executor) (*remoteChain, error) {
+func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local executor.Executor, tl *report.Timeline) (*remoteChain, error) {
 	rc := &cfg.Remote
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	endConnect := tl.Begin("connecting")
 	client, err := remote.Dial(dctx, RemoteOptions(rc))
+	endConnect()
 	if err != nil {
 		return nil, err
 	}

@@ -82,12 +82,13 @@ func (c *Console) setLine(s string) {
 	c.redrawLocked()
 }
 
-// ClearLine removes the progress line for good.
+// ClearLine removes the progress line for good: none is drawn afterwards.
 func (c *Console) ClearLine() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clearLocked()
 	c.line = ""
+	c.enabled = false
 }
 
 func (c *Console) clearLocked() {
@@ -104,58 +105,72 @@ func (c *Console) redrawLocked() {
 	}
 }
 
-// Progress redraws "done/total, running, elapsed" on the console at most
-// ten times a second.
+// Progress redraws "done/total, running, queued, elapsed" on the console
+// at most ten times a second. An action is running once it holds a local
+// process slot or is in flight with a remote service; one waiting for a
+// slot (a --jobs slot, a token of make's jobserver) is queued: the local
+// executor tells Progress through executor.WithSlotObserver.
 type Progress struct {
-	c       *Console
-	start   time.Time
-	mu      sync.Mutex
-	total   int
-	done    int
-	running int
-	failed  int
-	last    time.Time
-	stop    chan struct{}
-	once    sync.Once
+	c  *Console
+	tl *Timeline
+	mu sync.Mutex
+	// total: planned; done: finished; inFlight: started, not finished;
+	// waiting: of those, waiting for a local slot.
+	total, done, inFlight, waiting, failed int
+	last                                   time.Time
+	stop                                   chan struct{}
+	stopped                                chan struct{}
+	once                                   sync.Once
 }
 
-// NewProgress returns a progress observer on c.
-func NewProgress(c *Console) *Progress {
-	p := &Progress{c: c, start: time.Now(), stop: make(chan struct{})}
-	go p.tick()
+// NewProgress returns a progress observer on c that shows the time since
+// the start of tl, redrawn every half second.
+func NewProgress(c *Console, tl *Timeline) *Progress {
+	t := time.NewTicker(500 * time.Millisecond)
+	p := newProgress(c, tl, t.C)
+	go func() { <-p.stopped; t.Stop() }()
+	return p
+}
+
+// newProgress redraws on every tick (tests give their own ticks).
+func newProgress(c *Console, tl *Timeline, tick <-chan time.Time) *Progress {
+	p := &Progress{c: c, tl: tl, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go p.tick(tick)
 	return p
 }
 
 // tick keeps the elapsed time moving while long backends run.
-func (p *Progress) tick() {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
+func (p *Progress) tick(tick <-chan time.Time) {
+	defer close(p.stopped)
 	for {
 		select {
 		case <-p.stop:
 			return
-		case <-t.C:
+		case <-tick:
 			p.draw(true)
 		}
 	}
 }
 
-// Stop ends the progress line.
+// Stop ends the progress line for good: the ticker is stopped before the
+// line is cleared, and the console draws no progress line afterwards, so a
+// redraw already under way cannot bring it back below the summary.
 func (p *Progress) Stop() {
 	p.once.Do(func() { close(p.stop) })
+	<-p.stopped
 	p.c.ClearLine()
 }
 
 func (p *Progress) Planned(n int) { p.mu.Lock(); p.total = n; p.mu.Unlock(); p.draw(true) }
 func (p *Progress) Started(*action.Action, int) {
 	p.mu.Lock()
-	p.running++
+	p.inFlight++
 	p.mu.Unlock()
 	p.draw(false)
 }
 func (p *Progress) Finished(_ *action.Action, _ int, _ *executor.Result, err error) {
 	p.mu.Lock()
-	p.running--
+	p.inFlight--
 	p.done++
 	if err != nil && !errors.Is(err, context.Canceled) {
 		p.failed++
@@ -164,28 +179,51 @@ func (p *Progress) Finished(_ *action.Action, _ int, _ *executor.Result, err err
 	p.draw(false)
 }
 
+// WaitingForSlot implements executor.SlotObserver.
+func (p *Progress) WaitingForSlot(*action.Action) {
+	p.mu.Lock()
+	p.waiting++
+	p.mu.Unlock()
+	p.draw(false)
+}
+
+// DoneWaiting implements executor.SlotObserver.
+func (p *Progress) DoneWaiting(*action.Action) {
+	p.mu.Lock()
+	p.waiting--
+	p.mu.Unlock()
+	p.draw(false)
+}
+
 func (p *Progress) draw(force bool) {
 	p.mu.Lock()
-	now := time.Now()
+	now := p.tl.Now()
 	if !force && now.Sub(p.last) < 100*time.Millisecond {
 		p.mu.Unlock()
 		return
 	}
 	p.last = now
-	s := fmt.Sprintf("thindist: %d/%d done, %d running", p.done, p.total, p.running)
+	s := fmt.Sprintf("thindist: %d/%d done, %d running", p.done, p.total, p.inFlight-p.waiting)
+	if p.waiting > 0 {
+		s += fmt.Sprintf(", %d queued", p.waiting)
+	}
 	if p.failed > 0 {
 		s += fmt.Sprintf(", %d failed", p.failed)
 	}
-	s += fmt.Sprintf(", %s", now.Sub(p.start).Round(100*time.Millisecond))
+	s += fmt.Sprintf(", %s", now.Sub(p.tl.Start()).Round(100*time.Millisecond))
 	p.mu.Unlock()
 	p.c.setLine(s)
 }
 
 // Summary counts what happened, for the line printed at the end.
 type Summary struct {
+	tl *Timeline
+	// Output is the link's output, which the line names ("" names none).
+	// Set it before the run or once it is over.
+	Output string
+
 	mu        sync.Mutex
-	start     time.Time
-	begun     map[*action.Action]time.Time
+	planned   bool
 	Jobs      int
 	Failed    int
 	Stopped   int // interrupted while running (context cancelled), not failed
@@ -197,22 +235,21 @@ type Summary struct {
 	SlowestIn time.Duration
 }
 
-// NewSummary starts counting now.
-func NewSummary() *Summary {
-	return &Summary{start: time.Now(), begun: map[*action.Action]time.Time{}}
-}
+// NewSummary counts a run whose clock and phases are tl.
+func NewSummary(tl *Timeline) *Summary { return &Summary{tl: tl} }
 
-func (s *Summary) Planned(n int) { s.mu.Lock(); s.Jobs = n; s.mu.Unlock() }
-func (s *Summary) Started(a *action.Action, _ int) {
-	s.mu.Lock()
-	s.begun[a] = time.Now()
-	s.mu.Unlock()
-}
+// Timeline is the run's clock and phases.
+func (s *Summary) Timeline() *Timeline { return s.tl }
+
+func (s *Summary) Planned(n int) { s.mu.Lock(); s.Jobs, s.planned = n, true; s.mu.Unlock() }
+
+// Counted reports whether a run was counted, i.e. got as far as planning
+// its actions (a run stopped by its configuration has nothing to sum up).
+func (s *Summary) Counted() bool               { s.mu.Lock(); defer s.mu.Unlock(); return s.planned }
+func (s *Summary) Started(*action.Action, int) {}
 func (s *Summary) Finished(a *action.Action, _ int, res *executor.Result, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := time.Since(s.begun[a])
-	delete(s.begun, a)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			s.Stopped++
@@ -225,21 +262,30 @@ func (s *Summary) Finished(a *action.Action, _ int, res *executor.Result, err er
 	case res.Where.Cached():
 		s.Cached++
 		s.SavedCPU += res.CPU
+		return // not compiled: no candidate for the slowest
 	case res.Where == executor.Remote:
 		s.Remote++
 	default:
 		s.Local++
 	}
-	if d > s.SlowestIn {
-		s.Slowest, s.SlowestIn = a.ID, d
+	// The executor's own time: not the wait for a slot, nor a fork
+	// server's start-up, which the first job of a compiler would otherwise
+	// be charged with.
+	if res.Wall > s.SlowestIn {
+		s.Slowest, s.SlowestIn = a.ID, res.Wall
 	}
 }
 
-// Line renders the summary as one line.
+// Line renders the summary as one line: the output, the counts, the run's
+// wall time and where it went, and the slowest module compiled.
 func (s *Summary) Line() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	line := fmt.Sprintf("thindist: %d jobs, %d failed, %d cached, %d remote, %d local",
+	line := "thindist: "
+	if s.Output != "" {
+		line += s.Output + ": "
+	}
+	line += fmt.Sprintf("%d jobs, %d failed, %d cached, %d remote, %d local",
 		s.Jobs, s.Failed, s.Cached, s.Remote, s.Local)
 	if s.Stopped > 0 {
 		line += fmt.Sprintf(", %d stopped", s.Stopped)
@@ -248,7 +294,10 @@ func (s *Summary) Line() string {
 	if n := s.Jobs - s.Failed - s.Stopped - s.Cached - s.Remote - s.Local; n > 0 {
 		line += fmt.Sprintf(", %d not started", n)
 	}
-	line += fmt.Sprintf(" in %s", roundDur(time.Since(s.start)))
+	line += fmt.Sprintf(" in %s", roundDur(s.tl.Elapsed()))
+	if where := s.tl.describe(); where != "" {
+		line += " (" + where + ")"
+	}
 	if s.Slowest != "" {
 		line += fmt.Sprintf("; slowest %s (%s)", s.Slowest, roundDur(s.SlowestIn))
 	}

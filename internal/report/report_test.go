@@ -1,15 +1,34 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 )
+
+// fakeClock is a clock that moves only when told.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
 
 func TestSummaryLine(t *testing.T) {
 	acts := make([]*action.Action, 6)
@@ -20,19 +39,24 @@ func TestSummaryLine(t *testing.T) {
 		res *executor.Result
 		err error
 	}
+	ms := time.Millisecond
 	for _, c := range []struct {
 		name string
 		runs []fin // what the first len(runs) actions ended with
 		want string
 	}{
 		{"all done", []fin{
-			{&executor.Result{Where: executor.Local}, nil},
-			{&executor.Result{Where: executor.LocalCache}, nil},
+			{&executor.Result{Where: executor.Local, Wall: 300 * ms}, nil},
+			{&executor.Result{Where: executor.LocalCache, Wall: 900 * ms}, nil},
 			{&executor.Result{Where: executor.RemoteCache}, nil},
-			{&executor.Result{Where: executor.Remote}, nil},
-			{&executor.Result{Where: executor.Local}, nil},
-			{&executor.Result{Where: executor.Local}, nil},
-		}, `^thindist: 6 jobs, 0 failed, 2 cached, 1 remote, 3 local in \d+m?s; slowest m\d\.o \(`},
+			{&executor.Result{Where: executor.Remote, Wall: 700 * ms}, nil},
+			{&executor.Result{Where: executor.Local, Wall: 100 * ms}, nil},
+			{&executor.Result{Where: executor.Local, Wall: 200 * ms}, nil},
+		}, `^thindist: 6 jobs, 0 failed, 2 cached, 1 remote, 3 local in 2.5s; slowest m3\.o \(700ms\)$`},
+		{"nothing compiled: no slowest", []fin{
+			{&executor.Result{Where: executor.LocalCache, Wall: 900 * ms}, nil},
+			{&executor.Result{Where: executor.RemoteCache, Wall: 100 * ms}, nil},
+		}, `^thindist: 6 jobs, 0 failed, 2 cached, 0 remote, 0 local, 4 not started in 2.5s$`},
 		{"a failure stops the run", []fin{
 			{&executor.Result{Where: executor.Local}, nil},
 			{&executor.Result{ExitCode: 1}, errors.New("m1.o: exit status 1")},
@@ -45,15 +69,122 @@ func TestSummaryLine(t *testing.T) {
 		}, `^thindist: 6 jobs, 0 failed, 1 cached, 0 remote, 0 local, 2 stopped, 3 not started in `},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := NewSummary()
+			clock := newFakeClock()
+			s := NewSummary(NewTimeline(clock.Now(), clock.Now))
 			s.Planned(len(acts))
 			for i, f := range c.runs {
 				s.Started(acts[i], 0)
 				s.Finished(acts[i], 0, f.res, f.err)
 			}
+			clock.Advance(2500 * ms)
 			if got := s.Line(); !regexp.MustCompile(c.want).MatchString(got) {
 				t.Errorf("summary %q, want it to match %q", got, c.want)
 			}
 		})
 	}
+}
+
+// TestSummaryWallTime: the line's time is the run's wall time from when
+// the caller's run began (a `thindist link` before its thin link, a
+// distributor before connecting to its remote service), not from when the
+// backends started, and it says where the time went.
+func TestSummaryWallTime(t *testing.T) {
+	clock := newFakeClock()
+	start := clock.Now()
+	tl := NewTimeline(start, clock.Now)
+	s := NewSummary(tl)
+	s.Output = "app"
+	a := &action.Action{ID: "big.o"}
+
+	end := tl.Begin("thin link")
+	clock.Advance(400 * time.Millisecond)
+	end()
+	end = tl.Begin("connecting")
+	clock.Advance(1200 * time.Millisecond)
+	end()
+	end = tl.Begin("backends")
+	s.Planned(1)
+	s.Started(a, 0)
+	clock.Advance(700 * time.Millisecond)
+	s.Finished(a, 0, &executor.Result{Where: executor.Remote, Wall: 650 * time.Millisecond}, nil)
+	end()
+	end = tl.Begin("final link")
+	clock.Advance(200 * time.Millisecond)
+	end()
+
+	want := "thindist: app: 1 jobs, 0 failed, 0 cached, 1 remote, 0 local in 2.5s " +
+		"(thin link 400ms, connecting 1.2s, backends 700ms, final link 200ms); slowest big.o (650ms)"
+	if got := s.Line(); got != want {
+		t.Errorf("summary\n %q, want\n %q", got, want)
+	}
+
+	// Work before the run began (lld's, for a DTLTO distributor) is shown
+	// as such and is not part of the run's own time.
+	clock = newFakeClock()
+	start = clock.Now()
+	tl = NewTimeline(start, clock.Now)
+	tl.Add("lld", start.Add(-300*time.Millisecond), start)
+	s = NewSummary(tl)
+	s.Planned(0)
+	clock.Advance(50 * time.Millisecond)
+	if got, want := s.Line(), "thindist: 0 jobs, 0 failed, 0 cached, 0 remote, 0 local in 50ms (lld 300ms before)"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+}
+
+// TestProgressStopsForGood: after Stop, no redraw (a tick already being
+// handled, a late event) brings the progress line back below what follows.
+func TestProgressStopsForGood(t *testing.T) {
+	var out bytes.Buffer
+	c := NewConsole(&out, true)
+	clock := newFakeClock()
+	tick := make(chan time.Time)
+	p := newProgress(c, NewTimeline(clock.Now(), clock.Now), tick)
+	p.Planned(3)
+	tick <- clock.Now() // handled by the ticker goroutine
+	p.Stop()
+	c.Printf("thindist: the summary")
+	cleared := out.Len()
+	// What a redraw racing with Stop would do.
+	p.draw(true)
+	p.Started(&action.Action{ID: "m.o"}, 0)
+	if rest := out.String()[cleared:]; rest != "" {
+		t.Errorf("after Stop and the summary, the console wrote %q", rest)
+	}
+	if !strings.HasSuffix(out.String(), "\r\x1b[Kthindist: the summary\n") {
+		t.Errorf("the progress line was not cleared before the summary: %q", out.String())
+	}
+}
+
+// TestProgressQueued: actions waiting for a local slot (a jobserver
+// token) are queued, not running.
+func TestProgressQueued(t *testing.T) {
+	var out bytes.Buffer
+	c := NewConsole(&out, true)
+	clock := newFakeClock()
+	p := newProgress(c, NewTimeline(clock.Now(), clock.Now), nil)
+	defer p.Stop()
+	acts := []*action.Action{{ID: "a.o"}, {ID: "b.o"}, {ID: "c.o"}}
+	p.Planned(len(acts))
+	for _, a := range acts {
+		p.Started(a, 0)
+	}
+	p.WaitingForSlot(acts[1])
+	p.WaitingForSlot(acts[2])
+	p.draw(true)
+	if got := lastLine(out.String()); got != "thindist: 0/3 done, 1 running, 2 queued, 0s" {
+		t.Errorf("progress %q, want 1 running and 2 queued", got)
+	}
+	p.DoneWaiting(acts[1])
+	clock.Advance(time.Second)
+	p.draw(true)
+	if got := lastLine(out.String()); got != "thindist: 0/3 done, 2 running, 1 queued, 1s" {
+		t.Errorf("progress %q, want 2 running and 1 queued", got)
+	}
+}
+
+// lastLine is the last progress line drawn.
+func lastLine(s string) string {
+	i := strings.LastIndex(s, "\r\x1b[K")
+	return s[i+len("\r\x1b[K"):]
 }

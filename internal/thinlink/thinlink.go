@@ -68,6 +68,17 @@ type Options struct {
 	Run func(ctx context.Context, actions []*action.Action) error
 	// Verbose prints the thin and final link commands.
 	Verbose bool
+	// Phase, if set, is told when the thin and final links begin; the
+	// function it returns, when they end (for the summary's account of
+	// where the time went).
+	Phase func(name string) (end func())
+}
+
+func (o *Options) phase(name string) (end func()) {
+	if o.Phase == nil {
+		return func() {}
+	}
+	return o.Phase(name)
 }
 
 // Error is a failure of one of Link's steps, with what thindist was doing.
@@ -110,6 +121,7 @@ type Module struct {
 
 // Result describes a finished link.
 type Result struct {
+	Output   string    // the link's -o, as the command spells it
 	Modules  []*Module // in link order, only those the link uses
 	Actions  []*action.Action
 	WorkDir  string
@@ -197,9 +209,11 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		}
 		return nil, &Error{Step: "looking for bitcode among the link's inputs", Err: errors.New(msg)}
 	}
-	res = &Result{WorkDir: p.work}
+	res = &Result{WorkDir: p.work, Output: line.output}
 
+	endThin := opts.phase("thin link")
 	linked, thin, err := p.thinLink(ctx)
+	endThin()
 	res.ThinLink = thin
 	if err != nil {
 		return res, err
@@ -224,7 +238,9 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 			return res, &Error{Step: "keeping the native objects in " + opts.KeepNativeObjects, Err: err}
 		}
 	}
+	endFinal := opts.phase("final link")
 	res.Final, err = p.finalLink(ctx)
+	endFinal()
 	return res, err
 }
 
