@@ -150,6 +150,9 @@ func readSplit(rec, trace string) (split, error) {
 }
 
 func benchCache(ctx context.Context, t *tools, o *options, p *project) (*cacheResult, error) {
+	if p.change == nil {
+		return nil, fmt.Errorf("%s has no one-source change to measure", p.name)
+	}
 	b := p.build
 	r := &cacheResult{}
 	out := "bench-cache.out"

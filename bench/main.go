@@ -20,9 +20,17 @@
 //	go run ./bench -project lua -project gen500 -runs 5 -results bench/RESULTS.md
 //
 // Projects: "lua" is Debian's lua5.4 (scripts/debsrc.sh lua5.4 must have run;
-// see internal/realproj), "genN" a synthetic program of N modules from
-// internal/testprog. This is a benchmark, not a test: `go test ./...` does not
-// run it.
+// see internal/realproj), "7zip" 7-Zip's C++ console program with debug info
+// (311 modules; scripts/debsrc.sh p7zip), "genN" a synthetic program of N
+// modules from internal/testprog. This is a benchmark, not a test: `go test
+// ./...` does not run it.
+//
+// -parts cluster (not in the default set) measures thindist on a SIMULATED
+// cluster (issue 10; cluster.go): W worker slots replaying recorded
+// results, with a round-trip time and a bandwidth limit, against the ideal
+// link and in-process ThinLTO:
+//
+//	go run ./bench -parts cluster -project lua -project 7zip -project gen500 -project gen5000 -results bench/RESULTS.md
 package main
 
 import (
@@ -62,6 +70,13 @@ type options struct {
 	parts      string
 	remoteJobs int
 	remoteRuns int
+
+	clusterWorkers string
+	clusterRTTs    string
+	clusterGbits   string
+	clusterSlow    float64
+	clusterRuns    int
+	clusterPprof   string
 }
 
 func (o *options) part(name string) bool {
@@ -91,13 +106,26 @@ func main() {
 	flag.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
 	flag.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
 	flag.StringVar(&o.parts, "parts", "links,cache,remote,overhead",
-		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead")
+		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, "+
+			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
 	flag.IntVar(&o.remoteJobs, "remote-jobs", 50, "thindist --remote-jobs in the remote measurement")
 	flag.IntVar(&o.remoteRuns, "remote-runs", 3, "repetitions of the remote measurement (each with a fresh server)")
+	flag.StringVar(&o.clusterWorkers, "cluster-workers", "16,64,256", "cluster simulation: the simulated worker slots W, comma-separated")
+	flag.StringVar(&o.clusterRTTs, "cluster-rtt", "0.2ms,5ms,25ms", "cluster simulation: the simulated round-trip times, comma-separated")
+	flag.StringVar(&o.clusterGbits, "cluster-gbits", "10,1", "cluster simulation: the simulated link's bandwidth in Gbit/s, comma-separated")
+	flag.Float64Var(&o.clusterSlow, "cluster-slow", 10,
+		"cluster simulation: also run the middle of the grid with one worker slot this many times slower for the longest action (≤ 1: not)")
+	flag.IntVar(&o.clusterRuns, "cluster-runs", 1, "cluster simulation: links per grid point (the median is reported)")
+	flag.StringVar(&o.clusterPprof, "cluster-pprof", "", "cluster simulation: after the grid, profile thindist's CPU in one more link per project into `DIR`/PROJECT.pprof")
 	serve := flag.String("serve-reapitest", "", "internal: run the REAPI test double for the remote part, executing in `DIR`")
+	simulate := flag.String("simulate", "", "internal: with -serve-reapitest, the cluster simulation's configuration (JSON)")
+	distPprof := flag.String("distributor-pprof", "", "internal: act as lld's distributor (thindist's code) under the CPU profiler, writing `FILE`; thindist's arguments follow --")
 	flag.Parse()
+	if *distPprof != "" {
+		os.Exit(distributorProfiled(context.Background(), *distPprof, flag.Args()))
+	}
 	if *serve != "" {
-		if err := serveReapitest(*serve); err != nil {
+		if err := serveReapitest(*serve, *simulate); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: REAPI test double: %v\n", err)
 			os.Exit(1)
 		}
@@ -155,6 +183,11 @@ func run(ctx context.Context, o *options) error {
 				return fmt.Errorf("%s: cache: %w", name, err)
 			}
 			fmt.Print(res.cacheText(o.jobs))
+		}
+		if o.part("cluster") {
+			if res.cluster, err = benchCluster(ctx, tools, o, p); err != nil {
+				return fmt.Errorf("%s: cluster simulation: %w", name, err)
+			}
 		}
 		if o.part("remote") {
 			if res.remote, err = benchRemote(ctx, tools, o, p); err != nil {

@@ -52,3 +52,22 @@ func profileOverhead(ctx context.Context, t *tools, o *options, dir string) erro
 		sec(time.Duration(after.Utime.Nano()-before.Utime.Nano())), sec(time.Duration(after.Stime.Nano()-before.Stime.Nano())), o.pprof)
 	return nil
 }
+
+// distributorProfiled is this program standing in for the thindist binary as
+// lld's distributor (-distributor-pprof FILE -- THINDIST-ARGS...): thindist's
+// code (cli.Main) under the CPU profiler, for the cluster simulation.
+func distributorProfiled(ctx context.Context, path string, args []string) int {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	code := cli.Main(ctx, args)
+	pprof.StopCPUProfile()
+	return code
+}

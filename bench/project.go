@@ -54,6 +54,18 @@ func setupProject(ctx context.Context, t *tools, dir, name string) (*project, er
 			return nil, fmt.Errorf("preparing the one-source change: %w", err)
 		}
 		return p, nil
+	case name == "7zip":
+		src, err := realproj.FindSource(realproj.SevenZipPackage)
+		if err != nil {
+			return nil, err
+		}
+		b, err := realproj.BuildSevenZip(ctx, t.tc, src, dir)
+		if err != nil {
+			return nil, err
+		}
+		return &project{name: "7-Zip (C++, -g)", build: b, check: func(ctx context.Context, exe string) error {
+			return sevenZipRoundTrip(ctx, dir, exe)
+		}}, nil
 	case strings.HasPrefix(name, "gen"):
 		n, err := strconv.Atoi(strings.TrimPrefix(name, "gen"))
 		if err != nil || n < 2 {
@@ -79,7 +91,23 @@ func setupProject(ctx context.Context, t *tools, dir, name string) (*project, er
 		}
 		return q, nil
 	}
-	return nil, fmt.Errorf("unknown project %q (want lua or genN)", name)
+	return nil, fmt.Errorf("unknown project %q (want lua, 7zip or genN)", name)
+}
+
+// sevenZipRoundTrip checks a linked 7zz: it archives a file and extracts it
+// to its standard output.
+func sevenZipRoundTrip(ctx context.Context, dir, exe string) error {
+	in := filepath.Join(dir, "roundtrip.txt")
+	arc := filepath.Join(dir, "roundtrip.7z")
+	want := strings.Repeat("thindist 7-Zip round trip\n", 1000)
+	os.Remove(arc)
+	if err := os.WriteFile(in, []byte(want), 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, exe, "a", "-bd", "-y", arc, in).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s a: %v\n%s", exe, err, out)
+	}
+	return expectOutput(ctx, dir, want, exe, "e", "-so", arc)
 }
 
 func expectOutput(ctx context.Context, dir, want, exe string, args ...string) error {
@@ -232,6 +260,7 @@ type projectResult struct {
 	backend []time.Duration // each backend alone, in job order
 	cache   *cacheResult
 	remote  *remoteResult
+	cluster *clusterResult
 }
 
 func benchProject(ctx context.Context, t *tools, o *options, p *project) (*projectResult, error) {

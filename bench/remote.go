@@ -72,7 +72,7 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 		if err := os.MkdirAll(execRoot, 0o755); err != nil {
 			return nil, err
 		}
-		srv, err := startServerProc(ctx, execRoot)
+		srv, err := startServerProc(ctx, execRoot, "")
 		if err != nil {
 			return nil, err
 		}

@@ -23,26 +23,49 @@ import (
 // -serve-reapitest DIR; that process serves REAPI on loopback, prints its
 // address, and answers one command per line on stdin with one JSON line:
 //
-//	stats    {"stats": reapitest.Stats, "uploads": [reapitest.UploadRecord]}
+//	stats    {"stats": reapitest.Stats, "uploads": [reapitest.UploadRecord],
+//	          "simulation": reapitest.SimulationStats}
 //	reset    reapitest.FakeServer.ResetStats
 //	inline   reapitest.FakeServer.SetInlineOutputs(true)
 //
-// and stops at the end of its input.
+// and stops at the end of its input. With -simulate CONFIG (a simConfig in
+// JSON; cluster.go) the server is the cluster simulation instead, and on
+// stopping it saves the recording when it recorded anything.
 
 type serverReply struct {
-	Stats   reapitest.Stats          `json:"stats"`
-	Uploads []reapitest.UploadRecord `json:"uploads,omitempty"`
-	Error   string                   `json:"error,omitempty"`
+	Stats      reapitest.Stats           `json:"stats"`
+	Uploads    []reapitest.UploadRecord  `json:"uploads,omitempty"`
+	Simulation reapitest.SimulationStats `json:"simulation"`
+	Error      string                    `json:"error,omitempty"`
 }
 
-// serveReapitest is the server process's main.
-func serveReapitest(execRoot string) error {
-	srv := reapitest.NewFakeServer(reapitest.Options{Zstd: true, ExecRootDir: execRoot})
+// serveReapitest is the server process's main; simulate is "" or a
+// simConfig in JSON.
+func serveReapitest(execRoot, simulate string) error {
+	opts := reapitest.Options{Zstd: true, ExecRootDir: execRoot}
+	var sc simConfig
+	if simulate != "" {
+		var err error
+		if opts.Simulation, sc, err = parseSimConfig(simulate); err != nil {
+			return err
+		}
+	}
+	srv := reapitest.NewFakeServer(opts)
 	addr, err := srv.Start(context.Background())
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
+	if sc.Recording != "" {
+		defer func() {
+			if srv.SimulationStats().Recorded > 0 {
+				srv.Stop()
+				if err := srv.Recording().Save(sc.Recording); err != nil {
+					fmt.Fprintf(os.Stderr, "bench: REAPI simulation: %v\n", err)
+				}
+			}
+		}()
+	}
 	out := json.NewEncoder(os.Stdout)
 	fmt.Println(addr)
 	in := bufio.NewScanner(os.Stdin)
@@ -50,7 +73,7 @@ func serveReapitest(execRoot string) error {
 		var r serverReply
 		switch cmd := strings.TrimSpace(in.Text()); cmd {
 		case "stats":
-			r.Stats, r.Uploads = srv.Stats(), srv.Uploads()
+			r.Stats, r.Uploads, r.Simulation = srv.Stats(), srv.Uploads(), srv.SimulationStats()
 		case "reset":
 			srv.ResetStats()
 		case "inline":
@@ -73,12 +96,14 @@ type serverProc struct {
 	addr string
 }
 
-func startServerProc(ctx context.Context, execRoot string) (*serverProc, error) {
+// startServerProc starts the server process; simulate is "" or the
+// simulation's configuration (JSON).
+func startServerProc(ctx context.Context, execRoot, simulate string) (*serverProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "-serve-reapitest", execRoot)
+	cmd := exec.CommandContext(ctx, self, "-serve-reapitest", execRoot, "-simulate", simulate)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -130,7 +155,7 @@ func (p *serverProc) stop() {
 	go func() { p.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		p.cmd.Process.Kill()
 		<-done
 	}

@@ -100,7 +100,25 @@ const (
 
 // writeMarkdown puts the figures between the markers of path, keeping
 // whatever else the file says (the findings written by hand), or creates it.
+// The cluster simulation has markers of its own, so that measuring it alone
+// (-parts cluster) keeps the other figures, and the other way round.
 func (rep *report) writeMarkdown(path string) error {
+	var withCluster []*projectResult
+	for _, r := range rep.projects {
+		if r.cluster != nil {
+			withCluster = append(withCluster, r)
+		}
+	}
+	if len(withCluster) > 0 {
+		var b strings.Builder
+		rep.clusterMarkdown(&b, withCluster)
+		if err := spliceMarkdown(path, clusterBeginMarker, clusterEndMarker, b.String()); err != nil {
+			return err
+		}
+	}
+	if !rep.measuredMoreThanCluster() {
+		return nil
+	}
 	var b strings.Builder
 	b.WriteString(beginMarker + "\n")
 	fmt.Fprintf(&b, "Measured %s.\n\n", rep.when.Format("2006-01-02 15:04 MST"))
@@ -153,19 +171,37 @@ func (rep *report) writeMarkdown(path string) error {
 		b.WriteString(ov.markdown())
 	}
 	b.WriteString(endMarker + "\n")
+	return spliceMarkdown(path, beginMarker, endMarker, b.String())
+}
 
+func (rep *report) measuredMoreThanCluster() bool {
+	if rep.overhead != nil {
+		return true
+	}
+	for _, r := range rep.projects {
+		if r.hasLinks() || r.cache != nil || r.remote != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// spliceMarkdown replaces the text from begin to end (both included) in the
+// file at path by section (which starts with begin and ends with end and a
+// newline), or appends section when the markers are not there.
+func spliceMarkdown(path, begin, end, section string) error {
 	old, err := os.ReadFile(path)
 	var doc string
 	switch {
-	case err == nil && strings.Contains(string(old), beginMarker) && strings.Contains(string(old), endMarker):
+	case err == nil && strings.Contains(string(old), begin) && strings.Contains(string(old), end):
 		s := string(old)
-		i := strings.Index(s, beginMarker)
-		j := strings.Index(s, endMarker) + len(endMarker) + 1
-		doc = s[:i] + b.String() + s[min(j, len(s)):]
+		i := strings.Index(s, begin)
+		j := strings.Index(s, end) + len(end) + 1
+		doc = s[:i] + section + s[min(j, len(s)):]
 	case err == nil:
-		doc = string(old) + "\n" + b.String()
+		doc = string(old) + "\n" + section
 	default:
-		doc = "# thindist benchmark results\n\n" + b.String()
+		doc = "# thindist benchmark results\n\n" + section
 	}
 	return os.WriteFile(path, []byte(doc), 0o644)
 }

@@ -172,16 +172,23 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	go func() {
 		defer s.wg.Done()
 		s.stall(time.Duration(s.queueFor.Load()))
-		op.setStage(repb.ExecutionStage_EXECUTING)
+		if s.sim == nil {
+			op.setStage(repb.ExecutionStage_EXECUTING)
+		}
 		// A worker took the action and went silent (SIGKILLed): the server
 		// keeps reporting it EXECUTING.
 		s.stall(time.Duration(s.executingFor.Load()))
 		if s.ctx.Err() != nil {
 			// Stopped during a hold: the action never reached a worker.
-			op.finish(&repb.ExecuteResponse{Status: grpcStatus(status.Error(codes.Unavailable, "reapitest: server stopped"))})
+			op.finish(stoppedResponse())
 			return
 		}
-		resp := s.run(s.ctx, req.GetInstanceName(), action, command)
+		var resp *repb.ExecuteResponse
+		if s.sim != nil {
+			resp = s.sim.execute(s, op, action, command, req.GetInstanceName())
+		} else {
+			resp = s.run(s.ctx, req.GetInstanceName(), action, command, nil)
+		}
 		if resp.GetStatus().GetCode() == int32(codes.OK) && resp.GetResult().GetExitCode() == 0 && !action.GetDoNotCache() {
 			s.ac.put(req.GetInstanceName(), req.GetActionDigest(), resp.GetResult())
 		}
@@ -310,8 +317,10 @@ func (s *FakeServer) loadAction(d *repb.Digest) (*repb.Action, *repb.Command, er
 }
 
 // run executes the action in a fresh directory and returns the response.
-// Failures of the fake itself are reported in ExecuteResponse.status.
-func (s *FakeServer) run(ctx context.Context, instance string, action *repb.Action, command *repb.Command) *repb.ExecuteResponse {
+// Failures of the fake itself are reported in ExecuteResponse.status. If
+// cpu is not nil, it receives the CPU time the command took (user and
+// system, of the children it waited for too).
+func (s *FakeServer) run(ctx context.Context, instance string, action *repb.Action, command *repb.Command, cpu *time.Duration) *repb.ExecuteResponse {
 	s.executions.Add(1)
 	meta := &repb.ExecutedActionMetadata{Worker: WorkerName}
 	now := func() *timestamppb.Timestamp { return timestamppb.Now() }
@@ -400,6 +409,9 @@ func (s *FakeServer) run(ctx context.Context, instance string, action *repb.Acti
 	meta.ExecutionStartTimestamp = now()
 	runErr := cmd.Run()
 	meta.ExecutionCompletedTimestamp = now()
+	if cpu != nil && cmd.ProcessState != nil {
+		*cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 
 	result := &repb.ActionResult{ExecutionMetadata: meta}
 	var respStatus error

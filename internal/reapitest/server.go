@@ -130,6 +130,12 @@ type Options struct {
 	// debugging a failing test). They are removed by default.
 	KeepExecRoots bool
 
+	// Simulation, if non-nil, makes the server a simulation of a cluster's
+	// timing for benchmarks (recorded results replayed by a number of
+	// worker slots, round-trip time, bandwidth): see Simulation. Nil
+	// leaves every behaviour above as it is.
+	Simulation *Simulation
+
 	// Hook, if non-nil, is called at the start of every RPC with its full
 	// method name and incoming metadata. A non-nil error is returned to the
 	// client instead of running the RPC. It may be called concurrently.
@@ -143,6 +149,7 @@ type FakeServer struct {
 
 	cas *casStore
 	ac  *acStore
+	sim *simulator // nil without Options.Simulation
 
 	mu       sync.Mutex
 	grpcSrv  *grpc.Server
@@ -196,6 +203,7 @@ func NewFakeServer(opts Options) *FakeServer {
 		instSeen: map[string]bool{},
 		rpcs:     map[string]int64{},
 		down:     make(chan struct{}),
+		sim:      newSimulator(opts.Simulation),
 	}
 	s.queueFor.Store(int64(opts.QueueFor))
 	s.inlineOutputs.Store(opts.InlineOutputs)
@@ -492,12 +500,20 @@ func (s *FakeServer) unaryInterceptor(ctx context.Context, req any, info *grpc.U
 	if err := s.begin(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
+	if s.sim != nil {
+		s.sim.roundTrip(ctx)
+		return s.sim.unary(ctx, req, handler)
+	}
 	return handler(ctx, req)
 }
 
 func (s *FakeServer) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := s.begin(ss.Context(), info.FullMethod); err != nil {
 		return err
+	}
+	if s.sim != nil {
+		s.sim.roundTrip(ss.Context())
+		return handler(srv, simStream{ServerStream: ss, m: s.sim})
 	}
 	return handler(srv, ss)
 }

@@ -1,0 +1,430 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/thindist/thindist/internal/reapitest"
+)
+
+// Issue 10's figures: thindist on a SIMULATED cluster. This is a simulation,
+// not a cluster: the REAPI test double in its simulation mode
+// (reapitest.Simulation), in a process of its own (remoteserver.go), on
+// loopback. A recording link executes every action once for real, keeping
+// its outputs and CPU time; in the replay links W simulated worker slots
+// return each recorded result after the recorded CPU time (actions queue for
+// a free slot), every RPC takes an injected round-trip time, and every
+// message crosses a link of limited bandwidth shared by all calls. The link
+// wall time is compared with the ideal,
+//
+//	lld's own side + max(largest backend, Σ backends / W)
+//
+// (lld's own side measured in the same link, as the link's wall time minus
+// the distributor process's; the backends are the recording's CPU times),
+// and with lld's in-process ThinLTO on this machine's cores.
+
+// simConfig configures the simulation server process (-simulate, JSON).
+type simConfig struct {
+	Recording     string        `json:"recording"` // loaded for a replay when it exists; saved when the server recorded anything
+	Record        bool          `json:"record,omitempty"`
+	Workers       int           `json:"workers"`
+	RTT           time.Duration `json:"rtt,omitempty"`
+	BitsPerSecond float64       `json:"bits_per_second,omitempty"`
+	SlowFactor    float64       `json:"slow_factor,omitempty"`
+}
+
+func parseSimConfig(s string) (*reapitest.Simulation, simConfig, error) {
+	var c simConfig
+	if err := json.Unmarshal([]byte(s), &c); err != nil {
+		return nil, c, fmt.Errorf("-simulate %q: %v", s, err)
+	}
+	sim := &reapitest.Simulation{Record: c.Record, Workers: c.Workers, RTT: c.RTT,
+		BytesPerSecond: c.BitsPerSecond / 8, SlowFactor: c.SlowFactor}
+	if !c.Record && c.Recording != "" {
+		rec, err := reapitest.LoadRecording(c.Recording)
+		if err != nil {
+			return nil, c, err
+		}
+		sim.Recording = rec
+	}
+	return sim, c, nil
+}
+
+// clusterPoint is one point of the grid.
+type clusterPoint struct {
+	workers int
+	rtt     time.Duration
+	bps     float64 // bits per second
+	slow    bool    // one worker slot 10× slower for the longest action
+	noRace  bool    // thindist --no-race
+}
+
+func (p clusterPoint) String() string {
+	s := fmt.Sprintf("W=%d RTT=%s %s", p.workers, p.rtt, gbit(p.bps))
+	if p.slow {
+		s += ", one slot slow"
+	}
+	if p.noRace {
+		s += ", --no-race"
+	}
+	return s
+}
+
+func gbit(bps float64) string { return strconv.FormatFloat(bps/1e9, 'f', -1, 64) + " Gbit/s" }
+
+// clusterRun is one replay link.
+type clusterRun struct {
+	wall    time.Duration // the whole link
+	dist    time.Duration // the distributor process
+	self    time.Duration // thindist's own CPU
+	sim     reapitest.SimulationStats
+	stats   reapitest.Stats
+	summary string
+	others  float64
+}
+
+func (r clusterRun) lldSide() time.Duration { return max(0, r.wall-r.dist) }
+
+// remoteActions is how many actions the simulated cluster executed.
+func (r clusterRun) remoteActions() int64 { return r.sim.Replayed + r.sim.Unrecorded }
+
+type clusterResult struct {
+	inProcess []time.Duration
+	jobs      int
+	// The backends: the recording's CPU times, and the local wall times
+	// (thindist's trace of the recording link) of the actions it kept on
+	// this machine.
+	backends      []time.Duration
+	recorded      int
+	keptLocal     int
+	recordingWall time.Duration
+	points        []clusterPoint
+	runs          [][]clusterRun // per point
+	raceFlag      bool           // thindist has --no-race
+	remoteJobs    string         // what thindist's --help says of --remote-jobs' default
+}
+
+func (r *clusterResult) largestAndSum() (largest, sum time.Duration) {
+	for _, d := range r.backends {
+		largest = max(largest, d)
+		sum += d
+	}
+	return
+}
+
+// ideal is lld's side of run plus the backends' critical path on W slots.
+func (r *clusterResult) ideal(p clusterPoint, run clusterRun) time.Duration {
+	largest, sum := r.largestAndSum()
+	return run.lldSide() + max(largest, sum/time.Duration(p.workers))
+}
+
+// parseDurations reads a comma-separated list such as "0.2ms,5ms,25ms".
+func parseDurations(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func parseFloats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (o *options) clusterGrid(raceFlag bool) ([]clusterPoint, error) {
+	var ws []int
+	for _, f := range strings.Split(o.clusterWorkers, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || w < 1 {
+			return nil, fmt.Errorf("-cluster-workers %q: want positive integers", o.clusterWorkers)
+		}
+		ws = append(ws, w)
+	}
+	rtts, err := parseDurations(o.clusterRTTs)
+	if err != nil {
+		return nil, fmt.Errorf("-cluster-rtt: %v", err)
+	}
+	gbits, err := parseFloats(o.clusterGbits)
+	if err != nil {
+		return nil, fmt.Errorf("-cluster-gbits: %v", err)
+	}
+	var pts []clusterPoint
+	for _, w := range ws {
+		for _, rtt := range rtts {
+			for _, g := range gbits {
+				pts = append(pts, clusterPoint{workers: w, rtt: rtt, bps: g * 1e9})
+			}
+		}
+	}
+	if o.clusterSlow > 1 {
+		// The slow worker at the middle of the grid.
+		mid := clusterPoint{workers: ws[len(ws)/2], rtt: rtts[len(rtts)/2], bps: gbits[0] * 1e9, slow: true}
+		pts = append(pts, mid)
+		if raceFlag {
+			mid.noRace = true
+			pts = append(pts, mid)
+		}
+	}
+	return pts, nil
+}
+
+// thindistHas reports whether thindist's --help mentions flag.
+func thindistHas(ctx context.Context, t *tools, flag string) (bool, string) {
+	out, _ := exec.CommandContext(ctx, t.thindist, "--help").CombinedOutput()
+	return strings.Contains(string(out), flag), string(out)
+}
+
+func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clusterResult, error) {
+	b := p.build
+	raceFlag, help := thindistHas(ctx, t, "--no-race")
+	res := &clusterResult{jobs: o.jobs, raceFlag: raceFlag, remoteJobs: flagDefault(help, "--remote-jobs")}
+	pts, err := o.clusterGrid(raceFlag)
+	if err != nil {
+		return nil, err
+	}
+	res.points = pts
+	res.runs = make([][]clusterRun, len(pts))
+	dir := filepath.Join(o.work, "cluster-"+b.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	out := "bench-cluster.out"
+
+	for i := 0; i < max(3, o.clusterRuns); i++ {
+		os.Remove(filepath.Join(b.Dir, out))
+		prog, args := methods[inProcess].command(t, b, o.jobs, out)
+		tm, err := quietTimed(ctx, o, o.jobs, b.Dir, nil, prog, args...)
+		if err == nil {
+			err = p.check(ctx, filepath.Join(b.Dir, out))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("in-process link: %w", err)
+		}
+		res.inProcess = append(res.inProcess, tm.wall)
+	}
+
+	// The recording: every action executed for real, as many at a time as
+	// this machine has cores, so that their CPU times are those of a
+	// machine not oversubscribed.
+	recording := filepath.Join(dir, "recording.json")
+	os.Remove(recording)
+	rec, err := clusterLink(ctx, t, o, p, dir, out, simConfig{Recording: recording, Record: true, Workers: runtime.NumCPU()},
+		"", fmt.Sprintf("--remote-jobs=%d", runtime.NumCPU()), "--jobs=1")
+	if err != nil {
+		return nil, fmt.Errorf("recording link: %w", err)
+	}
+	res.recordingWall = rec.wall
+	loaded, err := reapitest.LoadRecording(recording)
+	if err != nil {
+		return nil, err
+	}
+	res.backends = loaded.CPUTimes()
+	res.recorded = len(res.backends)
+	local, err := localBackends(filepath.Join(dir, "trace.json"))
+	if err != nil {
+		return nil, err
+	}
+	res.keptLocal = len(local)
+	res.backends = append(res.backends, local...)
+	largest, sum := res.largestAndSum()
+	fmt.Fprintf(os.Stderr, "bench: %s cluster recording: %d actions recorded, %d kept on this machine, largest %s, Σ %s, link %s\n",
+		b.Name, res.recorded, res.keptLocal, sec(largest), sec(sum), sec(rec.wall))
+
+	for i, pt := range pts {
+		for run := 0; run < max(1, o.clusterRuns); run++ {
+			c := simConfig{Recording: recording, Workers: pt.workers, RTT: pt.rtt, BitsPerSecond: pt.bps}
+			var extra []string
+			if pt.slow {
+				c.SlowFactor = o.clusterSlow
+			}
+			if pt.noRace {
+				extra = append(extra, "--no-race")
+			}
+			r, err := clusterLink(ctx, t, o, p, dir, out, c, "", extra...)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", pt, err)
+			}
+			res.runs[i] = append(res.runs[i], r)
+			id := res.ideal(pt, r)
+			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action, %d replayed, %d unrecorded\n",
+				b.Name, pt, sec(r.wall), sec(id), sec(r.lldSide()), ratio(r.wall, id),
+				perAction(r.self, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded)
+		}
+	}
+	if o.clusterPprof != "" {
+		// The last point of the plain grid: the widest cluster, the
+		// longest round trip, the narrowest link.
+		pt := pts[0]
+		for _, q := range pts {
+			if !q.slow {
+				pt = q
+			}
+		}
+		prof, err := filepath.Abs(filepath.Join(o.clusterPprof, b.Name+".pprof"))
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(prof), 0o755)
+		}
+		if err != nil {
+			return nil, err
+		}
+		c := simConfig{Recording: recording, Workers: pt.workers, RTT: pt.rtt, BitsPerSecond: pt.bps}
+		r, err := clusterLink(ctx, t, o, p, dir, out, c, prof)
+		if err != nil {
+			return nil, fmt.Errorf("profiled link: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s cluster %s, distributor profiled into %s: %s, thindist CPU %.3f ms/remote action (go tool pprof -top %[3]s)\n",
+			b.Name, pt, prof, sec(r.wall), perAction(r.self, r.remoteActions()))
+	}
+	return res, nil
+}
+
+func perAction(d time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(d) / float64(time.Millisecond) / float64(n)
+}
+
+// flagDefault digs a flag's default out of thindist's --help text.
+func flagDefault(help, flag string) string {
+	i := strings.Index(help, flag+" ")
+	if i < 0 {
+		return "?"
+	}
+	rest := help[i:]
+	j := strings.Index(rest, "default ")
+	k := strings.Index(rest[1:], "\n  -")
+	if j < 0 || (k >= 0 && j > k) {
+		return "?"
+	}
+	d := rest[j+len("default "):]
+	if e := strings.IndexAny(d, ")\n"); e >= 0 {
+		d = d[:e]
+	}
+	return d
+}
+
+// clusterLink runs one link against a simulation server started with c,
+// with thindist as lld's distributor behind timewrap.
+// With pprof set, the distributor is this program running thindist's code
+// under the CPU profiler (-distributor-pprof, profile.go) into that file.
+func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out string, c simConfig, pprof string, extra ...string) (clusterRun, error) {
+	var r clusterRun
+	cfg, err := json.Marshal(c)
+	if err != nil {
+		return r, err
+	}
+	execRoot := filepath.Join(dir, "exec")
+	os.RemoveAll(execRoot)
+	if err := os.MkdirAll(execRoot, 0o755); err != nil {
+		return r, err
+	}
+	srv, err := startServerProc(ctx, execRoot, string(cfg))
+	if err != nil {
+		return r, err
+	}
+	wrapRec, trace := filepath.Join(dir, "distributor"), filepath.Join(dir, "trace.json")
+	os.Remove(wrapRec)
+	os.Remove(trace)
+	dist := []string{t.thindist}
+	if pprof != "" {
+		self, err := os.Executable()
+		if err != nil {
+			return r, err
+		}
+		dist = []string{self, "-distributor-pprof=" + pprof, "--"}
+	}
+	args := []string{"-fthinlto-distributor=" + t.timewrap, "-Xthinlto-distributor=" + wrapRec}
+	for _, a := range dist {
+		args = append(args, "-Xthinlto-distributor="+a)
+	}
+	args = append(args, "-Xthinlto-distributor=--no-cache",
+		"-Xthinlto-distributor=--remote=grpc://"+srv.addr, "-Xthinlto-distributor=--remote-fallback=none",
+		"-Xthinlto-distributor=--trace="+trace)
+	for _, e := range extra {
+		args = append(args, "-Xthinlto-distributor="+e)
+	}
+	os.Remove(filepath.Join(p.build.Dir, out))
+	waitQuiet(ctx, o.maxBusy, o.settle)
+	srv0 := srv.cpu()
+	tm, err := timed(ctx, p.build.Dir, nil, t.tc.Clang, p.build.LinkArgs(out, args...)...)
+	if srvCPU := srv.cpu() - srv0; srvCPU > 0 && tm.wall > 0 {
+		tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
+	}
+	if err == nil {
+		err = p.check(ctx, filepath.Join(p.build.Dir, out))
+	}
+	if err == nil {
+		r.stats, _, err = srv.stats()
+	}
+	if err == nil {
+		var reply serverReply
+		reply, err = srv.call("stats")
+		r.sim = reply.Simulation
+	}
+	srv.stop()
+	if err != nil {
+		return r, err
+	}
+	w, err := readWrapRecord(wrapRec)
+	if err != nil {
+		return r, err
+	}
+	if !w.ran {
+		return r, fmt.Errorf("lld did not run the distributor")
+	}
+	r.wall, r.dist, r.self, r.others = tm.wall, w.wall, w.self, tm.others
+	r.summary = jobsSummary.FindString(string(tm.output))
+	return r, nil
+}
+
+var jobsSummary = regexp.MustCompile(`(?m)^thindist: \d+ jobs.*$`)
+
+// localBackends are the wall times of the backends thindist ran on this
+// machine, from its trace.
+func localBackends(trace string) ([]time.Duration, error) {
+	tb, err := os.ReadFile(trace)
+	if err != nil {
+		return nil, err
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Ph   string  `json:"ph"`
+			Dur  float64 `json:"dur"` // µs
+			Args struct {
+				Where string `json:"where"`
+			} `json:"args"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(tb, &tr); err != nil {
+		return nil, fmt.Errorf("%s: %v", trace, err)
+	}
+	var ds []time.Duration
+	for _, e := range tr.TraceEvents {
+		if e.Ph == "X" && e.Args.Where == "local" {
+			ds = append(ds, time.Duration(e.Dur*float64(time.Microsecond)))
+		}
+	}
+	return ds, nil
+}

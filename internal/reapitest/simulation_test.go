@@ -1,0 +1,241 @@
+package reapitest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+)
+
+// stampAction is an action whose output differs on every real execution
+// (the time in nanoseconds) and that counts its real executions in counter,
+// outside the execution root: a replay must return the recorded output and
+// leave counter alone.
+func stampAction(counter, salt string) actionSpec {
+	return actionSpec{
+		args:    []string{"/bin/sh", "-c", "date +%s%N > out/stamp.txt && echo run >> " + counter},
+		outputs: []string{"out/stamp.txt"},
+		env:     map[string]string{"PATH": "/usr/bin:/bin"},
+		salt:    salt,
+	}
+}
+
+func realRuns(t *testing.T, counter string) int {
+	t.Helper()
+	b, err := os.ReadFile(counter)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "run\n")
+}
+
+func outputOf(t *testing.T, s *FakeServer, resp *repb.ExecuteResponse) string {
+	t.Helper()
+	if resp.GetStatus().GetCode() != 0 || resp.GetResult().GetExitCode() != 0 || len(resp.GetResult().GetOutputFiles()) != 1 {
+		t.Fatalf("execution failed: %v", resp)
+	}
+	b, ok := s.Blob(resp.GetResult().GetOutputFiles()[0].GetDigest())
+	if !ok {
+		t.Fatal("output not in the CAS")
+	}
+	return string(b)
+}
+
+// record runs the actions (salts) once for real in a recording simulation
+// and saves the recording; it returns its path and each action's output.
+func record(t *testing.T, counter string, salts ...string) (string, map[string]string) {
+	t.Helper()
+	s, c := startFake(t, Options{Simulation: &Simulation{Record: true, Workers: 2}})
+	outs := map[string]string{}
+	for _, salt := range salts {
+		ad := stampAction(counter, salt).build(t, c)
+		outs[salt] = outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}))
+	}
+	if st := s.SimulationStats(); st.Recorded != int64(len(salts)) || st.Replayed != 0 {
+		t.Fatalf("recording run: %+v, want %d recorded and none replayed", st, len(salts))
+	}
+	path := filepath.Join(t.TempDir(), "recording.json")
+	if err := s.Recording().Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path, outs
+}
+
+func TestSimulationReplaysRecordedResults(t *testing.T) {
+	needTools(t, "/bin/sh")
+	counter := filepath.Join(t.TempDir(), "runs")
+	path, outs := record(t, counter, "a", "b")
+	if n := realRuns(t, counter); n != 2 {
+		t.Fatalf("the recording run executed %d commands, want 2", n)
+	}
+	rec, err := LoadRecording(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Len() != 2 {
+		t.Fatalf("loaded %d recorded actions, want 2", rec.Len())
+	}
+	for _, d := range rec.CPUTimes() {
+		if d <= 0 {
+			t.Fatalf("recorded CPU times %v: want each above zero", rec.CPUTimes())
+		}
+	}
+
+	// A fresh server (empty CAS and action cache), as a replay process
+	// starts: the client uploads the inputs again and gets the recorded
+	// output back, with no command run.
+	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 4, SlowFactor: 10}})
+	for _, salt := range []string{"a", "b"} {
+		ad := stampAction(counter, salt).build(t, c)
+		if got := outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})); got != outs[salt] {
+			t.Errorf("replay of %s returned %q, want the recorded %q", salt, got, outs[salt])
+		}
+	}
+	if n := realRuns(t, counter); n != 2 {
+		t.Fatalf("the replay executed %d commands, want none", n-2)
+	}
+	st := s.SimulationStats()
+	if st.Replayed != 2 || st.Unrecorded != 0 || s.Stats().Executions != 0 {
+		t.Fatalf("replay: %+v, %d executions; want 2 replayed, none run", st, s.Stats().Executions)
+	}
+	if st.Slowed != 1 {
+		t.Fatalf("SlowFactor slowed %d executions, want exactly one (the longest recorded)", st.Slowed)
+	}
+
+	// An action the recording does not hold runs for real and joins it.
+	ad := stampAction(counter, "c").build(t, c)
+	outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}))
+	if st := s.SimulationStats(); st.Unrecorded != 1 || realRuns(t, counter) != 3 || rec.Len() != 3 {
+		t.Fatalf("unrecorded action: %+v, %d runs, %d recorded; want it run once and recorded", st, realRuns(t, counter), rec.Len())
+	}
+}
+
+func TestSimulationHonoursWorkerSlots(t *testing.T) {
+	needTools(t, "/bin/sh")
+	counter := filepath.Join(t.TempDir(), "runs")
+	salts := []string{"a", "b", "c", "d", "e"}
+	path, _ := record(t, counter, salts...)
+	for _, workers := range []int{1, 2} {
+		rec, err := LoadRecording(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: workers}})
+		ads := make([]*repb.Digest, len(salts))
+		for i, salt := range salts {
+			ads[i] = stampAction(counter, salt).build(t, c)
+		}
+		var wg sync.WaitGroup
+		metas := make([]*repb.ExecutedActionMetadata, len(ads))
+		for i, ad := range ads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				metas[i] = c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}).GetResult().GetExecutionMetadata()
+			}()
+		}
+		wg.Wait()
+		st := s.SimulationStats()
+		if st.Replayed != int64(len(salts)) || st.PeakBusy < 1 || st.PeakBusy > int64(workers) {
+			t.Fatalf("W=%d: %+v; want %d replayed, at most %d slots busy at once", workers, st, len(salts), workers)
+		}
+		// Whatever the timing, at no instant do more than W replays run.
+		type event struct {
+			at    time.Time
+			delta int
+		}
+		var evs []event
+		for _, m := range metas {
+			evs = append(evs, event{m.GetExecutionStartTimestamp().AsTime(), +1}, event{m.GetExecutionCompletedTimestamp().AsTime(), -1})
+		}
+		for i := 1; i < len(evs); i++ {
+			for j := i; j > 0 && (evs[j].at.Before(evs[j-1].at) || evs[j].at.Equal(evs[j-1].at) && evs[j].delta < evs[j-1].delta); j-- {
+				evs[j], evs[j-1] = evs[j-1], evs[j]
+			}
+		}
+		running := 0
+		for _, e := range evs {
+			if running += e.delta; running > workers {
+				t.Fatalf("W=%d: %d replays ran at once (metadata %v)", workers, running, metas)
+			}
+		}
+	}
+}
+
+func TestSimulationRoundTripAndLink(t *testing.T) {
+	const rtt = 20 * time.Millisecond
+	const bytesPerSecond = 1 << 20
+	s, c := startFake(t, Options{Simulation: &Simulation{Workers: 1, RTT: rtt, BytesPerSecond: bytesPerSecond}})
+	blob := make([]byte, 200<<10)
+	for i := range blob {
+		blob[i] = byte(i * 7)
+	}
+	start := time.Now()
+	c.upload(t, blob)
+	took := time.Since(start)
+	if _, err := c.cas.FindMissingBlobs(ctxT(t), &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{digestOf(blob)}}); err != nil {
+		t.Fatal(err)
+	}
+	st := s.SimulationStats()
+	var rpcs int64
+	for _, n := range s.Stats().RPCs {
+		rpcs += n
+	}
+	if st.RTTs != rpcs || rpcs != 2 {
+		t.Fatalf("%d RPCs delayed by the round trip, of %d", st.RTTs, rpcs)
+	}
+	if st.BytesUp < int64(len(blob)) || st.BytesDown == 0 {
+		t.Fatalf("link carried %d bytes up and %d down; want at least the blob's %d up and the replies down", st.BytesUp, st.BytesDown, len(blob))
+	}
+	// Lower bounds only (the simulation waits at least this long; the
+	// machine may add any amount): one round trip and the blob's time on
+	// the link.
+	if min := rtt + time.Duration(float64(len(blob))/bytesPerSecond*float64(time.Second)); took < min {
+		t.Fatalf("uploading %d bytes took %v, less than the round trip plus its time on the link (%v)", len(blob), took, min)
+	}
+}
+
+// lld names the files of each link (archive members, index shards) after
+// its process id: the same backend of the next link, with other names and
+// a shard that records them, must replay the recorded result.
+func TestSimulationKeyIgnoresPerLinkNames(t *testing.T) {
+	needTools(t, "/bin/sh")
+	counter := filepath.Join(t.TempDir(), "runs")
+	backend := func(pid string) actionSpec {
+		return actionSpec{
+			args: []string{"/bin/sh", "-c", `cat "$0" > out/stamp.txt && date +%s%N >> out/stamp.txt && echo run >> ` + counter,
+				"m.o." + pid + ".o", "-fthinlto-index=m." + pid + ".thinlto.bc"},
+			outputs: []string{"out/stamp.txt"},
+			env:     map[string]string{"PATH": "/usr/bin:/bin"},
+			files: map[string]map[string]inputFile{"": {
+				"m.o." + pid + ".o":        {data: []byte("the module\n")},
+				"m." + pid + ".thinlto.bc": {data: []byte("shard naming m.o." + pid + ".o\n")},
+			}},
+		}
+	}
+	s, c := startFake(t, Options{Simulation: &Simulation{Record: true, Workers: 1}})
+	want := outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: backend("1234").build(t, c)}))
+
+	s, c = startFake(t, Options{Simulation: &Simulation{Recording: s.Recording(), Workers: 1}})
+	ad := backend("5678").build(t, c)
+	if got := outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})); got != want {
+		t.Fatalf("the next link's backend returned %q, want the recorded %q", got, want)
+	}
+	if st := s.SimulationStats(); st.Replayed != 1 || st.Unrecorded != 0 || realRuns(t, counter) != 1 {
+		t.Fatalf("%+v, %d real runs: want the recorded result replayed", st, realRuns(t, counter))
+	}
+	// Another module's contents is another action.
+	other := backend("5678")
+	other.files[""]["m.o.5678.o"] = inputFile{data: []byte("another module\n")}
+	outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: other.build(t, c)}))
+	if st := s.SimulationStats(); st.Unrecorded != 1 {
+		t.Fatalf("%+v: a module with other contents was replayed", st)
+	}
+}
