@@ -121,9 +121,33 @@ func readSplit(rec, trace string) (split, error) {
 		return s, err
 	}
 	s.ran, s.dist = true, w.wall
-	tb, err := os.ReadFile(trace)
+	backends, err := tracedBackends(trace)
 	if err != nil {
 		return s, err
+	}
+	for _, e := range backends {
+		if e.where != "local" && e.where != "remote" {
+			continue
+		}
+		s.compiled++
+		s.sum += e.wall
+		s.largest = max(s.largest, e.wall)
+	}
+	return s, nil
+}
+
+// tracedBackend is one backend of thindist's trace: where it ran
+// ("local", "remote", or how it was served) and its wall time.
+type tracedBackend struct {
+	where string
+	wall  time.Duration
+}
+
+// tracedBackends reads the backends of thindist's trace.
+func tracedBackends(trace string) ([]tracedBackend, error) {
+	tb, err := os.ReadFile(trace)
+	if err != nil {
+		return nil, err
 	}
 	var tr struct {
 		TraceEvents []struct {
@@ -135,18 +159,15 @@ func readSplit(rec, trace string) (split, error) {
 		} `json:"traceEvents"`
 	}
 	if err := json.Unmarshal(tb, &tr); err != nil {
-		return s, fmt.Errorf("%s: %v", trace, err)
+		return nil, fmt.Errorf("%s: %v", trace, err)
 	}
+	var out []tracedBackend
 	for _, e := range tr.TraceEvents {
-		if e.Ph != "X" || (e.Args.Where != "local" && e.Args.Where != "remote") {
-			continue
+		if e.Ph == "X" && e.Args.Where != "" {
+			out = append(out, tracedBackend{where: e.Args.Where, wall: time.Duration(e.Dur * float64(time.Microsecond))})
 		}
-		d := time.Duration(e.Dur * float64(time.Microsecond))
-		s.compiled++
-		s.sum += d
-		s.largest = max(s.largest, d)
 	}
-	return s, nil
+	return out, nil
 }
 
 func benchCache(ctx context.Context, t *tools, o *options, p *project) (*cacheResult, error) {

@@ -404,27 +404,12 @@ var jobsSummary = regexp.MustCompile(`(?m)^thindist: \d+ jobs.*$`)
 // localBackends are the wall times of the backends thindist ran on this
 // machine, from its trace.
 func localBackends(trace string) ([]time.Duration, error) {
-	tb, err := os.ReadFile(trace)
-	if err != nil {
-		return nil, err
-	}
-	var tr struct {
-		TraceEvents []struct {
-			Ph   string  `json:"ph"`
-			Dur  float64 `json:"dur"` // µs
-			Args struct {
-				Where string `json:"where"`
-			} `json:"args"`
-		} `json:"traceEvents"`
-	}
-	if err := json.Unmarshal(tb, &tr); err != nil {
-		return nil, fmt.Errorf("%s: %v", trace, err)
-	}
+	backends, err := tracedBackends(trace)
 	var ds []time.Duration
-	for _, e := range tr.TraceEvents {
-		if e.Ph == "X" && e.Args.Where == "local" {
-			ds = append(ds, time.Duration(e.Dur*float64(time.Microsecond)))
+	for _, e := range backends {
+		if e.where == "local" {
+			ds = append(ds, e.wall)
 		}
 	}
-	return ds, nil
+	return ds, err
 }
