@@ -22,9 +22,10 @@ func main() {
 		debug.SetGCPercent(50)
 	}
 	// lld's process group receives SIGINT from the terminal; a build tool
-	// may send SIGTERM. Either cancels the run, which stops every compiler
-	// and removes every temporary file before exiting.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// may send SIGTERM; a closed terminal or a dropped ssh connection sends
+	// SIGHUP. Each cancels the run, which stops every compiler and removes
+	// every temporary file before exiting (status 130).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code := cli.Main(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)

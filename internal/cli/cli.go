@@ -149,7 +149,9 @@ func usage(w io.Writer) {
 	io.WriteString(w, `
 Exit status: 0 when every backend compiled and produced an object file; 1 when
 any failed (the failing module, its exit status, the command and its stderr are
-printed); 2 for a usage or job-file error, in which case nothing ran.
+printed); 2 for a usage or job-file error, in which case nothing ran; 130 when
+interrupted (SIGINT, SIGTERM or SIGHUP: every compiler is stopped and every
+temporary file removed).
 `)
 }
 

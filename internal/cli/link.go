@@ -133,6 +133,6 @@ func linkUsage(w io.Writer) {
 	io.WriteString(w, `
 Exit status: 0 when the program was linked; 1 when a step failed (the step, the
 linker's or compiler's own messages and the command are printed); 2 for a usage
-error.
+error; 130 when interrupted (SIGINT, SIGTERM or SIGHUP).
 `)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/forkserver"
+	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/testprog"
 )
 
@@ -22,7 +23,8 @@ func TestLocalForks(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho $PPID\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pool := forkserver.NewPool(t.TempDir(), os.Environ(), t.Logf)
+	env := os.Environ()
+	pool := forkserver.NewPool(t.TempDir(), env, t.Logf)
 	defer pool.Close()
 	pool.CC = filepath.Join(testprog.LLVMBin(), "clang") // /bin/sh cannot build the shim
 	parent := func(e Executor, forked bool, argv ...string) int {
@@ -44,8 +46,8 @@ func TestLocalForks(t *testing.T) {
 		}
 		return ppid
 	}
-	forked := NewLocal(LocalOptions{ForkServers: pool})
-	plain := NewLocal(LocalOptions{})
+	forked := NewLocal(LocalOptions{Env: env, Runner: pool.Runner(proc.Exec{}, 0)})
+	plain := NewLocal(LocalOptions{Env: env})
 	me := os.Getpid()
 	if p := parent(forked, true, "/bin/sh", "-c", "echo $PPID"); p == me {
 		t.Errorf("with a pool, the compiler is still thindist's child")

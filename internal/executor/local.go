@@ -2,19 +2,13 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
-	"syscall"
-	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/forkserver"
+	"github.com/thindist/thindist/internal/proc"
 )
 
 // Limiter bounds how many processes run on this machine at once. The local
@@ -45,14 +39,10 @@ type LocalOptions struct {
 	Limiter Limiter
 	// Env is the compiler's environment; nil inherits this process's.
 	Env []string
-	// KillDelay is how long a cancelled compiler has between SIGTERM (which
-	// lets clang remove its own temporary files) and SIGKILL.
-	KillDelay time.Duration
-	// ForkServers, if not nil, forks compilers from a server started once
-	// per compiler instead of exec'ing each; a job the pool cannot take
-	// (forkserver.ErrUnavailable) is exec'd as usual. Its environment must
-	// be Env.
-	ForkServers *forkserver.Pool
+	// Runner runs the compiler processes: proc.Exec, or a fork-server
+	// pool's runner (whose environment must then be Env). nil means
+	// proc.Exec{}.
+	Runner proc.Runner
 }
 
 // NewLocal returns an executor that runs each action as a process on this
@@ -60,8 +50,8 @@ type LocalOptions struct {
 // the command uses (Action.Mapped) run in a private directory of links laid
 // out by Action.Layout; all others run in place in their working directory.
 func NewLocal(opts LocalOptions) Executor {
-	if opts.KillDelay == 0 {
-		opts.KillDelay = 5 * time.Second
+	if opts.Runner == nil {
+		opts.Runner = proc.Exec{}
 	}
 	if opts.Env == nil {
 		// Read once: with a nil Env, os/exec copies and deduplicates the
@@ -96,75 +86,17 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 		}
 		defer release()
 	}
-	if l.opts.ForkServers != nil {
-		res, err := l.fork(ctx, a, argv, dir)
-		if !errors.Is(err, forkserver.ErrUnavailable) {
-			return res, err
-		}
+	pr, err := l.opts.Runner.Run(ctx, &proc.Cmd{Argv: argv, Dir: dir, Env: l.opts.Env})
+	var res *Result
+	if pr != nil {
+		res = &Result{Where: Local, ExitCode: pr.ExitCode, Signal: pr.Signal, Stdout: pr.Stdout, Stderr: pr.Stderr,
+			CPU: pr.CPU, Wall: pr.Wall, Forked: pr.Forked}
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = l.opts.Env
-	var stdout, stderr capped
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// The compiler leads a process group of its own, and cancellation
-	// signals the whole group: a compiler wrapper (a shell script, ccache,
-	// distcc) does not pass SIGTERM on to the compiler it runs, which would
-	// otherwise survive thindist, keep running, and hold the stderr pipe
-	// open so that Wait only returns after KillDelay.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
-	cmd.WaitDelay = l.opts.KillDelay
-	start := time.Now()
-	err := cmd.Run()
-	if ctx.Err() != nil && cmd.Process != nil {
-		// Whatever of the group ignored SIGTERM.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	res := &Result{Where: Local, Wall: time.Since(start), Stdout: stdout.b, Stderr: stderr.b}
-	if ps := cmd.ProcessState; ps != nil {
-		res.CPU = ps.UserTime() + ps.SystemTime()
-		res.ExitCode = ps.ExitCode()
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.Signal = ws.Signal().String()
-		}
-	}
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
-	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) {
-		return res, fmt.Errorf("%s: cannot run the compiler %q: %w", a.ID, argv[0], err)
-	}
-	return res, nil
-}
-
-// fork runs argv through the fork-server pool, with the same process
-// group, cancellation and output capture as an exec'd compiler.
-func (l *local) fork(ctx context.Context, a *action.Action, argv []string, dir string) (*Result, error) {
-	// The first job of a compiler starts its server, and jobs arriving
-	// meanwhile wait for it: that start-up is not the job's own time
-	// (the pool reports it in its Stats).
-	srv, err := l.opts.ForkServers.Server(ctx, argv[0])
-	if errors.Is(err, forkserver.ErrUnavailable) {
-		return nil, err
-	}
-	var stdout, stderr capped
-	start := time.Now()
-	var st forkserver.Status
-	if err == nil {
-		st, err = srv.Run(ctx, argv, dir, &stdout, &stderr, l.opts.KillDelay)
-	}
-	if errors.Is(err, forkserver.ErrUnavailable) {
-		return nil, err
-	}
-	res := &Result{Where: Local, Wall: time.Since(start), Stdout: stdout.b, Stderr: stderr.b,
-		CPU: st.CPU, ExitCode: st.ExitCode, Signal: st.Signal, Forked: true}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
 	if err != nil {
-		return res, fmt.Errorf("%s: cannot run the compiler %q: %w", a.ID, argv[0], err)
+		return res, fmt.Errorf("%s: the compiler: %w", a.ID, err)
 	}
 	return res, nil
 }
@@ -199,45 +131,4 @@ func (l *local) sandbox(a *action.Action, stagedOut string) (*sandbox, error) {
 		}
 	}
 	return &sandbox{root: root, workDir: filepath.Join(root, filepath.FromSlash(layout.WorkDir))}, nil
-}
-
-// capped keeps the first 1 MiB written to it: enough for any diagnostic,
-// bounded for a compiler that floods its output.
-type capped struct{ b []byte }
-
-const captureLimit = 1 << 20
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := captureLimit - len(c.b); room > 0 {
-		c.b = append(c.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-// scratch holds the read buffers of capped.ReadFrom.
-var scratch = sync.Pool{New: func() any { return new([4096]byte) }}
-
-// ReadFrom drains r (the compiler's stdout or stderr pipe: os/exec copies it
-// with io.Copy, which uses ReadFrom when there is one). Without it io.Copy
-// allocates a 32 KiB buffer per stream per job although compilers rarely
-// print anything: 640 MB of garbage for 10,000 jobs, which drove thindist's
-// peak RSS over 50 MiB. A pooled buffer makes a silent compiler cost no
-// allocation at all.
-func (c *capped) ReadFrom(r io.Reader) (int64, error) {
-	buf := scratch.Get().(*[4096]byte)
-	defer scratch.Put(buf)
-	var n int64
-	for {
-		k, err := r.Read(buf[:])
-		if k > 0 {
-			n += int64(k)
-			c.Write(buf[:k])
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
 }

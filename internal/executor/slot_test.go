@@ -8,6 +8,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/forkserver"
+	"github.com/thindist/thindist/internal/proc"
 )
 
 // slotEvents records a SlotObserver's calls.
@@ -65,9 +66,10 @@ func TestSlotObserver(t *testing.T) {
 // holds whatever the machine's speed.
 func TestForkServerStartNotInWall(t *testing.T) {
 	dir := t.TempDir()
-	pool := forkserver.NewPool(t.TempDir(), os.Environ(), t.Logf)
+	env := os.Environ()
+	pool := forkserver.NewPool(t.TempDir(), env, t.Logf)
 	defer pool.Close()
-	e := NewLocal(LocalOptions{ForkServers: pool})
+	e := NewLocal(LocalOptions{Env: env, Runner: pool.Runner(proc.Exec{}, 0)})
 	a := &action.Action{ID: "m.o", Dir: dir, Args: []action.Arg{{Text: "/bin/sh"}, {Text: "-c"}, {Text: "true"}}}
 	began := time.Now()
 	res, err := e.Execute(t.Context(), a, []string{filepath.Join(dir, "out.o")})

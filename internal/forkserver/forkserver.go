@@ -31,6 +31,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/thindist/thindist/internal/proc"
 )
 
 // ErrUnavailable wraps every error that means "run this job another way":
@@ -42,6 +44,7 @@ type Status struct {
 	ExitCode int    // -1 when killed by a signal
 	Signal   string // the signal's name when killed by one
 	CPU      time.Duration
+	MaxRSS   int64 // peak resident set size, bytes
 }
 
 const (
@@ -58,7 +61,7 @@ const (
 // Server is one running compiler, stopped before main, that forks jobs.
 type Server struct {
 	conn *net.UnixConn
-	cmd  *exec.Cmd
+	proc *proc.Process
 	env  []byte // the jobs' environment, encoded once: "K=V\0"... "\0"
 
 	mu     sync.Mutex
@@ -82,6 +85,7 @@ type job struct {
 type exit struct {
 	status    syscall.WaitStatus
 	user, sys time.Duration
+	maxRSS    int64 // bytes
 	err       error // the server died before the job ended
 }
 
@@ -115,13 +119,15 @@ func Start(ctx context.Context, compiler, shim string, env []string) (*Server, e
 	cmd.ExtraFiles = []*os.File{theirs}
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// The server dies with thindist, and its jobs with it (see the shim).
+	// SIGKILL: it holds nothing to clean up.
+	p, err := proc.Start(cmd, syscall.SIGKILL)
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	theirs.Close()
-	s := &Server{conn: conn, cmd: cmd, env: envBlob, byID: map[uint32]*job{}, byPid: map[int]*job{}, done: make(chan struct{})}
+	s := &Server{conn: conn, proc: p, env: envBlob, byID: map[uint32]*job{}, byPid: map[int]*job{}, done: make(chan struct{})}
 
 	hello := make(chan error, 1)
 	go func() {
@@ -147,8 +153,8 @@ func Start(ctx context.Context, compiler, shim string, env []string) (*Server, e
 	}
 	if err != nil {
 		conn.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
+		p.Kill()
+		p.Wait()
 		msg := bytes.TrimSpace(stderr.Bytes())
 		if len(msg) > 200 {
 			msg = msg[:200]
@@ -249,6 +255,7 @@ func (s *Server) read() {
 				status: syscall.WaitStatus(binary.LittleEndian.Uint32(m[8:])),
 				user:   time.Duration(binary.LittleEndian.Uint64(m[12:])) * time.Microsecond,
 				sys:    time.Duration(binary.LittleEndian.Uint64(m[20:])) * time.Microsecond,
+				maxRSS: int64(binary.LittleEndian.Uint64(m[28:])) << 10,
 			}
 			s.mu.Lock()
 			j := s.byPid[pid]
@@ -283,8 +290,8 @@ func (s *Server) read() {
 	}
 	s.mu.Unlock()
 	s.conn.Close()
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
+	s.proc.Kill()
+	s.proc.Wait()
 	close(s.done)
 }
 
@@ -423,7 +430,7 @@ func (s *Server) Run(ctx context.Context, argv []string, dir string, stdout, std
 		}
 		return Status{}, e.err
 	}
-	st := Status{ExitCode: e.status.ExitStatus(), CPU: e.user + e.sys}
+	st := Status{ExitCode: e.status.ExitStatus(), CPU: e.user + e.sys, MaxRSS: e.maxRSS}
 	if e.status.Signaled() {
 		st.ExitCode, st.Signal = -1, e.status.Signal().String()
 	}

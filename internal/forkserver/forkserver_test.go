@@ -136,7 +136,7 @@ func TestServerDeath(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
-	s.cmd.Process.Kill()
+	s.proc.Kill()
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrUnavailable) {
@@ -297,7 +297,7 @@ func TestPoolBuildsOnceAndRemembersFailures(t *testing.T) {
 // once it answers again is killed at once.
 func TestStuckServerDoesNotHoldAnInterrupt(t *testing.T) {
 	s := start(t, "/bin/sh")
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := syscall.Kill(s.proc.Pid(), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -311,7 +311,7 @@ func TestStuckServerDoesNotHoldAnInterrupt(t *testing.T) {
 	if d := time.Since(began); d > 5*time.Second {
 		t.Fatalf("the cancelled job took %v to return", d)
 	}
-	s.cmd.Process.Signal(syscall.SIGCONT)
+	syscall.Kill(s.proc.Pid(), syscall.SIGCONT)
 	// The server takes requests in order: once a later job has run, the
 	// abandoned one has been forked and reported, and so killed.
 	if st, _, _, err := run(t, s, t.Context(), "/", "sh", "-c", "true"); err != nil || st.ExitCode != 0 {

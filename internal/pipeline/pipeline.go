@@ -22,6 +22,7 @@ import (
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/forkserver"
 	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/schedule"
@@ -219,7 +220,11 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		forks, closeForks = ForkServers(dir, environ, limited(warn))
 		finishers = append(finishers, closeForks)
 	}
-	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, ForkServers: forks}))
+	var runner proc.Runner = proc.Exec{}
+	if forks != nil {
+		runner = forks.Runner(runner, proc.DefaultGrace)
+	}
+	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner}))
 	chain, parallel := local, cfg.Jobs
 
 	var disk *cache.Disk

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -50,7 +49,7 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 	copy(order, actions)
 	sort.SliceStable(order, func(i, j int) bool { return order[i].Weight > order[j].Weight })
 
-	st := &staging{dirs: map[string]string{}}
+	st := newStaging()
 	defer st.removeAll()
 	obs := opts.Observer
 	if obs == nil {
@@ -135,42 +134,6 @@ func runOne(ctx context.Context, a *action.Action, ex executor.Executor, st *sta
 		done = append(done, final)
 	}
 	return res, done, nil
-}
-
-// staging hands out temporary output paths in a private directory beside
-// each final output, so the final rename is atomic (same file system) and a
-// crash or cancellation leaves nothing under the final name. Compilers also
-// put their own temporary files beside their -o, so those land in the
-// staging directory too and go with it.
-type staging struct {
-	mu   sync.Mutex
-	dirs map[string]string // final directory -> staging directory
-	seq  int
-}
-
-func (s *staging) path(final string) (string, error) {
-	dir := filepath.Dir(final)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sd, ok := s.dirs[dir]
-	if !ok {
-		var err error
-		sd, err = os.MkdirTemp(dir, ".thindist-*.tmp")
-		if err != nil {
-			return "", fmt.Errorf("creating a staging directory for outputs: %w", err)
-		}
-		s.dirs[dir] = sd
-	}
-	s.seq++
-	return filepath.Join(sd, fmt.Sprintf("%d-%s", s.seq, filepath.Base(final))), nil
-}
-
-func (s *staging) removeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sd := range s.dirs {
-		os.RemoveAll(sd)
-	}
 }
 
 // Preflight checks that every input of every action exists before anything

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -134,9 +135,17 @@ int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), v
 			nargv = s < end ? split(&s, end, &na) : NULL;
 			nenv = nargv && s < end ? split(&s, end, &ne) : NULL;
 			if (nargv && nenv && na > 0) {
+				pid_t server = getpid();
 				pid = fork();
 				err = errno;
 				if (pid == 0) {
+					/* The job dies with the server, which dies with
+					 * thindist: no compiler outlives a killed thindist.
+					 * SIGTERM, as for an exec'd compiler, lets clang
+					 * remove its temporary files. Had the server died
+					 * before the prctl, nobody would send it. */
+					prctl(PR_SET_PDEATHSIG, SIGTERM);
+					if (getppid() != server) _exit(128 + SIGTERM);
 					close(sock);
 					close(sfd);
 					sigprocmask(SIG_SETMASK, &old, NULL);

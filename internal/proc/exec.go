@@ -1,0 +1,75 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Exec is the Runner that starts each command with os/exec (fork and
+// execve). The zero Exec is ready to use.
+type Exec struct {
+	// Grace is how long a cancelled process group has between SIGTERM
+	// and SIGKILL; 0 means DefaultGrace.
+	Grace time.Duration
+}
+
+// Run runs c; see Runner.
+func (e Exec) Run(ctx context.Context, c *Cmd) (*Result, error) {
+	if len(c.Argv) == 0 {
+		return nil, errors.New("proc: empty command")
+	}
+	grace := e.Grace
+	if grace == 0 {
+		grace = DefaultGrace
+	}
+	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	cmd.Dir, cmd.Env = c.Dir, c.Env
+	var stdout, stderr Capture
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if c.Stdout != nil {
+		cmd.Stdout = c.Stdout
+	}
+	// Cancellation signals the whole group: a compiler wrapper (a shell
+	// script, ccache, distcc) does not pass SIGTERM on to the compiler it
+	// runs, which would otherwise survive thindist, keep running, and hold
+	// the output pipes open. Whatever of the group still runs after the
+	// grace period (os/exec then kills the leader and closes the pipes) is
+	// killed below.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = grace
+	start := time.Now()
+	// SIGTERM on thindist's death, as on cancellation: clang and lld
+	// remove their temporary files, ccache passes it on to its compiler.
+	p, err := Start(cmd, syscall.SIGTERM)
+	if err == nil {
+		err = p.Wait()
+		if ctx.Err() != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	res := &Result{Wall: time.Since(start), Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+		res.ExitCode = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = ws.Signal().String()
+		}
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			res.MaxRSS = ru.Maxrss << 10 // KiB on Linux
+		}
+	}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("%s stopped: %w", c.Argv[0], ctx.Err())
+	}
+	var exitErr *exec.ExitError
+	// ErrWaitDelay: the process ended, but something it started kept its
+	// output open; what that wrote later is lost, the result stands.
+	if err != nil && !errors.As(err, &exitErr) && !errors.Is(err, exec.ErrWaitDelay) {
+		return res, fmt.Errorf("cannot run %q: %w", c.Argv[0], err)
+	}
+	return res, nil
+}

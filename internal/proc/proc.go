@@ -1,0 +1,69 @@
+// Package proc runs the processes thindist starts, compilers and linkers,
+// so that none outlives thindist or an interrupt: each leads a process
+// group of its own, dies with thindist (the kernel's parent-death signal),
+// and is stopped on cancellation with SIGTERM to its whole group (which lets
+// clang and lld remove their temporary files, and reaches what a wrapper
+// script started), then SIGKILL after a grace period. Its output is captured
+// up to a limit, and its resource usage reported.
+//
+// Runner is the one interface; Exec runs a command with os/exec, and
+// internal/forkserver provides a Runner that forks compilers from a server.
+package proc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Cmd is one process to run, without a shell.
+type Cmd struct {
+	Argv []string
+	Dir  string // "" means this process's working directory
+	// Env is the environment; nil means this process's.
+	Env []string
+	// Stdout, if not nil, receives the standard output as it comes (a
+	// linker's map printed to the user's terminal); otherwise it is
+	// captured into Result.Stdout. The standard error is always captured.
+	Stdout io.Writer
+}
+
+// Result is how a process ended.
+type Result struct {
+	ExitCode int    // -1 when killed by a signal
+	Signal   string // the signal that killed it, if any
+	// Stdout and Stderr hold the first CaptureLimit bytes of each stream.
+	Stdout, Stderr []byte
+	CPU            time.Duration // user + system time
+	MaxRSS         int64         // peak resident set size, bytes
+	Wall           time.Duration
+	// Forked: the process was forked from a fork server, not exec'd.
+	Forked bool
+}
+
+// Failed reports whether the process did not exit 0.
+func (r *Result) Failed() bool { return r.ExitCode != 0 || r.Signal != "" }
+
+// Status describes how the process ended, for messages.
+func (r *Result) Status() string {
+	if r.Signal != "" {
+		return "killed by signal " + r.Signal
+	}
+	return fmt.Sprintf("exit status %d", r.ExitCode)
+}
+
+// Runner runs a command to its end.
+//
+// A nil error means the process ran and ended; Result says how. An error
+// means it could not be run, or ctx ended while it ran: then the process
+// group has been stopped, the error wraps ctx's error (errors.Is(err,
+// context.Canceled) holds), and Result, when not nil, holds what the
+// process printed before it was stopped.
+type Runner interface {
+	Run(ctx context.Context, c *Cmd) (*Result, error)
+}
+
+// DefaultGrace is how long a cancelled process has between SIGTERM and
+// SIGKILL when a runner does not say.
+const DefaultGrace = 5 * time.Second
