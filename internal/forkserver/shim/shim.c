@@ -7,6 +7,8 @@
  * child that becomes the compiler exactly as exec would have started it
  * (the job's argv, environment, working directory, stdout and stderr), but
  * without paying for loading and relocating libLLVM and libclang-cpp again.
+ * Each child dies with the server (which dies with thindist), and shows its
+ * own command line and environment in /proc, as an exec'd one would.
  *
  * Messages (little-endian, one per SOCK_SEQPACKET datagram):
  *   from the shim: u32 0, u32 pid                       hello, serving
@@ -20,6 +22,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -29,8 +32,24 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* From <linux/prctl.h> (a stable ABI), so that the shim builds without
+ * the kernel's headers. */
+#ifndef PR_SET_MM
+#define PR_SET_MM 35
+#endif
+#ifndef PR_SET_MM_MAP
+#define PR_SET_MM_MAP 14
+#endif
+struct mm_map {
+	uint64_t start_code, end_code, start_data, end_data, start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint64_t *auxv;
+	uint32_t auxv_size, exe_fd;
+};
 
 typedef int (*main_fn)(int, char **, char **);
 typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void), void (*)(void), void *);
@@ -56,6 +75,45 @@ static char **split(char **s, char *end, int *n) {
 	(*s)++;
 	*n = count;
 	return v;
+}
+
+/* show_job makes /proc/self/cmdline (what ps and top show) and
+ * /proc/self/environ read the job's argv and environment, which lie each in
+ * one piece in the request buffer, as they would for an exec'd compiler:
+ * otherwise every job shows the server's bare compiler path. PR_SET_MM_MAP
+ * needs no privilege (only CONFIG_CHECKPOINT_RESTORE, which distributions
+ * enable), but must be given the whole memory map: the rest is read back
+ * from /proc/self/stat. On failure the job runs all the same. */
+static void show_job(char *args, char *args_end, char *env, char *env_end) {
+	char st[2048];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) return;
+	ssize_t n = read(fd, st, sizeof st - 1);
+	close(fd);
+	if (n <= 0) return;
+	st[n] = 0;
+	/* The command name (field 2) may hold anything: count fields from the
+	 * last ')'. Field 3 (the state, a letter) follows it. */
+	char *p = strrchr(st, ')');
+	if (!p || p[1] != ' ' || !p[2] || p[3] != ' ') return;
+	p += 4;
+	uint64_t f[52] = {0};
+	for (int i = 4; i < 52 && *p; i++) {
+		char *e;
+		while (*p == ' ') p++;
+		f[i] = strtoull(p, &e, 10);
+		if (e == p) return; /* a field that is not a number: unknown format */
+		p = e;
+	}
+	struct mm_map m = {
+		.start_code = f[26], .end_code = f[27], .start_stack = f[28],
+		.start_data = f[45], .end_data = f[46], .start_brk = f[47],
+		.brk = (uint64_t)syscall(SYS_brk, 0),
+		.arg_start = (uintptr_t)args, .arg_end = (uintptr_t)args_end,
+		.env_start = (uintptr_t)env, .env_end = (uintptr_t)env_end,
+		.auxv = NULL, .auxv_size = 0, .exe_fd = (uint32_t)-1,
+	};
+	prctl(PR_SET_MM, PR_SET_MM_MAP, &m, sizeof m, 0);
 }
 
 static void reap(int sock) {
@@ -136,6 +194,9 @@ int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), v
 			nenv = nargv && s < end ? split(&s, end, &ne) : NULL;
 			if (nargv && nenv && na > 0) {
 				pid_t server = getpid();
+				char *args_end = nargv[na - 1] + strlen(nargv[na - 1]) + 1;
+				char *env_start = ne > 0 ? nenv[0] : args_end + 1;
+				char *env_end = ne > 0 ? nenv[ne - 1] + strlen(nenv[ne - 1]) + 1 : env_start;
 				pid = fork();
 				err = errno;
 				if (pid == 0) {
@@ -154,6 +215,7 @@ int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), v
 					if (fds[0] > 2) close(fds[0]);
 					if (fds[1] > 2 && fds[1] != fds[0]) close(fds[1]);
 					environ = nenv;
+					show_job(nargv[0], args_end, env_start, env_end);
 					return real(main, na, nargv, init, fini, rtld_fini, stack_end);
 				}
 				if (pid > 0) setpgid(pid, pid); /* whichever of the two runs first */
