@@ -34,6 +34,40 @@ func blockedJobs(t *testing.T, dir string, n int) string {
 	return jf.write(t, filepath.Join(dir, "blocked.json"))
 }
 
+// startWatched starts cmd and returns a channel closed once it has exited and its
+// output has been copied.
+func startWatched(t *testing.T, cmd *exec.Cmd) <-chan struct{} {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	return exited
+}
+
+// noneLeft waits for every process carrying tag to end (a generous safety
+// net, no threshold), and kills and reports those that do not.
+func noneLeft(t *testing.T, tag, after string) {
+	t.Helper()
+	var left []string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if left = descendants(tag); len(left) == 0 {
+			return
+		}
+	}
+	for _, p := range left {
+		var pid int
+		fmt.Sscan(p, &pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	t.Errorf("processes left running after %s: %q", after, left)
+}
+
 // TestDeadThindistLeavesNoCompiler: whether thindist is killed outright
 // (SIGKILL: nothing of it runs to clean up) or its terminal hangs up
 // (SIGHUP, as for an interrupt), no compiler it started keeps running,
@@ -62,15 +96,7 @@ func TestDeadThindistLeavesNoCompiler(t *testing.T) {
 			cmd.Env = testEnv(t, tag)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			exited := make(chan struct{})
-			go func() {
-				cmd.Wait()
-				close(exited)
-			}()
+			exited := startWatched(t, cmd)
 			// Every compile runs (forked: beside its server), and nothing
 			// else (the fork server's shim being built).
 			want := jobs
@@ -95,20 +121,7 @@ func TestDeadThindistLeavesNoCompiler(t *testing.T) {
 				t.Fatal(err)
 			}
 			<-exited
-			var left []string
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				if left = descendants(tag); len(left) == 0 {
-					break
-				}
-			}
-			if len(left) > 0 {
-				for _, p := range left {
-					var pid int
-					fmt.Sscan(p, &pid)
-					syscall.Kill(pid, syscall.SIGKILL)
-				}
-				t.Errorf("compilers left running after thindist died of %v: %q", c.sig, left)
-			}
+			noneLeft(t, tag, "thindist died of "+c.sig.String())
 			if c.sig == syscall.SIGHUP {
 				if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(out.String(), "interrupted") {
 					t.Errorf("after SIGHUP thindist ended with %v (want exit status 130, as for an interrupt):\n%s", cmd.ProcessState, out.String())

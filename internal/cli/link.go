@@ -107,10 +107,12 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 	code := 0
 	var te *thinlink.Error
 	if errors.As(err, &te) {
-		fmt.Fprintf(env.Stderr, "thindist link: error in %v\n", te)
-		code = 1
 		if errors.Is(err, context.Canceled) {
+			fmt.Fprintf(env.Stderr, "thindist link: interrupted during %s; stopped it\n", te.Step)
 			code = 130
+		} else {
+			fmt.Fprintf(env.Stderr, "thindist link: error in %v\n", te)
+			code = 1
 		}
 	} else {
 		code = exitCode(err, env)

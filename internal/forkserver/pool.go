@@ -15,6 +15,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/thindist/thindist/internal/proc"
 )
 
 //go:embed shim/shim.c
@@ -54,9 +56,16 @@ func BuildShim(ctx context.Context, cc, dir string) (string, error) {
 	defer os.Remove(tmp)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cc, "-shared", "-fPIC", "-O2", "-o", tmp, src.Name(), "-ldl")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the fork-server shim with %s: %v\n%s", cc, err, out)
+	res, err := proc.Exec{}.Run(ctx, &proc.Cmd{Argv: []string{cc, "-shared", "-fPIC", "-O2", "-o", tmp, src.Name(), "-ldl"}})
+	if err == nil && res.Failed() {
+		err = errors.New(res.Status())
+	}
+	if err != nil {
+		var out []byte
+		if res != nil {
+			out = append(res.Stderr, res.Stdout...)
+		}
+		return "", fmt.Errorf("building the fork-server shim with %s: %w\n%s", cc, err, out)
 	}
 	// An exit status proves nothing (a wrapper or a stand-in compiler may
 	// exit 0 having written anything): keep only a shared object for this

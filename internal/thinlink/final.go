@@ -84,7 +84,7 @@ func (p *plan) finalLink(ctx context.Context) ([]string, error) {
 		// symbols, so those are reported here, as an in-process link
 		// reports them after its backends.
 		return cmd, &Error{Step: "the final link (step 3 of 3: linking the native objects)",
-			Err: fmt.Errorf("%v\n  command: %s", err, action.ShellQuote(cmd)), Output: out}
+			Err: fmt.Errorf("%w\n  command: %s", err, action.ShellQuote(cmd)), Output: out}
 	}
 	io.WriteString(p.opts.Stderr, out) // the linker's warnings
 	return cmd, nil

@@ -3,34 +3,31 @@
 package thinlink
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os/exec"
-	"syscall"
-	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/proc"
 )
 
-// run runs a link command in the link's directory and returns its stderr.
+// run runs a link command in the link's directory and returns its
+// messages (stderr, then stdout unless stdout is given). The linker runs
+// as the backends do (internal/proc): in a process group of its own, so an
+// interrupt stops the driver and the lld it started alike, and dying with
+// thindist. The error wraps the cancellation, if that is what stopped it.
 func (p *plan) run(ctx context.Context, argv []string, stdout io.Writer) (string, error) {
 	if p.opts.Verbose {
 		fmt.Fprintf(p.opts.Stderr, "thindist: running %s\n", action.ShellQuote(argv))
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = p.opts.Dir
-	// On cancellation let the driver and lld remove their temporary files.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 5 * time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if stdout != nil {
-		cmd.Stdout = stdout
-	} else {
-		cmd.Stdout = &stderr
+	res, err := proc.Exec{}.Run(ctx, &proc.Cmd{Argv: argv, Dir: p.opts.Dir, Stdout: stdout})
+	var out string
+	if res != nil {
+		out = string(res.Stderr) + string(res.Stdout)
 	}
-	err := cmd.Run()
-	return stderr.String(), err
+	if err == nil && res.Failed() {
+		err = errors.New(res.Status())
+	}
+	return out, err
 }

@@ -68,7 +68,7 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 	const step = "the thin link (step 1 of 3: lld --thinlto-index-only computes imports and index shards)"
 	out, err := p.run(ctx, cmd, nil)
 	if err != nil {
-		return nil, cmd, &Error{Step: step, Err: fmt.Errorf("%v%s\n  command: %s", err, hint(out), action.ShellQuote(cmd)), Output: out}
+		return nil, cmd, &Error{Step: step, Err: fmt.Errorf("%w%s\n  command: %s", err, hint(out), action.ShellQuote(cmd)), Output: out}
 	}
 	if p.opts.Verbose && out != "" {
 		io.WriteString(p.opts.Stderr, out)
