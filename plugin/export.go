@@ -21,9 +21,19 @@ import (
 	"runtime/debug"
 	"sync"
 
+	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/report"
 )
+
+// inherited is the linker's jobserver from make, checked once for the
+// process: a link may call the plugin more than once, and the client owns
+// the descriptors (a second *os.File for them would close them when
+// collected). The linker has opened files of its own before loading the
+// plugin, so this relies on the checks of jobserver.Inherit alone.
+var inherited = sync.OnceValue(func() jobserver.Inherited {
+	return jobserver.Inherit(os.Getenv("MAKEFLAGS"))
+})
 
 // dtltoPerformCodegen is the plugin's entry point (see dtlto_plugin.h). It
 // returns 0 when every node's object is in place and valid, 1 otherwise.
@@ -85,9 +95,10 @@ func perform(em emitter, nodesNum C.size_t, cnodes **C.dtltoBitcodeNodeTy, argc 
 		diags []pipeline.Diagnostic
 	)
 	env := pipeline.Env{
-		Stderr:   os.Stderr,
-		Terminal: report.IsTerminal(os.Stderr),
-		Getenv:   os.Getenv,
+		Stderr:    os.Stderr,
+		Terminal:  report.IsTerminal(os.Stderr),
+		Getenv:    os.Getenv,
+		Jobserver: inherited(),
 		Diag: func(d pipeline.Diagnostic) {
 			mu.Lock()
 			diags = append(diags, d)

@@ -10,9 +10,23 @@ import (
 	"syscall"
 
 	"github.com/thindist/thindist/internal/cli"
+	"github.com/thindist/thindist/internal/jobserver"
 )
 
 func main() {
+	// First of all, before this process opens any file of its own: make
+	// 4.3 leaves --jobserver-auth=R,W in MAKEFLAGS for a recipe without
+	// '+' (CMake's link rules, Kbuild's) but closes R and W, so the next
+	// files this process opens get those numbers. Some are open already:
+	// the Go runtime's, before any Go code runs (the cgroup CPU limit files
+	// it keeps open to follow GOMAXPROCS: cpu.max, or cpu.cfs_quota_us and
+	// cpu.cfs_period_us, seen at descriptors 3 and 4 with strace), and the
+	// package initialisers' (protobuf's detrand opens and closes the
+	// executable, which creates the runtime poller's epoll and eventfd
+	// descriptors). None of these is a pipe, and Inherit refuses them.
+	// Later, thindist's own pipes to its compilers could be taken for
+	// make's, which is why this cannot wait until the jobs run.
+	js := jobserver.Inherit(os.Getenv("MAKEFLAGS"))
 	// thindist's heap is mostly short-lived garbage from starting
 	// processes, while its live data (the actions) is small. A lower GC
 	// target keeps its peak memory small beside the compilers it runs
@@ -26,7 +40,7 @@ func main() {
 	// SIGHUP. Each cancels the run, which stops every compiler and removes
 	// every temporary file before exiting (status 130).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	code := cli.Main(ctx, os.Args[1:])
+	code := cli.Main(ctx, os.Args[1:], js)
 	stop()
 	os.Exit(code)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/jobfile"
+	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/procstart"
 	"github.com/thindist/thindist/internal/report"
@@ -24,10 +25,10 @@ import (
 // Version is set at build time with -ldflags "-X .../cli.Version=...".
 var Version = "dev"
 
-// Main runs thindist with args (without the program name) and returns the
-// exit status.
-func Main(ctx context.Context, args []string) int {
-	return run(ctx, args, pipeline.StdEnv(), os.Stdout)
+// Main runs thindist with args (without the program name) and the
+// jobserver it inherited from make, and returns the exit status.
+func Main(ctx context.Context, args []string, js jobserver.Inherited) int {
+	return run(ctx, args, pipeline.StdEnv(js), os.Stdout)
 }
 
 // run is Main with its surroundings given (for tests).

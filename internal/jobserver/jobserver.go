@@ -13,12 +13,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Client hands out job slots backed by make's tokens. It satisfies
@@ -30,13 +33,75 @@ type Client struct {
 	implicit bool   // the implicit token is free
 	held     []byte // tokens read and not yet returned
 	closed   bool
+	broken   error // why reading a token failed for good; nil while it works
 }
 
-// FromMakeflags returns a client for the jobserver that makeflags names, or
-// nil if it names none or its descriptors are not open (make did not mark
-// the rule as recursive with '+', which is not an error: then make did not
-// mean this process to take part).
-func FromMakeflags(makeflags string) (*Client, error) {
+// ErrBroken is the error of Acquire once make's jobserver has failed (a
+// read of EOF or EBADF): it no longer hands out tokens, and the caller
+// should go on without it rather than fail a job for it.
+var ErrBroken = errors.New("make's jobserver stopped working")
+
+// Inherited is the jobserver make gave this process: a client for it, or
+// why there is none.
+type Inherited struct {
+	// Client is nil when MAKEFLAGS names no jobserver or it cannot be used.
+	Client *Client
+	// Err says why the jobserver MAKEFLAGS names cannot be used (a
+	// *NotAvailableError); nil when there is a client or none is named.
+	Err error
+}
+
+// NotAvailableError says why the jobserver that MAKEFLAGS names is not one
+// this process can use.
+type NotAvailableError struct {
+	Auth   string // the --jobserver-auth value
+	Reason string // what is wrong with it
+}
+
+func (e *NotAvailableError) Error() string {
+	if strings.HasPrefix(e.Auth, "fifo:") {
+		return fmt.Sprintf("make's jobserver %s cannot be used: %s", e.Auth, e.Reason)
+	}
+	// What make 4.3 does to a recipe without '+': the likely cause.
+	return fmt.Sprintf("make's jobserver is not available to this recipe (mark it with '+' to share make's job slots): "+
+		"MAKEFLAGS names --jobserver-auth=%s, and %s", e.Auth, e.Reason)
+}
+
+// Inherit returns the jobserver that makeflags (this process's MAKEFLAGS)
+// names, after checking that it is one.
+//
+// It must run at the start of the process, before the process opens
+// anything itself. make 4.3 passes --jobserver-auth=R,W to every recipe
+// but keeps the descriptors open only for recipes marked '+' (or that
+// mention $(MAKE)): for the others, R and W are free numbers in this process
+// and whatever it opens first takes them. A later check could find a pipe
+// this process made for a child there, and read its own child's output as
+// tokens. At the start, what can sit at R and W without being make's is
+// what the Go runtime and package initialisers opened (cgroup files, the
+// poller's epoll and eventfd descriptors): none is a pipe, and the checks
+// below refuse them. Those checks are what make documents for a client:
+// both descriptors open, both FIFOs, the read and write end of one pipe,
+// open for reading and for writing.
+func Inherit(makeflags string) Inherited {
+	auth := authOf(makeflags)
+	if auth == "" {
+		return Inherited{}
+	}
+	var c *Client
+	var err error
+	if path, ok := strings.CutPrefix(auth, "fifo:"); ok {
+		c, err = openFifo(path)
+	} else {
+		c, err = openPipe(auth)
+	}
+	if err != nil {
+		return Inherited{Err: &NotAvailableError{Auth: auth, Reason: err.Error()}}
+	}
+	return Inherited{Client: c}
+}
+
+// authOf returns the jobserver that makeflags names, or "".
+func authOf(makeflags string) string {
 	auth := ""
 	for _, f := range strings.Fields(makeflags) {
 		for _, p := range []string{"--jobserver-auth=", "--jobserver-fds="} {
@@ -45,42 +110,74 @@ func FromMakeflags(makeflags string) (*Client, error) {
 			}
 		}
 	}
-	if auth == "" {
-		return nil, nil
+	return auth
+}
+
+// openFifo opens make 4.4's named jobserver, which every recipe may use.
+func openFifo(path string) (*Client, error) {
+	// O_RDWR: opening a FIFO for reading alone would block until a writer
+	// comes; with both, open returns at once, and Linux allows it.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
 	}
-	if path, ok := strings.CutPrefix(auth, "fifo:"); ok {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			return nil, fmt.Errorf("opening make's jobserver fifo %s: %w", path, err)
-		}
-		return &Client{r: f, w: f, implicit: true}, nil
+	if st, err := f.Stat(); err != nil || st.Mode()&fs.ModeNamedPipe == 0 {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a FIFO", path)
 	}
+	return &Client{r: f, w: f, implicit: true}, nil
+}
+
+// openPipe takes the inherited descriptors "R,W" after checking that they
+// are what make documents: the read and the write end of one pipe.
+func openPipe(auth string) (*Client, error) {
 	rs, ws, ok := strings.Cut(auth, ",")
-	if !ok {
-		return nil, fmt.Errorf("unrecognised jobserver in MAKEFLAGS: %q", auth)
-	}
 	rfd, err1 := strconv.Atoi(rs)
 	wfd, err2 := strconv.Atoi(ws)
-	if err1 != nil || err2 != nil || rfd < 0 || wfd < 0 {
-		return nil, fmt.Errorf("unrecognised jobserver in MAKEFLAGS: %q", auth)
+	if !ok || err1 != nil || err2 != nil || rfd < 0 || wfd < 0 {
+		return nil, errors.New("that is not of the form R,W or fifo:PATH")
 	}
-	var st syscall.Stat_t
-	if syscall.Fstat(rfd, &st) != nil || syscall.Fstat(wfd, &st) != nil {
-		return nil, nil
+	var rst, wst unix.Stat_t
+	for _, d := range []struct {
+		fd   int
+		st   *unix.Stat_t
+		mode int // an access mode it needs besides O_RDWR
+	}{{rfd, &rst, unix.O_RDONLY}, {wfd, &wst, unix.O_WRONLY}} {
+		if err := unix.Fstat(d.fd, d.st); err != nil {
+			return nil, fmt.Errorf("descriptor %d is not open", d.fd)
+		}
+		if d.st.Mode&unix.S_IFMT != unix.S_IFIFO {
+			return nil, fmt.Errorf("descriptor %d is not a pipe%s", d.fd, describe(d.fd))
+		}
+		fl, err := unix.FcntlInt(uintptr(d.fd), unix.F_GETFL, 0)
+		if err != nil {
+			return nil, fmt.Errorf("descriptor %d: %w", d.fd, err)
+		}
+		if acc := fl & unix.O_ACCMODE; acc != d.mode && acc != unix.O_RDWR {
+			return nil, fmt.Errorf("descriptor %d is not open for %s", d.fd, map[int]string{unix.O_RDONLY: "reading", unix.O_WRONLY: "writing"}[d.mode])
+		}
+	}
+	if rst.Dev != wst.Dev || rst.Ino != wst.Ino {
+		return nil, fmt.Errorf("descriptors %d and %d are not the two ends of one pipe", rfd, wfd)
 	}
 	// A non-blocking descriptor lets the runtime poller wait for a token with
 	// a deadline, so a cancelled link never strands a read (and the token it
 	// would take) in the kernel. make copes with non-blocking reads: several
 	// clients race for every token anyway.
-	if err := syscall.SetNonblock(rfd, true); err != nil {
-		return nil, fmt.Errorf("jobserver read descriptor %d: %w", rfd, err)
+	if err := unix.SetNonblock(rfd, true); err != nil {
+		return nil, fmt.Errorf("descriptor %d: %w", rfd, err)
 	}
-	r := os.NewFile(uintptr(rfd), "jobserver-r")
-	w := os.NewFile(uintptr(wfd), "jobserver-w")
-	if r == nil || w == nil {
-		return nil, nil
+	return &Client{r: os.NewFile(uintptr(rfd), "jobserver-r"), w: os.NewFile(uintptr(wfd), "jobserver-w"), implicit: true}, nil
+}
+
+// describe names what descriptor fd refers to, for an error message:
+// " (/sys/fs/cgroup/cpu.max)", or "".
+func describe(fd int) string {
+	// readlink opens nothing, so it cannot take a descriptor number itself.
+	if target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil {
+		return " (" + target + ")"
 	}
-	return &Client{r: r, w: w, implicit: true}, nil
+	return ""
 }
 
 // takeImplicit takes the implicit token if it is free.
@@ -105,6 +202,9 @@ func (c *Client) Acquire(ctx context.Context) (func(), error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if err := c.brokenErr(); err != nil {
+			return nil, err
+		}
 		// Wake up now and then to notice cancellation and a freed implicit
 		// token: another job may have finished while this one waited on make.
 		c.r.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
@@ -124,12 +224,30 @@ func (c *Client) Acquire(ctx context.Context) (func(), error) {
 			return c.releaseImplicit, nil
 		}
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR) {
-			return nil, fmt.Errorf("reading a token from make's jobserver: %w", err)
+			return nil, c.breakDown(err)
 		}
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			time.Sleep(5 * time.Millisecond) // a descriptor the poller could not take
 		}
 	}
+}
+
+// breakDown records that reading a token failed with err (EOF: every
+// writer is gone; EBADF: the descriptor was closed) and returns the error
+// every Acquire returns from now on.
+func (c *Client) breakDown(err error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken == nil {
+		c.broken = fmt.Errorf("%w (reading a token: %v)", ErrBroken, err)
+	}
+	return c.broken
+}
+
+func (c *Client) brokenErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken
 }
 
 func (c *Client) releaseImplicit() {

@@ -2,12 +2,16 @@ package jobserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // exercise checks a jobserver holding one token: the implicit slot and the
@@ -68,11 +72,11 @@ func TestFifo(t *testing.T) {
 	if _, err := r.Write([]byte("+")); err != nil {
 		t.Fatal(err)
 	}
-	c, err := FromMakeflags("-j2 --jobserver-auth=fifo:" + path)
-	if err != nil || c == nil {
-		t.Fatalf("FromMakeflags: %v, %v", c, err)
+	js := Inherit("-j2 --jobserver-auth=fifo:" + path)
+	if js.Err != nil || js.Client == nil {
+		t.Fatalf("Inherit: %+v", js)
 	}
-	exercise(t, c, r)
+	exercise(t, js.Client, r)
 }
 
 func TestPipe(t *testing.T) {
@@ -85,25 +89,125 @@ func TestPipe(t *testing.T) {
 	if _, err := syscall.Write(fds[1], []byte("+")); err != nil {
 		t.Fatal(err)
 	}
-	c, err := FromMakeflags(fmt.Sprintf("-j2 --jobserver-auth=%d,%d", fds[0], fds[1]))
-	if err != nil || c == nil {
-		t.Fatalf("FromMakeflags: %v, %v", c, err)
+	js := Inherit(fmt.Sprintf("-j2 --jobserver-auth=%d,%d", fds[0], fds[1]))
+	if js.Err != nil || js.Client == nil {
+		t.Fatalf("Inherit: %+v", js)
 	}
+	c := js.Client
 	defer c.w.Close()
 	defer c.r.Close() // the client's files own the descriptors now
 	exercise(t, c, c.r)
 }
 
 func TestNoJobserver(t *testing.T) {
-	for _, mf := range []string{"", "-j4", "--jobserver-auth=999,998"} {
-		c, err := FromMakeflags(mf)
-		if c != nil || err != nil {
-			t.Errorf("FromMakeflags(%q) = %v, %v; want nil, nil", mf, c, err)
+	for _, mf := range []string{"", "-j4", "-j4 --jobserver-auth="} {
+		if js := Inherit(mf); js.Client != nil || js.Err != nil {
+			t.Errorf("Inherit(%q) = %+v; want nothing", mf, js)
 		}
 	}
-	for _, mf := range []string{"--jobserver-auth=x", "--jobserver-auth=fifo:/nonexistent/fifo"} {
-		if _, err := FromMakeflags(mf); err == nil {
-			t.Errorf("FromMakeflags(%q) accepted", mf)
+}
+
+// pipe returns the two ends of a new pipe as raw descriptors, closed at
+// the end of the test.
+func pipe(t *testing.T) (r, w int) {
+	t.Helper()
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fds[0]); syscall.Close(fds[1]) })
+	return fds[0], fds[1]
+}
+
+// TestNotAJobserver gives Inherit descriptors that are not make's
+// jobserver, as a recipe without '+' gets them: closed, or reused by files
+// the process opened itself. Each must be refused with the reason, and
+// none touched.
+func TestNotAJobserver(t *testing.T) {
+	r, w := pipe(t)
+	r2, w2 := pipe(t)
+	file, err := os.Open("/proc/self/cgroup") // a regular file, like the runtime's cgroup files
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	reg := int(file.Fd())
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	regPath := filepath.Join(t.TempDir(), "regular")
+	if err := os.WriteFile(regPath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ auth, reason string }{
+		{"999,998", "descriptor 999 is not open"},
+		{fmt.Sprintf("%d,999", r), "descriptor 999 is not open"},
+		{fmt.Sprintf("%d,%d", reg, w), fmt.Sprintf("descriptor %d is not a pipe (/proc/", reg)},
+		{fmt.Sprintf("%d,%d", r, reg), fmt.Sprintf("descriptor %d is not a pipe", reg)},
+		{fmt.Sprintf("%d,%d", w, r), fmt.Sprintf("descriptor %d is not open for reading", w)},
+		{fmt.Sprintf("%d,%d", r, r), fmt.Sprintf("descriptor %d is not open for writing", r)},
+		{fmt.Sprintf("%d,%d", r, w2), fmt.Sprintf("descriptors %d and %d are not the two ends of one pipe", r, w2)},
+		{fmt.Sprintf("%d,%d", r2, w), "are not the two ends of one pipe"},
+		{"x", "not of the form R,W or fifo:PATH"},
+		{"3,", "not of the form"},
+		{"fifo:" + filepath.Join(t.TempDir(), "missing"), "no such file"},
+		{"fifo:" + regPath, "is not a FIFO"},
+	} {
+		js := Inherit("-j2 --jobserver-auth=" + c.auth)
+		if js.Client != nil || js.Err == nil {
+			t.Errorf("--jobserver-auth=%s was accepted", c.auth)
+			continue
+		}
+		if !strings.Contains(js.Err.Error(), c.reason) {
+			t.Errorf("--jobserver-auth=%s: %v; want the reason %q", c.auth, js.Err, c.reason)
+		}
+		if !strings.HasPrefix(c.auth, "fifo:") && !strings.Contains(js.Err.Error(), "mark it with '+'") {
+			t.Errorf("--jobserver-auth=%s: %v does not say how to share make's slots", c.auth, js.Err)
+		}
+	}
+	// The refused descriptors are untouched: still blocking, still open.
+	for _, fd := range []int{r, w, r2, w2, reg} {
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err != nil || fl&unix.O_NONBLOCK != 0 {
+			t.Errorf("descriptor %d after the checks: flags %#x, %v", fd, fl, err)
+		}
+	}
+	// A FIFO, named, is accepted: make 4.4's form.
+	if js := Inherit("--jobserver-auth=fifo:" + fifo); js.Client == nil {
+		t.Errorf("the FIFO %s was refused: %v", fifo, js.Err)
+	} else {
+		js.Client.r.Close()
+	}
+}
+
+// TestBroken reads a token from a jobserver whose every writer is gone (as
+// when the descriptors were not make's after all): Acquire reports
+// ErrBroken, at once and from then on, rather than an error a module would
+// fail with; the implicit slot still works.
+func TestBroken(t *testing.T) {
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		t.Fatal(err)
+	}
+	js := Inherit(fmt.Sprintf("--jobserver-auth=%d,%d", fds[0], fds[1]))
+	if js.Client == nil {
+		t.Fatal(js.Err)
+	}
+	c := js.Client
+	defer c.r.Close() // the client's files own the descriptors now
+	c.w.Close()       // the only writer: reads now see EOF
+	rel, err := c.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("the implicit slot: %v", err)
+	}
+	defer rel()
+	for i := 0; i < 2; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := c.Acquire(ctx)
+		cancel()
+		if !errors.Is(err, ErrBroken) {
+			t.Fatalf("Acquire %d from a jobserver at EOF: %v; want ErrBroken", i, err)
 		}
 	}
 }

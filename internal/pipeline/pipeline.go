@@ -34,8 +34,11 @@ type Env struct {
 	Stderr io.Writer
 	// Terminal says whether Stderr is a terminal (for --progress auto).
 	Terminal bool
-	// Getenv reads the environment (MAKEFLAGS for the jobserver).
+	// Getenv reads the environment.
 	Getenv func(string) string
+	// Jobserver is make's jobserver, checked when the process started
+	// (jobserver.Inherit): the zero value runs without one.
+	Jobserver jobserver.Inherited
 	// Diag, when set, receives every error and warning instead of Stderr
 	// (the plugin hands them to the linker's diagnostics); progress and the
 	// summary still go to Stderr. Nil prints them on Stderr.
@@ -65,9 +68,10 @@ func diag(env Env, console *report.Console, d Diagnostic) {
 	console.Printf("thindist: %s: %s", kind, d.Msg)
 }
 
-// StdEnv is the environment of a command-line run.
-func StdEnv() Env {
-	return Env{Stderr: os.Stderr, Terminal: report.IsTerminal(os.Stderr), Getenv: os.Getenv}
+// StdEnv is the environment of a command-line run, with the jobserver
+// that process inherited.
+func StdEnv(js jobserver.Inherited) Env {
+	return Env{Stderr: os.Stderr, Terminal: report.IsTerminal(os.Stderr), Getenv: os.Getenv, Jobserver: js}
 }
 
 // Reported wraps an error that Run has already printed.
@@ -328,26 +332,37 @@ func limited(warn func(string, ...any)) func(string, ...any) {
 // jobserver.
 func localLimiter(cfg *config.Config, env Env, warn func(string, ...any)) (executor.Limiter, func(), error) {
 	sem := executor.NewSemaphore(cfg.Jobs)
-	js, err := jobserver.FromMakeflags(env.Getenv("MAKEFLAGS"))
-	if err != nil {
-		warn("not using make's jobserver: %v", err)
+	js := env.Jobserver
+	if js.Err != nil {
+		warn("%v; using --jobs=%d", js.Err, cfg.Jobs)
 	}
-	if js == nil {
+	if js.Client == nil {
 		return sem, func() {}, nil
 	}
-	return both{sem, js}, js.Close, nil
+	return &both{sem: sem, js: js.Client, jobs: cfg.Jobs, warn: warn}, js.Client.Close, nil
 }
 
 // both holds a slot of each limiter: --jobs bounds this link, the jobserver
-// bounds the whole build.
-type both [2]executor.Limiter
+// bounds the whole build. A jobserver that stops working (make's pipe gone)
+// is warned about once and left out from then on: the link goes on with
+// --jobs alone rather than failing a module for it.
+type both struct {
+	sem, js executor.Limiter
+	jobs    int
+	warn    func(string, ...any)
+	once    sync.Once
+}
 
-func (b both) Acquire(ctx context.Context) (func(), error) {
-	r0, err := b[0].Acquire(ctx)
+func (b *both) Acquire(ctx context.Context) (func(), error) {
+	r0, err := b.sem.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r1, err := b[1].Acquire(ctx)
+	r1, err := b.js.Acquire(ctx)
+	if errors.Is(err, jobserver.ErrBroken) {
+		b.once.Do(func() { b.warn("%v; using --jobs=%d", err, b.jobs) })
+		return r0, nil
+	}
 	if err != nil {
 		r0()
 		return nil, err

@@ -1,0 +1,70 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/jobserver"
+)
+
+// brokenJobserver fails every Acquire as a jobserver at EOF does.
+type brokenJobserver struct{ calls int }
+
+func (b *brokenJobserver) Acquire(context.Context) (func(), error) {
+	b.calls++
+	return nil, fmt.Errorf("%w (reading a token: EOF)", jobserver.ErrBroken)
+}
+
+// TestJobserverBreaks: a jobserver that stops working during the run is
+// warned about once and the run goes on with --jobs alone; no slot fails.
+func TestJobserverBreaks(t *testing.T) {
+	var warnings []string
+	sem := executor.NewSemaphore(2)
+	js := &brokenJobserver{}
+	l := &both{sem: sem, js: js, jobs: 2, warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}
+	var rels []func()
+	for i := 0; i < 2; i++ {
+		rel, err := l.Acquire(context.Background())
+		if err != nil {
+			t.Fatalf("slot %d: %v", i, err)
+		}
+		rels = append(rels, rel)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "using --jobs=2") {
+		t.Errorf("warnings %q; want one that says the run uses --jobs=2", warnings)
+	}
+	// --jobs still bounds the run.
+	if len(sem) != 2 {
+		t.Errorf("%d of 2 --jobs slots taken", len(sem))
+	}
+	for _, rel := range rels {
+		rel()
+	}
+	if len(sem) != 0 {
+		t.Errorf("%d --jobs slots still taken after every release", len(sem))
+	}
+}
+
+// TestJobserverNotAvailable: a jobserver refused at start is one warning,
+// naming --jobs, and the run goes on.
+func TestJobserverNotAvailable(t *testing.T) {
+	var warnings []string
+	env := Env{Jobserver: jobserver.Inherit("-j2 --jobserver-auth=999,998")}
+	cfg := &config.Config{Jobs: 3}
+	l, done, err := localLimiter(cfg, env, func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if _, ok := l.(executor.Semaphore); !ok {
+		t.Errorf("limiter %T; want --jobs alone", l)
+	}
+	want := "make's jobserver is not available to this recipe (mark it with '+' to share make's job slots)"
+	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], want) || !strings.HasSuffix(warnings[0], "; using --jobs=3") {
+		t.Errorf("warnings %q; want one %q ... using --jobs=3", warnings, want)
+	}
+}
