@@ -105,8 +105,8 @@ func main() {
 		"repeat a run during which other processes used more than this share of the machine")
 	flag.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
 	flag.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
-	flag.StringVar(&o.parts, "parts", "links,cache,remote,overhead",
-		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, "+
+	flag.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history",
+		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, history (issue 12: scheduling from recorded times), "+
 			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
 	flag.IntVar(&o.remoteJobs, "remote-jobs", 50, "thindist --remote-jobs in the remote measurement")
 	flag.IntVar(&o.remoteRuns, "remote-runs", 3, "repetitions of the remote measurement (each with a fresh server)")
@@ -204,6 +204,14 @@ func run(ctx context.Context, o *options) error {
 		}
 		rep.overhead = ov
 		fmt.Print(ov.text())
+	}
+	if o.part("history") {
+		h, err := benchHistory(ctx, tools, o)
+		if err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		rep.history = h
+		fmt.Print(h.text())
 	}
 	if o.results != "" {
 		if err := rep.writeMarkdown(o.results); err != nil {

@@ -91,6 +91,7 @@ type report struct {
 	jobs     int
 	projects []*projectResult
 	overhead *overheadResult
+	history  *historyResult
 }
 
 const (
@@ -169,6 +170,9 @@ func (rep *report) writeMarkdown(path string) error {
 	if ov := rep.overhead; ov != nil {
 		b.WriteString("\n### Distributor overhead\n\n")
 		b.WriteString(ov.markdown())
+	}
+	if h := rep.history; h != nil {
+		b.WriteString("\n### Scheduling from history\n\n```\n" + h.text() + "```\n")
 	}
 	b.WriteString(endMarker + "\n")
 	return spliceMarkdown(path, beginMarker, endMarker, b.String())

@@ -273,11 +273,8 @@ func (jf *jobFile) write(t *testing.T, path string) string {
 // code and combined output.
 func runThindist(t *testing.T, dir string, env []string, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd, cancel := thindistCommand(t, dir, env, args...)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, thindist, args...)
-	cmd.Dir = dir
-	cmd.Env = testEnv(t, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -286,6 +283,16 @@ func runThindist(t *testing.T, dir string, env []string, args ...string) (int, s
 		t.Fatalf("running thindist: %v", err)
 	}
 	return 0, string(out)
+}
+
+// thindistCommand is thindist args in dir with env added, bounded by a
+// generous timeout; cancel releases it.
+func thindistCommand(t *testing.T, dir string, env []string, args ...string) (*exec.Cmd, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, thindist, args...)
+	cmd.Dir = dir
+	cmd.Env = testEnv(t, env...)
+	return cmd, cancel
 }
 
 // linkNatives links the native objects of a thin-linked program.

@@ -13,7 +13,9 @@ package action
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"time"
 )
 
 // Role says what an input is to the backend compilation.
@@ -106,6 +108,19 @@ type Action struct {
 	Outputs []Output
 	// Weight orders the work (largest first): the module's bitcode size.
 	Weight int64
+	// Expected is how long the backend is expected to take, from earlier
+	// runs' records; 0 when unknown. When set it orders the work before
+	// Weight does (see Precedes).
+	Expected time.Duration
+}
+
+// Precedes reports whether a should start before b: the longer expected
+// first, and between equal expectations (none recorded) the larger module.
+func (a *Action) Precedes(b *Action) bool {
+	if a.Expected != b.Expected {
+		return a.Expected > b.Expected
+	}
+	return a.Weight > b.Weight
 }
 
 // Argv renders the command with inputs and outputs named by the given
@@ -199,4 +214,20 @@ func quote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// memberName matches an archive member as lld names it: "lib.a(m.o at 88)"
+// in index shards, with ".<seq>.<HEXPID>.o" appended to the file lld copies
+// it out to for a DTLTO backend.
+var memberName = regexp.MustCompile(`^(.*)\((.*) at [0-9]+\)(\.[0-9]+\.[0-9A-Fa-f]+\.o)?$`)
+
+// ModuleName is a module's path as a user knows it: an archive member is
+// "libutil.a(checksum.o)", never lld's "libutil.a(checksum.o at 17600)" or
+// the temporary copy "libutil.a(checksum.o at 17600).8.247E.o", whose
+// offset and PID change from link to link; any other path is unchanged.
+func ModuleName(path string) string {
+	if m := memberName.FindStringSubmatch(path); m != nil {
+		return m[1] + "(" + m[2] + ")"
+	}
+	return path
 }

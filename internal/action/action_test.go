@@ -90,3 +90,18 @@ func TestLocalLayoutLeavesAbsoluteInputsInPlace(t *testing.T) {
 		t.Fatal("an absolute identifier with content elsewhere was accepted")
 	}
 }
+
+func TestModuleName(t *testing.T) {
+	for in, want := range map[string]string{
+		"libutil.a(checksum.o at 17600).8.247E.o": "libutil.a(checksum.o)",
+		"out/libb.a(b.o at 84).2.4C22.o":          "out/libb.a(b.o)",
+		"lib/libutil.a(checksum.o at 17600)":      "lib/libutil.a(checksum.o)",
+		"lib/libutil.a(checksum.o)":               "lib/libutil.a(checksum.o)",
+		"obj/main.o":                              "obj/main.o",
+		"/tmp/a (b at 1).o":                       "/tmp/a (b at 1).o",
+	} {
+		if got := ModuleName(in); got != want {
+			t.Errorf("ModuleName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -12,13 +12,13 @@ import (
 	"path/filepath"
 	"sort"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/lockfile"
 )
 
 // Disk is a Store in a directory on this machine:
@@ -254,10 +254,16 @@ type Stats struct {
 	Hits int64 `json:"hits"`
 	// ApproxBytes is the size at the last trim plus what was written since:
 	// a full scan only runs when it passes the limit.
-	ApproxBytes int64         `json:"approx_bytes"`
-	Misses      int64         `json:"misses"`
-	Evictions   int64         `json:"evictions"`
-	SavedCPU    time.Duration `json:"saved_cpu_ns"`
+	ApproxBytes int64 `json:"approx_bytes"`
+	Misses      int64 `json:"misses"`
+	// Evictions counts the entries (action records) evicted, in the unit
+	// of Entries; EvictedBytes everything evicted, blobs included.
+	Evictions    int64         `json:"evictions"`
+	EvictedBytes int64         `json:"evicted_bytes"`
+	SavedCPU     time.Duration `json:"saved_cpu_ns"`
+	// Limit is the size limit the last run that trimmed or finished
+	// applied: the one links use, whatever the reader's own settings.
+	Limit int64 `json:"limit,omitempty"`
 	// Entries and Bytes are measured when asked, not stored.
 	Entries int64 `json:"-"`
 	Bytes   int64 `json:"-"`
@@ -265,16 +271,7 @@ type Stats struct {
 
 // withLock runs f holding the cache's lock file.
 func (c *Disk) withLock(f func() error) error {
-	lf, err := os.OpenFile(filepath.Join(c.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return err
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
-	return f()
+	return lockfile.With(filepath.Join(c.dir, "lock"), f)
 }
 
 func (c *Disk) readStats() Stats {
@@ -292,6 +289,10 @@ func (c *Disk) AddStats(delta Stats) error {
 		s.Hits += delta.Hits
 		s.Misses += delta.Misses
 		s.Evictions += delta.Evictions
+		s.EvictedBytes += delta.EvictedBytes
+		if delta.Limit > 0 {
+			s.Limit = delta.Limit
+		}
 		s.SavedCPU += delta.SavedCPU
 		s.ApproxBytes += delta.ApproxBytes
 		return c.writeStats(s)
@@ -339,7 +340,7 @@ func (c *Disk) Stats() (Stats, error) {
 		return s, err
 	}
 	for _, e := range es {
-		if filepath.Base(filepath.Dir(filepath.Dir(e.path))) == "ac" {
+		if c.isRecord(e.path) {
 			s.Entries++
 		}
 		s.Bytes += e.size
@@ -347,10 +348,26 @@ func (c *Disk) Stats() (Stats, error) {
 	return s, nil
 }
 
+// isRecord reports whether an entry's file is an action record (ac/) rather
+// than a blob.
+func (c *Disk) isRecord(path string) bool {
+	return filepath.Base(filepath.Dir(filepath.Dir(path))) == "ac"
+}
+
+// ZeroStats resets the counters (hits, misses, evictions, saved CPU time)
+// and keeps every entry.
+func (c *Disk) ZeroStats() error {
+	return c.withLock(func() error {
+		s := c.readStats()
+		return c.writeStats(Stats{ApproxBytes: s.ApproxBytes, Limit: s.Limit})
+	})
+}
+
 // Finish records a run's counters and, when the cache may have grown past
 // limit, trims it.
 func (c *Disk) Finish(run Stats, limit int64) error {
 	run.ApproxBytes = c.written.Swap(0)
+	run.Limit = limit
 	if err := c.AddStats(run); err != nil {
 		return err
 	}
@@ -362,9 +379,12 @@ func (c *Disk) Finish(run Stats, limit int64) error {
 }
 
 // Trim evicts least recently used files until the cache holds at most
-// limit bytes. An action record whose blob was evicted is harmless: reading
-// it finds the blob missing and counts a miss.
+// limit bytes, and returns how many files it removed. An action record
+// whose blob was evicted is harmless: reading it finds the blob missing and
+// counts a miss. The stats count evicted entries (action records) and
+// bytes.
 func (c *Disk) Trim(limit int64) (evicted int64, err error) {
+	var entries, bytes int64
 	err = c.withLock(func() error {
 		es, err := c.entries()
 		if err != nil {
@@ -385,6 +405,10 @@ func (c *Disk) Trim(limit int64) (evicted int64, err error) {
 			if os.Remove(e.path) == nil {
 				total -= e.size
 				evicted++
+				bytes += e.size
+				if c.isRecord(e.path) {
+					entries++
+				}
 			}
 		}
 		if err := c.setApprox(total); err != nil {
@@ -400,7 +424,7 @@ func (c *Disk) Trim(limit int64) (evicted int64, err error) {
 		return nil
 	})
 	if evicted > 0 {
-		c.AddStats(Stats{Evictions: evicted})
+		c.AddStats(Stats{Evictions: entries, EvictedBytes: bytes})
 	}
 	return evicted, err
 }

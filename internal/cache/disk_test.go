@@ -276,7 +276,9 @@ func TestDiskTrimLRU(t *testing.T) {
 		}
 	}
 	s, _ := c.Stats()
-	if s.Evictions != 6 || s.Bytes > 4500 {
+	// Blobs alone are no entries: the stats count entries evicted in the
+	// unit of Entries, and the bytes.
+	if s.Evictions != 0 || s.EvictedBytes != 6000 || s.Bytes > 4500 {
 		t.Errorf("stats %+v", s)
 	}
 }
@@ -298,8 +300,21 @@ func TestDiskFinishCountsRecords(t *testing.T) {
 	if err := c.Finish(Stats{}, limit); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := c.Stats(); s.Bytes > limit {
-		t.Errorf("the cache holds %d bytes after Finish with limit %d", s.Bytes, limit)
+	after, _ := c.Stats()
+	if after.Bytes > limit {
+		t.Errorf("the cache holds %d bytes after Finish with limit %d", after.Bytes, limit)
+	}
+	if after.Evictions != s.Entries-after.Entries || after.Evictions == 0 {
+		t.Errorf("%d evictions counted, %d entries left of %d", after.Evictions, after.Entries, s.Entries)
+	}
+	if after.Limit != limit {
+		t.Errorf("the stats record limit %d, want the one Finish applied, %d", after.Limit, limit)
+	}
+	if err := c.ZeroStats(); err != nil {
+		t.Fatal(err)
+	}
+	if z, _ := c.Stats(); z.Evictions != 0 || z.Entries != after.Entries || z.Limit != limit {
+		t.Errorf("after ZeroStats: %+v (before %+v)", z, after)
 	}
 }
 

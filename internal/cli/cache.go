@@ -8,6 +8,7 @@ import (
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/runreport"
 )
 
 const cacheIntro = `Usage:
@@ -64,23 +65,16 @@ func cacheCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "directory:  %s\n", dir)
 	fmt.Fprintf(stdout, "entries:    %d\n", s.Entries)
-	fmt.Fprintf(stdout, "size:       %s (limit %s)\n", human(s.Bytes), cfg.CacheSize)
+	// The limit the links applied, which this command's own settings
+	// need not match; before any link, the current setting.
+	limit := cfg.CacheSize
+	if s.Limit > 0 {
+		limit = runreport.Bytes(s.Limit)
+	}
+	fmt.Fprintf(stdout, "size:       %s (limit %s)\n", runreport.Bytes(s.Bytes), limit)
 	fmt.Fprintf(stdout, "hits:       %d (%.1f%%)\n", s.Hits, ratio)
 	fmt.Fprintf(stdout, "misses:     %d\n", s.Misses)
 	fmt.Fprintf(stdout, "evictions:  %d\n", s.Evictions)
 	fmt.Fprintf(stdout, "saved CPU:  %s\n", s.SavedCPU.Round(time.Millisecond))
 	return 0
-}
-
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

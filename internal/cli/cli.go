@@ -19,6 +19,7 @@ import (
 	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/procstart"
+	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/report"
 )
 
@@ -42,6 +43,10 @@ func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer)
 			return cacheCmd(args[1:], env, stdout)
 		case "config":
 			return configCmd(args[1:], env, stdout)
+		case "report":
+			return reportCmd(args[1:], env, stdout)
+		case "stats":
+			return statsCmd(args[1:], env, stdout)
 		case "doctor":
 			return doctorCmd(ctx, args[1:], env, stdout)
 		case "version", "--version", "-version":
@@ -63,6 +68,11 @@ Usage:
                                distributed ThinLTO with any lld: see 'thindist link --help'
   thindist cache stats|clear   show or empty the local cache
   thindist config [flags]      print every effective setting and where it came from
+  thindist report [last|ID|FILE] [--html FILE|--json|--list]
+                               show a run's record: where the time went, what ran
+                               where, why modules missed the cache; see --help
+  thindist stats [--json] [--zero]
+                               hits, misses, CPU saved, remote use over all runs
   thindist doctor [--compiler CLANG] [--remote URL [--remote-* ...]]
                                check a remote execution service: connection,
                                capabilities, CAS, the workers' compiler version
@@ -187,6 +197,7 @@ func checkCacheDir(name string, fs *config.FlagSet, cfg *config.Config, env pipe
 }
 
 func distribute(ctx context.Context, args []string, env pipeline.Env, start time.Time) int {
+	rec := startRecord("dtlto", &env, start)
 	var cfg config.Config
 	fs := newFlags(&cfg)
 	if code := parseFlags("thindist", fs, &cfg, args, env, usage); code >= 0 {
@@ -224,10 +235,13 @@ func distribute(ctx context.Context, args []string, env pipeline.Env, start time
 	}
 	summary := report.NewSummary(tl)
 	summary.Output = jf.LinkerOutput
-	code := exitCode(pipeline.RunWith(ctx, &cfg, env, jf.Actions, pipeline.Options{Summary: summary}), env)
+	rec.Update(func(run *record.Run) { run.Output = jf.LinkerOutput })
+	err = pipeline.RunWith(ctx, &cfg, env, jf.Actions, pipeline.Options{Summary: summary})
+	code := exitCode(err, env)
 	if summary.Counted() && !cfg.Quiet {
 		fmt.Fprintln(env.Stderr, summary.Line())
 	}
+	saveRecord(&cfg, env, rec, tl, err)
 	return code
 }
 

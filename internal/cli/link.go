@@ -11,6 +11,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/thinlink"
 )
@@ -64,6 +65,7 @@ modules its shard names as its imports; the final link links the native objects.
 `
 
 func link(ctx context.Context, args []string, env pipeline.Env, start time.Time) int {
+	rec := startRecord("link", &env, start)
 	var cfg config.Config
 	var lf linkFlags
 	fs := newLinkFlags(&cfg, &lf)
@@ -117,12 +119,14 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 	} else {
 		code = exitCode(err, env)
 	}
+	if res != nil {
+		summary.Output = res.Output
+		rec.Update(func(run *record.Run) { run.Output = res.Output })
+	}
 	if summary.Counted() && !cfg.Quiet {
-		if res != nil {
-			summary.Output = res.Output
-		}
 		fmt.Fprintln(env.Stderr, summary.Line())
 	}
+	saveRecord(&cfg, env, rec, summary.Timeline(), err)
 	return code
 }
 

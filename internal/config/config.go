@@ -18,6 +18,8 @@ type Config struct {
 	Trace string
 	// Quiet drops the summary line.
 	Quiet bool
+	// NoRecord keeps no record of the run (see `thindist report`).
+	NoRecord bool
 	// Progress is "auto" (on a terminal), "always" or "never".
 	Progress string
 
@@ -58,9 +60,15 @@ func (c *Config) Register(fs *FlagSet) {
 	fs.Alias("j", "jobs")
 	fs.DefaultText("jobs", "the number of CPUs")
 	fs.String(&c.Trace, "trace", "Reporting", "FILE", "",
-		"write a Chrome trace of the run to FILE (JSON trace events, one lane per slot);\n"+
-			"open it in https://ui.perfetto.dev or chrome://tracing")
+		"write a Chrome trace of the run to FILE (JSON trace events, one lane per slot, with the\n"+
+			"command line and output as metadata); open it in https://ui.perfetto.dev or\n"+
+			"chrome://tracing. In FILE, %p stands for thindist's process ID and %t for the time it\n"+
+			"started (20261123-201946.123), so parallel links write traces of their own")
 	fs.Bool(&c.Quiet, "quiet", "Reporting", false, "do not print the summary line at the end")
+	fs.Bool(&c.NoRecord, "no-record", "Reporting", false,
+		"keep no record of this run. By default every run leaves one in the cache directory\n"+
+			"(records/, the last 100 runs or 64 MiB): what ran where and when, and why each\n"+
+			"compiled module missed the cache; 'thindist report' shows it, 'thindist stats' sums them")
 	fs.Alias("q", "quiet")
 	fs.String(&c.CacheDir, "cache-dir", "Cache", "DIR", "",
 		"keep backend results in DIR and reuse them whenever an action's inputs, flags and\n"+

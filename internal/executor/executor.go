@@ -72,6 +72,9 @@ type Result struct {
 	Wall time.Duration
 	// Forked: the local compiler was forked from a fork server, not exec'd.
 	Forked bool
+	// MaxRSS is the compiler's peak resident set size in bytes, 0 when
+	// unknown.
+	MaxRSS int64
 }
 
 // Failed reports whether the command did not exit 0.

@@ -90,7 +90,7 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 	var res *Result
 	if pr != nil {
 		res = &Result{Where: Local, ExitCode: pr.ExitCode, Signal: pr.Signal, Stdout: pr.Stdout, Stderr: pr.Stderr,
-			CPU: pr.CPU, Wall: pr.Wall, Forked: pr.Forked}
+			CPU: pr.CPU, Wall: pr.Wall, Forked: pr.Forked, MaxRSS: pr.MaxRSS}
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()

@@ -24,6 +24,7 @@ import (
 	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/schedule"
 )
@@ -43,6 +44,9 @@ type Env struct {
 	// (the plugin hands them to the linker's diagnostics); progress and the
 	// summary still go to Stderr. Nil prints them on Stderr.
 	Diag func(Diagnostic)
+	// Record, when set, hears the run (its actions, keys and settings) and
+	// orders the actions by its history; the caller finishes and saves it.
+	Record *record.Recorder
 }
 
 // Diagnostic is an error or warning of a run, for Env.Diag.
@@ -135,6 +139,13 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		trace = report.NewTrace()
 		observers = append(observers, trace)
 	}
+	if rec := env.Record; rec != nil {
+		rec.Update(func(run *record.Run) { run.Jobs = cfg.Jobs })
+		if !cfg.NoRecord {
+			rec.Plan(record.Open(CacheDir(cfg, env)), actions)
+		}
+		observers = append(observers, rec)
+	}
 
 	endBackends := tl.Begin("backends")
 	runErr := schedule.Run(ctx, actions, chain, schedule.Options{
@@ -147,11 +158,6 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 	finish() // its cache and remote counters print before the summary line
 	finished = true
-	if trace != nil {
-		if err := trace.Write(cfg.Trace); err != nil {
-			diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf("writing the trace %s: %v", cfg.Trace, err)})
-		}
-	}
 	if runErr != nil {
 		switch {
 		case errors.Is(runErr, context.Canceled):
@@ -185,6 +191,9 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	if printSummary {
 		console.Printf("%s", summary.Line())
 	}
+	if trace != nil {
+		writeTrace(cfg, env, console, trace)
+	}
 	if runErr != nil {
 		return &Reported{Err: runErr}
 	}
@@ -212,10 +221,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 			finishers[i]()
 		}
 	}
-	dir := cfg.CacheDir
-	if dir == "" {
-		dir = config.DefaultCacheDir(env.Getenv)
-	}
+	dir := CacheDir(cfg, env)
 	// Read once, for exec'd and forked compilers alike.
 	environ := os.Environ()
 	var forks *forkserver.Pool
@@ -248,6 +254,9 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	}
 	ids := cache.NewCompilerIDs(idDir)
 	keys := &reapi.Keyer{Files: digest.NewFiles(), CompilerID: ids.ID, Getenv: env.Getenv}
+	if env.Record != nil {
+		keys.Observe = env.Record.Key
+	}
 
 	if cfg.Remote.Target != "" {
 		r, err := newRemote(ctx, cfg, env, console, warn, keys, local, tl)
@@ -259,6 +268,9 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 			warn("%v; compiling locally", err)
 		} else {
 			chain, parallel = r.chain, cfg.Remote.Jobs
+			if env.Record != nil {
+				env.Record.Update(func(run *record.Run) { run.Remote, run.RemoteJobs = cfg.Remote.Target, cfg.Remote.Jobs })
+			}
 			finishers = append(finishers, func() { r.finish(cfg.Quiet) })
 		}
 	}
@@ -266,6 +278,9 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		return chain, parallel, finish, nil
 	}
 	cached := cache.NewExecutor(disk, keys, chain, cache.Options{Where: executor.LocalCache, Warn: limited(warn)})
+	if env.Record != nil {
+		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
+	}
 	finishers = append(finishers, func() {
 		c := &cached.Counters
 		run := cache.Stats{Hits: c.Hits.Load(), Misses: c.Misses.Load(), SavedCPU: time.Duration(c.SavedCPU.Load())}
@@ -286,6 +301,29 @@ func CheckCacheDir(cfg *config.Config) error {
 	}
 	_, err := cache.OpenDisk(cfg.CacheDir)
 	return err
+}
+
+// writeTrace saves the trace under the --trace name, %p and %t expanded,
+// with the run's command line, directory, output and messages as metadata.
+func writeTrace(cfg *config.Config, env Env, console *report.Console, trace *report.Trace) {
+	run := record.Run{PID: os.Getpid(), Start: time.Now()}
+	if env.Record != nil {
+		run = env.Record.Snapshot()
+	}
+	trace.SetMetadata(map[string]any{"version": run.Version, "command_line": run.Args, "dir": run.Dir,
+		"output": run.Output, "messages": run.Log, "record": run.ID})
+	path := report.TracePath(cfg.Trace, run.PID, run.Start)
+	if err := trace.Write(path); err != nil {
+		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf("writing the trace %s: %v", path, err)})
+	}
+}
+
+// CacheDir is the cache directory cfg names, else the default one.
+func CacheDir(cfg *config.Config, env Env) string {
+	if cfg.CacheDir != "" {
+		return cfg.CacheDir
+	}
+	return config.DefaultCacheDir(env.Getenv)
 }
 
 // ForkServers returns the pool that forks local compilers with environment

@@ -9,6 +9,7 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/report"
 )
@@ -105,6 +106,15 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	})
 	finish := func(quiet bool) {
 		defer client.Close()
+		if rec := env.Record; rec != nil {
+			rec.Update(func(run *record.Run) {
+				run.BytesUp = client.CAS.Counters.BytesUploaded.Load()
+				run.BytesDown = client.CAS.Counters.BytesRead.Load()
+				if fb != nil {
+					run.FellBack = fb.Stats().Fallbacks
+				}
+			})
+		}
 		if quiet {
 			return
 		}

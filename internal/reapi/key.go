@@ -79,21 +79,59 @@ type Keyer struct {
 	Platform *repb.Platform
 	// Getenv reads the environment for KeyEnv.
 	Getenv func(string) string
+	// Observe, if set, hears every key computed, with its named parts (a
+	// run's record keeps them to tell why the next run's key differs).
+	// Called from several goroutines.
+	Observe func(a *action.Action, key digest.Digest, parts *Parts)
+}
+
+// Parts are the named components of a key: what a changed key is explained
+// by. Module names are as a user knows them (action.ModuleName).
+type Parts struct {
+	// Compiler is the compiler's identity (the content digest of its
+	// executable, plus the remote compiler's name).
+	Compiler string
+	// Args is the command with each input and output named by its role
+	// ("<module>", "<index>", "<import>", "<common>", "<out>"), so it
+	// differs only when a flag does.
+	Args []string
+	// Env is NAME=value for each variable of KeyEnv that is set.
+	Env []string
+	// Platform is the remote platform properties, "name=value" joined by
+	// commas.
+	Platform string
+	// Module is the name of the module compiled.
+	Module string
+	// Index is the digest of the normalised index shard: it changes with
+	// the thin link's import and summary decisions.
+	Index string
+	// Inputs maps each module the backend may load (the module itself and
+	// its imports), by name, to its content digest, or "absent".
+	Inputs map[string]string
 }
 
 // Key returns the canonical Action digest of a. An error means no safe key
 // could be made (for example an unreadable shard); the action must then run
 // uncached.
 func (k *Keyer) Key(a *action.Action) (digest.Digest, error) {
-	act, _, err := k.canonical(a)
+	var parts *Parts
+	if k.Observe != nil {
+		parts = &Parts{Inputs: map[string]string{}}
+	}
+	act, _, err := k.canonical(a, parts)
 	if err != nil {
 		return digest.Digest{}, err
 	}
 	d, _, err := digest.OfMessage(act)
+	if err == nil && parts != nil {
+		k.Observe(a, d, parts)
+	}
 	return d, err
 }
 
-func (k *Keyer) canonical(a *action.Action) (*repb.Action, *repb.Command, error) {
+// canonical builds a's canonical Action and Command, and fills parts when
+// it is not nil.
+func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.Command, error) {
 	shardIdx := -1
 	for i, in := range a.Inputs {
 		if in.Role == action.RoleIndex {
@@ -125,6 +163,9 @@ func (k *Keyer) canonical(a *action.Action) (*repb.Action, *repb.Command, error)
 	// number of hex digits would miss. The tree holds a stand-in file
 	// whose content is the normalised digest.
 	tree.AddFile("index.thinlto.bc", digest.OfBytes(norm[:]), false)
+	if parts != nil {
+		parts.Index = digest.OfBytes(norm[:]).HexHash()
+	}
 
 	// Map each declared input to its canonical name.
 	names := make([]string, len(a.Inputs))
@@ -166,10 +207,16 @@ func (k *Keyer) canonical(a *action.Action) (*repb.Action, *repb.Command, error)
 		d, err := k.Files.Get(local)
 		if os.IsNotExist(err) {
 			tree.AddFile(name+".absent", digest.Empty, false)
+			if parts != nil {
+				parts.Inputs[action.ModuleName(m.Path)] = "absent"
+			}
 			continue
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("module %s: %w", m.Path, err)
+		}
+		if parts != nil {
+			parts.Inputs[action.ModuleName(m.Path)] = d.HexHash()
 		}
 		if err := tree.AddFile(name, d, false); err != nil {
 			return nil, nil, err
@@ -193,6 +240,9 @@ func (k *Keyer) canonical(a *action.Action) (*repb.Action, *repb.Command, error)
 		d, err := k.Files.Get(a.Abs(in.Local()))
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
+		}
+		if parts != nil {
+			parts.Inputs[action.ModuleName(in.Path)] = d.HexHash()
 		}
 		if err := tree.AddFile(names[i], d, false); err != nil {
 			return nil, nil, err
@@ -232,6 +282,9 @@ func (k *Keyer) canonical(a *action.Action) (*repb.Action, *repb.Command, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("identifying the compiler %s: %w", a.Args[0].Text, err)
 	}
+	if parts != nil {
+		parts.fill(a, cmd, id)
+	}
 	return &repb.Action{
 		CommandDigest:   cmdDigest.Proto(),
 		InputRootDigest: rootDigest.Proto(),
@@ -249,10 +302,46 @@ func (k *Keyer) getenv(name string) string {
 
 // Describe renders the key's ingredients for `--explain`-style debugging.
 func (k *Keyer) Describe(a *action.Action) (string, error) {
-	act, cmd, err := k.canonical(a)
+	act, cmd, err := k.canonical(a, nil)
 	if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("arguments: %s\nsalt: %q\ninput root: %s", strings.Join(cmd.Arguments, " "),
 		act.Salt, act.InputRootDigest.Hash), nil
+}
+
+// fill sets the parts that canonical computes last: the compiler, the
+// command with its paths named by role, the environment and the platform.
+func (p *Parts) fill(a *action.Action, cmd *repb.Command, compiler string) {
+	p.Compiler = compiler
+	p.Args = a.Argv(func(i int) string { return "<" + roleTag(a.Inputs[i].Role) + ">" },
+		func(int) string { return "<out>" })
+	p.Args[0] = filepath.Base(p.Args[0])
+	for _, in := range a.Inputs {
+		if in.Role == action.RoleModule {
+			p.Module = action.ModuleName(in.Path)
+		}
+	}
+	for _, e := range cmd.EnvironmentVariables {
+		p.Env = append(p.Env, e.Name+"="+e.Value)
+	}
+	var props []string
+	for _, pp := range cmd.GetPlatform().GetProperties() {
+		props = append(props, pp.Name+"="+pp.Value)
+	}
+	p.Platform = strings.Join(props, ",")
+}
+
+func roleTag(r action.Role) string {
+	switch r {
+	case action.RoleModule:
+		return "module"
+	case action.RoleIndex:
+		return "index"
+	case action.RoleImport:
+		return "import"
+	case action.RoleCommon:
+		return "common"
+	}
+	return "input"
 }

@@ -3,6 +3,8 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +22,7 @@ type Trace struct {
 	begun  map[*action.Action]time.Time
 	events []traceEvent
 	lanes  int
+	meta   map[string]any
 }
 
 type traceEvent struct {
@@ -72,6 +75,40 @@ func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err e
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
+// SetMetadata sets what the trace says of the run as a whole (its command
+// line, directory, output and messages): the trace file's "otherData",
+// which Perfetto and chrome://tracing show as the trace's metadata.
+func (t *Trace) SetMetadata(m map[string]any) {
+	t.mu.Lock()
+	t.meta = m
+	t.mu.Unlock()
+}
+
+// TracePath expands a --trace file name: %p becomes the process ID, %t the
+// time the run started, %% a percent sign; so that parallel links, each
+// given the same --trace, never overwrite each other's traces.
+func TracePath(pattern string, pid int, start time.Time) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] != '%' || i+1 == len(pattern) {
+			b.WriteByte(pattern[i])
+			continue
+		}
+		switch pattern[i+1] {
+		case 'p':
+			b.WriteString(strconv.Itoa(pid))
+		case 't':
+			b.WriteString(start.UTC().Format("20060102-150405.000"))
+		case '%':
+			b.WriteByte('%')
+		default:
+			b.WriteString(pattern[i : i+2])
+		}
+		i++
+	}
+	return b.String()
+}
+
 // Write saves the trace to path, atomically.
 func (t *Trace) Write(path string) error {
 	t.mu.Lock()
@@ -81,8 +118,12 @@ func (t *Trace) Write(path string) error {
 			Args: map[string]any{"name": fmt.Sprintf("slot %d", i)}})
 	}
 	events = append(events, t.events...)
+	file := map[string]any{"traceEvents": events, "displayTimeUnit": "ms"}
+	if t.meta != nil {
+		file["otherData"] = t.meta
+	}
 	t.mu.Unlock()
-	data, err := json.Marshal(map[string]any{"traceEvents": events, "displayTimeUnit": "ms"})
+	data, err := json.Marshal(file)
 	if err != nil {
 		return err
 	}

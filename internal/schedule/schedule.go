@@ -1,8 +1,9 @@
 // Package schedule runs a set of backend actions through an executor: it
-// checks their inputs up front, starts the largest modules first, keeps a
-// bounded number in flight, stages every output under a temporary name and
-// renames it into place only once the executor chain has accepted it, and
-// stops starting work at the first failure.
+// checks their inputs up front, starts the modules expected to take longest
+// (else the largest) first, keeps a bounded number in flight, stages every
+// output under a temporary name and renames it into place only once the
+// executor chain has accepted it, and stops starting work at the first
+// failure.
 package schedule
 
 import (
@@ -47,7 +48,7 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 	}
 	order := make([]*action.Action, len(actions))
 	copy(order, actions)
-	sort.SliceStable(order, func(i, j int) bool { return order[i].Weight > order[j].Weight })
+	sort.SliceStable(order, func(i, j int) bool { return order[i].Precedes(order[j]) })
 
 	st := newStaging()
 	defer st.removeAll()

@@ -1,0 +1,364 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+// recordProgram writes a two-module program: main.c calls f from util.c,
+// which is small enough for the thin link to import into main.o, and
+// util.o is linked from the archive libutil.a (so lld copies it out under
+// a temporary name).
+func recordProgram(t *testing.T, dir string, factor int, flags ...string) {
+	t.Helper()
+	files := map[string]string{
+		"main.c": "int f(int);\nint main(int argc, char **argv) { (void)argv; return f(argc) == 0; }\n",
+		"util.c": fmt.Sprintf("int f(int x) { return x * %d + 1; }\n", factor),
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run(append([]string{clang, "-flto=thin", "-O2", "-c", "main.c", "util.c"}, flags...)...)
+	os.Remove(filepath.Join(dir, "libutil.a"))
+	run(filepath.Join(llvmBin, "llvm-ar"), "rc", "libutil.a", "util.o")
+}
+
+// dtltoLink links the record program through thindist as lld's
+// distributor, with the cache (and records) in cache.
+func dtltoLink(t *testing.T, dir, cache, out string, flags ...string) {
+	t.Helper()
+	args := append([]string{"-flto=thin", "-fuse-ld=lld", "-fthinlto-distributor=" + thindist, "main.o", "libutil.a", "-o", out}, flags...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, clang, args...)
+	cmd.Dir = dir
+	cmd.Env = testEnv(t, "THINDIST_CACHE_DIR="+cache)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("link: %v\n%s", err, b)
+	}
+}
+
+// lastRecord reads the newest record through `thindist report --json`.
+func lastRecord(t *testing.T, dir, cache string) *record.Run {
+	t.Helper()
+	code, out := runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "report", "--json")
+	if code != 0 {
+		t.Fatalf("thindist report --json: exit %d\n%s", code, out)
+	}
+	var run record.Run
+	if err := json.Unmarshal([]byte(out), &run); err != nil {
+		t.Fatalf("thindist report --json is not a record: %v\n%s", err, out)
+	}
+	return &run
+}
+
+// runThindistStdout runs thindist and returns its exit code and standard
+// output alone.
+func runThindistStdout(t *testing.T, dir string, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd, cancel := thindistCommand(t, dir, env, args...)
+	defer cancel()
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+func missOf(t *testing.T, run *record.Run, module string) string {
+	t.Helper()
+	for _, a := range run.Actions {
+		if a.Module == module {
+			return strings.Join(a.Miss, "; ")
+		}
+	}
+	var names []string
+	for _, a := range run.Actions {
+		names = append(names, a.Module)
+	}
+	t.Fatalf("run %s has no module %s: %v", run.ID, module, names)
+	return ""
+}
+
+// TestRecordMissReasons links, changes one source and links again, then
+// changes a flag: each run's record says why each module missed the cache,
+// naming the import that changed and then the flag; modules are named as
+// the user knows them, never by lld's temporary names.
+func TestRecordMissReasons(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	dir, cache := t.TempDir(), t.TempDir()
+	recordProgram(t, dir, 2)
+	dtltoLink(t, dir, cache, "app")
+	run := lastRecord(t, dir, cache)
+	if run.Output != "app" || run.Entry != "dtlto" || len(run.Actions) != 2 || !run.LocalCache {
+		t.Fatalf("first record: output %q, entry %q, %d actions", run.Output, run.Entry, len(run.Actions))
+	}
+	for _, a := range run.Actions {
+		if strings.Contains(a.Module, " at ") || a.Key == "" || a.Where != record.WhereLocal || a.End < a.Begin || a.CPU <= 0 {
+			t.Errorf("action %+v", a)
+		}
+	}
+	if got := missOf(t, run, "libutil.a(util.o)"); !strings.Contains(got, "first compile") {
+		t.Errorf("first link: libutil.a(util.o) missed because %q", got)
+	}
+
+	// Relinking the same objects hits the cache: no reasons.
+	dtltoLink(t, dir, cache, "app")
+	run = lastRecord(t, dir, cache)
+	for _, a := range run.Actions {
+		if a.Where != record.WhereLocalCache || len(a.Miss) > 0 {
+			t.Errorf("relink: %s %s %q", a.Module, a.Where, a.Miss)
+		}
+	}
+
+	// One source changes: util.o itself, and main.o through its import.
+	recordProgram(t, dir, 3)
+	dtltoLink(t, dir, cache, "app")
+	run = lastRecord(t, dir, cache)
+	if got := missOf(t, run, "main.o"); got != "import libutil.a(util.o) changed" {
+		t.Errorf("after util.c changed, main.o missed because %q", got)
+	}
+	if got := missOf(t, run, "libutil.a(util.o)"); got != "the module libutil.a(util.o) itself changed" {
+		t.Errorf("after util.c changed, libutil.a(util.o) missed because %q", got)
+	}
+
+	// A flag changes.
+	dtltoLink(t, dir, cache, "app", "-O3")
+	run = lastRecord(t, dir, cache)
+	for _, m := range []string{"main.o", "libutil.a(util.o)"} {
+		if got := missOf(t, run, m); got != "flag -O3 instead of -O2" {
+			t.Errorf("after -O2 became -O3, %s missed because %q", m, got)
+		}
+	}
+	code, text := runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "report")
+	if code != 0 || !strings.Contains(text, "flag -O3 instead of -O2: ") || !strings.Contains(text, "libutil.a(util.o)") {
+		t.Errorf("thindist report (exit %d):\n%s", code, text)
+	}
+	code, text = runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "report", "--list")
+	if code != 0 || strings.Count(text, "\n") != 4 {
+		t.Errorf("thindist report --list (exit %d), want 4 runs:\n%s", code, text)
+	}
+	code, text = runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "stats", "--json")
+	var st struct {
+		Runs record.Totals `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(text), &st); code != 0 || err != nil {
+		t.Fatalf("thindist stats --json (exit %d): %v\n%s", code, err, text)
+	}
+	// 8 actions: 2 hits (the relink), 6 compiled.
+	if r := st.Runs; r.Runs != 4 || r.LocalHits != 2 || r.LocalMisses != 6 || r.Local != 6 || r.SavedCPU <= 0 {
+		t.Errorf("stats %+v", r)
+	}
+	if code, text = runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "stats", "--zero"); code != 0 {
+		t.Fatalf("thindist stats --zero: exit %d\n%s", code, text)
+	}
+	_, text = runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "stats", "--json")
+	st.Runs = record.Totals{}
+	if err := json.Unmarshal([]byte(text), &st); err != nil || st.Runs.Runs != 0 || st.Runs.LocalHits != 0 {
+		t.Errorf("after --zero: %v %+v", err, st.Runs)
+	}
+	if code, text = runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "report", "--list"); strings.Count(text, "\n") != 4 {
+		t.Errorf("--zero dropped records:\n%s", text)
+	}
+}
+
+// TestRecordLinkPhases: `thindist link` records its three phases, the
+// output, and the backends between the thin and the final link.
+func TestRecordLinkPhases(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	dir, cache := t.TempDir(), t.TempDir()
+	recordProgram(t, dir, 2)
+	code, out := runThindist(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "link", "--trace=trace-%p.json", "--",
+		clang, "-flto=thin", "-fuse-ld=lld", "main.o", "libutil.a", "-o", "app")
+	if code != 0 {
+		t.Fatalf("thindist link: exit %d\n%s", code, out)
+	}
+	run := lastRecord(t, dir, cache)
+
+	// The trace is named by the process ID and carries the run's command
+	// line and output.
+	data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("trace-%d.json", run.PID)))
+	if err != nil {
+		t.Fatalf("no trace named by the pid: %v", err)
+	}
+	var tr struct {
+		OtherData struct {
+			CommandLine []string `json:"command_line"`
+			Output      string   `json:"output"`
+			Record      string   `json:"record"`
+		} `json:"otherData"`
+	}
+	if err := json.Unmarshal(data, &tr); err != nil {
+		t.Fatal(err)
+	}
+	if md := tr.OtherData; len(md.CommandLine) < 3 || md.CommandLine[1] != "link" || md.Record != run.ID {
+		t.Errorf("trace metadata %+v", md)
+	}
+	var names []string
+	for i, p := range run.Phases {
+		names = append(names, p.Name)
+		if p.End.Before(p.Start) || i > 0 && p.Start.Before(run.Phases[i-1].Start) {
+			t.Errorf("phase %+v", p)
+		}
+	}
+	if got := strings.Join(names, ", "); got != "thin link, backends, final link" {
+		t.Errorf("phases %s", got)
+	}
+	if run.Entry != "link" || run.Output != "app" || len(run.Actions) != 2 || !strings.Contains(run.Log, "2 jobs") {
+		t.Errorf("record: entry %q, output %q, %d actions, log %q", run.Entry, run.Output, len(run.Actions), run.Log)
+	}
+	missOf(t, run, "libutil.a(util.o)")
+}
+
+// TestRecordConcurrentLinks runs 8 links at once sharing one cache
+// directory: all 8 are recorded, each whole, and the totals count them all.
+func TestRecordConcurrentLinks(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	dir, cache := t.TempDir(), t.TempDir()
+	recordProgram(t, dir, 2)
+	const n = 8
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dtltoLink(t, dir, cache, fmt.Sprintf("app%d", i))
+		}()
+	}
+	wg.Wait()
+	store := record.Open(cache)
+	es, err := store.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs := map[string]bool{}
+	for _, e := range es {
+		run, err := record.ReadFile(e.Path)
+		if err != nil {
+			t.Errorf("record %s: %v", e.ID, err)
+			continue
+		}
+		if len(run.Actions) != 2 {
+			t.Errorf("record %s has %d actions", e.ID, len(run.Actions))
+		}
+		outputs[run.Output] = true
+	}
+	if len(es) != n || len(outputs) != n {
+		t.Errorf("%d records of %d outputs, want %d of each: %v", len(es), len(outputs), n, outputs)
+	}
+	if tot, err := store.Totals(); err != nil || tot.Runs != n || tot.Actions != 2*n {
+		t.Errorf("totals %+v, %v", tot, err)
+	}
+}
+
+// TestReportHTMLInChromium opens `thindist report --html` in a real
+// headless Chromium with the network off: the page loads from the file,
+// shows a timeline bar and a table row for every module, and sorts; its
+// screenshot is kept as the test's artifact. Without Chromium the test is
+// skipped, except under CI.
+func TestReportHTMLInChromium(t *testing.T) {
+	t.Parallel()
+	chromium := "/usr/bin/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and Chromium is not installed at %s", chromium)
+		}
+		t.Skipf("Chromium is not installed at %s (apt-get install chromium)", chromium)
+	}
+	p := program(t, testprog.Options{Modules: 12, Seed: 5, ArchiveModules: 3})
+	cache := t.TempDir()
+	l := linkCmd{p: p, objs: p.Objects, out: "prog", dist: thindist, distArgs: []string{"--jobs=2"},
+		env: []string{"THINDIST_CACHE_DIR=" + cache}}
+	l.mustLink(t)
+	run := lastRecord(t, p.Dir, cache)
+	if len(run.Actions) != 12 {
+		t.Fatalf("%d actions recorded, want 12", len(run.Actions))
+	}
+	art := t.ArtifactDir()
+	page := filepath.Join(art, "report.html")
+	if code, out := runThindist(t, p.Dir, []string{"THINDIST_CACHE_DIR=" + cache}, "report", "--html", page); code != 0 {
+		t.Fatalf("thindist report --html: exit %d\n%s", code, out)
+	}
+	html, _ := os.ReadFile(page)
+	for _, ref := range []string{"http://", "https://", "src=", "<link"} {
+		if strings.Contains(strings.ReplaceAll(string(html), `xmlns="http://www.w3.org/2000/svg"`, ""), ref) {
+			t.Errorf("the page refers to something outside itself (%q)", ref)
+		}
+	}
+
+	// Chromium in a network namespace of its own: no network at all.
+	netOff := []string{"unshare", "-n", "--"}
+	if err := exec.Command("unshare", "-n", "true").Run(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot run Chromium without a network (unshare -n: %v)", err)
+		}
+		t.Logf("unshare -n is not permitted (%v): Chromium runs with the network available", err)
+		netOff = nil
+	}
+	chrome := func(args ...string) string {
+		t.Helper()
+		argv := append(netOff, chromium, "--headless", "--no-sandbox", "--disable-gpu",
+			"--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+			"--user-data-dir="+t.TempDir(), "--window-size=1400,1000", "--virtual-time-budget=2000")
+		argv = append(argv, args...)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return string(out)
+	}
+	dom := chrome("--dump-dom", "file://"+page)
+	if !strings.Contains(dom, `data-ready="1"`) {
+		t.Errorf("the page's script did not run")
+	}
+	for _, a := range run.Actions {
+		esc := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(a.Module)
+		if !strings.Contains(dom, "<td>"+esc+"</td>") {
+			t.Errorf("no table row for module %s", a.Module)
+		}
+		if !strings.Contains(dom, `data-module="`+esc+`"`) {
+			t.Errorf("no timeline bar for module %s", a.Module)
+		}
+	}
+	if n := strings.Count(dom, `<tr class="module`); n != len(run.Actions) {
+		t.Errorf("%d table rows, want %d", n, len(run.Actions))
+	}
+	shot := filepath.Join(art, "report.png")
+	chrome("--screenshot="+shot, "file://"+page)
+	if fi, err := os.Stat(shot); err != nil || fi.Size() == 0 {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	t.Logf("screenshot of the report page: %s (kept with go test -artifacts)", shot)
+}

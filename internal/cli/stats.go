@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/thindist/thindist/internal/cache"
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/runreport"
+)
+
+const statsIntro = `Usage:
+  thindist stats [--json] [--zero] [--cache-dir DIR]
+
+Counters over every recorded run since they were last zeroed, and the local
+cache's state: local and remote cache hits and misses, the CPU time the hits
+saved, the actions compiled remotely, locally, raced and fallen back, the
+bytes sent to and read from the remote service, entries evicted, and the size
+limit the links applied (the one in force, from the last run).
+
+  --json   print the same as JSON
+  --zero   reset the counters (the runs' and the cache's); entries and
+           records are kept
+
+`
+
+// statsView is what `thindist stats` shows, and its JSON.
+type statsView struct {
+	Dir    string        `json:"cache_dir"`
+	Totals record.Totals `json:"runs"`
+	Cache  struct {
+		Entries      int64 `json:"entries"`
+		Bytes        int64 `json:"bytes"`
+		Limit        int64 `json:"limit"`
+		Evictions    int64 `json:"evictions"`
+		EvictedBytes int64 `json:"evicted_bytes"`
+	} `json:"cache"`
+}
+
+// statsCmd runs `thindist stats`.
+func statsCmd(args []string, env pipeline.Env, stdout io.Writer) int {
+	var cfg config.Config
+	var asJSON, zero bool
+	fs := config.NewFlagSet("thindist stats")
+	fs.Bool(&asJSON, "json", "Stats", false, "print the statistics as JSON")
+	fs.Bool(&zero, "zero", "Stats", false, "reset the counters; keep the cache's entries and the records")
+	cfg.Register(fs)
+	help := func(w io.Writer) { io.WriteString(w, statsIntro); fs.PrintDefaults(w) }
+	if code := parseFlags("thindist stats", fs, &cfg, args, env, help); code >= 0 {
+		return code
+	}
+	if len(fs.Args()) > 0 {
+		fmt.Fprintf(env.Stderr, "thindist stats: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	dir := pipeline.CacheDir(&cfg, env)
+	store := record.Open(dir)
+	disk, err := cache.OpenDisk(dir)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "thindist stats: %v\n", err)
+		return 1
+	}
+	if zero {
+		if err := store.ZeroTotals(time.Now()); err != nil {
+			fmt.Fprintf(env.Stderr, "thindist stats --zero: %v\n", err)
+			return 1
+		}
+		if err := disk.ZeroStats(); err != nil {
+			fmt.Fprintf(env.Stderr, "thindist stats --zero: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "statistics zeroed in %s\n", dir)
+		return 0
+	}
+	var v statsView
+	v.Dir = dir
+	if v.Totals, err = store.Totals(); err != nil {
+		fmt.Fprintf(env.Stderr, "thindist stats: %v\n", err)
+		return 1
+	}
+	cs, err := disk.Stats()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "thindist stats: %v\n", err)
+		return 1
+	}
+	v.Cache.Entries, v.Cache.Bytes, v.Cache.Evictions, v.Cache.EvictedBytes = cs.Entries, cs.Bytes, cs.Evictions, cs.EvictedBytes
+	// The limit the links applied; only before any link, this command's.
+	v.Cache.Limit = cs.Limit
+	if v.Cache.Limit == 0 {
+		v.Cache.Limit = v.Totals.CacheLimit
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(v)
+		return 0
+	}
+	writeStats(stdout, &v, cfg.CacheLimit())
+	return 0
+}
+
+func writeStats(w io.Writer, v *statsView, ownLimit int64) {
+	t := &v.Totals
+	pct := func(a, b int64) string {
+		if a+b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(a+b))
+	}
+	since := "the first recorded run"
+	if !t.Since.IsZero() {
+		since = t.Since.Local().Format("2006-01-02 15:04:05")
+	}
+	usd := func(n int64) time.Duration { return (time.Duration(n) * time.Microsecond).Round(time.Millisecond) }
+	fmt.Fprintf(w, "Cache directory          %s\n", v.Dir)
+	fmt.Fprintf(w, "Counting since           %s\n", since)
+	fmt.Fprintf(w, "Runs                     %d\n", t.Runs)
+	fmt.Fprintf(w, "Backend actions          %d\n", t.Actions)
+	fmt.Fprintf(w, "Local cache hits         %d (%s)\n", t.LocalHits, pct(t.LocalHits, t.LocalMisses))
+	fmt.Fprintf(w, "Local cache misses       %d\n", t.LocalMisses)
+	fmt.Fprintf(w, "Remote cache hits        %d (%s)\n", t.RemoteHits, pct(t.RemoteHits, t.RemoteMisses))
+	fmt.Fprintf(w, "Remote cache misses      %d\n", t.RemoteMisses)
+	fmt.Fprintf(w, "CPU saved by hits        %s\n", usd(t.SavedCPU))
+	fmt.Fprintf(w, "CPU compiling            %s\n", usd(t.CPU))
+	fmt.Fprintf(w, "Compiled remotely        %d\n", t.Remote)
+	fmt.Fprintf(w, "Compiled locally         %d (of which %d fell back from remote)\n", t.Local, t.FellBack)
+	fmt.Fprintf(w, "Raced local and remote   %d\n", t.Raced)
+	fmt.Fprintf(w, "Failed                   %d\n", t.Failed)
+	fmt.Fprintf(w, "Bytes up / down          %s / %s\n", runreport.Bytes(t.BytesUp), runreport.Bytes(t.BytesDown))
+	fmt.Fprintf(w, "Cache entries            %d\n", v.Cache.Entries)
+	fmt.Fprintf(w, "Cache size               %s\n", runreport.Bytes(v.Cache.Bytes))
+	limit := "none recorded yet"
+	switch {
+	case v.Cache.Limit > 0:
+		limit = runreport.Bytes(v.Cache.Limit) + " (as the links applied it)"
+	case ownLimit > 0:
+		limit = runreport.Bytes(ownLimit) + " (no link has applied one yet; this is the current setting)"
+	}
+	fmt.Fprintf(w, "Cache size limit         %s\n", limit)
+	fmt.Fprintf(w, "Evicted entries          %d (%s)\n", v.Cache.Evictions, runreport.Bytes(v.Cache.EvictedBytes))
+}

@@ -1,0 +1,125 @@
+package record
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/schedule"
+)
+
+// moduleActions makes one action per module in dir, each module's bitcode
+// (its only input) of the given size.
+func moduleActions(t *testing.T, dir string, sizes map[string]int) []*action.Action {
+	t.Helper()
+	var as []*action.Action
+	for name, size := range sizes {
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		as = append(as, &action.Action{ID: name, Dir: dir,
+			Args:    []action.Arg{action.Lit("cc"), action.In("", 0), action.Out("-o", 0)},
+			Inputs:  []action.Input{{Path: name, Role: action.RoleModule}},
+			Outputs: []action.Output{{Path: name + ".native.o"}}})
+	}
+	return as
+}
+
+// TestSchedulingFollowsHistory: with one slot, the scheduler starts the
+// modules in the order of their recorded times, not of their sizes; a
+// module without history is placed by its size times the time per byte of
+// the others; with no history at all the order is by size.
+func TestSchedulingFollowsHistory(t *testing.T) {
+	dir := t.TempDir()
+	sizes := map[string]int{"big.o": 9000, "templates.o": 1000, "mid.o": 5000, "new.o": 4000}
+	s := Open(t.TempDir())
+	past := &Run{Schema: Schema, ID: NewID(time.Now().Add(-time.Hour), 1), Dir: dir, LocalCache: true}
+	for name, ms := range map[string]int64{"big.o": 100, "templates.o": 900, "mid.o": 300} {
+		past.Actions = append(past.Actions, Action{Module: name, Where: WhereLocal, CPU: ms * 1000, Key: "k"})
+	}
+	if err := s.Write(past); err != nil {
+		t.Fatal(err)
+	}
+
+	order := func(hist bool) []string {
+		as := moduleActions(t, dir, sizes)
+		if hist {
+			rec := New(Run{Dir: dir})
+			rec.Plan(s, as)
+			if n := rec.Snapshot().Ordered; n != 3 {
+				t.Errorf("%d actions ordered by history, want 3", n)
+			}
+		}
+		var mu sync.Mutex
+		var got []string
+		ex := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
+			mu.Lock()
+			got = append(got, a.ID)
+			mu.Unlock()
+			return &executor.Result{}, os.WriteFile(out[0], []byte("x"), 0o644)
+		})
+		if err := schedule.Run(context.Background(), as, ex, schedule.Options{Parallel: 1}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// templates.o: 900 ms; mid.o: 300; new.o: no history, 4000 bytes at
+	// (100+900+300 ms)/(9000+1000+5000 bytes) ≈ 347 ms; big.o: 100.
+	if got, want := strings.Join(order(true), " "), "templates.o new.o mid.o big.o"; got != want {
+		t.Errorf("with history: started %s, want %s", got, want)
+	}
+	if got, want := strings.Join(order(false), " "), "big.o mid.o new.o templates.o"; got != want {
+		t.Errorf("without history: started %s, want %s", got, want)
+	}
+}
+
+// TestMissReasons explains a miss by the part of the key that changed.
+func TestMissReasons(t *testing.T) {
+	prev := &Run{ID: "prev", Dir: "/p", LocalCache: true,
+		Commands: [][]string{{"clang", "-O2", "<module>", "-o", "<out>"}},
+		Contents: map[string]string{"a.o": "1", "lib.a(b.o)": "2", "c.o": "3", "gone.o": "4"}}
+	prev.Actions = []Action{
+		{Module: "a.o", Key: "ka", Compiler: "c1", Imports: []string{"gone.o", "lib.a(b.o)"}, Index: "i1", Where: WhereLocal},
+		{Module: "c.o", Key: "kc", Content: "3", Compiler: "c1", Index: "i3", Where: WhereLocal},
+		{Module: "d.o", Key: "kd", Compiler: "c1", Index: "i4", Where: WhereLocal},
+		{Module: "e.o", Key: "ke", Compiler: "c1", Index: "i5", Where: WhereLocal},
+	}
+	h := &History{last: map[string]past{}}
+	for i := range prev.Actions {
+		h.last[prev.Actions[i].Module] = past{prev, &prev.Actions[i]}
+	}
+	cur := &Run{ID: "cur", Dir: "/p", LocalCache: true,
+		Commands: [][]string{{"clang", "-O2", "<module>", "-o", "<out>"}, {"clang", "-O3", "-g", "<module>", "-o", "<out>"}},
+		Contents: map[string]string{"a.o": "1", "lib.a(b.o)": "22", "c.o": "33", "new.o": "5"}}
+	cur.Actions = []Action{
+		{Module: "a.o", Key: "ka2", Compiler: "c1", Imports: []string{"lib.a(b.o)", "new.o"}, Index: "i1", Where: WhereLocal},
+		{Module: "c.o", Key: "kc2", Content: "33", Compiler: "c2", Command: 1, Index: "i3", Where: WhereRemote},
+		{Module: "d.o", Key: "kd", Compiler: "c1", Index: "i4", Where: WhereLocal},
+		{Module: "e.o", Key: "ke2", Compiler: "c1", Index: "i5b", Where: WhereLocal},
+		{Module: "f.o", Key: "kf", Where: WhereLocal},
+		{Module: "g.o", Key: "kg", Where: WhereLocalCache},
+	}
+	h.Explain(cur)
+	want := map[string]string{
+		"a.o": "import lib.a(b.o) changed; it imports new.o now; it no longer imports gone.o",
+		"c.o": "the compiler changed; flags added: -O3 -g; flags removed: -O2; the module c.o itself changed",
+		"d.o": "the key is the same as in run prev: the entry was evicted, the cache was cleared, or the result was not stored",
+		"e.o": "its index changed: the thin link decided differently what to import or inline (a module it does not import changed, or a symbol's visibility)",
+		"f.o": "first compile of this module that is recorded",
+		"g.o": "",
+	}
+	for _, a := range cur.Actions {
+		if got := strings.Join(a.Miss, "; "); got != want[a.Module] {
+			t.Errorf("%s: %q\n want %q", a.Module, got, want[a.Module])
+		}
+	}
+	if got := flagDiff([]string{"clang", "-O2", "x"}, []string{"clang", "-O3", "x"}); strings.Join(got, "") != "flag -O3 instead of -O2" {
+		t.Errorf("one flag changed: %q", got)
+	}
+}

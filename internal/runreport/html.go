@@ -1,0 +1,262 @@
+package runreport
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/thindist/thindist/internal/record"
+)
+
+// WriteHTML writes run as one self-contained HTML page: its styles and
+// script are inline and it loads nothing, so it opens from a file, offline,
+// and can be attached to a bug report. The timeline and the table are
+// rendered here, so the page shows everything without its script, which
+// only sorts the table.
+func WriteHTML(w io.Writer, run *record.Run) error {
+	return page.Execute(w, pageData(run))
+}
+
+const (
+	laneHeight = 18
+	laneGap    = 4
+	labelWidth = 110
+	plotWidth  = 1100
+)
+
+type pageView struct {
+	Run      *record.Run
+	Counts   Counts
+	Wall     string
+	Started  string
+	Command  string
+	Width    int
+	Height   int
+	Axis     []tick
+	Phases   []phaseView
+	Lanes    []laneView
+	Bars     []barView
+	Rows     []rowView
+	Critical string
+	Legend   []legendView
+}
+
+type tick struct {
+	X     float64
+	Label string
+}
+
+type phaseView struct {
+	Name, Dur string
+	X, W      float64
+	Color     string
+}
+
+type laneView struct {
+	Label string
+	Y     int
+}
+
+type barView struct {
+	X, W, Y  float64
+	Color    string
+	Critical bool
+	Title    string
+	Module   string
+}
+
+type rowView struct {
+	Module, Where, Miss, Error      string
+	Time, CPU, RSS, Size, Obj, Wait string
+	TimeV, CPUV, RSSV, SizeV, WaitV int64
+	Critical                        bool
+}
+
+type legendView struct{ Name, Color string }
+
+var colors = map[string]string{
+	record.WhereLocalCache:  "#2e9d4a",
+	record.WhereRemoteCache: "#7fc97f",
+	record.WhereRemote:      "#3b6fd4",
+	record.WhereLocal:       "#e08a1e",
+	record.WhereFailed:      "#d62728",
+	record.WhereStopped:     "#999999",
+}
+
+const execColor = "#b8621a" // a local compiler exec'd rather than forked
+
+func pageData(run *record.Run) *pageView {
+	v := &pageView{Run: run, Counts: Count(run), Wall: round(run.Wall()).String(),
+		Started: run.Start.Local().Format("2006-01-02 15:04:05 MST"), Command: strings.Join(run.Args, " ")}
+	// The time axis spans the run and every phase (the linker's work
+	// before thindist started lies before the run's start).
+	t0, t1 := run.Start, run.End
+	for _, p := range run.Phases {
+		if p.Start.Before(t0) {
+			t0 = p.Start
+		}
+		if p.End.After(t1) {
+			t1 = p.End
+		}
+	}
+	span := t1.Sub(t0)
+	if span <= 0 {
+		span = time.Millisecond
+	}
+	x := func(t time.Time) float64 { return labelWidth + float64(t.Sub(t0))/float64(span)*plotWidth }
+	at := func(us int64) time.Time { return run.Start.Add(time.Duration(us) * time.Microsecond) }
+	v.Width = labelWidth + plotWidth + 40 // room for the last tick's label
+
+	phaseColors := []string{"#c7b8e8", "#f2d49b", "#a8d5e2", "#e6b0b0", "#c9e2a8"}
+	for i, p := range run.Phases {
+		v.Phases = append(v.Phases, phaseView{Name: p.Name, Dur: round(p.End.Sub(p.Start)).String(),
+			X: x(p.Start), W: max(x(p.End)-x(p.Start), 1), Color: phaseColors[i%len(phaseColors)]})
+	}
+
+	lanes := Lanes(run)
+	crit := map[int]bool{}
+	path := CriticalPath(run, lanes)
+	var names []string
+	for _, i := range path {
+		crit[i] = true
+		names = append(names, run.Actions[i].Module)
+	}
+	v.Critical = strings.Join(names, " → ")
+	nLocal, nRemote := 0, 0
+	top := 40
+	for l, ln := range lanes {
+		y := top + l*(laneHeight+laneGap)
+		label := ""
+		if ln.Remote {
+			label = fmt.Sprintf("remote %d", nRemote)
+			nRemote++
+		} else {
+			label = fmt.Sprintf("local %d", nLocal)
+			nLocal++
+		}
+		v.Lanes = append(v.Lanes, laneView{Label: label, Y: y})
+		for _, i := range ln.Actions {
+			a := &run.Actions[i]
+			color := colors[a.Where]
+			if a.Where == record.WhereLocal && !a.Forked {
+				color = execColor
+			}
+			title := fmt.Sprintf("%s: %s, %s (queued at %s, started %s, ended %s; CPU %s)", a.Module, WhereText(a),
+				round(a.Duration()), us(a.Queued), us(a.Begin), us(a.End), us(a.CPU))
+			if len(a.Miss) > 0 {
+				title += "\nmissed: " + strings.Join(a.Miss, "; ")
+			}
+			v.Bars = append(v.Bars, barView{X: x(at(a.Begin)), W: max(x(at(a.End))-x(at(a.Begin)), 1), Y: float64(y),
+				Color: color, Critical: crit[i], Title: title, Module: a.Module})
+		}
+	}
+	v.Height = top + len(lanes)*(laneHeight+laneGap) + 10
+	for k := 0; k <= 10; k++ {
+		t := t0.Add(span * time.Duration(k) / 10)
+		v.Axis = append(v.Axis, tick{X: x(t), Label: round(t.Sub(run.Start)).String()})
+	}
+	for _, w := range []string{record.WhereLocal, record.WhereLocalCache, record.WhereRemoteCache, record.WhereRemote,
+		record.WhereFailed, record.WhereStopped} {
+		v.Legend = append(v.Legend, legendView{Name: WhereText(&record.Action{Where: w, Forked: true}), Color: colors[w]})
+	}
+	v.Legend = append(v.Legend, legendView{Name: "local, exec'd", Color: execColor})
+
+	for _, i := range sortedBy(run, func(*record.Action) bool { return true }) {
+		a := &run.Actions[i]
+		v.Rows = append(v.Rows, rowView{
+			Module: a.Module, Where: WhereText(a), Miss: strings.Join(a.Miss, "; "), Error: firstLine(a.Error),
+			Time: us(a.End - a.Begin), TimeV: a.End - a.Begin,
+			CPU: us(a.CPU), CPUV: a.CPU,
+			RSS: optBytes(a.MaxRSS), RSSV: a.MaxRSS,
+			Size: Bytes(a.Size), SizeV: a.Size, Obj: optBytes(a.ObjectSize),
+			Wait: us(a.Begin - a.Queued), WaitV: a.Begin - a.Queued,
+			Critical: crit[i],
+		})
+	}
+	return v
+}
+
+func us(n int64) string { return round(time.Duration(n) * time.Microsecond).String() }
+
+func optBytes(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return Bytes(n)
+}
+
+var page = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>thindist run {{.Run.ID}}: {{.Run.Name}}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.3em;margin:0 0 .3em}
+table.meta td{padding:1px 10px 1px 0;vertical-align:top}
+code,pre{font:12px ui-monospace,monospace}
+pre{background:#f4f4f4;padding:.6em;overflow:auto;max-height:20em}
+.legend span{display:inline-block;margin-right:1em}
+.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
+svg text{font:11px system-ui,sans-serif}
+rect.crit{stroke:#000;stroke-width:2}
+table.mods{border-collapse:collapse;margin-top:.5em}
+table.mods th,table.mods td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}
+table.mods th{cursor:pointer;background:#eee;user-select:none}
+table.mods td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.crit td:first-child{font-weight:bold}
+.fail{color:#d62728}
+</style></head>
+<body>
+<h1>thindist run {{.Run.ID}}: {{.Run.Name}}</h1>
+<table class="meta">
+<tr><td>command</td><td><code id="command">{{.Command}}</code></td></tr>
+<tr><td>directory</td><td><code>{{.Run.Dir}}</code></td></tr>
+<tr><td>thindist</td><td>{{.Run.Version}} ({{.Run.Entry}}), pid {{.Run.PID}}, started {{.Started}}, took {{.Wall}}</td></tr>
+<tr><td>jobs</td><td>{{.Counts.Total}}: {{.Counts.Cached}} local cache, {{.Counts.RemoteCached}} remote cache, {{.Counts.Remote}} remote, {{.Counts.Local}} local ({{.Counts.Forked}} forked), {{.Counts.Failed}} failed</td></tr>
+<tr><td>settings</td><td>--jobs={{.Run.Jobs}}{{if .Run.Remote}}, --remote={{.Run.Remote}} ({{.Run.RemoteJobs}} in flight){{end}}{{if not .Run.LocalCache}}, no local cache{{end}}</td></tr>
+{{if .Run.Error}}<tr><td>result</td><td class="fail">{{.Run.Error}}</td></tr>{{end}}
+</table>
+
+<h2>Timeline</h2>
+<div class="legend">{{range .Legend}}<span><i style="background:{{.Color}}"></i>{{.Name}}</span>{{end}}<span><i style="background:#fff;outline:2px solid #000"></i>critical path</span></div>
+<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}">
+{{range .Axis}}<line x1="{{.X}}" x2="{{.X}}" y1="0" y2="{{$.Height}}" stroke="#eee"/><text x="{{.X}}" y="10" text-anchor="middle">{{.Label}}</text>
+{{end}}{{range .Phases}}<g class="phase"><rect x="{{.X}}" y="16" width="{{.W}}" height="16" fill="{{.Color}}"><title>{{.Name}}: {{.Dur}}</title></rect><text x="{{.X}}" y="28" dx="3">{{.Name}} {{.Dur}}</text></g>
+{{end}}{{range .Lanes}}<text x="0" y="{{.Y}}" dy="13">{{.Label}}</text>
+{{end}}{{range .Bars}}<rect class="bar{{if .Critical}} crit{{end}}" data-module="{{.Module}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="18" fill="{{.Color}}"><title>{{.Title}}</title></rect>
+{{end}}</svg>
+{{if .Critical}}<p>Critical path (the lane that finished last, back to back): {{.Critical}}</p>{{end}}
+
+<h2>Modules</h2>
+<p>Click a column to sort.</p>
+<table class="mods" id="modules">
+<thead><tr><th>module</th><th>where</th><th data-num>time</th><th data-num>CPU</th><th data-num>peak RSS</th><th data-num>bitcode</th><th>object</th><th data-num>waited</th><th>why it missed the cache</th></tr></thead>
+<tbody>
+{{range .Rows}}<tr class="module{{if .Critical}} crit{{end}}"><td>{{.Module}}</td><td>{{.Where}}</td><td class="n" data-v="{{.TimeV}}">{{.Time}}</td><td class="n" data-v="{{.CPUV}}">{{.CPU}}</td><td class="n" data-v="{{.RSSV}}">{{.RSS}}</td><td class="n" data-v="{{.SizeV}}">{{.Size}}</td><td class="n">{{.Obj}}</td><td class="n" data-v="{{.WaitV}}">{{.Wait}}</td><td>{{.Miss}}{{if .Error}}<span class="fail">{{.Error}}</span>{{end}}</td></tr>
+{{end}}</tbody></table>
+
+{{if .Run.Log}}<h2>Output</h2>
+<pre id="log">{{.Run.Log}}</pre>{{end}}
+
+<script>
+(function(){
+  var t=document.getElementById("modules"), body=t.tBodies[0], dir={};
+  Array.prototype.forEach.call(t.tHead.rows[0].cells, function(th, col){
+    th.addEventListener("click", function(){
+      var num=th.hasAttribute("data-num"), rows=Array.prototype.slice.call(body.rows);
+      dir[col]=!dir[col];
+      rows.sort(function(a,b){
+        var x=a.cells[col], y=b.cells[col], r;
+        if(num){ r=(+x.getAttribute("data-v"))-(+y.getAttribute("data-v")); }
+        else { r=x.textContent.localeCompare(y.textContent); }
+        return dir[col] ? -r : r;
+      });
+      rows.forEach(function(r){ body.appendChild(r); });
+    });
+  });
+  document.body.setAttribute("data-ready", "1");
+})();
+</script>
+</body></html>
+`))
