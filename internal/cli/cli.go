@@ -101,10 +101,12 @@ func help(args []string, env pipeline.Env, stdout io.Writer) int {
 		"cache":  cacheUsage,
 		"config": configUsage,
 		"doctor": doctorHelp,
+		"report": reportUsage,
+		"stats":  statsUsage,
 	}
 	h, ok := topics[args[0]]
 	if !ok {
-		fmt.Fprintf(env.Stderr, "thindist help: unknown command %q (commands: link, cache, config, doctor)\n", args[0])
+		fmt.Fprintf(env.Stderr, "thindist help: unknown command %q (commands: link, cache, config, doctor, report, stats)\n", args[0])
 		return 2
 	}
 	h(stdout)

@@ -17,7 +17,7 @@ import (
 // its log as well.
 func startRecord(entry string, env *pipeline.Env, start time.Time) *record.Recorder {
 	dir, _ := os.Getwd()
-	rec := record.New(record.Run{Version: Version, Entry: entry, Args: os.Args, Dir: dir, Start: start})
+	rec := record.New(record.Run{Version: versionLine(), Entry: entry, Args: os.Args, Dir: dir, Start: start})
 	env.Record = rec
 	env.Stderr = io.MultiWriter(env.Stderr, rec.LogWriter())
 	return rec

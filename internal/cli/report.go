@@ -25,12 +25,10 @@ ran, when, its CPU time and peak memory, its cache key, and for a module that
 was compiled why it missed the cache (what differs from the module's last
 record: an import's content, a flag, the compiler).
 
-  --html FILE   write the run as one self-contained HTML page (no network):
-                a timeline with a lane per local slot and per remote action in
-                flight, coloured by where each module ran, the critical path,
-                the phases, and a table of modules sortable by time, CPU, size
-  --json        print the record as JSON (schema in internal/record)
-  --list        list the kept records, oldest first
+With --html FILE it writes one self-contained HTML page (nothing fetched, so it
+opens from a file, offline): a timeline with a lane per local slot and per
+remote action in flight, coloured by where each module ran, the critical path,
+the phases, and a table of the modules sortable by time, CPU and size.
 
 `
 

@@ -20,11 +20,8 @@ Counters over every recorded run since they were last zeroed, and the local
 cache's state: local and remote cache hits and misses, the CPU time the hits
 saved, the actions compiled remotely, locally, raced and fallen back, the
 bytes sent to and read from the remote service, entries evicted, and the size
-limit the links applied (the one in force, from the last run).
-
-  --json   print the same as JSON
-  --zero   reset the counters (the runs' and the cache's); entries and
-           records are kept
+limit the links applied (the one in force, from the last run). --zero resets
+the counters, the runs' and the cache's; entries and records are kept.
 
 `
 
@@ -41,16 +38,27 @@ type statsView struct {
 	} `json:"cache"`
 }
 
+func newStatsFlags(cfg *config.Config, asJSON, zero *bool) *config.FlagSet {
+	fs := config.NewFlagSet("thindist stats")
+	fs.Bool(asJSON, "json", "Stats", false, "print the statistics as JSON")
+	fs.Bool(zero, "zero", "Stats", false, "reset the counters; keep the cache's entries and the records")
+	cfg.Register(fs)
+	return fs
+}
+
+func statsUsage(w io.Writer) {
+	var cfg config.Config
+	var asJSON, zero bool
+	io.WriteString(w, statsIntro)
+	newStatsFlags(&cfg, &asJSON, &zero).PrintDefaults(w)
+}
+
 // statsCmd runs `thindist stats`.
 func statsCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	var cfg config.Config
 	var asJSON, zero bool
-	fs := config.NewFlagSet("thindist stats")
-	fs.Bool(&asJSON, "json", "Stats", false, "print the statistics as JSON")
-	fs.Bool(&zero, "zero", "Stats", false, "reset the counters; keep the cache's entries and the records")
-	cfg.Register(fs)
-	help := func(w io.Writer) { io.WriteString(w, statsIntro); fs.PrintDefaults(w) }
-	if code := parseFlags("thindist stats", fs, &cfg, args, env, help); code >= 0 {
+	fs := newStatsFlags(&cfg, &asJSON, &zero)
+	if code := parseFlags("thindist stats", fs, &cfg, args, env, statsUsage); code >= 0 {
 		return code
 	}
 	if len(fs.Args()) > 0 {
