@@ -12,16 +12,17 @@ import (
 )
 
 // The scheduling-from-history measurement (issue 12, item 4). A link whose
-// bitcode sizes misorder the work: six "light" modules of many small
-// functions (about 12 KiB of bitcode each) and one "heavy" module of 3 KiB
-// whose single loop is unrolled 1024 times by the backend (the ThinLTO
-// pre-link pipeline leaves unrolling to the backend), so it is the smallest
-// module and the longest backend. Ordered by size, the heavy module starts
-// last and runs alone at the end; ordered by the time recorded for each
-// module in the previous run, it starts first. Each link is timed end to
-// end with every backend compiled (--no-cache); "by size" runs with
-// --no-record (no history), "from history" with records after an untimed
-// first link.
+// bitcode sizes misorder the work: six library modules of 60 small
+// functions each, made the largest modules by a table of constant data
+// (about 60 KiB of bitcode, cheap to compile), and a driver of 30 KiB that
+// calls all 360 functions. The thin link imports every one of them into
+// the driver, whose backend inlines and compiles them all again: the
+// driver is the smallest module and by far the longest backend, as a small
+// source heavy in inlined templates is. Ordered by size, it starts last
+// and runs alone at the end; ordered by the time recorded for each module
+// in the previous run, it starts first. Each link is timed end to end with
+// every backend compiled (--no-cache); "by size" runs with --no-record (no
+// history), "from history" with records after an untimed first link.
 
 const (
 	historyLight = 6
@@ -39,7 +40,7 @@ type historyResult struct {
 
 func (h *historyResult) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "scheduling from history (%d light modules + 1 small heavy one, --jobs=%d, --no-cache):\n", historyLight, historyJobs)
+	fmt.Fprintf(&b, "scheduling from history (%d library modules + a smaller driver that inlines them all, --jobs=%d, --no-cache):\n", historyLight, historyJobs)
 	fmt.Fprintf(&b, "  by bitcode size: median %s of %v\n", median(h.bySize).Round(time.Millisecond), rounded(h.bySize))
 	fmt.Fprintf(&b, "  from history:    median %s of %v\n", median(h.byHistory).Round(time.Millisecond), rounded(h.byHistory))
 	fmt.Fprintf(&b, "  order from history: %s\n", strings.Join(h.order, ", "))
@@ -57,32 +58,42 @@ func rounded(ds []time.Duration) []time.Duration {
 	return out
 }
 
-// writeHistorySources writes the light and heavy modules into dir.
+// writeHistorySources writes the library modules and the driver into dir
+// and returns their objects' names.
 func writeHistorySources(dir string) ([]string, error) {
 	var objs []string
+	var driver strings.Builder
 	for m := 0; m < historyLight; m++ {
 		var b strings.Builder
 		for k := 0; k < 60; k++ {
 			fmt.Fprintf(&b, "int l%d_%d(int *a, int n) { int s = %d; for (int i = 0; i < n; i++) s += a[i] * %d ^ (s >> %d); return s; }\n",
 				m, k, k, k+3+m, k%7+1)
+			fmt.Fprintf(&driver, "int l%d_%d(int *a, int n);\n", m, k)
 		}
-		name := fmt.Sprintf("light%d", m)
+		fmt.Fprintf(&b, "const unsigned table%d[15000] = {", m)
+		x := uint32(m + 1)
+		for i := 0; i < 15000; i++ {
+			x = x*1664525 + 1013904223
+			fmt.Fprintf(&b, "%du,", x)
+		}
+		b.WriteString("};\n")
+		name := fmt.Sprintf("lib%d", m)
 		if err := os.WriteFile(filepath.Join(dir, name+".c"), []byte(b.String()), 0o644); err != nil {
 			return nil, err
 		}
 		objs = append(objs, name+".o")
 	}
-	heavy := `void heavy(float *restrict a, const float *restrict b, const float *restrict c, int n) {
-#pragma clang loop unroll_count(1024)
-  for (int i = 0; i < n; i++)
-    a[i] = a[i] * b[i] + c[i] / (b[i] + 1.0f) - a[i] * c[i];
-}
-int main(void) { return 0; }
-`
-	if err := os.WriteFile(filepath.Join(dir, "heavy.c"), []byte(heavy), 0o644); err != nil {
+	driver.WriteString("int main(int argc, char **argv) {\n  int a[64] = {0}, s = 0;\n  (void)argv;\n")
+	for m := 0; m < historyLight; m++ {
+		for k := 0; k < 60; k++ {
+			fmt.Fprintf(&driver, "  s += l%d_%d(a, argc * %d);\n", m, k, k+1)
+		}
+	}
+	driver.WriteString("  return s == 42;\n}\n")
+	if err := os.WriteFile(filepath.Join(dir, "driver.c"), []byte(driver.String()), 0o644); err != nil {
 		return nil, err
 	}
-	return append(objs, "heavy.o"), nil
+	return append(objs, "driver.o"), nil
 }
 
 func benchHistory(ctx context.Context, t *tools, o *options) (*historyResult, error) {
