@@ -13,6 +13,7 @@ import (
 
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/remote"
 )
 
@@ -60,13 +61,19 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	var localVer string
 	var execTook time.Duration
 	if err == nil {
-		var out []byte
-		out, err = exec.CommandContext(ctx, local, "--version").Output()
-		localVer = firstLineOf(string(out))
-		// Timed again, warm, as the forked run is.
-		start := time.Now()
-		exec.CommandContext(ctx, local, "--version").Run()
-		execTook = time.Since(start)
+		version := &proc.Cmd{Argv: []string{local, "--version"}}
+		var res *proc.Result
+		res, err = proc.Exec{}.Run(ctx, version)
+		if err == nil && res.Failed() {
+			err = fmt.Errorf("%s --version: %s %s", local, res.Status(), bytes.TrimSpace(res.Stderr))
+		}
+		if err == nil {
+			localVer = firstLineOf(string(res.Stdout))
+			// Timed again, warm, as the forked run is.
+			if res, err := (proc.Exec{}).Run(ctx, version); err == nil {
+				execTook = res.Wall
+			}
+		}
 	}
 	step("local compiler "+compiler, err, ": "+localVer)
 	if err == nil {
