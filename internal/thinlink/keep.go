@@ -3,11 +3,17 @@
 package thinlink
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/thindist/thindist/internal/atomicfile"
 )
 
-// keep copies every native object to its KeepName under the directory.
+// keep copies every native object to its KeepName under the directory,
+// each through the one atomic writer: a temporary file of a unique name
+// beside it, then a rename, so links keeping into one directory at once
+// never touch each other's files and a failure leaves no temporary file.
 func (p *plan) keep(linked []*Module) error {
 	dir := p.opts.KeepNativeObjects
 	if !filepath.IsAbs(dir) {
@@ -22,12 +28,8 @@ func (p *plan) keep(linked []*Module) error {
 		if err != nil {
 			return err
 		}
-		tmp := dst + ".tmp"
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, dst); err != nil {
-			return err
+		if err := atomicfile.WriteFile(dst, data, 0o644); err != nil {
+			return fmt.Errorf("module %s: %w", m.Display, err)
 		}
 	}
 	return nil
