@@ -42,6 +42,9 @@ const (
 // ErrFormat is wrapped by every error reporting malformed input.
 var ErrFormat = errors.New("bitcode: malformed input")
 
+// errSkipBlock, returned by walk's callback for an evEnter, skips the block.
+var errSkipBlock = errors.New("skip this block")
+
 func errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrFormat}, args...)...)
 }
@@ -274,7 +277,12 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 				curBID = -1
 			}
 			*ev = event{kind: evEnter, blockID: bid, depth: len(stack)}
-			if err := fn(ev); err != nil {
+			if err := fn(ev); err == errSkipBlock {
+				// The caller needs nothing inside: jump over it by its
+				// length, with no evExit.
+				r.pos = s.end
+				stack = stack[:len(stack)-1]
+			} else if err != nil {
 				return 0, err
 			}
 		case abbrevDefine:

@@ -44,7 +44,8 @@ func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 			"existing one is replaced only if thindist created it")
 	fs.String(&lf.compiler, "compiler", "Link", "CLANG", "",
 		"the clang that runs the backends (default: the link's clang driver, or for a command that\n"+
-			"runs ld.lld itself, the clang installed beside it); it must be the LLVM that wrote the index")
+			"runs lld itself, the clang installed beside it, else clang-<lld's major version> in PATH);\n"+
+			"it must be the LLVM that wrote the index")
 	fs.Bool(&lf.verbose, "verbose", "Link", false, "print the thin and final link commands")
 	fs.Alias("v", "verbose")
 	cfg.Register(fs)
@@ -59,9 +60,16 @@ Links a ThinLTO program through the separate thin-link flow, with every ThinLTO
 backend run by thindist: works with any lld that has --thinlto-index-only
 (Debian's 19 and 22 included). Steps: the thin link writes index shards into a
 work directory; each module is compiled by its own backend action, with the
-modules its shard names as its imports; the final link links the native objects. Archives keep their semantics
-(--start-lib/--end-lib, --whole-archive), and objects that are not bitcode
-(assembly, -fno-lto, prebuilt) pass through untouched.
+modules its shard names as its imports; the final link links the native
+objects, after every other input as lld's in-process LTO does. Archives keep
+their semantics (--start-lib/--end-lib, --whole-archive), and objects that are
+not bitcode (assembly, -fno-lto, prebuilt) pass through untouched.
+
+The command may run lld itself (ld.lld, ld.lld-22, a wrapper script: its
+--version must say LLD) or a clang driver whose linker is lld. A link none of
+whose inputs holds bitcode (ld.lld --version, a link of native objects) runs
+unchanged, so one LD= serves a whole build (Kbuild: LD=<script running
+thindist link -- ld.lld "$@">).
 `
 
 func link(ctx context.Context, args []string, env pipeline.Env, start time.Time) int {

@@ -103,6 +103,14 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 				a.Args = append(a.Args, action.Lit(f))
 			}
 		}
+		// Last, so that they win over the compile command's own.
+		mf, err := p.moduleFlags(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", m.Display, err)
+		}
+		for _, f := range mf {
+			a.Args = append(a.Args, action.Lit(f))
+		}
 		a.Args = append(a.Args, action.Lit("-Wno-unused-command-line-argument"),
 			action.Lit("-c"), action.Lit("-x"), action.Lit("ir"), action.In("", 0),
 			action.In("-fthinlto-index=", 1), action.Lit("-o"), action.Out("", 0))
@@ -119,9 +127,10 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 }
 
 // compiler returns the clang that runs the backends: Options.Compiler, the
-// link's own driver, or for ld.lld run directly the clang installed beside
-// it (ld.lld-19 -> clang-19), since the backend must be the LLVM that wrote
-// the index.
+// link's own driver, or for lld run directly the clang installed beside it
+// (ld.lld-19 -> clang-19, also through a symbolic link), else clang-<major>
+// of lld's own version found in PATH (for a wrapper script), since the
+// backend must be the LLVM that wrote the index.
 func (p *plan) compiler() (string, error) {
 	resolve := func(c string) string {
 		if !strings.ContainsRune(c, '/') {
@@ -139,18 +148,22 @@ func (p *plan) compiler() (string, error) {
 		return resolve(p.line.compiler), nil
 	}
 	ld := resolve(p.line.compiler)
-	suffix := strings.TrimPrefix(filepath.Base(ld), "ld.lld")
-	for _, cand := range []string{ld, ""} {
-		if cand == "" {
-			real, err := filepath.EvalSymlinks(ld)
-			if err != nil {
-				break
-			}
-			cand = real
-			suffix = ""
+	cands := []string{}
+	if suffix, ok := strings.CutPrefix(filepath.Base(ld), "ld.lld"); ok {
+		cands = append(cands, filepath.Join(filepath.Dir(ld), "clang"+suffix))
+	}
+	if real, err := filepath.EvalSymlinks(ld); err == nil {
+		if suffix, ok := strings.CutPrefix(filepath.Base(real), "ld.lld"); ok {
+			cands = append(cands, filepath.Join(filepath.Dir(real), "clang"+suffix))
 		}
-		c := filepath.Join(filepath.Dir(cand), "clang"+suffix)
+	}
+	for _, c := range cands {
 		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	if p.lldMajorVersion != "" {
+		if c, err := exec.LookPath("clang-" + p.lldMajorVersion); err == nil {
 			return c, nil
 		}
 	}

@@ -32,6 +32,7 @@ type item struct {
 	viaLinker bool   // given inside -Wl, or -Xlinker
 	whole     bool   // --whole-archive in effect
 	lazy      bool   // inside the user's own --start-lib ... --end-lib
+	group     bool   // inside the user's own --start-group ... --end-group
 	static    bool   // -Bstatic in effect (for -l)
 }
 
@@ -43,15 +44,14 @@ type linkLine struct {
 	shared      bool
 	relocatable bool
 	static      bool
-	staticPie   bool
-	noPie       bool
-	pie         bool   // --pie given to the linker
-	direct      bool   // the command runs ld.lld itself, not the clang driver
-	linker      string // the -fuse-ld value, "" if none
-	ldPath      string // --ld-path
+	pie         bool // --pie given to the linker
+	direct      bool // the command runs lld itself, not the clang driver
 	searchDirs  []string
-	driverArgs  []string // every driver argument, for flags
-	linkerArgs  []string // every linker argument (from -Wl, and -Xlinker), for flags
+	// endLazy and endGroup are the --start-lib and --start-group state at
+	// the end of the command, where the final link adds the native objects.
+	endLazy, endGroup bool
+	driverArgs        []string // every driver argument, for flags
+	linkerArgs        []string // every linker argument (from -Wl, and -Xlinker), for flags
 }
 
 // driverSeparate lists clang driver options whose value is the next
@@ -89,13 +89,14 @@ var linkerSeparate = map[string]bool{
 }
 
 // parseLinkLine parses args (argv with the compiler first, response files
-// already expanded). dir is the directory the command runs in.
-func parseLinkLine(args []string, dir string) (*linkLine, error) {
+// already expanded): the arguments of lld itself if direct, else of the clang
+// driver. dir is the directory the command runs in.
+func parseLinkLine(args []string, dir string, direct bool) (*linkLine, error) {
 	if len(args) == 0 {
 		return nil, fmt.Errorf("no link command given")
 	}
-	l := &linkLine{compiler: args[0], output: "a.out"}
-	var whole, lazy, static bool
+	l := &linkLine{compiler: args[0], output: "a.out", direct: direct}
+	var whole, lazy, group, static bool
 	pending := "" // a linker option waiting for its value
 	var linker func(tok string)
 	rspDepth := 0
@@ -129,7 +130,7 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 			pending = ""
 			switch opt {
 			case "l", "library":
-				add(item{kind: itLib, lib: tok, static: static, whole: whole, lazy: lazy})
+				add(item{kind: itLib, lib: tok, static: static, whole: whole, lazy: lazy, group: group})
 				return
 			case "L", "library-path":
 				l.searchDirs = append(l.searchDirs, tok)
@@ -145,7 +146,7 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 				val := name[i+1:]
 				switch name[:i] {
 				case "library":
-					add(item{kind: itLib, lib: val, static: static, whole: whole, lazy: lazy})
+					add(item{kind: itLib, lib: val, static: static, whole: whole, lazy: lazy, group: group})
 					return
 				case "library-path":
 					l.searchDirs = append(l.searchDirs, val)
@@ -162,6 +163,10 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 				lazy = true
 			case "end-lib":
 				lazy = false
+			case "start-group", "(":
+				group = true
+			case "end-group", ")":
+				group = false
 			case "Bstatic", "static", "dn", "non_shared":
 				static = true
 			case "Bdynamic", "dy", "call_shared":
@@ -170,16 +175,16 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 				l.relocatable = true
 			case "shared", "Bshareable":
 				l.shared = true
-			case "no-pie", "nopie":
-				l.noPie, l.pie = true, false
-			case "pie":
-				l.noPie, l.pie = false, true
+			case "no-pie", "nopie", "no-pic-executable":
+				l.pie = false
+			case "pie", "pic-executable":
+				l.pie = true
 			default:
 				switch {
 				case linkerSeparate[name]:
 					pending = name
 				case strings.HasPrefix(tok, "-l") && len(tok) > 2:
-					add(item{kind: itLib, lib: tok[2:], static: static, whole: whole, lazy: lazy})
+					add(item{kind: itLib, lib: tok[2:], static: static, whole: whole, lazy: lazy, group: group})
 					return
 				case strings.HasPrefix(tok, "-L") && len(tok) > 2:
 					l.searchDirs = append(l.searchDirs, tok[2:])
@@ -188,10 +193,10 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 			add(item{kind: itLinker})
 			return
 		}
-		add(item{kind: itInput, path: tok, whole: whole, lazy: lazy})
+		add(item{kind: itInput, path: tok, whole: whole, lazy: lazy, group: group})
 	}
 
-	if l.direct = isLLD(args[0]); l.direct {
+	if direct {
 		for _, a := range args[1:] {
 			linker(a)
 		}
@@ -225,9 +230,9 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 			linker(next())
 		case a == "-l":
 			v := next()
-			l.items = append(l.items, item{kind: itLib, lib: v, orig: []string{a, v}, static: static || l.static, whole: whole, lazy: lazy})
+			l.items = append(l.items, item{kind: itLib, lib: v, orig: []string{a, v}, static: static || l.static, whole: whole, lazy: lazy, group: group})
 		case strings.HasPrefix(a, "-l") && len(a) > 2:
-			l.items = append(l.items, item{kind: itLib, lib: a[2:], orig: []string{a}, static: static || l.static, whole: whole, lazy: lazy})
+			l.items = append(l.items, item{kind: itLib, lib: a[2:], orig: []string{a}, static: static || l.static, whole: whole, lazy: lazy, group: group})
 		case a == "-L":
 			v := next()
 			l.searchDirs = append(l.searchDirs, v)
@@ -244,29 +249,15 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 		case a == "-static":
 			l.static = true
 			verbatim(a)
-		case a == "-static-pie":
-			l.staticPie = true
-			verbatim(a)
-		case a == "-no-pie" || a == "-nopie":
-			l.noPie = true
-			verbatim(a)
-		case a == "-pie":
-			l.noPie = false
-			verbatim(a)
-		case strings.HasPrefix(a, "-fuse-ld="):
-			l.linker = a[len("-fuse-ld="):]
-			verbatim(a)
-		case strings.HasPrefix(a, "--ld-path="):
-			l.ldPath = a[len("--ld-path="):]
-			verbatim(a)
 		case driverSeparate[a]:
 			verbatim(a, next())
 		case strings.HasPrefix(a, "-") && a != "-":
 			verbatim(a)
 		default:
-			l.items = append(l.items, item{kind: itInput, path: a, orig: []string{a}, whole: whole, lazy: lazy})
+			l.items = append(l.items, item{kind: itInput, path: a, orig: []string{a}, whole: whole, lazy: lazy, group: group})
 		}
 	}
+	l.endLazy, l.endGroup = lazy, group
 	// lld searches every -L directory, wherever it appears, for every -l.
 	for i := range l.items {
 		it := &l.items[i]
@@ -277,12 +268,6 @@ func parseLinkLine(args []string, dir string) (*linkLine, error) {
 	return l, nil
 }
 
-// isLLD reports whether a command is ld.lld itself (ld.lld, ld.lld-19).
-func isLLD(argv0 string) bool {
-	b := filepath.Base(argv0)
-	return b == "ld.lld" || strings.HasPrefix(b, "ld.lld-")
-}
-
 // wrap renders one linker argument for the command: as is for ld.lld,
 // after -Xlinker for the clang driver.
 func (l *linkLine) wrap(tok string) []string {
@@ -290,33 +275,6 @@ func (l *linkLine) wrap(tok string) []string {
 		return []string{tok}
 	}
 	return []string{"-Xlinker", tok}
-}
-
-// usesLLD reports whether the link runs lld.
-func (l *linkLine) usesLLD() bool {
-	if l.direct {
-		return true
-	}
-	if l.ldPath != "" {
-		return strings.Contains(filepath.Base(l.ldPath), "lld")
-	}
-	return l.linker == "lld" || strings.Contains(filepath.Base(l.linker), "lld")
-}
-
-// pic reports how the linker's in-process ThinLTO would set the relocation
-// model: PIC for -shared and PIE output (the default of Debian's clang, but
-// not of ld.lld run directly), static for -no-pie and -static, the modules'
-// own for -r (nil).
-func (l *linkLine) pic() *bool {
-	if l.relocatable {
-		return nil
-	}
-	if l.direct { // lld's own default is not PIE
-		v := l.shared || l.pie
-		return &v
-	}
-	v := l.shared || l.staticPie || !(l.noPie || l.static)
-	return &v
 }
 
 // findLib resolves -l<spec> the way lld does, but only in the -L

@@ -13,8 +13,18 @@ import (
 	"github.com/thindist/thindist/internal/action"
 )
 
-// finalLink runs the link with native objects in place of the bitcode.
-func (p *plan) finalLink(ctx context.Context) ([]string, error) {
+// finalLink runs the link with native objects in place of the bitcode,
+// laid out as lld's in-process LTO lays out its link: every input that is
+// not bitcode keeps its place on the command line (members the thin link
+// extracted from a library in the order it extracted them), and the native
+// objects, in the order of lld's index (the modules' link order), come
+// after all of them, as lld appends the objects its LTO produced to the
+// files it already has. The order of input sections in the output, and so
+// the section layout and the entry point, are then those of the in-process
+// link (for the kernel: head_64.o's startup_64 stays first in .head.text).
+// Through the clang driver, the driver's own trailing libraries and crt
+// objects still come after the native objects.
+func (p *plan) finalLink(ctx context.Context, linked []*Module) ([]string, error) {
 	var forceErr error
 	// A file linked as a plain object must appear once, although an archive
 	// (a thin one: the same member files) may be given twice.
@@ -30,24 +40,22 @@ func (p *plan) finalLink(ctx context.Context) ([]string, error) {
 		return out
 	}
 	args := p.render(func(i int, it item) ([]string, bool) {
-		if m, ok := p.single[i]; ok {
-			if !m.linked {
-				return []string{}, true // a lazy module the link did not use
-			}
-			return group(it, once([]string{m.Native}), nil), true
+		if _, ok := p.single[i]; ok {
+			return []string{}, true // its native object comes at the end
 		}
 		if ents, ok := p.archive[i]; ok {
 			var plain, lazy []string
 			for _, e := range ents {
 				switch {
-				case e.mod != nil && e.mod.linked:
-					plain = append(plain, e.mod.Native)
-				case e.mod != nil: // a bitcode member the link did not use
+				case e.mod != nil: // its native object comes at the end
 				case p.extracted[e.file]:
 					plain = append(plain, e.file)
 				default:
 					lazy = append(lazy, e.file)
 				}
+			}
+			if !it.whole {
+				sort.SliceStable(plain, func(a, b int) bool { return p.extractOrder[plain[a]] < p.extractOrder[plain[b]] })
 			}
 			return group(it, once(plain), lazy), true
 		}
@@ -72,6 +80,22 @@ func (p *plan) finalLink(ctx context.Context) ([]string, error) {
 	})
 	if forceErr != nil {
 		return nil, &Error{Step: "extracting archive members for the final link", Err: forceErr}
+	}
+	var natives []string
+	for _, m := range linked {
+		natives = append(natives, m.Native)
+	}
+	natives = once(natives)
+	// Plain objects, whatever --start-lib or --start-group the command
+	// leaves open at its end.
+	if p.line.endLazy {
+		natives = append(append([]string{"--end-lib"}, natives...), "--start-lib")
+	}
+	if p.line.endGroup {
+		natives = append(append([]string{"--end-group"}, natives...), "--start-group")
+	}
+	for _, f := range natives {
+		args = append(args, p.line.wrap(f)...)
 	}
 	rsp := filepath.Join(p.work, "final-link.rsp")
 	if err := writeResponseFile(p.abs(rsp), args); err != nil {
@@ -116,10 +140,19 @@ func (p *plan) forcedMembers(i int, spelled string) ([]string, error) {
 	}
 	var files []string
 	for _, name := range names {
+		// lld names a thin archive's member by the path the archive
+		// records ("../obj/x.o"), a regular archive's by its base name.
 		var found []Member
 		for _, m := range ar.Members {
-			if filepath.Base(m.Name) == name {
+			if m.Name == name {
 				found = append(found, m)
+			}
+		}
+		if len(found) == 0 {
+			for _, m := range ar.Members {
+				if filepath.Base(m.Name) == name {
+					found = append(found, m)
+				}
 			}
 		}
 		if len(found) != 1 {

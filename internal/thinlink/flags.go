@@ -13,18 +13,17 @@ import (
 //     default is O2.
 //   - -ffunction-sections -fdata-sections -faddrsig: lld always enables them
 //     for LTO code, so --gc-sections and --icf work on it.
-//   - -fpic for -shared and PIE links, -fno-pic for -no-pie and -static
-//     ones, nothing for -r (lld then keeps each module's own model).
-//   - -march, -mcpu, -mtune, --target, -m32/-m64: the driver derives
-//     -plugin-opt=mcpu and the target from them. The linker's own --lto-O<n>,
-//     --plugin-opt=O<n> and --plugin-opt=mcpu= override the driver's.
+//   - -march, -mcpu, -mtune: the driver derives -plugin-opt=mcpu from them.
+//     The linker's own --lto-O<n>, --plugin-opt=O<n> and
+//     --plugin-opt=mcpu= override the driver's.
 //   - -mllvm options, which the driver forwards to lld's LTO.
 //   - -fprofile-sample-use: the sample profile is applied again after
 //     importing; the file becomes a common input of every action.
 //   - -Wno-unused-command-line-argument, because some of these mean nothing
 //     for IR input.
 //
-// The returned profile lists input files every backend reads.
+// The target triple and the relocation model depend on each module: see
+// moduleFlags. The returned profile lists input files every backend reads.
 func (l *linkLine) backendFlags() (flags []string, profiles []string) {
 	opt := "-O2"
 	var target []string
@@ -41,13 +40,8 @@ func (l *linkLine) backendFlags() (flags []string, profiles []string) {
 			opt = "-O2"
 		case a == "-O3" || a == "-O4" || a == "-Ofast":
 			opt = "-O3"
-		case strings.HasPrefix(a, "-march=") || strings.HasPrefix(a, "-mcpu=") ||
-			strings.HasPrefix(a, "-mtune=") || strings.HasPrefix(a, "--target=") ||
-			a == "-m32" || a == "-m64" || a == "-mx32":
+		case strings.HasPrefix(a, "-march=") || strings.HasPrefix(a, "-mcpu=") || strings.HasPrefix(a, "-mtune="):
 			target = append(target, a)
-		case a == "-target" && i+1 < len(args):
-			target = append(target, "--target="+args[i+1])
-			i++
 		case a == "-mllvm" && i+1 < len(args):
 			mllvm = append(mllvm, a, args[i+1])
 			i++
@@ -71,13 +65,6 @@ func (l *linkLine) backendFlags() (flags []string, profiles []string) {
 	}
 	flags = append(flags, target...)
 	flags = append(flags, opt, "-faddrsig", "-ffunction-sections", "-fdata-sections")
-	if pic := l.pic(); pic != nil {
-		if *pic {
-			flags = append(flags, "-fpic")
-		} else {
-			flags = append(flags, "-fno-pic")
-		}
-	}
 	flags = append(flags, mllvm...)
 	return flags, profiles
 }

@@ -16,9 +16,16 @@ type entry struct {
 	file string
 }
 
-// findModules classifies every input of the link by content.
-func (p *plan) findModules() error {
-	nar := 0
+// bitcodeInput is an input of the link that holds bitcode.
+type bitcodeInput struct {
+	item int      // its index among the link's items
+	path string   // as spelled
+	ar   *Archive // nil for a bitcode object
+}
+
+// findInputs classifies every input of the link by content, writing
+// nothing: a link without bitcode runs unchanged and leaves no trace.
+func (p *plan) findInputs() {
 	for i, it := range p.line.items {
 		var path string
 		switch it.kind {
@@ -34,7 +41,7 @@ func (p *plan) findModules() error {
 		case KindMissing:
 			p.missing = append(p.missing, path)
 		case KindBitcode:
-			p.single[i] = p.addModule(p.portable(path), path, mangle(path), p.abs(path), "")
+			p.bitcode = append(p.bitcode, bitcodeInput{item: i, path: path})
 		case KindArchive, KindThin:
 			ar, err := readArchive(p.abs(path))
 			if err != nil {
@@ -48,13 +55,26 @@ func (p *plan) findModules() error {
 				p.passed[i] = path
 				continue
 			}
-			ents, err := p.unpack(ar, path, nar)
-			if err != nil {
-				return fmt.Errorf("unpacking %s: %w", path, err)
-			}
-			nar++
-			p.archive[i] = ents
+			p.bitcode = append(p.bitcode, bitcodeInput{item: i, path: path, ar: ar})
 		}
+	}
+}
+
+// addModules names every bitcode module of the link, in command-line order,
+// writing the members of regular archives into the work directory.
+func (p *plan) addModules() error {
+	nar := 0
+	for _, in := range p.bitcode {
+		if in.ar == nil {
+			p.single[in.item] = p.addModule(p.portable(in.path), in.path, mangle(in.path), p.abs(in.path), "")
+			continue
+		}
+		ents, err := p.unpack(in.ar, in.path, nar)
+		if err != nil {
+			return fmt.Errorf("unpacking %s: %w", in.path, err)
+		}
+		nar++
+		p.archive[in.item] = ents
 	}
 	return nil
 }

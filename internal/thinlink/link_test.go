@@ -280,9 +280,9 @@ func TestLinkErrors(t *testing.T) {
 			want []string
 		}{
 			{"no bitcode", append(base, "obj/asm.o", "obj/nolto.o", "-o", "e1"),
-				[]string{"looking for bitcode", "no input of the link is LLVM bitcode"}},
+				[]string{"run unchanged: no input holds bitcode"}},
 			{"missing archive", append(base, "obj/main.o", "obj/core.o", "lib/libmissing.a", "-o", "e2"),
-				[]string{"the thin link", "lib/libmissing.a", "no such file"}},
+				[]string{"lib/libmissing.a", "no such file"}},
 			{"duplicate symbol", append(base, "obj/main.o", "obj/core.o", "-Llib", "-la", "-Wl,lib/libt.a", "obj/asm.o",
 				"obj/nolto.o", "obj/hot.o", "obj/cls.o", "lib/libw.a", "obj/core.o", "-o", "e5"),
 				[]string{"the thin link", "duplicate symbol", "f_core"}},

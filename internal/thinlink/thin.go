@@ -137,10 +137,14 @@ func (p *plan) readWhyExtract(path string) error {
 	p.extracted = map[string]bool{}
 	p.members = map[string][]string{}
 	p.forced = map[string]bool{}
+	p.extractOrder = map[string]int{}
 	for _, l := range lines[min(1, len(lines)):] { // a header line first
 		f := strings.Split(l, "\t")
 		if len(f) < 2 {
 			continue
+		}
+		if !p.extracted[f[1]] {
+			p.extractOrder[f[1]] = len(p.extractOrder)
 		}
 		p.extracted[f[1]] = true
 		if i := strings.LastIndex(f[1], "("); i > 0 && strings.HasSuffix(f[1], ")") {

@@ -121,32 +121,42 @@ type Module struct {
 
 // Result describes a finished link.
 type Result struct {
-	Output   string    // the link's -o, as the command spells it
-	Modules  []*Module // in link order, only those the link uses
-	Actions  []*action.Action
-	WorkDir  string
-	ThinLink []string // the thin link command (with its response file)
-	Final    []string // the final link command
+	// Unchanged is set when no input held bitcode and the command ran as
+	// it was given.
+	Unchanged bool
+	Output    string    // the link's -o, as the command spells it
+	Modules   []*Module // in link order, only those the link uses
+	Actions   []*action.Action
+	WorkDir   string
+	ThinLink  []string // the thin link command (with its response file)
+	Final     []string // the final link command
 }
 
 type plan struct {
-	opts    Options
-	line    *linkLine
-	work    string // work directory as used in commands (relative to Dir if possible)
-	modules map[string]*Module
-	order   []*Module           // every module, in command-line order
-	archive map[int][]entry     // item index -> replacement
-	single  map[int]*Module     // item index -> plain bitcode object
-	ids     map[string]string   // keep names used
-	idx     string              // where lld writes the index shards
-	native  string              // the prefix of lld's native object names in index.txt
-	missing []string            // inputs that cannot be opened (left to the linker)
-	passed  map[int]string      // item index -> archive without bitcode
-	members map[string][]string // archive as lld names it -> members it extracted
-	forced  map[string]bool     // archives (as lld names them) whose members are forced
+	opts Options
+	line *linkLine
+	// ld is the linker's own command line: line itself when the command
+	// runs lld, else the link job of the driver.
+	ld              *linkLine
+	lldMajorVersion string         // of the lld the command runs
+	bitcode         []bitcodeInput // the inputs holding bitcode, in command-line order
+	work            string         // work directory as used in commands (relative to Dir if possible)
+	modules         map[string]*Module
+	order           []*Module           // every module, in command-line order
+	archive         map[int][]entry     // item index -> replacement
+	single          map[int]*Module     // item index -> plain bitcode object
+	ids             map[string]string   // keep names used
+	idx             string              // where lld writes the index shards
+	native          string              // the prefix of lld's native object names in index.txt
+	missing         []string            // inputs that cannot be opened (left to the linker)
+	passed          map[int]string      // item index -> archive without bitcode
+	members         map[string][]string // archive as lld names it -> members it extracted
+	forced          map[string]bool     // archives (as lld names them) whose members are forced
 	// extracted holds what the thin link extracted from archives and
 	// --start-lib groups, as lld names it ("dir/x.o", "lib.a(m.o)").
 	extracted map[string]bool
+	// extractOrder numbers them in the order lld extracted them.
+	extractOrder map[string]int
 }
 
 // Link runs the whole flow and returns what it did.
@@ -172,20 +182,25 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	if err != nil {
 		return nil, &Error{Step: "reading the link command's response files", Err: err}
 	}
-	line, err := parseLinkLine(args, opts.Dir)
-	if err != nil {
+	p := &plan{opts: opts, modules: map[string]*Module{}, archive: map[int][]entry{},
+		single: map[int]*Module{}, ids: map[string]string{}, passed: map[int]string{}}
+	// The command runs lld itself if it says so; anything else is taken for
+	// a compiler driver.
+	p.lldMajorVersion = p.lldMajor(ctx, args[0])
+	if p.line, err = parseLinkLine(args, opts.Dir, p.lldMajorVersion != ""); err != nil {
 		return nil, &Error{Step: "reading the link command", Err: err}
 	}
-	if !line.usesLLD() {
-		return nil, &Error{Step: "reading the link command", Err: fmt.Errorf(
-			"thindist link needs lld for the thin link (--thinlto-index-only); add -fuse-ld=lld to the link command")}
+	p.findInputs()
+	if len(p.bitcode) == 0 {
+		return &Result{Unchanged: true, Output: p.line.output}, p.runUnchanged(ctx)
 	}
-	p := &plan{opts: opts, line: line, modules: map[string]*Module{}, archive: map[int][]entry{},
-		single: map[int]*Module{}, ids: map[string]string{}, passed: map[int]string{}}
+	if err := p.findLinker(ctx); err != nil {
+		return nil, &Error{Step: "finding the linker", Err: err}
+	}
 
 	work := opts.WorkDir
 	if work == "" {
-		work = line.output + ".thindist.d"
+		work = p.line.output + ".thindist.d"
 	}
 	if err := p.makeWorkDir(work); err != nil {
 		return nil, &Error{Step: "creating the work directory", Err: err}
@@ -197,19 +212,10 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 			fmt.Fprintf(opts.Stderr, "thindist: kept the work directory %s\n", p.work)
 		}
 	}()
-
-	if err := p.findModules(); err != nil {
+	if err := p.addModules(); err != nil {
 		return nil, &Error{Step: "looking for bitcode among the link's inputs", Err: err}
 	}
-	if len(p.order) == 0 {
-		msg := "no input of the link is LLVM bitcode, so there is nothing to compile (were the objects built with -flto=thin?); " +
-			"link without thindist, or check the command"
-		if len(p.missing) > 0 {
-			msg += fmt.Sprintf("; these inputs cannot be opened: %s", strings.Join(p.missing, ", "))
-		}
-		return nil, &Error{Step: "looking for bitcode among the link's inputs", Err: errors.New(msg)}
-	}
-	res = &Result{WorkDir: p.work, Output: line.output}
+	res = &Result{WorkDir: p.work, Output: p.line.output}
 
 	endThin := opts.phase("thin link")
 	linked, thin, err := p.thinLink(ctx)
@@ -239,7 +245,7 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		}
 	}
 	endFinal := opts.phase("final link")
-	res.Final, err = p.finalLink(ctx)
+	res.Final, err = p.finalLink(ctx, linked)
 	endFinal()
 	return res, err
 }

@@ -51,7 +51,7 @@ func TestParseLinkLine(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "L", "liby.a"), []byte("!<arch>\n"), 0o644)
 	l, err := parseLinkLine([]string{"clang++", "-O3", "-fuse-ld=lld", "a.o", "-Wl,-rpath,/opt/lib,--whole-archive,w.a,--no-whole-archive",
 		"-Xlinker", "-soname", "-Xlinker", "libq.so", "-lx", "-ly", "-Wl,-Bstatic", "-ly", "-L", "L", "-x", "c",
-		"-Wl,--start-lib", "lazy.o", "-Wl,--end-lib", "-oapp", "-Wl,-z,now", "-T", "script.ld", "-shared"}, dir)
+		"-Wl,--start-lib", "lazy.o", "-Wl,--end-lib", "-oapp", "-Wl,-z,now", "-T", "script.ld", "-shared"}, dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +77,11 @@ func TestParseLinkLine(t *testing.T) {
 	if want := []string{"x=L/libx.a", "y=L/liby.so", "y=L/liby.a"}; !reflect.DeepEqual(libs, want) {
 		t.Errorf("libs = %q, want %q", libs, want)
 	}
-	if l.output != "app" || !l.shared || !l.usesLLD() {
-		t.Errorf("output %q shared %v lld %v", l.output, l.shared, l.usesLLD())
+	if l.output != "app" || !l.shared {
+		t.Errorf("output %q shared %v", l.output, l.shared)
 	}
 	flags, _ := l.backendFlags()
-	if want := []string{"-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fpic"}; !reflect.DeepEqual(flags, want) {
+	if want := []string{"-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections"}; !reflect.DeepEqual(flags, want) {
 		t.Errorf("backend flags = %q, want %q", flags, want)
 	}
 }
@@ -91,13 +91,13 @@ func TestBackendFlagsFollowTheLink(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"clang", "-fuse-ld=lld"}, []string{"-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fpic"}},
-		{[]string{"clang", "-Os", "-no-pie", "-march=x86-64-v3"}, []string{"-march=x86-64-v3", "-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fno-pic"}},
+		{[]string{"clang", "-fuse-ld=lld", "--target=x86_64-linux-gnu", "-m32"}, []string{"-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections"}},
+		{[]string{"clang", "-Os", "-no-pie", "-march=x86-64-v3"}, []string{"-march=x86-64-v3", "-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections"}},
 		{[]string{"clang", "-O0", "-r", "-mllvm", "-x=1"}, []string{"-O0", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-mllvm", "-x=1"}},
-		{[]string{"clang", "-Ofast", "-static", "-fprofile-sample-use=p.prof"}, []string{"-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fno-pic"}},
-		{[]string{"clang", "-O1", "-Wl,--lto-O3,--plugin-opt=mcpu=znver3"}, []string{"-Xclang", "-target-cpu", "-Xclang", "znver3", "-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-fpic"}},
+		{[]string{"clang", "-Ofast", "-static", "-fprofile-sample-use=p.prof"}, []string{"-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections"}},
+		{[]string{"clang", "-O1", "-Wl,--lto-O3,--plugin-opt=mcpu=znver3"}, []string{"-Xclang", "-target-cpu", "-Xclang", "znver3", "-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections"}},
 	} {
-		l, _ := parseLinkLine(c.args, t.TempDir())
+		l, _ := parseLinkLine(c.args, t.TempDir(), false)
 		got, profiles := l.backendFlags()
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%q: flags %q, want %q", c.args, got, c.want)
@@ -105,6 +105,62 @@ func TestBackendFlagsFollowTheLink(t *testing.T) {
 		if strings.Contains(strings.Join(c.args, " "), "sample") != (len(profiles) == 1) {
 			t.Errorf("%q: profiles %q", c.args, profiles)
 		}
+	}
+}
+
+// TestRelocModel follows lld's createConfig: the linker's own options decide.
+func TestRelocModel(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want relocModel
+	}{
+		{[]string{"ld.lld", "a.o"}, relocStatic},
+		{[]string{"ld.lld", "-pie", "a.o"}, relocPIC},
+		{[]string{"ld.lld", "--pie", "--no-pie", "a.o"}, relocStatic},
+		{[]string{"ld.lld", "--pic-executable", "a.o"}, relocPIC},
+		{[]string{"ld.lld", "-shared", "a.o"}, relocPIC},
+		{[]string{"ld.lld", "-r", "-pie", "a.o"}, relocOfModule},
+		{[]string{"ld.lld", "--relocatable", "a.o"}, relocOfModule},
+		{[]string{"ld.lld", "-static", "-pie", "a.o"}, relocPIC}, // -static-pie
+	} {
+		l, err := parseLinkLine(c.args, t.TempDir(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.relocModel(); got != c.want {
+			t.Errorf("%q: %v, want %v", c.args, got, c.want)
+		}
+	}
+}
+
+// TestGroupKeepsLazyFilesOutside: lld refuses --start-lib inside
+// --start-group, so lazy files close and reopen the user's group.
+func TestGroupKeepsLazyFilesOutside(t *testing.T) {
+	l, err := parseLinkLine([]string{"ld.lld", "a.o", "--start-group", "x.a", "-(", "y.a", "-)", "--end-group", "z.a"}, t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []bool
+	for _, it := range l.items {
+		if it.kind == itInput {
+			groups = append(groups, it.group)
+		}
+	}
+	if want := []bool{false, true, true, false}; !reflect.DeepEqual(groups, want) {
+		t.Errorf("in a group: %v, want %v", groups, want)
+	}
+	got := group(item{group: true}, []string{"p.o"}, []string{"m1.o", "m2.o"})
+	want := []string{"p.o", "--end-group", "--start-lib", "m1.o", "m2.o", "--end-lib", "--start-group"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("group: %q, want %q", got, want)
+	}
+}
+
+func TestSplitDriverJob(t *testing.T) {
+	got := splitDriverJob(` "/usr/bin/ld.lld" "-pie" "a b.o" "q\"x" "\$y" "c\\d"`)
+	want := []string{"/usr/bin/ld.lld", "-pie", "a b.o", `q"x`, "$y", `c\d`}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
