@@ -32,6 +32,7 @@ func TestLinkInterrupt(t *testing.T) {
 			pids := filepath.Join(dir, "pids")
 			ld := filepath.Join(dir, "ld.lld")
 			script := `#!/bin/sh
+case "$1" in --version|-v) exec ` + filepath.Join(llvmBin, "ld.lld") + ` "$@";; esac
 case "$*" in *--thinlto-index-only*) step=thin;; *) step=final;; esac
 if [ "$step" = ` + step + ` ]; then
   echo $$ > ` + pids + `.tmp && mv ` + pids + `.tmp ` + pids + `

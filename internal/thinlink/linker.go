@@ -21,18 +21,21 @@ import (
 var lldVersion = regexp.MustCompile(`\bLLD (\d+)\.\d+`)
 
 // lldMajor runs `tool --version` and returns lld's major version, or "" when
-// the tool is not lld (a clang driver, GNU ld, a script that fails).
-func (p *plan) lldMajor(ctx context.Context, tool string) string {
+// the tool is not lld (a clang driver, GNU ld, a script that fails). The
+// only error is the cancellation of ctx.
+func (p *plan) lldMajor(ctx context.Context, tool string) (string, error) {
 	var stdout bytes.Buffer
 	out, err := p.run(ctx, []string{tool, "--version"}, &stdout)
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
 	if err != nil {
-		return ""
+		return "", nil
 	}
-	m := lldVersion.FindStringSubmatch(stdout.String() + out)
-	if m == nil {
-		return ""
+	if m := lldVersion.FindStringSubmatch(stdout.String() + out); m != nil {
+		return m[1], nil
 	}
-	return m[1]
+	return "", nil
 }
 
 // findLinker makes sure the link runs lld and learns the linker's own
@@ -47,6 +50,9 @@ func (p *plan) findLinker(ctx context.Context) error {
 	cmd := append(append([]string{}, p.opts.Command...), "-###")
 	var stdout bytes.Buffer
 	out, err := p.run(ctx, cmd, &stdout)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	if err != nil {
 		// The driver checks its inputs: a missing one is reported here.
 		var msgs []string
@@ -66,7 +72,10 @@ func (p *plan) findLinker(ctx context.Context) error {
 	if len(job) == 0 {
 		return fmt.Errorf("%s -### shows no link job; is %s a clang driver?", p.line.compiler, p.line.compiler)
 	}
-	if p.lldMajorVersion = p.lldMajor(ctx, job[0]); p.lldMajorVersion == "" {
+	if p.lldMajorVersion, err = p.lldMajor(ctx, job[0]); err != nil {
+		return err
+	}
+	if p.lldMajorVersion == "" {
 		return fmt.Errorf("the link runs the linker %s, which is not lld (its --version does not say LLD); "+
 			"thindist link needs lld for the thin link (--thinlto-index-only): add -fuse-ld=lld or --ld-path=<your ld.lld>", job[0])
 	}

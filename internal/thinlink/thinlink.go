@@ -186,7 +186,9 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		single: map[int]*Module{}, ids: map[string]string{}, passed: map[int]string{}}
 	// The command runs lld itself if it says so; anything else is taken for
 	// a compiler driver.
-	p.lldMajorVersion = p.lldMajor(ctx, args[0])
+	if p.lldMajorVersion, err = p.lldMajor(ctx, args[0]); err != nil {
+		return nil, &Error{Step: "asking " + args[0] + " what it is (--version)", Err: err}
+	}
 	if p.line, err = parseLinkLine(args, opts.Dir, p.lldMajorVersion != ""); err != nil {
 		return nil, &Error{Step: "reading the link command", Err: err}
 	}
