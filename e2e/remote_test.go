@@ -45,12 +45,17 @@ func copyProgram(t *testing.T, p *testprog.Program) *testprog.Program {
 	return &q
 }
 
+// remoteOnly keeps every action remote (no hybrid local side), for tests
+// that count what the server did. A later --remote-local-jobs wins.
+const remoteOnly = "--remote-local-jobs=0"
+
 // remoteLink links p through thindist on the server at addr and returns
-// its stderr and error.
+// its stderr and error. Every action goes remote unless args say
+// otherwise.
 func remoteLink(t *testing.T, p *testprog.Program, addr string, args ...string) (string, error) {
 	t.Helper()
 	l := linkCmd{p: p, objs: p.Objects, out: "prog-dtlto", dist: thindist,
-		distArgs: append([]string{"--no-cache", "--remote=grpc://" + addr}, args...)}
+		distArgs: append([]string{"--no-cache", "--remote=grpc://" + addr, remoteOnly}, args...)}
 	return l.run(t)
 }
 
@@ -93,7 +98,7 @@ func parseRemote(t *testing.T, stderr string) remoteSummary {
 func TestRemoteLink(t *testing.T) {
 	p := remoteProgram(t)
 	srv, addr := fakeRemote(t, reapitest.Options{Zstd: true, MaxBatchTotalSizeBytes: 4 << 10})
-	stderr := checkBoth(t, p, linkCmd{distArgs: []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none"}})
+	stderr := checkBoth(t, p, linkCmd{distArgs: []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none", remoteOnly}})
 	st := srv.Stats()
 	sum := parseRemote(t, stderr)
 	jobs := len(p.Modules)
@@ -109,6 +114,11 @@ func TestRemoteLink(t *testing.T) {
 	}
 	if st.RPCs[reapitest.MethodWrite] == 0 {
 		t.Errorf("no ByteStream upload with a 4 KiB batch limit: %v", st.RPCs)
+	}
+	// The remote cache looks each action up; the executor does not look it
+	// up again under its executable digest (issue 10, item 4).
+	if n := st.RPCs[reapitest.MethodGetActionResult]; n != int64(jobs) {
+		t.Errorf("cold link: %d GetActionResult calls for %d actions, want one each", n, jobs)
 	}
 	t.Logf("cold: %s", firstMatch(stderr))
 
@@ -169,39 +179,54 @@ func TestRemoteFaults(t *testing.T) {
 		{"upload-unavailable", reapitest.MethodBatchUpdateBlobs, reapitest.FaultUnavailable, 2, true},
 		{"find-missing-deadline", reapitest.MethodFindMissingBlobs, reapitest.FaultDeadlineExceeded, 2, true},
 	}
+	// Every fault with every fallback, remote only and hybrid (this machine
+	// compiles too) with and without races.
+	modes := []struct {
+		name string
+		args []string
+	}{{"remote-only", nil}, {"hybrid", []string{"--remote-local-jobs=2"}}, {"hybrid-no-race", []string{"--remote-local-jobs=2", "--no-race"}}}
 	for _, f := range faults {
 		for _, fallback := range []string{"local", "none"} {
-			t.Run(f.name+"/"+fallback, func(t *testing.T) {
-				q := copyProgram(t, p)
-				// Small batches so that objects are read with ByteStream.
-				limit := int64(4 << 10)
-				if f.method == reapitest.MethodRead {
-					limit = 1 << 10 // every object is read with ByteStream
-				}
-				srv, addr := fakeRemote(t, reapitest.Options{MaxBatchTotalSizeBytes: limit})
-				srv.InjectFault(f.method, f.fault, f.n)
-				stderr, err := remoteLink(t, q, addr, "--remote-fallback="+fallback, "--remote-retries=4")
-				ok := wantCorrectOrFailed(t, q, stderr, err)
-				if f.n < 1000 && srv.PendingFaults(f.method, f.fault) == f.n {
-					t.Errorf("the fault never fired")
-				}
-				switch {
-				case fallback == "local" && !ok:
-					t.Errorf("with --remote-fallback=local the link failed:\n%s", stderr)
-				case fallback == "none" && f.recovers && !ok:
-					t.Errorf("the client should get over %s by itself:\n%s", f.name, stderr)
-				case fallback == "none" && !f.recovers && ok:
-					t.Errorf("with --remote-fallback=none a faulty result was accepted:\n%s", stderr)
-				}
-				// A service that stays unavailable trips the run-wide
-				// breaker: "compiling it and the remaining actions locally".
-				if fallback == "local" && !f.recovers && !fallbackWarning.MatchString(stderr) {
-					t.Errorf("no warning about the local fallback:\n%s", stderr)
-				}
-				if testing.Verbose() {
-					t.Logf("%s", stderr)
-				}
-			})
+			for _, mode := range modes {
+				t.Run(f.name+"/"+fallback+"/"+mode.name, func(t *testing.T) {
+					q := copyProgram(t, p)
+					// Small batches so that objects are read with ByteStream.
+					limit := int64(4 << 10)
+					if f.method == reapitest.MethodRead {
+						limit = 1 << 10 // every object is read with ByteStream
+					}
+					srv, addr := fakeRemote(t, reapitest.Options{MaxBatchTotalSizeBytes: limit})
+					srv.InjectFault(f.method, f.fault, f.n)
+					args := append([]string{"--remote-fallback=" + fallback, "--remote-retries=4"}, mode.args...)
+					stderr, err := remoteLink(t, q, addr, args...)
+					ok := wantCorrectOrFailed(t, q, stderr, err)
+					switch {
+					case fallback == "local" && !ok:
+						t.Errorf("with --remote-fallback=local the link failed:\n%s", stderr)
+					case fallback == "none" && f.recovers && !ok:
+						t.Errorf("the client should get over %s by itself:\n%s", f.name, stderr)
+					}
+					// In hybrid mode the faulty call may not come: the
+					// actions it would hit may have been compiled here.
+					if mode.name == "remote-only" {
+						if f.n < 1000 && srv.PendingFaults(f.method, f.fault) == f.n {
+							t.Errorf("the fault never fired")
+						}
+						if fallback == "none" && !f.recovers && ok {
+							t.Errorf("with --remote-fallback=none a faulty result was accepted:\n%s", stderr)
+						}
+						// A service that stays unavailable trips the
+						// run-wide breaker: "compiling it and the remaining
+						// actions locally".
+						if fallback == "local" && !f.recovers && !fallbackWarning.MatchString(stderr) {
+							t.Errorf("no warning about the local fallback:\n%s", stderr)
+						}
+					}
+					if testing.Verbose() {
+						t.Logf("%s", stderr)
+					}
+				})
+			}
 		}
 	}
 }
@@ -327,7 +352,7 @@ func TestRemoteHeadersInstanceTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, addr := fakeRemote(t, reapitest.Options{TLS: tlsCfg})
-	base := []string{"--no-cache", "--remote=grpcs://" + addr, "--remote-ca=" + files.CACert, "--remote-fallback=none",
+	base := []string{"--no-cache", "--remote=grpcs://" + addr, "--remote-ca=" + files.CACert, "--remote-fallback=none", remoteOnly,
 		"--remote-instance=team/linux", "--remote-header=x-buildbuddy-api-key=sekrit", "--remote-header=X-Other=1"}
 	l := linkCmd{p: p, objs: p.Objects, out: "prog-dtlto", dist: thindist,
 		distArgs: append(base, "--remote-cert="+files.ClientCert, "--remote-key="+files.ClientKey)}
@@ -561,7 +586,7 @@ func TestRemoteAbsolutePaths(t *testing.T) {
 	p := remoteProgram(t)
 	srv, addr := fakeRemote(t, reapitest.Options{})
 	l := linkCmd{p: p, objs: p.AbsObjects(), out: "prog-dtlto", dist: thindist,
-		distArgs: []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none"}}
+		distArgs: []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none", remoteOnly}}
 	stderr, err := l.run(t)
 	if !wantCorrectOrFailed(t, p, stderr, err) {
 		t.Fatal(stderr)
@@ -702,4 +727,63 @@ func TestRemoteCompileErrorIsFinal(t *testing.T) {
 	if n, m := strings.Count(stderr, "worker-side: error"), strings.Count(stderr, "failed on a remote worker"); n != m {
 		t.Errorf("the worker's stderr is shown %d times for %d failed actions, want once each:\n%s", n, m, stderr)
 	}
+}
+
+// hybridLine reads the hybrid part of the remote summary line.
+var hybridLine = regexp.MustCompile(`(\d+) compiled here beside the remote, (\d+) raced \((\d+) won here\)`)
+
+func parseHybrid(t *testing.T, stderr string) (local, raced, wonHere int) {
+	t.Helper()
+	m := hybridLine.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no hybrid figures in the remote summary:\n%s", stderr)
+	}
+	n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
+	return n(1), n(2), n(3)
+}
+
+// TestRemoteHybrid: with one slow worker slot, this machine compiles
+// beside the cluster: both sides compile, and the program is right.
+func TestRemoteHybrid(t *testing.T) {
+	p := remoteProgram(t)
+	for _, race := range []string{"--no-race=false", "--no-race"} {
+		t.Run(race, func(t *testing.T) {
+			q := copyProgram(t, p)
+			srv, addr := fakeRemote(t, reapitest.Options{Workers: 1, ExecutingFor: 500 * time.Millisecond})
+			stderr, err := remoteLink(t, q, addr, "--remote-local-jobs=2", "--remote-fallback=none", race)
+			if !wantCorrectOrFailed(t, q, stderr, err) {
+				t.Fatalf("link failed:\n%s", stderr)
+			}
+			local, _, _ := parseHybrid(t, stderr)
+			if st := srv.Stats(); st.Executions == 0 || local == 0 {
+				t.Errorf("%d remote executions, %d compiled here: want both sides to compile\n%s", st.Executions, local, stderr)
+			}
+			noLeftovers(t, q.Dir)
+			t.Logf("%s", firstMatch(stderr))
+		})
+	}
+}
+
+// TestRemoteRace: one action stalls on its worker (which would hold the
+// link for --remote-exec-stall, 5 minutes by default); once everything
+// else is done a local slot races it, the local run wins, the remote
+// execution is cancelled (the server sees it), and exactly one result is
+// linked.
+func TestRemoteRace(t *testing.T) {
+	p := remoteProgram(t)
+	srv, addr := fakeRemote(t, reapitest.Options{})
+	srv.StallNext(1)
+	stderr, err := remoteLink(t, p, addr, "--remote-local-jobs=1", "--remote-fallback=none")
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatalf("link failed:\n%s", stderr)
+	}
+	_, raced, wonHere := parseHybrid(t, stderr)
+	if raced == 0 || wonHere == 0 {
+		t.Errorf("%d raced, %d won here: want the stalled action won by this machine\n%s", raced, wonHere, stderr)
+	}
+	if n := srv.Stats().Cancellations; n == 0 {
+		t.Errorf("the server saw no cancellation of the stalled execution")
+	}
+	noLeftovers(t, p.Dir)
+	t.Logf("%s", firstMatch(stderr))
 }

@@ -44,6 +44,13 @@ type Remote struct {
 
 	// cacheImplied: CacheOnly was set by Bazel's --remote_cache alone.
 	cacheImplied bool
+	// LocalJobs bounds the actions this machine compiles beside the
+	// remote ones (hybrid execution); -1: Config.Jobs, 0: none (only
+	// fallbacks).
+	LocalJobs int
+	// NoRace turns off racing: running a remote action locally as well
+	// once nothing is left to start and a local slot is free.
+	NoRace bool
 }
 
 // KVList is a repeatable KEY=VALUE flag. From an environment variable it
@@ -137,9 +144,21 @@ func (r *Remote) register(fs *FlagSet) {
 			"container-image=docker://..., Pool=...")
 	fs.String(&r.Compiler, "remote-compiler", g, "PATH", "",
 		"the compiler's path on the workers (default: the same path as on this machine)")
-	fs.Int(&r.Jobs, "remote-jobs", g, 50,
-		"keep at most N actions in flight with the remote service (local processes stay\n"+
-			"bounded by --jobs)")
+	fs.Int(&r.Jobs, "remote-jobs", g, 256,
+		"keep at most N actions in flight with the remote service (each costs a goroutine\n"+
+			"and a stream, no thread); this machine keeps compiling too (--remote-local-jobs).\n"+
+			"REAPI servers report no worker count, so the default keeps 200+ workers busy")
+	fs.Int(&r.LocalJobs, "remote-local-jobs", g, -1,
+		"with --remote, compile at most N actions on this machine beside the remote ones\n"+
+			"(hybrid execution: each action goes to whichever side has a free slot, local\n"+
+			"first, largest first). 0: only what the remote cannot run (fallbacks); results\n"+
+			"compiled here reach the remote cache only with --remote-upload")
+	fs.DefaultText("remote-local-jobs", "--jobs")
+	fs.Bool(&r.NoRace, "no-race", g, false,
+		"do not race the tail. By default, once every action has started and a local slot\n"+
+			"is free, the remote action that has run longest is also compiled here; the first\n"+
+			"good result is used and the other run is cancelled, so one slow or stalled worker\n"+
+			"does not hold up the link")
 	fs.String(&r.Fallback, "remote-fallback", g, "local|none", "local",
 		"when remote execution of an action fails (unavailable, timed out, no worker, a bad\n"+
 			"result): compile it locally with a warning, or fail. A compile error on the worker\n"+
@@ -238,6 +257,9 @@ func (r *Remote) check() error {
 	}
 	if r.Jobs < 1 {
 		return fmt.Errorf("--remote-jobs must be at least 1, not %d", r.Jobs)
+	}
+	if r.LocalJobs < -1 {
+		return fmt.Errorf("--remote-local-jobs must be at least 0, not %d", r.LocalJobs)
 	}
 	if r.Attempts < 1 {
 		return fmt.Errorf("--remote-retries must be at least 1, not %d", r.Attempts)

@@ -75,6 +75,9 @@ type Result struct {
 	// MaxRSS is the compiler's peak resident set size in bytes, 0 when
 	// unknown.
 	MaxRSS int64
+	// Raced: a second executor ran the action at the same time (Race);
+	// Where says whose result won.
+	Raced bool
 }
 
 // Failed reports whether the command did not exit 0.

@@ -115,10 +115,11 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	warn := func(format string, args ...any) {
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
 	}
-	chain, parallel, finish, err := buildChain(ctx, cfg, env, console, warn, tl)
+	ch, err := buildChain(ctx, cfg, env, console, warn, tl)
 	if err != nil {
 		return err
 	}
+	finish := ch.finish
 	finished := false
 	defer func() {
 		if !finished {
@@ -148,9 +149,10 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 
 	endBackends := tl.Begin("backends")
-	runErr := schedule.Run(ctx, actions, chain, schedule.Options{
-		Parallel: parallel,
+	runErr := schedule.Run(ctx, actions, ch.ex, schedule.Options{
+		Parallel: ch.parallel,
 		Observer: report.Tee(observers...),
+		Drained:  ch.drained,
 	})
 	endBackends()
 	if progress != nil {
@@ -200,20 +202,32 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	return nil
 }
 
+// chain is the executor chain of a run and what the scheduler needs with
+// it.
+type chain struct {
+	ex executor.Executor
+	// parallel is how many actions may be in flight.
+	parallel int
+	// drained, if set, hears that every action has started.
+	drained func()
+	// finish records the run's counters and releases what the chain holds.
+	finish func()
+}
+
 // buildChain composes the executors cfg asks for, innermost first:
 //
 //	local processes                 Verified(local)
-//	remote execution, else local    Fallback(Verified(remote), Verified(local))   (--remote)
-//	remote cache                    Verified(remotecache(...))                    (--remote)
+//	remote execution, else local    Fallback(Race(Verified(remote), Verified(local)), Verified(local))   (--remote)
+//	both sides at once              Hybrid(remote side above, Verified(local))                          (--remote)
+//	remote cache                    Verified(remotecache(...))                                          (--remote)
 //	local cache                     Verified(localcache(...))
 //
 // Every producer is wrapped in Verified, so nothing unverified is stored or
-// linked. parallel is how many actions may be in flight. finish records the
-// run's counters and releases what the chain holds.
-func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline) (executor.Executor, int, func(), error) {
+// linked.
+func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline) (*chain, error) {
 	limiter, closeLimiter, err := localLimiter(cfg, env, warn)
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, err
 	}
 	finishers := []func(){closeLimiter}
 	finish := func() {
@@ -235,14 +249,14 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		runner = forks.Runner(runner, proc.DefaultGrace)
 	}
 	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner}))
-	chain, parallel := local, cfg.Jobs
+	ch := &chain{ex: local, parallel: cfg.Jobs, finish: finish}
 
 	var disk *cache.Disk
 	if !cfg.NoCache {
 		if disk, err = cache.OpenDisk(dir); err != nil {
 			if cfg.CacheDir != "" {
 				finish()
-				return nil, 0, nil, fmt.Errorf("the cache directory named by --cache-dir cannot be used: %w", err)
+				return nil, fmt.Errorf("the cache directory named by --cache-dir cannot be used: %w", err)
 			}
 			warn("running without a cache: %v", err)
 			disk = nil
@@ -263,11 +277,11 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		if err != nil {
 			if cfg.Remote.Fallback == "none" {
 				finish()
-				return nil, 0, nil, err
+				return nil, err
 			}
 			warn("%v; compiling locally", err)
 		} else {
-			chain, parallel = r.chain, cfg.Remote.Jobs
+			ch.ex, ch.parallel, ch.drained = r.chain, r.parallel, r.drained
 			if env.Record != nil {
 				env.Record.Update(func(run *record.Run) { run.Remote, run.RemoteJobs = cfg.Remote.Target, cfg.Remote.Jobs })
 			}
@@ -275,9 +289,9 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		}
 	}
 	if disk == nil {
-		return chain, parallel, finish, nil
+		return ch, nil
 	}
-	cached := cache.NewExecutor(disk, keys, chain, cache.Options{Where: executor.LocalCache, Warn: limited(warn)})
+	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: limited(warn)})
 	if env.Record != nil {
 		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
 	}
@@ -288,7 +302,8 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 			warn("cache %s: %v", dir, err)
 		}
 	})
-	return executor.Verified(cached), parallel, finish, nil
+	ch.ex = executor.Verified(cached)
+	return ch, nil
 }
 
 // CheckCacheDir returns an error if the cache directory the user named

@@ -16,8 +16,10 @@ import (
 
 // remoteChain is the remote part of the executor chain.
 type remoteChain struct {
-	chain  executor.Executor
-	finish func(quiet bool)
+	chain    executor.Executor
+	parallel int
+	drained  func()
+	finish   func(quiet bool)
 }
 
 // RemoteOptions turns the configuration into the client's options.
@@ -42,8 +44,8 @@ func RemoteEnv(getenv func(string) string) [][2]string {
 }
 
 // newRemote connects to the service and builds
-// Verified(remotecache(Fallback(Verified(remote), local))), or with
-// --remote-cache-only Verified(remotecache(local)).
+// Verified(remotecache(Hybrid(Fallback(Race(Verified(remote), local), local), local))),
+// or with --remote-cache-only Verified(remotecache(local)).
 func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local executor.Executor, tl *report.Timeline) (*remoteChain, error) {
 	rc := &cfg.Remote
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -68,22 +70,39 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			return id + "\x00remote-compiler=" + rc.Compiler, err
 		}
 	}
-	producer := local
+	producer, parallel := local, cfg.Jobs
+	var drained func()
 	var rex *remote.Executor
 	var fb *executor.Fallback
+	var hybrid *executor.Hybrid
 	if !cacheOnly {
 		keys.Platform = reapi.Platform(rc.Platform)
 		rex = remote.NewExecutor(client, remote.ExecOptions{
 			Compiler: rc.Compiler, Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
 			Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
 			ExecStall: rc.ExecStall, Files: keys.Files,
+			// The remote cache below looks every action up and, when the
+			// server lets clients write, stores what runs remotely.
+			NoLookup: client.ACUpdateEnabled(),
 		})
-		fb = executor.NewFallback(executor.Verified(rex), local, executor.FallbackOptions{
-			None: rc.Fallback == "none", What: "remote execution",
-			Hint: "--remote-fallback=none: not compiling locally",
-			Warn: func(format string, args ...any) { warn(format, args...) },
-		})
-		producer = fb
+		remoteSide := func(spare executor.Spare) executor.Executor {
+			var ex executor.Executor = executor.Verified(rex)
+			if !rc.NoRace {
+				ex = executor.Race(ex, local, spare)
+			}
+			fb = executor.NewFallback(ex, local, executor.FallbackOptions{
+				None: rc.Fallback == "none", What: "remote execution",
+				Hint: "--remote-fallback=none: not compiling locally",
+				Warn: func(format string, args ...any) { warn(format, args...) },
+			})
+			return fb
+		}
+		localJobs := rc.LocalJobs
+		if localJobs < 0 {
+			localJobs = cfg.Jobs
+		}
+		hybrid = executor.NewHybrid(remoteSide, local, executor.HybridOptions{RemoteSlots: rc.Jobs, LocalSlots: localJobs})
+		producer, parallel, drained = hybrid, rc.Jobs+localJobs, hybrid.Drained
 	}
 	// The shared ActionCache takes results that remote workers produced
 	// (or that came from the remote cache); what this machine compiled,
@@ -122,16 +141,19 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		line := fmt.Sprintf("thindist: remote %s: %d cache hits, %d misses", rc.Target,
 			rcache.Counters.Hits.Load(), rcache.Counters.Misses.Load())
 		if rex != nil {
+			fs, hs := fb.Stats(), hybrid.Stats()
 			line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
 				rex.Counters.Executed.Load(), rex.Counters.ServerCacheHits.Load(), rex.Counters.Retries.Load(),
-				fb.Stats().Fallbacks+fb.Stats().Unsupported)
+				fs.Fallbacks+fs.Unsupported)
+			line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here)",
+				hs.Local, hs.Races, hs.RacesWonHere)
 		}
 		line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
 			c.BlobsUploaded.Load(), mib(c.BytesUploaded.Load()), mib(c.WireBytesUploaded.Load()),
 			mib(c.BytesRequested.Load()))
 		console.Printf("%s", line)
 	}
-	return &remoteChain{chain: executor.Verified(rcache), finish: finish}, nil
+	return &remoteChain{chain: executor.Verified(rcache), parallel: parallel, drained: drained, finish: finish}, nil
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

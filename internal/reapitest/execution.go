@@ -40,6 +40,10 @@ type operation struct {
 	changed chan struct{}         // closed (and replaced) when the stage changes
 	resp    *repb.ExecuteResponse // set when done
 	done    chan struct{}
+	// ctx is the execution's; cancel ends it when a client cancels its
+	// stream.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (o *operation) setStage(st repb.ExecutionStage_Value) {
@@ -105,6 +109,7 @@ func (s *FakeServer) newOperation(instance string, d *repb.Digest) *operation {
 	}
 	o := &operation{name: name, actionDigest: d, stage: repb.ExecutionStage_QUEUED,
 		changed: make(chan struct{}), done: make(chan struct{})}
+	o.ctx, o.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
 	s.ops[name] = o
 	s.mu.Unlock()
@@ -171,15 +176,27 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		s.stall(time.Duration(s.queueFor.Load()))
+		defer op.cancel()
+		s.stall(op.ctx, time.Duration(s.queueFor.Load()))
+		if s.workers != nil {
+			select {
+			case s.workers <- struct{}{}:
+				defer func() { <-s.workers }()
+			case <-op.ctx.Done():
+			}
+		}
 		if s.sim == nil {
 			op.setStage(repb.ExecutionStage_EXECUTING)
 		}
 		// A worker took the action and went silent (SIGKILLed): the server
 		// keeps reporting it EXECUTING.
-		s.stall(time.Duration(s.executingFor.Load()))
-		if s.ctx.Err() != nil {
-			// Stopped during a hold: the action never reached a worker.
+		s.stall(op.ctx, time.Duration(s.executingFor.Load()))
+		if s.takeStall() {
+			s.stall(op.ctx, -1)
+		}
+		if op.ctx.Err() != nil {
+			// Stopped, or cancelled by its client, during a hold: the
+			// action never reached a worker.
 			op.finish(stoppedResponse())
 			return
 		}
@@ -187,7 +204,7 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 		if s.sim != nil {
 			resp = s.sim.execute(s, op, action, command, req.GetInstanceName())
 		} else {
-			resp = s.run(s.ctx, req.GetInstanceName(), action, command, nil)
+			resp = s.run(op.ctx, req.GetInstanceName(), action, command, nil)
 		}
 		if resp.GetStatus().GetCode() == int32(codes.OK) && resp.GetResult().GetExitCode() == 0 && !action.GetDoNotCache() {
 			s.ac.put(req.GetInstanceName(), req.GetActionDigest(), resp.GetResult())
@@ -255,6 +272,10 @@ func (s *FakeServer) streamOperation(op *operation, stream grpc.ServerStreamingS
 			done = true
 		case <-changed:
 		case <-stream.Context().Done():
+			// The client gave up on the operation: nobody waits for it
+			// any more, so it is cancelled.
+			s.cancellations.Add(1)
+			op.cancel()
 			return status.FromContextError(stream.Context().Err()).Err()
 		}
 	}
@@ -642,9 +663,9 @@ func (s *FakeServer) dirToProto(p string, children *[]*repb.Directory) (*repb.Di
 	return dir, nil
 }
 
-// stall waits d (0: not at all; negative: until the server stops), or less
-// if the server stops first.
-func (s *FakeServer) stall(d time.Duration) {
+// stall waits d (0: not at all; negative: until ctx ends), or less if ctx
+// ends first.
+func (s *FakeServer) stall(ctx context.Context, d time.Duration) {
 	if d == 0 {
 		return
 	}
@@ -654,6 +675,6 @@ func (s *FakeServer) stall(d time.Duration) {
 	}
 	select {
 	case <-wait:
-	case <-s.ctx.Done():
+	case <-ctx.Done():
 	}
 }

@@ -117,6 +117,11 @@ type Options struct {
 	// then wait. See also SetExecutingFor.
 	ExecutingFor time.Duration
 
+	// Workers, when > 0, is how many actions the server's workers run at
+	// once; further executions stay QUEUED until a worker is free, as on
+	// a cluster with that many worker slots. 0: no bound.
+	Workers int
+
 	// TLS, if non-nil, makes the server speak TLS with this configuration.
 	// Set ClientAuth to tls.RequireAndVerifyClientCert for mTLS. See
 	// TestCerts.ServerTLSConfig.
@@ -188,6 +193,9 @@ type FakeServer struct {
 	queueFor        atomic.Int64 // Options.QueueFor, changeable with SetQueueFor
 	inlineOutputs   atomic.Bool  // Options.InlineOutputs, changeable with SetInlineOutputs
 	executingFor    atomic.Int64 // Options.ExecutingFor, changeable with SetExecutingFor
+	stallNext       atomic.Int64 // executions still to stall (StallNext)
+	cancellations   atomic.Int64
+	workers         chan struct{} // Options.Workers slots, nil without a bound
 }
 
 // NewFakeServer returns a FakeServer configured by opts. It does not listen
@@ -208,7 +216,28 @@ func NewFakeServer(opts Options) *FakeServer {
 	s.queueFor.Store(int64(opts.QueueFor))
 	s.inlineOutputs.Store(opts.InlineOutputs)
 	s.executingFor.Store(int64(opts.ExecutingFor))
+	if opts.Workers > 0 {
+		s.workers = make(chan struct{}, opts.Workers)
+	}
 	return s
+}
+
+// StallNext makes the next n executions that reach a worker stay
+// EXECUTING until their client cancels them or the server stops, as on a
+// worker that hangs: a stalled action on an otherwise healthy cluster.
+func (s *FakeServer) StallNext(n int) { s.stallNext.Add(int64(n)) }
+
+// takeStall reports whether this execution is one StallNext asked for.
+func (s *FakeServer) takeStall() bool {
+	for {
+		n := s.stallNext.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.stallNext.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
 }
 
 // SetQueueFor changes Options.QueueFor for executions that start later.
@@ -367,12 +396,17 @@ type Stats struct {
 	ACMisses              int64 // GetActionResult misses + Execute cache-lookup misses
 	ACUpdates             int64 // UpdateActionResult calls that stored a result
 	FindMissingBlobsCalls int64
-	BlobsUploaded         int64            // blobs received via BatchUpdateBlobs or ByteStream Write
-	BytesUploadedRaw      int64            // their uncompressed size
-	BytesUploadedWire     int64            // their size as sent (compressed when zstd)
-	BlobsRead             int64            // blobs served via BatchReadBlobs or ByteStream Read
-	BytesReadRaw          int64            // uncompressed bytes served
-	RPCs                  map[string]int64 // per full method name
+	BlobsUploaded         int64 // blobs received via BatchUpdateBlobs or ByteStream Write
+	BytesUploadedRaw      int64 // their uncompressed size
+	BytesUploadedWire     int64 // their size as sent (compressed when zstd)
+	BlobsRead             int64 // blobs served via BatchReadBlobs or ByteStream Read
+	BytesReadRaw          int64 // uncompressed bytes served
+	// Cancellations counts Execute and WaitExecution streams that the
+	// client cancelled before their operation finished. The server then
+	// cancels the execution (as Buildbarn drops an operation nobody
+	// waits for).
+	Cancellations int64
+	RPCs          map[string]int64 // per full method name
 }
 
 // Stats returns a snapshot of all counters.
@@ -392,6 +426,7 @@ func (s *FakeServer) Stats() Stats {
 		BytesUploadedWire:     s.bytesWire.Load(),
 		BlobsRead:             s.blobsRead.Load(),
 		BytesReadRaw:          s.bytesReadRaw.Load(),
+		Cancellations:         s.cancellations.Load(),
 		RPCs:                  map[string]int64{},
 	}
 	s.mu.Lock()
@@ -444,7 +479,7 @@ func (s *FakeServer) Uploads() []UploadRecord {
 func (s *FakeServer) ResetStats() {
 	for _, c := range []*atomic.Int64{&s.executions, &s.executeCalls, &s.waitCalls,
 		&s.execRejections, &s.acHits, &s.acMisses, &s.acUpdates, &s.findMissing,
-		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.batchRejections} {
+		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.batchRejections, &s.cancellations} {
 		c.Store(0)
 	}
 	s.mu.Lock()

@@ -56,6 +56,14 @@ type ExecOptions struct {
 	// SkipCacheLookup makes the server execute even when its ActionCache
 	// holds the executable action.
 	SkipCacheLookup bool
+	// NoLookup leaves out the executor's own GetActionResult of the
+	// executable action, for a caller that has just looked the action up
+	// under its own key and stores what is executed there (a remote
+	// cache that clients may write): a cold action then costs one
+	// ActionCache lookup, not two. Without it the executor looks up
+	// first, as Bazel does, because servers such as Buildbarn never
+	// consult their ActionCache in Execute.
+	NoLookup bool
 }
 
 // ExecCounters are what the remote executor did in a run.
@@ -145,7 +153,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 // result for the executable action (checked like an executed one).
 // Anything else is a miss.
 func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Executable, out []string) (*executor.Result, bool) {
-	if e.o.SkipCacheLookup {
+	if e.o.SkipCacheLookup || e.o.NoLookup {
 		return nil, false
 	}
 	ar, err := NewStore(e.c).GetActionResult(ctx, ex.ActionDigest, ex.Outputs)

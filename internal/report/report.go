@@ -230,6 +230,8 @@ type Summary struct {
 	Cached    int
 	Remote    int
 	Local     int
+	Raced     int // ran on both sides at once (executor.Race)
+	RacedHere int // ... and this machine's run won
 	SavedCPU  time.Duration
 	Slowest   string
 	SlowestIn time.Duration
@@ -257,6 +259,12 @@ func (s *Summary) Finished(a *action.Action, _ int, res *executor.Result, err er
 			s.Failed++
 		}
 		return
+	}
+	if res.Raced {
+		s.Raced++
+		if res.Where == executor.Local {
+			s.RacedHere++
+		}
 	}
 	switch {
 	case res.Where.Cached():
@@ -287,6 +295,9 @@ func (s *Summary) Line() string {
 	}
 	line += fmt.Sprintf("%d jobs, %d failed, %d cached, %d remote, %d local",
 		s.Jobs, s.Failed, s.Cached, s.Remote, s.Local)
+	if s.Raced > 0 {
+		line += fmt.Sprintf(" (%d raced, %d won here)", s.Raced, s.RacedHere)
+	}
 	if s.Stopped > 0 {
 		line += fmt.Sprintf(", %d stopped", s.Stopped)
 	}

@@ -57,6 +57,14 @@ func TestSummaryLine(t *testing.T) {
 			{&executor.Result{Where: executor.LocalCache, Wall: 900 * ms}, nil},
 			{&executor.Result{Where: executor.RemoteCache, Wall: 100 * ms}, nil},
 		}, `^thindist: 6 jobs, 0 failed, 2 cached, 0 remote, 0 local, 4 not started in 2.5s$`},
+		{"races say who won", []fin{
+			{&executor.Result{Where: executor.Local, Raced: true}, nil},
+			{&executor.Result{Where: executor.Remote, Raced: true}, nil},
+			{&executor.Result{Where: executor.Remote}, nil},
+			{&executor.Result{Where: executor.Local}, nil},
+			{&executor.Result{Where: executor.Local}, nil},
+			{&executor.Result{Where: executor.Local}, nil},
+		}, `^thindist: 6 jobs, 0 failed, 0 cached, 2 remote, 4 local \(2 raced, 1 won here\) in `},
 		{"a failure stops the run", []fin{
 			{&executor.Result{Where: executor.Local}, nil},
 			{&executor.Result{ExitCode: 1}, errors.New("m1.o: exit status 1")},

@@ -62,6 +62,10 @@ func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err e
 		if res.Forked {
 			args["forked"] = true
 		}
+		if res.Raced {
+			// Run on both sides at once (executor.Race): the winner.
+			args["raced"] = "won by " + cat
+		}
 	}
 	if err != nil {
 		cat = "failed"

@@ -36,6 +36,10 @@ type Options struct {
 	Parallel int
 	// Observer, if set, hears every start and finish.
 	Observer Observer
+	// Drained, if set, is called once when every action has been started
+	// (or none will be, after a failure): from then on an executor with
+	// spare capacity may spend it on the actions in flight (races).
+	Drained func()
 }
 
 // Run executes every action and returns once all have finished or, after a
@@ -58,6 +62,12 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 	}
 	obs.Planned(len(order))
 
+	var drained sync.Once
+	drain := func() {
+		if opts.Drained != nil {
+			drained.Do(opts.Drained)
+		}
+	}
 	var (
 		next      atomic.Int64
 		stop      atomic.Bool
@@ -73,6 +83,9 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 			defer wg.Done()
 			for !stop.Load() && ctx.Err() == nil {
 				i := int(next.Add(1)) - 1
+				if i >= len(order)-1 {
+					drain()
+				}
 				if i >= len(order) {
 					return
 				}
@@ -85,6 +98,7 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 				if err != nil {
 					errs = append(errs, err)
 					stop.Store(true)
+					drain()
 				}
 				mu.Unlock()
 			}

@@ -111,3 +111,25 @@ func TestPreflightNamesMissingInputs(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestDrained: Drained is called once, when the last action is handed
+// out, and not before.
+func TestDrained(t *testing.T) {
+	dir := t.TempDir()
+	as := actions(t, dir, 3)
+	var drained atomic.Int64
+	var seen []int64
+	var mu sync.Mutex
+	ex := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		mu.Lock()
+		seen = append(seen, drained.Load())
+		mu.Unlock()
+		return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
+	})
+	if err := Run(t.Context(), as, ex, Options{Parallel: 1, Drained: func() { drained.Add(1) }}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(seen) != "[0 0 1]" || drained.Load() != 1 {
+		t.Errorf("drained as the actions started: %v, calls %d; want [0 0 1], 1", seen, drained.Load())
+	}
+}

@@ -1,0 +1,164 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// Spare hands out spare capacity for second tries: a Race asks for a slot
+// as soon as its primary starts, and runs its secondary once granted.
+type Spare interface {
+	// Wait blocks until a slot is granted for a or ctx ends; release
+	// gives the slot back.
+	Wait(ctx context.Context, a *action.Action) (release func(), err error)
+}
+
+// Race runs each action with primary and, once spare grants a slot, with
+// secondary as well (as Bazel's dynamic execution does: a slow or stalled
+// remote action is caught up by a local one). The first side to succeed
+// wins and the other is cancelled: a remote side's Execute stream ends,
+// a local side's process group is killed. Each side writes its outputs to
+// a private name beside the caller's out paths; only the winner's are
+// renamed into place, once the loser has stopped, so the two never write
+// the same path and exactly one result is used. A side's own failure
+// (Final) ends the race; any other failure leaves it to the other side if
+// that has started. Both sides should be Verified: a result wins only
+// when it may be linked.
+func Race(primary, secondary Executor, spare Spare) Executor {
+	return &race{primary: primary, secondary: secondary, spare: spare}
+}
+
+type race struct {
+	primary, secondary Executor
+	spare              Spare
+}
+
+type side struct {
+	ex   Executor
+	out  []string
+	stop context.CancelFunc
+	res  *Result
+	err  error
+	done bool
+}
+
+type sideResult struct {
+	s   *side
+	res *Result
+	err error
+}
+
+func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+	results := make(chan sideResult, 2)
+	start := func(ex Executor, suffix string) *side {
+		sctx, stop := context.WithCancel(ctx)
+		s := &side{ex: ex, stop: stop, out: make([]string, len(out))}
+		for i, o := range out {
+			s.out[i] = o + suffix
+		}
+		go func() {
+			res, err := ex.Execute(sctx, a, s.out)
+			results <- sideResult{s, res, err}
+		}()
+		return s
+	}
+	p := start(r.primary, ".primary")
+	defer removeAll(p.out)
+
+	// Ask for a spare slot while the primary runs; a grant that comes
+	// after the race is over goes straight back.
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	granted := make(chan func(), 1)
+	go func() {
+		release, err := r.spare.Wait(wctx, a)
+		if err != nil {
+			return
+		}
+		select {
+		case granted <- release:
+		case <-wctx.Done():
+			release()
+		}
+	}()
+
+	var s *side // the secondary, once started
+	running := 1
+	for {
+		select {
+		case release := <-granted:
+			defer release()
+			s = start(r.secondary, ".secondary")
+			defer removeAll(s.out)
+			running++
+			continue
+		case sr := <-results:
+			running--
+			sr.s.res, sr.s.err, sr.s.done = sr.res, sr.err, true
+		}
+		switch {
+		case ctx.Err() != nil:
+			stopWaiting()
+			r.drain(results, running)
+			return p.res, ctx.Err()
+		case p.done && p.err == nil:
+			return r.finish(p, s, results, running, out, s != nil)
+		case s != nil && s.done && s.err == nil:
+			return r.finish(s, p, results, running, out, true)
+		case p.done && (Final(p.err) || s == nil || s.done):
+			// The primary failed for good, or there is no one left to
+			// win: its error stands (a Fallback around the race may still
+			// try elsewhere).
+			return r.lose(p, s, results, running)
+		case s != nil && s.done && Final(s.err):
+			return r.lose(s, p, results, running)
+		}
+		// One side failed but the other may still win.
+	}
+}
+
+// finish makes w the winner: it stops the other side, waits for it, and
+// renames w's outputs into out.
+func (r *race) finish(w, l *side, results chan sideResult, running int, out []string, raced bool) (*Result, error) {
+	if l != nil {
+		l.stop()
+	}
+	r.drain(results, running)
+	for i, o := range out {
+		if err := os.Rename(w.out[i], o); err != nil {
+			return w.res, fmt.Errorf("placing the winning result: %w", err)
+		}
+	}
+	w.res.Raced = raced
+	return w.res, nil
+}
+
+// lose ends the race with f's error once the other side has stopped.
+func (r *race) lose(f, other *side, results chan sideResult, running int) (*Result, error) {
+	if other != nil {
+		other.stop()
+	}
+	r.drain(results, running)
+	if f.err == nil {
+		return f.res, errors.New("race: no result")
+	}
+	return f.res, f.err
+}
+
+// drain waits for the n sides still running.
+func (r *race) drain(results chan sideResult, n int) {
+	for ; n > 0; n-- {
+		sr := <-results
+		sr.s.res, sr.s.err, sr.s.done = sr.res, sr.err, true
+	}
+}
+
+func removeAll(paths []string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
+}
