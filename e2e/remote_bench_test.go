@@ -39,12 +39,14 @@ func TestRemoteBench(t *testing.T) {
 		return d, stderr
 	}
 	local, _ := timed(copyProgram(t, p))
-	srv, addr := fakeRemote(t, reapitest.Options{Zstd: true})
+	// THINDIST_BENCH_INLINE=1: the server inlines outputs in Execute and
+	// GetActionResult responses, as BuildBuddy does (Buildbarn does not).
+	srv, addr := fakeRemote(t, reapitest.Options{Zstd: true, InlineOutputs: os.Getenv("THINDIST_BENCH_INLINE") != ""})
 	remoteJobs := "--remote-jobs=50"
 	if j := os.Getenv("THINDIST_BENCH_REMOTE_JOBS"); j != "" {
 		remoteJobs = "--remote-jobs=" + j
 	}
-	cold, coldErr := timed(copyProgram(t, p), "--remote=grpc://"+addr, "--remote-fallback=none", remoteJobs)
+	cold, coldErr := timed(copyProgram(t, p), "--remote=grpc://"+addr, "--remote-fallback=none", remoteOnly, remoteJobs)
 	st := srv.Stats()
 	rpcs := int64(0)
 	for m, c := range st.RPCs {
@@ -53,7 +55,7 @@ func TestRemoteBench(t *testing.T) {
 		}
 	}
 	srv.ResetStats()
-	warm, warmErr := timed(copyProgram(t, p), "--remote=grpc://"+addr, "--remote-fallback=none")
+	warm, warmErr := timed(copyProgram(t, p), "--remote=grpc://"+addr, "--remote-fallback=none", remoteOnly)
 	wst := srv.Stats()
 	wrpcs := int64(0)
 	for m, c := range wst.RPCs {

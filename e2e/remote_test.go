@@ -668,6 +668,10 @@ func TestRemoteInlineOutputs(t *testing.T) {
 		t.Fatalf("cold link: %v\n%s", err, stderr)
 	}
 	jobs := len(p.Modules)
+	// Cold, the outputs come back inline in the Execute responses.
+	if st := srv.Stats(); st.RPCs[reapitest.MethodBatchReadBlobs]+st.RPCs[reapitest.MethodRead] != 0 || st.Executions != int64(jobs) {
+		t.Errorf("cold link: %d executions, blob reads with every output inlined: %v", st.Executions, st.RPCs)
+	}
 
 	stderr, st := warmRelink(t, srv, p, addr)
 	if sum := parseRemote(t, stderr); sum.hits != jobs {
@@ -699,8 +703,7 @@ func TestRemoteInlineOutputs(t *testing.T) {
 // TestRemoteCompileErrorIsFinal: a backend that fails on the worker (the
 // compiler exits non-zero) fails the link, reported once with the worker's
 // stderr and the command (once per failed action); it is not compiled
-// again locally (issue 11,
-// defect 4). The workers' compiler here is a script that always fails, so
+// again locally (issue 11, defect 4). The workers' compiler here is a script that always fails, so
 // a local recompile would succeed and hide the failure.
 func TestRemoteCompileErrorIsFinal(t *testing.T) {
 	p := remoteProgram(t)

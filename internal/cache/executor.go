@@ -131,8 +131,11 @@ func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Acti
 	}
 	res := &executor.Result{Where: e.opts.Where, CPU: cpuOf(ar)}
 	if d, err := digest.FromProto(ar.StderrDigest); err == nil && d.Size > 0 {
-		if res.Stderr, err = e.store.ReadBlobBytes(ctx, d); err != nil {
-			return nil, err
+		// Inlined (stderr_raw) when the store could; read otherwise.
+		if res.Stderr = ar.StderrRaw; int64(len(res.Stderr)) != d.Size || digest.OfBytes(res.Stderr) != d {
+			if res.Stderr, err = e.store.ReadBlobBytes(ctx, d); err != nil {
+				return nil, err
+			}
 		}
 	}
 	res.Wall = time.Since(start)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/thindist/thindist/internal/cache"
@@ -48,6 +49,7 @@ func RemoteEnv(getenv func(string) string) [][2]string {
 // or with --remote-cache-only Verified(remotecache(local)).
 func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local executor.Executor, tl *report.Timeline) (*remoteChain, error) {
 	rc := &cfg.Remote
+	cpu0 := ownCPU()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	endConnect := tl.Begin("connecting")
@@ -151,9 +153,27 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
 			c.BlobsUploaded.Load(), mib(c.BytesUploaded.Load()), mib(c.WireBytesUploaded.Load()),
 			mib(c.BytesRequested.Load()))
+		// thindist's own CPU since it dialled (every RPC, protobuf,
+		// hashing and file I/O; not the compilers it ran here), per action
+		// that reached the remote cache.
+		if n := rcache.Counters.Hits.Load() + rcache.Counters.Misses.Load(); n > 0 {
+			cpu := ownCPU() - cpu0
+			line += fmt.Sprintf("; thindist CPU %s, %.2f ms per action", cpu.Round(time.Millisecond),
+				float64(cpu.Microseconds())/1e3/float64(n))
+		}
 		console.Printf("%s", line)
 	}
 	return &remoteChain{chain: executor.Verified(rcache), parallel: parallel, drained: drained, finish: finish}, nil
+}
+
+// ownCPU is the user and system CPU this process has used: thindist's own
+// work, not that of the compilers it waits for.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

@@ -76,7 +76,7 @@ func (a acService) GetActionResult(ctx context.Context, req *repb.GetActionResul
 	a.s.acHits.Add(1)
 	r, _ = a.s.applyResultFaults(MethodGetActionResult, r)
 	if a.s.inlineOutputs.Load() {
-		a.s.inline(r, req.GetInlineOutputFiles())
+		a.s.inline(MethodGetActionResult, r, req.GetInlineOutputFiles(), req.GetInlineStdout(), req.GetInlineStderr())
 	}
 	return r, nil
 }
@@ -85,8 +85,9 @@ func (a acService) GetActionResult(ctx context.Context, req *repb.GetActionResul
 const maxInline = 1 << 20
 
 // inline fills in the contents of r's output files that paths lists and
-// the CAS holds, up to maxInline bytes in all.
-func (s *FakeServer) inline(r *repb.ActionResult, paths []string) {
+// the CAS holds, and its stdout and stderr if asked, up to maxInline bytes
+// in all. FaultCorruptInline on method corrupts the first output inlined.
+func (s *FakeServer) inline(method string, r *repb.ActionResult, paths []string, stdout, stderr bool) {
 	want := map[string]bool{}
 	for _, p := range paths {
 		want[p] = true
@@ -102,12 +103,29 @@ func (s *FakeServer) inline(r *repb.ActionResult, paths []string) {
 		}
 		total += int64(len(data))
 		f.Contents = append([]byte(nil), data...)
-		if first && s.takeFault(MethodGetActionResult, FaultCorruptInline) {
+		if first && s.takeFault(method, FaultCorruptInline) {
 			if n := len(f.Contents); n > 0 {
 				f.Contents[n-1] ^= 0xff
 			}
 		}
 		first = false
+	}
+	std := func(d *repb.Digest) []byte {
+		if d.GetSizeBytes() == 0 || total+d.GetSizeBytes() > maxInline {
+			return nil
+		}
+		data, ok := s.cas.get(d)
+		if !ok {
+			return nil
+		}
+		total += int64(len(data))
+		return append([]byte(nil), data...)
+	}
+	if stdout && r.StdoutRaw == nil {
+		r.StdoutRaw = std(r.StdoutDigest)
+	}
+	if stderr && r.StderrRaw == nil {
+		r.StderrRaw = std(r.StderrDigest)
 	}
 }
 

@@ -40,6 +40,9 @@ type operation struct {
 	changed chan struct{}         // closed (and replaced) when the stage changes
 	resp    *repb.ExecuteResponse // set when done
 	done    chan struct{}
+	// What Execute asked to inline in the result.
+	inline                     []string
+	inlineStdout, inlineStderr bool
 	// ctx is the execution's; cancel ends it when a client cancels its
 	// stream.
 	ctx    context.Context
@@ -91,6 +94,9 @@ func (s *FakeServer) snapshot(o *operation, method string) (*longrunningpb.Opera
 	}
 	resp = proto.Clone(resp).(*repb.ExecuteResponse)
 	resp.Result, _ = s.applyResultFaults(method, resp.Result)
+	if resp.Result != nil && s.inlineOutputs.Load() {
+		s.inline(method, resp.Result, o.inline, o.inlineStdout, o.inlineStderr)
+	}
 	r, err := anypb.New(resp)
 	if err != nil {
 		return nil, err
@@ -150,6 +156,7 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	}
 
 	op := s.newOperation(req.GetInstanceName(), req.GetActionDigest())
+	op.inline, op.inlineStdout, op.inlineStderr = req.GetInlineOutputFiles(), req.GetInlineStdout(), req.GetInlineStderr()
 	if !req.GetSkipCacheLookup() && !s.opts.ExecuteIgnoresActionCache {
 		op.setStage(repb.ExecutionStage_CACHE_CHECK)
 		if ar, ok := s.ac.get(req.GetInstanceName(), req.GetActionDigest()); ok {

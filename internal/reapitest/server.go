@@ -88,11 +88,13 @@ type Options struct {
 	// write the action cache.
 	ACUpdateDisabled bool
 
-	// InlineOutputs makes GetActionResult honour inline_output_files: the
-	// contents of each listed output file whose blob is in the CAS are
-	// returned in OutputFile.contents, up to 1 MiB in all (REAPI lets a
-	// server inline as much as fits, or nothing). Off, the hint is ignored,
-	// as by servers that never inline.
+	// InlineOutputs makes GetActionResult and Execute honour
+	// inline_output_files, inline_stdout and inline_stderr: the contents
+	// of each listed output file whose blob is in the CAS are returned in
+	// OutputFile.contents (and stdout and stderr in stdout_raw and
+	// stderr_raw), up to 1 MiB in all (REAPI lets a server inline as much
+	// as fits, or nothing). Off, the hints are ignored, as by servers that
+	// never inline.
 	InlineOutputs bool
 
 	// ExecuteIgnoresActionCache makes Execute never look the action up in

@@ -51,6 +51,23 @@ type Uploader struct {
 	mu       sync.Mutex
 	m        map[digest.Digest]*upload
 	Counters Counters
+	// The FindMissingBlobs and BatchUpdateBlobs calls of the actions in
+	// flight, coalesced.
+	finds   *coalescer[[]digest.Digest, found]
+	updates *coalescer[blobBatch, error]
+}
+
+// found is the answer of a coalesced FindMissingBlobs to one request.
+type found struct {
+	missing []digest.Digest
+	err     error
+}
+
+// blobBatch is blobs of one action for a coalesced BatchUpdateBlobs.
+type blobBatch struct {
+	ds   []digest.Digest
+	data [][]byte
+	size int64 // with perBlobOverhead per blob
 }
 
 type upload struct {
@@ -58,7 +75,78 @@ type upload struct {
 	err  error
 }
 
-func newUploader(c *Client) *Uploader { return &Uploader{c: c, m: map[digest.Digest]*upload{}} }
+func newUploader(c *Client) *Uploader {
+	u := &Uploader{c: c, m: map[digest.Digest]*upload{}}
+	u.finds = &coalescer[[]digest.Digest, found]{window: coalesceWindow,
+		fits: func(reqs [][]digest.Digest, next []digest.Digest) bool {
+			n := len(next)
+			for _, r := range reqs {
+				n += len(r)
+			}
+			return n <= findMissingChunk
+		},
+		run: u.findMissing,
+	}
+	u.updates = &coalescer[blobBatch, error]{window: coalesceWindow,
+		fits: func(reqs []blobBatch, next blobBatch) bool {
+			n := next.size
+			for _, r := range reqs {
+				n += r.size
+			}
+			return n <= c.batchData()
+		},
+		run: u.batchUpdate,
+	}
+	return u
+}
+
+// findMissing is one FindMissingBlobs call for the requests of a batch.
+func (u *Uploader) findMissing(ctx context.Context, reqs [][]digest.Digest) []found {
+	var all []digest.Digest
+	for _, r := range reqs {
+		all = append(all, r...)
+	}
+	missing, err := u.c.FindMissing(ctx, all)
+	u.Counters.FindMissingCalls.Add(1)
+	out := make([]found, len(reqs))
+	if err != nil {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	set := make(map[digest.Digest]bool, len(missing))
+	for _, d := range missing {
+		set[d] = true
+	}
+	for i, r := range reqs {
+		for _, d := range r {
+			if set[d] {
+				out[i].missing = append(out[i].missing, d)
+			}
+		}
+	}
+	return out
+}
+
+// batchUpdate is one BatchUpdateBlobs call for the requests of a batch.
+func (u *Uploader) batchUpdate(ctx context.Context, reqs []blobBatch) []error {
+	var ds []digest.Digest
+	var data [][]byte
+	for _, r := range reqs {
+		ds = append(ds, r.ds...)
+		data = append(data, r.data...)
+	}
+	err := u.c.batchUpdate(ctx, ds, data)
+	if err == nil {
+		u.Counters.BatchUpdateCalls.Add(1)
+	}
+	out := make([]error, len(reqs))
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
 
 // MarkPresent records that d is in the CAS (e.g. an output just read from
 // it), so storing it again costs nothing.
@@ -158,13 +246,15 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 	var missing []digest.Digest
 	for start := 0; start < len(ds); start += findMissingChunk {
 		chunk := ds[start:min(start+findMissingChunk, len(ds))]
-		m, err := u.c.FindMissing(ctx, chunk)
-		u.Counters.FindMissingCalls.Add(1)
+		f, err := u.finds.do(ctx, chunk)
+		if err == nil {
+			err = f.err
+		}
 		if err != nil {
 			failAll(chunk, fmt.Errorf("FindMissingBlobs: %w", err))
 			continue
 		}
-		missing = append(missing, m...)
+		missing = append(missing, f.missing...)
 	}
 	sort.Slice(missing, func(i, j int) bool { return missing[i].Size < missing[j].Size })
 	content := func(d digest.Digest) ([]byte, error) {
@@ -199,7 +289,10 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		if len(batch) == 0 {
 			return
 		}
-		err := u.c.batchUpdate(ctx, batch, batchData)
+		err, werr := u.updates.do(ctx, blobBatch{ds: batch, data: batchData, size: batchSize})
+		if werr != nil {
+			err = werr
+		}
 		var rej *batchRejected
 		switch {
 		case errors.As(err, &rej):
@@ -215,7 +308,6 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		case err != nil:
 			failAll(batch, err)
 		default:
-			u.Counters.BatchUpdateCalls.Add(1)
 			for _, d := range batch {
 				u.Counters.BlobsUploaded.Add(1)
 				u.Counters.BytesUploaded.Add(d.Size)
@@ -545,6 +637,67 @@ func (c *Client) ReadFile(ctx context.Context, d digest.Digest, dst string) erro
 // of each blob it could not send. A call refused as too large is a
 // *batchRejected.
 func (c *Client) batchRead(ctx context.Context, ds []digest.Digest) (map[digest.Digest][]byte, map[digest.Digest]error, error) {
+	r, err := c.reads.do(ctx, ds)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.got, r.errs, r.err
+}
+
+// read is the answer of a coalesced BatchReadBlobs to one request.
+type read struct {
+	got  map[digest.Digest][]byte
+	errs map[digest.Digest]error
+	err  error
+}
+
+// newReads coalesces the BatchReadBlobs calls of the actions in flight.
+func (c *Client) newReads() *coalescer[[]digest.Digest, read] {
+	size := func(ds []digest.Digest) (n int64) {
+		for _, d := range ds {
+			n += d.Size + perBlobOverhead
+		}
+		return n
+	}
+	return &coalescer[[]digest.Digest, read]{window: coalesceWindow,
+		fits: func(reqs [][]digest.Digest, next []digest.Digest) bool {
+			n := size(next)
+			for _, r := range reqs {
+				n += size(r)
+			}
+			return n <= c.batchData()
+		},
+		run: func(ctx context.Context, reqs [][]digest.Digest) []read {
+			var all []digest.Digest
+			for _, r := range reqs {
+				for _, d := range r {
+					if !slices.Contains(all, d) {
+						all = append(all, d)
+					}
+				}
+			}
+			cctx, cancel := context.WithTimeout(c.withMD(ctx), c.opts.RPCTimeout)
+			got, errs, err := c.batchReadNow(cctx, all)
+			cancel()
+			out := make([]read, len(reqs))
+			for i, r := range reqs {
+				out[i] = read{got: map[digest.Digest][]byte{}, errs: map[digest.Digest]error{}, err: err}
+				for _, d := range r {
+					if b, ok := got[d]; ok {
+						out[i].got[d] = b
+					}
+					if e, ok := errs[d]; ok {
+						out[i].errs[d] = e
+					}
+				}
+			}
+			return out
+		},
+	}
+}
+
+// batchReadNow is one BatchReadBlobs call for ds.
+func (c *Client) batchReadNow(ctx context.Context, ds []digest.Digest) (map[digest.Digest][]byte, map[digest.Digest]error, error) {
 	req := &repb.BatchReadBlobsRequest{InstanceName: c.opts.Instance, DigestFunction: repb.DigestFunction_SHA256}
 	for _, d := range ds {
 		req.Digests = append(req.Digests, d.Proto())

@@ -27,6 +27,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/thindist/thindist/internal/digest"
 )
 
 // Options says how to reach the service.
@@ -77,6 +79,8 @@ type Client struct {
 
 	// CAS is the uploader shared by every action of the run.
 	CAS *Uploader
+	// reads coalesces the BatchReadBlobs calls of the actions in flight.
+	reads *coalescer[[]digest.Digest, read]
 }
 
 // grpcMax is gRPC's default message limit: no batch is larger, whatever
@@ -168,6 +172,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	c.enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	c.dec, _ = zstd.NewReader(nil)
 	c.CAS = newUploader(c)
+	c.reads = c.newReads()
 	return c, nil
 }
 

@@ -200,9 +200,12 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		var err error
 		if opName == "" {
 			e.Counters.ExecuteCalls.Add(1)
+			// The outputs come back in the response where the server
+			// inlines them: no read after the execution.
 			stream, err = e.c.exec.Execute(sctx, &repb.ExecuteRequest{
 				InstanceName: e.c.opts.Instance, ActionDigest: ex.ActionDigest.Proto(),
 				SkipCacheLookup: e.o.SkipCacheLookup, DigestFunction: repb.DigestFunction_SHA256,
+				InlineStdout: true, InlineStderr: true, InlineOutputFiles: ex.Outputs,
 			})
 		} else {
 			e.Counters.WaitCalls.Add(1)
