@@ -43,6 +43,19 @@ type remoteResult struct {
 
 var remoteSummary = regexp.MustCompile(`(?m)^thindist: remote .*$`)
 
+// clientCPU reads thindist's own CPU per action from its remote summary
+// line (getrusage of the thindist process: every RPC, protobuf, hash and
+// file write; the test double runs in a process of its own).
+var clientCPU = regexp.MustCompile(`thindist CPU \S+, ([\d.]+) ms per action`)
+
+// cpuPerAction is the figure clientCPU reads from summary, or "?".
+func cpuPerAction(summary string) string {
+	if m := clientCPU.FindStringSubmatch(summary); m != nil {
+		return m[1] + " ms"
+	}
+	return "?"
+}
+
 func rpcs(st reapitest.Stats) int64 {
 	var n int64
 	for m, c := range st.RPCs {
@@ -78,8 +91,11 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 		}
 		addr := srv.addr
 		link := func(dir string, extra ...string) (timing, error) {
+			// Every action remote (no hybrid local side): this part
+			// measures the protocol.
 			args := []string{"-fthinlto-distributor=" + t.thindist, "-Xthinlto-distributor=--no-cache",
-				"-Xthinlto-distributor=--remote=grpc://" + addr, "-Xthinlto-distributor=--remote-fallback=none"}
+				"-Xthinlto-distributor=--remote=grpc://" + addr, "-Xthinlto-distributor=--remote-fallback=none",
+				"-Xthinlto-distributor=--remote-local-jobs=0"}
 			for _, e := range extra {
 				args = append(args, "-Xthinlto-distributor="+e)
 			}

@@ -83,10 +83,10 @@ func (r *projectResult) remoteText() string {
 	fmt.Fprintf(&b, "\n%s, remote (test double on loopback, --remote-jobs=%d): cold %s, warm relink %s (%.3f × cold), with a server that inlines outputs %s (%.3f × cold)\n",
 		r.p.name, rr.remoteJobs, sec(c), sec(w), ratio(w, c), sec(wi), ratio(wi, c))
 	for _, x := range rr.runs {
-		fmt.Fprintf(&b, "  uploaded %d B of %d distinct (%.3f); %.2f RPCs per action cold, %.2f warm, %.2f warm with inlining\n",
+		fmt.Fprintf(&b, "  uploaded %d B of %d distinct (%.3f); %.2f RPCs per action cold, %.2f warm, %.2f warm with inlining; thindist's CPU per action %s cold, %s warm\n",
 			x.coldStats.BytesUploadedRaw, x.distinctBytes, float64(x.coldStats.BytesUploadedRaw)/float64(max(1, x.distinctBytes)),
 			float64(rpcs(x.coldStats))/float64(max(1, x.coldStats.Executions)), float64(rpcs(x.warmStats))/float64(max(1, r.actions())),
-			float64(rpcs(x.warmInlineStats))/float64(max(1, r.actions())))
+			float64(rpcs(x.warmInlineStats))/float64(max(1, r.actions())), cpuPerAction(x.coldSummary), cpuPerAction(x.warmSummary))
 	}
 	return b.String()
 }
