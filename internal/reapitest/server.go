@@ -119,6 +119,11 @@ type Options struct {
 	// then wait. See also SetExecutingFor.
 	ExecutingFor time.Duration
 
+	// MaxConcurrentStreams, when > 0, bounds the concurrent streams (calls)
+	// of one client connection, as HTTP/2's MAX_CONCURRENT_STREAMS does on
+	// servers and proxies that set it (often 100 or 128).
+	MaxConcurrentStreams uint32
+
 	// Workers, when > 0, is how many actions the server's workers run at
 	// once; further executions stay QUEUED until a worker is free, as on
 	// a cluster with that many worker slots. 0: no bound.
@@ -292,6 +297,9 @@ func (s *FakeServer) newGRPCServer() *grpc.Server {
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 	)
+	if n := s.opts.MaxConcurrentStreams; n > 0 {
+		sopts = append(sopts, grpc.MaxConcurrentStreams(n))
+	}
 	if m := s.opts.MaxMessageSizeBytes; m > 0 {
 		sopts = append(sopts, grpc.MaxRecvMsgSize(int(m)))
 	}

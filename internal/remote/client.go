@@ -57,6 +57,17 @@ type Options struct {
 	// Compression enables zstd when the server offers it (default on;
 	// DisableCompression turns it off).
 	DisableCompression bool
+	// ExecStreams is how many executions may be in flight at once
+	// (--remote-jobs). Each holds an Execute stream for as long as it
+	// runs, and servers and proxies commonly allow StreamsPerConn
+	// concurrent streams per connection (HTTP/2 MAX_CONCURRENT_STREAMS):
+	// gRPC would queue the rest inside thindist, and every other call
+	// behind them. So executions get connections of their own, one per
+	// StreamsPerConn of them, and the other calls keep the first.
+	ExecStreams int
+	// StreamsPerConn is the streams one connection is counted on to
+	// carry (default 100).
+	StreamsPerConn int
 }
 
 // Client is a connection to the service with its capabilities.
@@ -65,10 +76,14 @@ type Client struct {
 	conn *grpc.ClientConn
 	Caps *repb.ServerCapabilities
 
-	cas  repb.ContentAddressableStorageClient
-	ac   repb.ActionCacheClient
-	exec repb.ExecutionClient
-	bs   bytestream.ByteStreamClient
+	cas repb.ContentAddressableStorageClient
+	ac  repb.ActionCacheClient
+	bs  bytestream.ByteStreamClient
+	// execs are the execution clients, on the connections of execConns
+	// (on conn when there are none), taken in turn.
+	execs     []repb.ExecutionClient
+	execConns []*grpc.ClientConn
+	nextExec  atomic.Uint64
 
 	zstdUpload, zstdRead, zstdBatch bool
 	// batchLimit is the largest batch request thindist sends; a batch the
@@ -113,24 +128,42 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
-		// Reconnect soon after the connection drops (gRPC's default
-		// waits 1s, then up to 2 minutes): a restarted frontend is back
-		// within the retry window.
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoffpkg.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
-			MinConnectTimeout: 5 * time.Second,
-		}))
+	newConn := func() (*grpc.ClientConn, error) {
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+			// Reconnect soon after the connection drops (gRPC's default
+			// waits 1s, then up to 2 minutes): a restarted frontend is
+			// back within the retry window.
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoffpkg.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+				MinConnectTimeout: 5 * time.Second,
+			}))
+	}
+	conn, err := newConn()
 	if err != nil {
 		return nil, fmt.Errorf("remote %s: %w", o.Target, err)
 	}
 	c := &Client{
 		opts: o, conn: conn,
-		cas:  repb.NewContentAddressableStorageClient(conn),
-		ac:   repb.NewActionCacheClient(conn),
-		exec: repb.NewExecutionClient(conn),
-		bs:   bytestream.NewByteStreamClient(conn),
+		cas: repb.NewContentAddressableStorageClient(conn),
+		ac:  repb.NewActionCacheClient(conn),
+		bs:  bytestream.NewByteStreamClient(conn),
+	}
+	if o.StreamsPerConn <= 0 {
+		o.StreamsPerConn = 100
+	}
+	// Connections are made lazily, at their first call.
+	for n := 0; n < o.ExecStreams; n += o.StreamsPerConn {
+		ec, err := newConn()
+		if err != nil {
+			c.closeConns()
+			return nil, fmt.Errorf("remote %s: %w", o.Target, err)
+		}
+		c.execConns = append(c.execConns, ec)
+		c.execs = append(c.execs, repb.NewExecutionClient(ec))
+	}
+	if len(c.execs) == 0 {
+		c.execs = []repb.ExecutionClient{repb.NewExecutionClient(conn)}
 	}
 	var caps *repb.ServerCapabilities
 	// A service that cannot be reached at all is given a few seconds, not
@@ -141,19 +174,19 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		return err
 	})
 	if err != nil {
-		conn.Close()
+		c.closeConns()
 		return nil, fmt.Errorf("remote %s: GetCapabilities: %w", o.Target, err)
 	}
 	c.Caps = caps
 	cc := caps.GetCacheCapabilities()
 	if cc == nil {
-		conn.Close()
+		c.closeConns()
 		return nil, fmt.Errorf("remote %s: the server has no CAS (no cache capabilities); point --remote at a service that has one "+
 			"(Buildbarn: the frontend, bb_storage, not bb_scheduler's client port)", o.Target)
 	}
 	fns := cc.GetDigestFunctions()
 	if len(fns) > 0 && !slices.Contains(fns, repb.DigestFunction_SHA256) {
-		conn.Close()
+		c.closeConns()
 		return nil, fmt.Errorf("remote %s: the server does not support SHA-256 digests (it offers %v)", o.Target, fns)
 	}
 	if !o.DisableCompression {
@@ -176,10 +209,23 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	return c, nil
 }
 
-// Close releases the connection.
+// Close releases the connections.
 func (c *Client) Close() error {
 	c.dec.Close()
+	return c.closeConns()
+}
+
+func (c *Client) closeConns() error {
+	for _, ec := range c.execConns {
+		ec.Close()
+	}
 	return c.conn.Close()
+}
+
+// exec is the execution client for the next execution, the connections
+// taken in turn.
+func (c *Client) exec() repb.ExecutionClient {
+	return c.execs[c.nextExec.Add(1)%uint64(len(c.execs))]
 }
 
 // Instance is the instance name.

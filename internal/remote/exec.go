@@ -202,14 +202,14 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			e.Counters.ExecuteCalls.Add(1)
 			// The outputs come back in the response where the server
 			// inlines them: no read after the execution.
-			stream, err = e.c.exec.Execute(sctx, &repb.ExecuteRequest{
+			stream, err = e.c.exec().Execute(sctx, &repb.ExecuteRequest{
 				InstanceName: e.c.opts.Instance, ActionDigest: ex.ActionDigest.Proto(),
 				SkipCacheLookup: e.o.SkipCacheLookup, DigestFunction: repb.DigestFunction_SHA256,
 				InlineStdout: true, InlineStderr: true, InlineOutputFiles: ex.Outputs,
 			})
 		} else {
 			e.Counters.WaitCalls.Add(1)
-			stream, err = e.c.exec.WaitExecution(sctx, &repb.WaitExecutionRequest{Name: opName})
+			stream, err = e.c.exec().WaitExecution(sctx, &repb.WaitExecutionRequest{Name: opName})
 		}
 		var resp *repb.ExecuteResponse
 		var expired atomic.Int32 // the stage whose bound passed, cancelling the stream

@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -94,5 +95,38 @@ func TestNoWorkerUnavailableTripsBreaker(t *testing.T) {
 	}
 	if n := srv.Stats().ExecuteCalls; n != 3 {
 		t.Errorf("%d Execute calls: an action was sent after the breaker tripped", n)
+	}
+}
+
+// TestExecStreamsOwnConnections: executions in flight beyond what one
+// connection carries (a server or proxy that allows few concurrent
+// streams per connection) neither wait inside thindist nor hold up other
+// calls: they go out on connections of their own.
+func TestExecStreamsOwnConnections(t *testing.T) {
+	const limit, n = 2, 4
+	srv, addr := fake(t, reapitest.Options{MaxConcurrentStreams: limit})
+	c := dial(t, addr, remote.Options{ExecStreams: n, StreamsPerConn: limit})
+	ex := remote.NewExecutor(c, remote.ExecOptions{})
+	srv.StallNext(n) // every execution hangs until cancelled
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_, err := ex.RunCommand(ctx, []string{"/bin/true"})
+			done <- err
+		}()
+	}
+	// All four reach the server although one connection carries two
+	// streams (the test's timeout is the safety net).
+	for srv.Stats().ExecuteCalls < n {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Other calls still go through.
+	if err := c.CheckCAS(t.Context()); err != nil {
+		t.Errorf("a CAS call while every execution stream is open: %v", err)
+	}
+	cancel()
+	for i := 0; i < n; i++ {
+		<-done
 	}
 }
