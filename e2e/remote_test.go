@@ -776,13 +776,21 @@ func TestRemoteRace(t *testing.T) {
 	p := remoteProgram(t)
 	srv, addr := fakeRemote(t, reapitest.Options{})
 	srv.StallNext(1)
-	stderr, err := remoteLink(t, p, addr, "--remote-local-jobs=1", "--remote-fallback=none")
+	trace := filepath.Join(t.TempDir(), "trace.json")
+	stderr, err := remoteLink(t, p, addr, "--remote-local-jobs=1", "--remote-fallback=none", "--trace="+trace)
 	if !wantCorrectOrFailed(t, p, stderr, err) {
 		t.Fatalf("link failed:\n%s", stderr)
 	}
 	_, raced, wonHere := parseHybrid(t, stderr)
 	if raced == 0 || wonHere == 0 {
 		t.Errorf("%d raced, %d won here: want the stalled action won by this machine\n%s", raced, wonHere, stderr)
+	}
+	// The summary and the trace say who won.
+	if !regexp.MustCompile(`\(\d+ raced, [1-9]\d* won here\)`).MatchString(stderr) {
+		t.Errorf("the summary line does not say that a race was won here:\n%s", stderr)
+	}
+	if tr, err := os.ReadFile(trace); err != nil || !strings.Contains(string(tr), `"raced":"won by local"`) {
+		t.Errorf("the trace does not say that the local run won (%v):\n%s", err, tr)
 	}
 	if n := srv.Stats().Cancellations; n == 0 {
 		t.Errorf("the server saw no cancellation of the stalled execution")
