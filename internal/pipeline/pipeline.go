@@ -242,7 +242,13 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if !cfg.NoForkServer {
 		var closeForks func()
 		forks, closeForks = ForkServers(dir, environ, limited(warn))
-		finishers = append(finishers, closeForks)
+		finishers = append(finishers, closeForks, func() {
+			// Run before closeForks (finishers run last first), once the
+			// backends phase has ended: its share spent starting servers.
+			if st := forks.Stats(); st.Servers > 0 {
+				tl.Detail("backends", fmt.Sprintf("%s starting %s", report.Round(st.Startup), plural(st.Servers, "fork server")))
+			}
+		})
 	}
 	var runner proc.Runner = proc.Exec{}
 	if forks != nil {
@@ -339,6 +345,14 @@ func CacheDir(cfg *config.Config, env Env) string {
 		return cfg.CacheDir
 	}
 	return config.DefaultCacheDir(env.Getenv)
+}
+
+// plural is "1 fork server", "2 fork servers".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // ForkServers returns the pool that forks local compilers with environment

@@ -305,17 +305,19 @@ func (s *Summary) Line() string {
 	if n := s.Jobs - s.Failed - s.Stopped - s.Cached - s.Remote - s.Local; n > 0 {
 		line += fmt.Sprintf(", %d not started", n)
 	}
-	line += fmt.Sprintf(" in %s", roundDur(s.tl.Elapsed()))
+	line += fmt.Sprintf(" in %s", Round(s.tl.Elapsed()))
 	if where := s.tl.describe(); where != "" {
 		line += " (" + where + ")"
 	}
 	if s.Slowest != "" {
-		line += fmt.Sprintf("; slowest %s (%s)", s.Slowest, roundDur(s.SlowestIn))
+		line += fmt.Sprintf("; slowest %s (%s)", s.Slowest, Round(s.SlowestIn))
 	}
 	return line
 }
 
-func roundDur(d time.Duration) time.Duration {
+// Round rounds a duration for display: to 1ms below a second, 10ms below
+// ten, 100ms above.
+func Round(d time.Duration) time.Duration {
 	switch {
 	case d >= 10*time.Second:
 		return d.Round(100 * time.Millisecond)

@@ -13,6 +13,8 @@ import (
 type Phase struct {
 	Name       string
 	Start, End time.Time
+	// Detail says more about the phase: "420ms starting 1 fork server".
+	Detail string
 }
 
 // Timeline is a run's clock: when the run began and the phases it saw.
@@ -57,6 +59,18 @@ func (t *Timeline) Add(name string, start, end time.Time) {
 	t.phases = append(t.phases, Phase{Name: name, Start: start, End: end})
 }
 
+// Detail attaches detail to the last phase named name, if any.
+func (t *Timeline) Detail(name, detail string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.phases) - 1; i >= 0; i-- {
+		if t.phases[i].Name == name {
+			t.phases[i].Detail = detail
+			return
+		}
+	}
+}
+
 // Phases returns the phases recorded, in the order they ended.
 func (t *Timeline) Phases() []Phase {
 	t.mu.Lock()
@@ -69,12 +83,16 @@ func (t *Timeline) Phases() []Phase {
 func (t *Timeline) describe() string {
 	var parts []string
 	for _, p := range t.Phases() {
-		d := roundDur(p.End.Sub(p.Start))
+		d := Round(p.End.Sub(p.Start))
 		if !p.End.After(t.start) {
 			parts = append(parts, fmt.Sprintf("%s %s before", p.Name, d))
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %s", p.Name, d))
+		part := fmt.Sprintf("%s %s", p.Name, d)
+		if p.Detail != "" {
+			part += " including " + p.Detail
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, ", ")
 }
