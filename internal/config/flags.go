@@ -1,7 +1,10 @@
-// Package config holds thindist's settings and reads them from command-line
-// flags and THINDIST_* environment variables: build systems pass environment
-// more easily than linker flags, so every flag has a variable, and a flag on
-// the command line wins over its variable.
+// Package config holds thindist's settings and reads them from, in
+// increasing precedence, their defaults, the default config file
+// ($XDG_CONFIG_HOME/thindist/config), a file named by --config, THINDIST_*
+// environment variables and command-line flags: a user sets a remote
+// service or a cache limit once in a file; build systems pass environment
+// more easily than linker flags, so every flag has a variable. Parse
+// remembers where each value came from, for `thindist config`.
 package config
 
 import (
