@@ -17,6 +17,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/lockfile"
 )
@@ -201,29 +202,14 @@ func (c *Disk) WriteBlobBytes(_ context.Context, d digest.Digest, data []byte) e
 	return c.writeAtomic(dst, func(w io.Writer) error { _, err := w.Write(data); return err })
 }
 
-// writeAtomic writes a file under tmp/ and renames it to dst.
+// writeAtomic writes a file under tmp/ and renames it to dst: the
+// temporary files of writers that died are all in tmp/, where Trim removes
+// them.
 func (c *Disk) writeAtomic(dst string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Join(c.dir, "tmp"), "w-*")
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return atomicfile.WriteIn(filepath.Join(c.dir, "tmp"), dst, 0o644, write)
 }
 
 // touch marks p as used now; it reports whether p exists.
@@ -232,21 +218,17 @@ func touch(p string) bool {
 	return os.Chtimes(p, now, now) == nil
 }
 
+// copyFile copies src to dst, replacing dst rather than writing into it.
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	return atomicfile.Write(dst, 0o644, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
 		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	})
 }
 
 // Stats are a cache's counters over its life.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapi"
@@ -68,18 +69,26 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 		e.opts.Warn("%s: not cached: %v", a.ID, err)
 		return e.next.Execute(ctx, a, out)
 	}
-	if res, err := e.lookup(ctx, key, a, out); err == nil {
+	res, err := e.lookup(ctx, key, a, out)
+	if err == nil {
 		e.Counters.Hits.Add(1)
 		e.Counters.SavedCPU.Add(int64(res.CPU))
 		return res, nil
-	} else if !errors.Is(err, ErrNotFound) {
+	}
+	// The outputs placed before the entry turned out unusable (a blob
+	// missing or corrupt) are hard links into the store: take them away
+	// before anything else writes these paths.
+	for _, o := range out {
+		os.Remove(o)
+	}
+	if !errors.Is(err, ErrNotFound) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		e.opts.Warn("%s: cache entry unusable, recompiling: %v", a.ID, err)
 	}
 	e.Counters.Misses.Add(1)
-	res, err := e.next.Execute(ctx, a, out)
+	res, err = e.next.Execute(ctx, a, out)
 	if err != nil || res.Failed() || e.opts.ReadOnly || e.opts.StoreFrom != nil && !e.opts.StoreFrom(res.Where) {
 		return res, err
 	}
@@ -154,8 +163,7 @@ func (e *Executor) readOutput(ctx context.Context, f *repb.OutputFile, d digest.
 	}
 	// dst may be a hard link into a cache left by an earlier attempt:
 	// replace it rather than write through it.
-	os.Remove(dst)
-	return os.WriteFile(dst, f.Contents, 0o644)
+	return atomicfile.WriteFile(dst, f.Contents, 0o644)
 }
 
 func (e *Executor) store1(ctx context.Context, key digest.Digest, res *executor.Result, out []string) error {

@@ -225,3 +225,44 @@ func TestCompilerIDs(t *testing.T) {
 		t.Error("a missing compiler has an identity")
 	}
 }
+
+// TestExecutorUnusableHitLeavesNoLink: an entry whose object is stored but
+// whose stderr blob is gone is unusable after its object was placed, as a
+// hard link into the store. The next executor writes the output path in
+// place (as a compiler wrapper's `> out` would, or a remote result written
+// without a rename): the stored blob must keep its content.
+func TestExecutorUnusableHitLeavesNoLink(t *testing.T) {
+	ctx := context.Background()
+	a := realActions(t)[0]
+	disk := openDisk(t)
+	first := &fake{produce: func() ([]byte, *executor.Result) {
+		return elfObject("one"), &executor.Result{Stderr: []byte("warning: x\n")}
+	}}
+	if _, err := chain(t, disk, first, Options{}).Execute(ctx, a, []string{filepath.Join(t.TempDir(), "obj")}); err != nil {
+		t.Fatal(err)
+	}
+	ar, err := disk.GetActionResult(ctx, mustKey(t, a), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _ := digest.FromProto(ar.OutputFiles[0].Digest)
+	stderr, _ := digest.FromProto(ar.StderrDigest)
+	if err := os.Remove(disk.casPath(stderr)); err != nil {
+		t.Fatal(err)
+	}
+	second := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("two"), &executor.Result{} }}
+	out := filepath.Join(t.TempDir(), "obj")
+	if _, err := chain(t, disk, second, Options{}).Execute(ctx, a, []string{out}); err != nil {
+		t.Fatal(err)
+	}
+	if second.runs.Load() != 1 {
+		t.Fatalf("the unusable entry was served")
+	}
+	if got, _ := os.ReadFile(out); string(got) != string(elfObject("two")) {
+		t.Errorf("the output holds %q, want the second compiler's", got[64:])
+	}
+	data, err := disk.ReadBlobBytes(ctx, obj)
+	if err != nil || string(data) != string(elfObject("one")) {
+		t.Errorf("the stored object was written through a hard link: %v", err)
+	}
+}

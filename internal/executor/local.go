@@ -78,6 +78,12 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 		dir = sandbox.workDir
 	}
 	argv := a.Argv(func(i int) string { return a.Inputs[i].Path }, func(i int) string { return out[i] })
+	// A compiler may write its output in place (a wrapper's `> out`; clang
+	// when it cannot create a temporary file beside it): never into a file
+	// an earlier attempt left there, which may be a hard link into the cache.
+	for _, o := range out {
+		os.Remove(o)
+	}
 
 	if l.opts.Limiter != nil {
 		release, err := acquire(ctx, l.opts.Limiter, a)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapi"
@@ -579,9 +580,13 @@ func (e *Executor) stdio(ctx context.Context, raw []byte, p *repb.Digest) ([]byt
 	return e.c.ReadBytes(ctx, d)
 }
 
+// writeFile writes an output or a blob to dst. It replaces dst rather than
+// write into it: dst may be a hard link into the local cache, placed by a
+// cache hit that was then not used (its other outputs were missing), and
+// writing through it would change the cached blob.
 func writeFile(dst string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(dst, data, 0o644)
+	return atomicfile.WriteFile(dst, data, 0o644)
 }

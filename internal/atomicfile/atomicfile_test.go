@@ -1,0 +1,46 @@
+package atomicfile
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestWrite: a hard-linked path is replaced, not written through; a failed
+// write leaves the path as it was and no temporary file behind.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(other, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(other, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(path, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "new" {
+		t.Errorf("path holds %q", got)
+	}
+	if got, _ := os.ReadFile(other); string(got) != "old" {
+		t.Errorf("the write went through the hard link: %q", got)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", st.Mode())
+	}
+	boom := errors.New("boom")
+	err := Write(path, 0o644, func(w io.Writer) error { w.Write([]byte("half")); return boom })
+	if !errors.Is(err, boom) {
+		t.Errorf("Write returned %v", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "new" {
+		t.Errorf("a failed write changed the path: %q", got)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 2 {
+		t.Errorf("%d files in the directory after a failed write, want 2", len(es))
+	}
+}
