@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -15,6 +16,13 @@ const cacheIntro = `Usage:
   thindist cache stats [--cache-dir DIR]   the local cache's size, limit, hits, misses,
                                            evictions and the CPU time hits saved
   thindist cache clear [--cache-dir DIR]   remove every entry
+  thindist cache verify [--fix] [--cache-dir DIR]
+                                           read every entry and check it: each blob
+                                           has the digest it is named by, each action
+                                           record parses and its object is an ELF or
+                                           COFF object; list the corrupt ones and exit 1
+                                           if there are any. --fix also removes them.
+                                           Links may run meanwhile.
 
 The cache directory and its size limit are the settings links use (see
 'thindist config'); every setting of 'thindist --help' is accepted.
@@ -22,19 +30,29 @@ The cache directory and its size limit are the settings links use (see
 
 func cacheUsage(w io.Writer) { helpWithFlags(w, cacheIntro) }
 
-// cacheCmd runs `thindist cache stats|clear [--cache-dir DIR]`.
-func cacheCmd(args []string, env pipeline.Env, stdout io.Writer) int {
+// cacheCmd runs `thindist cache stats|clear|verify [--cache-dir DIR]`.
+func cacheCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
 	if wantsHelp(args) {
 		cacheUsage(stdout)
 		return 0
 	}
-	if len(args) == 0 || (args[0] != "stats" && args[0] != "clear") {
-		fmt.Fprintf(env.Stderr, "usage: thindist cache stats|clear [--cache-dir DIR]\nRun 'thindist cache --help' for more.\n")
+	if len(args) == 0 || (args[0] != "stats" && args[0] != "clear" && args[0] != "verify") {
+		fmt.Fprintf(env.Stderr, "usage: thindist cache stats|clear|verify [--cache-dir DIR]\nRun 'thindist cache --help' for more.\n")
 		return 2
+	}
+	// --fix belongs to verify alone, not to the settings every command takes.
+	var rest []string
+	fix := false
+	for _, a := range args[1:] {
+		if args[0] == "verify" && (a == "--fix" || a == "-fix") {
+			fix = true
+			continue
+		}
+		rest = append(rest, a)
 	}
 	var cfg config.Config
 	fs := newFlags(&cfg)
-	if code := parseFlags("thindist cache", fs, &cfg, args[1:], env, cacheUsage); code >= 0 {
+	if code := parseFlags("thindist cache", fs, &cfg, rest, env, cacheUsage); code >= 0 {
 		return code
 	}
 	dir := cfg.CacheDir
@@ -45,6 +63,9 @@ func cacheCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "thindist cache: %v\n", err)
 		return 1
+	}
+	if args[0] == "verify" {
+		return cacheVerify(ctx, disk, fix, env, stdout)
 	}
 	if args[0] == "clear" {
 		if err := disk.Clear(); err != nil {
@@ -77,4 +98,29 @@ func cacheCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	fmt.Fprintf(stdout, "evictions:  %d\n", s.Evictions)
 	fmt.Fprintf(stdout, "saved CPU:  %s\n", s.SavedCPU.Round(time.Millisecond))
 	return 0
+}
+
+// cacheVerify runs `thindist cache verify`: exit status 1 when it found
+// corrupt entries (also when --fix removed them, as fsck does), 0 otherwise.
+func cacheVerify(ctx context.Context, disk *cache.Disk, fix bool, env pipeline.Env, stdout io.Writer) int {
+	st, err := disk.Verify(ctx, fix)
+	for _, c := range st.Corrupt {
+		what := "corrupt"
+		if c.Removed {
+			what = "removed"
+		}
+		fmt.Fprintf(stdout, "%s: %s: %s\n", what, c.Path, c.Problem)
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "thindist cache verify: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "checked %d blobs and %d action records in %s: %d corrupt\n", st.Blobs, st.Records, disk.Dir(), len(st.Corrupt))
+	if len(st.Corrupt) == 0 {
+		return 0
+	}
+	if !fix {
+		fmt.Fprintf(stdout, "run 'thindist cache verify --fix' to remove them\n")
+	}
+	return 1
 }

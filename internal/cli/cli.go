@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer)
 		case "help":
 			return help(args[1:], env, stdout)
 		case "cache":
-			return cacheCmd(args[1:], env, stdout)
+			return cacheCmd(ctx, args[1:], env, stdout)
 		case "config":
 			return configCmd(args[1:], env, stdout)
 		case "report":
@@ -66,7 +66,8 @@ Usage:
   thindist [flags] JOBFILE     run the jobs of an lld DTLTO job file (lld calls this)
   thindist link [flags] -- LINK-COMMAND
                                distributed ThinLTO with any lld: see 'thindist link --help'
-  thindist cache stats|clear   show or empty the local cache
+  thindist cache stats|clear|verify
+                               show, empty or check the local cache
   thindist config [flags]      print every effective setting and where it came from
   thindist report [last|ID|FILE] [--html FILE|--json|--list]
                                show a run's record: where the time went, what ran
