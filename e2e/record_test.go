@@ -234,6 +234,15 @@ func TestRecordLinkPhases(t *testing.T) {
 		t.Errorf("record: entry %q, output %q, %d actions, log %q", run.Entry, run.Output, len(run.Actions), run.Log)
 	}
 	missOf(t, run, "libutil.a(util.o)")
+
+	// --no-record leaves none.
+	if code, out := runThindist(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "link", "--no-record", "--",
+		clang, "-flto=thin", "-fuse-ld=lld", "main.o", "libutil.a", "-o", "app"); code != 0 {
+		t.Fatalf("thindist link --no-record: exit %d\n%s", code, out)
+	}
+	if es, err := record.Open(cache).List(); err != nil || len(es) != 1 {
+		t.Errorf("after a link with --no-record: %d records (%v), want the first one alone", len(es), err)
+	}
 }
 
 // TestRecordConcurrentLinks runs 8 links at once sharing one cache
