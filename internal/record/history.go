@@ -19,14 +19,22 @@ type History struct {
 	took map[string]time.Duration
 }
 
+// Bounds of History's reading.
+const (
+	historyRuns  = 5
+	historyReads = 20
+)
+
 type past struct {
 	run *Run
 	act *Action
 }
 
 // History reads the records of runs in dir, newest first, until every
-// module is found or the records run out. A record that cannot be read is
-// skipped: history only ever improves a run.
+// module is found, or it has read historyRuns of that directory's records
+// or historyReads records in all (a module new to the link must not make
+// every link read every record). A record that cannot be read is skipped:
+// history only ever improves a run.
 func (s *Store) History(dir string, modules []string) *History {
 	h := &History{last: map[string]past{}, took: map[string]time.Duration{}}
 	want := map[string]bool{}
@@ -34,11 +42,14 @@ func (s *Store) History(dir string, modules []string) *History {
 		want[m] = true
 	}
 	es, _ := s.List()
-	for i := len(es) - 1; i >= 0 && (len(h.last) < len(want) || len(h.took) < len(want)); i-- {
+	same := 0
+	for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads && same < historyRuns &&
+		(len(h.last) < len(want) || len(h.took) < len(want)); i-- {
 		run, err := ReadFile(es[i].Path)
 		if err != nil || run.Dir != dir {
 			continue
 		}
+		same++
 		for j := range run.Actions {
 			a := &run.Actions[j]
 			if !want[a.Module] {

@@ -123,3 +123,29 @@ func TestMissReasons(t *testing.T) {
 		t.Errorf("one flag changed: %q", got)
 	}
 }
+
+// TestHistoryBounded: a module not seen in the directory's last few runs
+// counts as new, so that one new module does not make every link read
+// every record.
+func TestHistoryBounded(t *testing.T) {
+	s := Open(t.TempDir())
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < historyRuns+1; i++ {
+		run := &Run{Schema: Schema, ID: NewID(base.Add(time.Duration(i)*time.Minute), 1), Dir: "/p"}
+		m := "recent.o"
+		if i == 0 {
+			m = "old.o"
+		}
+		run.Actions = []Action{{Module: m, Where: WhereLocal, CPU: 1000, Key: "k"}}
+		if err := s.Write(run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := s.History("/p", []string{"recent.o", "old.o", "new.o"})
+	if _, ok := h.took["recent.o"]; !ok {
+		t.Error("recent.o has no history")
+	}
+	if _, ok := h.took["old.o"]; ok {
+		t.Errorf("old.o, last seen %d runs ago, was found: History read beyond %d runs", historyRuns+1, historyRuns)
+	}
+}
