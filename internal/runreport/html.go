@@ -212,7 +212,7 @@ tr.crit td:first-child{font-weight:bold}
 <table class="meta">
 <tr><td>command</td><td><code id="command">{{.Command}}</code></td></tr>
 <tr><td>directory</td><td><code>{{.Run.Dir}}</code></td></tr>
-<tr><td>thindist</td><td>{{.Run.Version}} ({{.Run.Entry}}), pid {{.Run.PID}}, started {{.Started}}, took {{.Wall}}</td></tr>
+<tr><td>version</td><td>{{.Run.Version}} ({{.Run.Entry}}), pid {{.Run.PID}}, started {{.Started}}, took {{.Wall}}</td></tr>
 <tr><td>jobs</td><td>{{.Counts.Total}}: {{.Counts.Cached}} local cache, {{.Counts.RemoteCached}} remote cache, {{.Counts.Remote}} remote, {{.Counts.Local}} local ({{.Counts.Forked}} forked), {{.Counts.Failed}} failed</td></tr>
 <tr><td>settings</td><td>--jobs={{.Run.Jobs}}{{if .Run.Remote}}, --remote={{.Run.Remote}} ({{.Run.RemoteJobs}} in flight){{end}}{{if not .Run.LocalCache}}, no local cache{{end}}</td></tr>
 {{if .Run.Error}}<tr><td>result</td><td class="fail">{{.Run.Error}}</td></tr>{{end}}

@@ -57,7 +57,7 @@ func WriteText(w io.Writer, run *record.Run) {
 	c := Count(run)
 	fmt.Fprintf(w, "run %s: %s (%s), in %s\n", run.ID, run.Name(), entryName(run.Entry), run.Dir)
 	fmt.Fprintf(w, "  command:  %s\n", strings.Join(run.Args, " "))
-	fmt.Fprintf(w, "  thindist: %s, pid %d, started %s, took %s\n", run.Version, run.PID,
+	fmt.Fprintf(w, "  version:  %s, pid %d, started %s, took %s\n", run.Version, run.PID,
 		run.Start.Local().Format("2006-01-02 15:04:05"), round(run.Wall()))
 	if run.Error != "" {
 		fmt.Fprintf(w, "  FAILED:   %s\n", firstLine(run.Error))
@@ -87,7 +87,11 @@ func WriteText(w io.Writer, run *record.Run) {
 	if len(run.Phases) > 0 {
 		var ps []string
 		for _, p := range run.Phases {
-			ps = append(ps, fmt.Sprintf("%s %s", p.Name, round(p.End.Sub(p.Start))))
+			s := fmt.Sprintf("%s %s", p.Name, round(p.End.Sub(p.Start)))
+			if !p.End.After(run.Start) {
+				s += " before thindist started"
+			}
+			ps = append(ps, s)
 		}
 		fmt.Fprintf(w, "  phases:   %s\n", strings.Join(ps, ", "))
 	}
