@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -43,11 +44,34 @@ func (h *historyResult) text() string {
 	fmt.Fprintf(&b, "scheduling from history (%d library modules + a smaller driver that inlines them all, --jobs=%d, --no-cache):\n", historyLight, historyJobs)
 	fmt.Fprintf(&b, "  by bitcode size: median %s of %v\n", median(h.bySize).Round(time.Millisecond), rounded(h.bySize))
 	fmt.Fprintf(&b, "  from history:    median %s of %v\n", median(h.byHistory).Round(time.Millisecond), rounded(h.byHistory))
+	bySize := append([]string(nil), h.order...)
+	sort.SliceStable(bySize, func(i, j int) bool { return h.sizes[bySize[i]] > h.sizes[bySize[j]] })
+	fmt.Fprintf(&b, "  the same schedules computed from the modules' measured CPU times (no other load): by size %s, from history %s\n",
+		makespan(bySize, h.cpu, historyJobs).Round(time.Millisecond), makespan(h.order, h.cpu, historyJobs).Round(time.Millisecond))
 	fmt.Fprintf(&b, "  order from history: %s\n", strings.Join(h.order, ", "))
 	for _, m := range h.order {
 		fmt.Fprintf(&b, "    %-9s %6d B bitcode, %s CPU\n", m, h.sizes[m], h.cpu[m].Round(time.Millisecond))
 	}
 	return b.String()
+}
+
+// makespan is when the last of the modules ends if slots compile them in
+// the given order, each taking its CPU time, each slot taking the next
+// module as soon as it is free: the scheduler's rule on an idle machine.
+func makespan(order []string, cpu map[string]time.Duration, slots int) time.Duration {
+	free := make([]time.Duration, slots)
+	var end time.Duration
+	for _, m := range order {
+		k := 0
+		for i := range free {
+			if free[i] < free[k] {
+				k = i
+			}
+		}
+		free[k] += cpu[m]
+		end = max(end, free[k])
+	}
+	return end
 }
 
 func rounded(ds []time.Duration) []time.Duration {
