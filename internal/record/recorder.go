@@ -105,6 +105,7 @@ func (r *Recorder) Finished(a *action.Action, slot int, res *executor.Result, er
 		rec.CPU = res.CPU.Microseconds()
 		rec.MaxRSS = res.MaxRSS
 		rec.Forked = res.Forked
+		rec.Raced = res.Raced
 		switch res.Where {
 		case executor.LocalCache:
 			rec.Where = WhereLocalCache
