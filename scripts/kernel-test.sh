@@ -11,9 +11,11 @@
 # and compares each thindist vmlinux with the reference: the entry point, the
 # symbols, and what objtool says about vmlinux.o. The second and third
 # variants only relink (the objects are the same; changing LD recompiles
-# nothing). Afterwards it times the vmlinux.o link alone, ld.lld in-process
-# against thindist link without a cache, and the relink after touching one
-# .c file with warm caches (lld's --thinlto-cache-dir, thindist's cache).
+# nothing). With THINDIST_KERNEL_BENCH=1 it then times the vmlinux.o link
+# alone, ld.lld in-process against thindist link without a cache, a link
+# without bitcode, and the relink after touching one .c file with warm caches
+# (lld's --thinlto-cache-dir, thindist's cache); that part has not yet been
+# run end to end (bench/RESULTS.md has the figures taken by hand).
 #
 # Usage: scripts/kernel-test.sh [SCRATCH]
 #   SCRATCH (default $THINDIST_KERNEL_SCRATCH or /var/tmp/thindist-kernel)
@@ -186,7 +188,7 @@ for variant in thin compdb; do
 done
 echo "kernel-test: OK"
 
-[ "${THINDIST_KERNEL_BENCH:-1}" = 1 ] || exit 0
+[ "${THINDIST_KERNEL_BENCH:-0}" = 1 ] || exit 0
 # Timings (recorded in bench/RESULTS.md). First the vmlinux.o link alone,
 # as Kbuild runs it (without the objtool run that follows it), in-process
 # (Kbuild's --thinlto-cache-dir overridden by an empty one)
