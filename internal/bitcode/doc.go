@@ -1,6 +1,7 @@
 // Package bitcode reads LLVM bitstream files far enough to compute a cache
 // key for a ThinLTO index shard (the "*.thinlto.bc" file that lld writes for
-// each distributed backend job).
+// each distributed backend job), and rewrites a shard's module paths so that
+// its backend can run in another tree.
 //
 // # Format
 //
@@ -90,4 +91,23 @@
 // does not cover the files the backend reads; callers must key those (the
 // job's input module and the imported modules) by content separately, which
 // the recorded hashes make possible.
+//
+// # Rewriting module paths
+//
+// The backend loads each imported module from the path the shard's module
+// table records (relative to its working directory) and finds its own
+// summaries under the path of its input, so a backend run elsewhere needs
+// the modules at the recorded paths. RewriteModulePaths names them anew
+// instead. Only the MODULE_STRTAB blocks change: they are written again
+// element by element (abbreviation definitions and untouched records keep
+// their bits; a renamed ENTRY takes the narrowest of the block's
+// abbreviations, as LLVM's writeModStrings does), and the bytes around them
+// are kept but for the length words of the enclosing blocks, which grow or
+// shrink by the same number of words (block bodies are 32-bit aligned, so a
+// block can be replaced without touching anything else). Nothing in a
+// combined index points at a bit position (only regular modules, with a
+// MODULE_CODE_VSTOFFSET record, do; such files are refused). The modids and
+// MST_CODE_HASH records stay, so NormalizedDigest does not change when every
+// module has a hash of its own, and the result is decoded again and
+// compared with the input before it is returned.
 package bitcode

@@ -142,6 +142,17 @@ type event struct {
 	ops     []uint64 // evRecord
 	blob    []byte   // evRecord, when hasBlob
 	hasBlob bool
+	// start and end are the event's bit positions in the raw bitcode:
+	// from its abbreviation id to the end of the record, definition or
+	// block header (evEnter: after the length word; evExit: after the
+	// alignment).
+	start, end uint64
+	// evRecord: the abbreviation the record was read with (id >=
+	// firstUserAbbrev) or abbrevUnabbrev, and every abbreviation in scope.
+	abbrevID uint64
+	abbrevs  []abbrev
+	// evEnter: the abbreviation id width of the new block.
+	width uint
 }
 
 type scope struct {
@@ -220,6 +231,7 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 		if len(stack) > 0 {
 			width = stack[len(stack)-1].width
 		}
+		start := r.pos
 		id, err := r.read(width)
 		if err != nil {
 			return 0, err
@@ -237,7 +249,7 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 				return 0, errorf("block %d ends at bit %d, header says %d", top.blockID, r.pos, top.end)
 			}
 			stack = stack[:len(stack)-1]
-			*ev = event{kind: evExit, blockID: top.blockID, depth: len(stack) + 1}
+			*ev = event{kind: evExit, blockID: top.blockID, depth: len(stack) + 1, start: start, end: r.pos}
 			if err := fn(ev); err != nil {
 				return 0, err
 			}
@@ -276,7 +288,7 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 			if bid == blockInfoBlockID {
 				curBID = -1
 			}
-			*ev = event{kind: evEnter, blockID: bid, depth: len(stack)}
+			*ev = event{kind: evEnter, blockID: bid, depth: len(stack), start: start, end: r.pos, width: uint(w)}
 			if err := fn(ev); err == errSkipBlock {
 				// The caller needs nothing inside: jump over it by its
 				// length, with no evExit.
@@ -299,13 +311,13 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 			} else {
 				top.abbrevs = append(top.abbrevs, a)
 			}
-			*ev = event{kind: evAbbrev, blockID: top.blockID, depth: len(stack), abbrev: a}
+			*ev = event{kind: evAbbrev, blockID: top.blockID, depth: len(stack), abbrev: a, start: start, end: r.pos}
 			if err := fn(ev); err != nil {
 				return 0, err
 			}
 		default:
 			top := &stack[len(stack)-1]
-			*ev = event{kind: evRecord, blockID: top.blockID, depth: len(stack)}
+			*ev = event{kind: evRecord, blockID: top.blockID, depth: len(stack), start: start, abbrevID: id, abbrevs: top.abbrevs}
 			ops = ops[:0]
 			if id == abbrevUnabbrev {
 				code, err := r.readVBR(6)
@@ -340,6 +352,7 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 				ops = ops[1:]
 			}
 			ev.ops = ops
+			ev.end = r.pos
 			if top.blockID == blockInfoBlockID && ev.code == blockInfoSetBID {
 				if len(ops) < 1 || ops[0] > 1<<32 {
 					return 0, errorf("bad SETBID record")
