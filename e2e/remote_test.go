@@ -580,25 +580,6 @@ func TestRemoteACReadOnly(t *testing.T) {
 	t.Logf("%s", firstMatch(stderr))
 }
 
-// TestRemoteAbsolutePaths: modules named by absolute paths run locally,
-// with one warning for the whole link.
-func TestRemoteAbsolutePaths(t *testing.T) {
-	p := remoteProgram(t)
-	srv, addr := fakeRemote(t, reapitest.Options{})
-	l := linkCmd{p: p, objs: p.AbsObjects(), out: "prog-dtlto", dist: thindist,
-		distArgs: []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none", remoteOnly}}
-	stderr, err := l.run(t)
-	if !wantCorrectOrFailed(t, p, stderr, err) {
-		t.Fatal(stderr)
-	}
-	if n := strings.Count(stderr, "run on this machine, not by remote execution"); n != 1 {
-		t.Errorf("%d warnings about local-only actions, want 1:\n%s", n, stderr)
-	}
-	if srv.Stats().Executions != 0 {
-		t.Errorf("absolute module paths executed remotely")
-	}
-}
-
 // TestRemoteCachedResultFaults: a bad entry in the remote ActionCache is
 // never linked: the action runs again.
 func TestRemoteCachedResultFaults(t *testing.T) {

@@ -45,7 +45,9 @@ func (e *ErrAbsolute) Error() string {
 }
 
 // Layout computes the input root for the action. Inputs named by an absolute
-// path cannot be placed in a root and yield *ErrAbsolute.
+// path cannot be placed in a root and yield *ErrAbsolute: a caller that
+// builds a root for another machine gives them relative names first, and
+// makes the index shard name them so too (reapi.BuildExecutable).
 func (a *Action) Layout() (*Layout, error) { return a.layout(false) }
 
 // LocalLayout is Layout for a root on this machine: an input named by an

@@ -75,8 +75,10 @@ func (e *Executable) Sizes() (n int, bytes int64) {
 // import at the exact relative path the index shard records, below a
 // working directory nested deep enough for ".." paths (action.Layout); the
 // index shard and the outputs under the stable names above; the command
-// rendered to match. A module named by an absolute path yields
-// *action.ErrAbsolute: such an action only runs on this machine.
+// rendered to match. Inputs named by absolute paths are relocated under
+// RelocatedDir, and the shard that the worker gets is rewritten so that its
+// module table names them there: the primary module in the command, the
+// imports and the shard agree on the worker as they do here.
 func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	// Inputs whose names need not be kept (the shard, common inputs the
 	// command names by reference) move to stable names, so their absolute
@@ -89,17 +91,32 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 			referenced[arg.Index] = true
 		}
 	}
+	reloc := newRelocation(a)
+	shardIdx := -1
 	for i, in := range b.Inputs {
 		var name string
 		switch {
 		case in.Role == action.RoleIndex:
-			name = StableIndex
+			name, shardIdx = StableIndex, i
 		case in.Role == action.RoleCommon && referenced[i]:
 			name = StableDir + "/common/" + strconv.Itoa(i) + "/" + filepath.Base(in.Path)
+		case filepath.IsAbs(in.Path):
+			d, err := o.Files.Get(a.Abs(in.Local()))
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
+			}
+			name = reloc.name(in, d)
 		default:
 			continue
 		}
 		b.Inputs[i] = action.Input{Path: name, Source: a.Abs(in.Local()), Role: in.Role}
+	}
+	var shard []byte // the rewritten shard, if relocation changed it
+	if shardIdx >= 0 {
+		var err error
+		if shard, err = reloc.shard(b.Inputs[shardIdx].Source); err != nil {
+			return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+		}
 	}
 	layout, err := b.Layout()
 	if err != nil {
@@ -112,7 +129,15 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 		tree.AddDir(d)
 	}
 	files := map[digest.Digest]string{}
+	var shardDigest digest.Digest
 	for _, f := range layout.Files {
+		if f.Input == shardIdx && shard != nil {
+			shardDigest = digest.OfBytes(shard)
+			if err := tree.AddFile(f.RootPath, shardDigest, false); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		local := b.Abs(b.Inputs[f.Input].Local())
 		d, err := o.Files.Get(local)
 		if err != nil {
@@ -126,6 +151,9 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	rootDigest, blobs, err := tree.Build()
 	if err != nil {
 		return nil, err
+	}
+	if shard != nil {
+		blobs[shardDigest] = shard
 	}
 
 	outs := make([]string, len(a.Outputs))

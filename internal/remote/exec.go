@@ -69,14 +69,14 @@ type ExecOptions struct {
 
 // ExecCounters are what the remote executor did in a run.
 type ExecCounters struct {
-	Actions, Executed, ServerCacheHits     atomic.Int64
-	ExecuteCalls, WaitCalls, Retries       atomic.Int64
-	UploadWall, ExecWall, DownloadWall     atomic.Int64 // nanoseconds, summed over actions
-	OutputsRead, OutputBytes, NotRemotable atomic.Int64
-	Skipped                                atomic.Int64 // actions not sent after a permanent failure
-	QueueTimeouts                          atomic.Int64
-	ExecStalls                             atomic.Int64 // actions given up while EXECUTING (ExecStall, Timeout+ExecGrace)
-	ACLookupHits                           atomic.Int64 // of ServerCacheHits: found by GetActionResult before Execute
+	Actions, Executed, ServerCacheHits atomic.Int64
+	ExecuteCalls, WaitCalls, Retries   atomic.Int64
+	UploadWall, ExecWall, DownloadWall atomic.Int64 // nanoseconds, summed over actions
+	OutputsRead, OutputBytes           atomic.Int64
+	Skipped                            atomic.Int64 // actions not sent after a permanent failure
+	QueueTimeouts                      atomic.Int64
+	ExecStalls                         atomic.Int64 // actions given up while EXECUTING (ExecStall, Timeout+ExecGrace)
+	ACLookupHits                       atomic.Int64 // of ServerCacheHits: found by GetActionResult before Execute
 }
 
 // Executor runs actions on the service's workers.
@@ -117,11 +117,6 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout,
 	})
 	if err != nil {
-		var abs *action.ErrAbsolute
-		if errors.As(err, &abs) {
-			e.Counters.NotRemotable.Add(1)
-			return nil, &executor.Unsupported{Err: fmt.Errorf("%w. Link with relative paths to run them remotely", err)}
-		}
 		return nil, fmt.Errorf("preparing the remote action: %w", err)
 	}
 	// Look the executable action up first, as Bazel does: servers such

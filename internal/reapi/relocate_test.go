@@ -1,0 +1,199 @@
+package reapi
+
+import (
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/bitcode"
+	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+// rootFiles lists the files of ex's input root: root-relative path ->
+// digest.
+func rootFiles(t *testing.T, ex *Executable) map[string]digest.Digest {
+	t.Helper()
+	files := map[string]digest.Digest{}
+	var walk func(dir string, pd *repb.Digest)
+	walk = func(dir string, pd *repb.Digest) {
+		d, err := digest.FromProto(pd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := &repb.Directory{}
+		if err := proto.Unmarshal(ex.Blobs[d], msg); err != nil {
+			t.Fatalf("directory %s: %v", dir, err)
+		}
+		for _, f := range msg.Files {
+			fd, err := digest.FromProto(f.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[path.Join(dir, f.Name)] = fd
+		}
+		for _, sub := range msg.Directories {
+			walk(path.Join(dir, sub.Name), sub.Digest)
+		}
+	}
+	walk("", ex.Action.InputRootDigest)
+	return files
+}
+
+// content returns the bytes of a file of ex's input root.
+func content(t *testing.T, ex *Executable, d digest.Digest) []byte {
+	t.Helper()
+	if b, ok := ex.Blobs[d]; ok {
+		return b
+	}
+	local, ok := ex.Files[d]
+	if !ok {
+		t.Fatalf("no content for %s", d)
+	}
+	b, err := os.ReadFile(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestExecutableAbsolutePaths: a link with absolutely named objects and an
+// absolute -o (so archive members are copied out to absolute paths) gives
+// executable actions without absolute paths, whose shard names every
+// module at the relative path where the input root holds that module's
+// content, the primary module as the command names it; the cache key is
+// the one of the same link with relative paths; and a copy of the project
+// elsewhere gives the same executable action for every job whose shard
+// names no archive member.
+func TestExecutableAbsolutePaths(t *testing.T) {
+	p := program(t, testprog.Options{Modules: 6, Seed: 5, ArchiveModules: 2})
+	rel := capture(t, p, "prog")
+	relObjects := p.Objects
+	p.Objects = p.AbsObjects()
+	for _, d := range []string{"out", "out2"} {
+		if err := os.Mkdir(filepath.Join(p.Dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	abs := capture(t, p, filepath.Join(p.Dir, "out", "prog"))
+	copyDir := filepath.Join(t.TempDir(), "elsewhere")
+	if out, err := exec.Command("cp", "-a", p.Dir, copyDir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	q := *p
+	q.Dir = copyDir
+	q.Objects = (&testprog.Program{Dir: copyDir, Objects: relObjects}).AbsObjects()
+	other := capture(t, &q, filepath.Join(copyDir, "out2", "prog"))
+	if len(rel) != len(abs) || len(abs) != len(other) {
+		t.Fatalf("%d, %d and %d jobs", len(rel), len(abs), len(other))
+	}
+
+	o := ExecOptions{Files: digest.NewFiles(), Compiler: "/opt/clang/bin/clang"}
+	k := newKeyer()
+	relKeys := map[digest.Digest]bool{}
+	for _, a := range rel {
+		relKeys[key(t, k, a)] = true
+	}
+	byModule := map[digest.Digest]digest.Digest{} // primary module content -> action digest
+	relocated, members, same := 0, 0, 0
+	for _, a := range abs {
+		ex, err := BuildExecutable(a, o)
+		if err != nil {
+			t.Fatalf("%s: %v", a.ID, err)
+		}
+		if !relKeys[key(t, k, a)] {
+			t.Errorf("%s: the key differs from the one of the link with relative paths", a.ID)
+		}
+		for _, arg := range ex.Command.Arguments[1:] {
+			if strings.Contains(arg, "/") && strings.Contains(arg, p.Dir) {
+				t.Errorf("%s: argument %q names this machine's tree", a.ID, arg)
+			}
+		}
+		files := rootFiles(t, ex)
+		wd := ex.Command.WorkingDirectory
+		shard := content(t, ex, files[path.Join(wd, StableIndex)])
+		mods, err := bitcode.ModuleTable(shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig, err := os.ReadFile(a.Abs(a.Inputs[inputOf(a, action.RoleIndex)].Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		origMods, err := bitcode.ModuleTable(orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		primary := ""
+		for i, arg := range a.Args {
+			if arg.Kind == action.InputRef && a.Inputs[arg.Index].Role == action.RoleModule {
+				primary = ex.Command.Arguments[i]
+			}
+		}
+		found := false
+		for i, m := range mods {
+			if filepath.IsAbs(m.Path) {
+				t.Errorf("%s: the shard names %q", a.ID, m.Path)
+			}
+			want, err := digest.OfFile(origMods[i].Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := files[path.Join(wd, m.Path)]; !ok || got != want {
+				t.Errorf("%s: the root holds %v at %s, the shard's module %s is %v", a.ID, got, m.Path, origMods[i].Path, want)
+			}
+			found = found || m.Path == primary
+			if strings.Contains(origMods[i].Path, "(") {
+				members++
+			}
+			if strings.HasPrefix(m.Path, RelocatedDir+"/") {
+				relocated++
+			}
+		}
+		if !found {
+			t.Errorf("%s: the command compiles %q, which the shard does not list", a.ID, primary)
+		}
+		mod, _ := digest.OfFile(a.Abs(a.Inputs[inputOf(a, action.RoleModule)].Path))
+		if len(mods) == 1 || !strings.Contains(strings.Join(pathsOf(origMods), " "), "(") {
+			byModule[mod] = ex.ActionDigest
+		}
+	}
+	if relocated == 0 || members == 0 {
+		t.Fatalf("%d modules relocated, %d archive members: the link does not exercise relocation", relocated, members)
+	}
+	for _, a := range other {
+		mod, _ := digest.OfFile(a.Abs(a.Inputs[inputOf(a, action.RoleModule)].Path))
+		want, ok := byModule[mod]
+		if !ok {
+			continue
+		}
+		ex, err := BuildExecutable(a, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.ActionDigest != want {
+			t.Errorf("%s: the executable action differs in a copy of the project", a.ID)
+		}
+		same++
+	}
+	if same == 0 {
+		t.Error("no job to compare across copies")
+	}
+	t.Logf("%d jobs; %d module-table entries relocated, %d of them archive members; %d executable actions compared across copies",
+		len(abs), relocated, members, same)
+}
+
+func pathsOf(mods []bitcode.Module) []string {
+	var s []string
+	for _, m := range mods {
+		s = append(s, m.Path)
+	}
+	return s
+}
