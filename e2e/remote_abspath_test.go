@@ -80,30 +80,37 @@ func checkExecRoots(t *testing.T, roots string) int {
 	return n
 }
 
-// TestRemoteAbsolutePaths: a link with absolutely named objects and
-// archive members copied out beside an absolute -o runs every backend on
-// the test double's workers (which cannot see this machine's tree) and
-// gives the in-process binary; a relink of a copy from another directory
-// into another absolute output, and one with relative paths, hit the
-// remote cache for every job (the key does not depend on the paths).
-func TestRemoteAbsolutePaths(t *testing.T) {
-	p := remoteProgram(t)
-	roots := t.TempDir()
+// hiddenRemote starts the test double with its workers' compiler hiding
+// dir (see hidingCompiler) and its input roots kept in roots, and returns
+// thindist's arguments for it.
+func hiddenRemote(t *testing.T, dir string) (srv *reapitest.FakeServer, roots string, args []string) {
+	t.Helper()
+	roots = t.TempDir()
 	srv, addr := fakeRemote(t, reapitest.Options{ExecRootDir: roots, KeepExecRoots: true})
-	args := []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none"}
-	if worker := hidingCompiler(t, p.Dir); worker != "" {
+	args = []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none"}
+	if worker := hidingCompiler(t, dir); worker != "" {
 		args = append(args, "--remote-compiler="+worker)
 	} else {
 		t.Log("no unprivileged mount namespaces: the workers can see this machine's tree")
 	}
-	bin := filepath.Join(p.Dir, "bin")
-	if err := os.Mkdir(bin, 0o755); err != nil {
-		t.Fatal(err)
+	return srv, roots, args
+}
+
+// allRemote links with l (a thindist link on srv) and checks that every
+// backend ran on the server, that each input root holds what its shard
+// names, and that the binary is the in-process link's (the same link
+// without the distributor, into inprocOut), byte for byte. It returns that
+// binary.
+func allRemote(t *testing.T, srv *reapitest.FakeServer, roots string, l linkCmd, inprocOut string) []byte {
+	t.Helper()
+	abs := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(l.p.Dir, p)
 	}
-	out := filepath.Join(bin, "prog")
-	l := linkCmd{p: p, objs: p.AbsObjects(), out: out, dist: thindist, distArgs: args}
 	stderr := l.mustLink(t)
-	jobs := len(p.Modules)
+	jobs := len(l.p.Modules)
 	sum, st := parseRemote(t, stderr), srv.Stats()
 	if st.Executions != int64(jobs) || sum.executed != jobs || sum.local != 0 {
 		t.Errorf("%d executions on the server, summary %+v; want all %d jobs executed remotely\n%s", st.Executions, sum, jobs, stderr)
@@ -114,17 +121,37 @@ func TestRemoteAbsolutePaths(t *testing.T) {
 	if n := checkExecRoots(t, roots); n != jobs {
 		t.Errorf("%d input roots, want %d", n, jobs)
 	}
-	inproc := linkCmd{p: p, objs: p.AbsObjects(), out: filepath.Join(bin, "prog-inprocess")}
+	inproc := l
+	inproc.dist, inproc.distArgs, inproc.out = "", nil, inprocOut
 	inproc.mustLink(t)
-	want, _ := os.ReadFile(inproc.out)
-	if got, _ := os.ReadFile(out); len(got) == 0 || !bytes.Equal(got, want) {
+	want, _ := os.ReadFile(abs(inprocOut))
+	if got, _ := os.ReadFile(abs(l.out)); len(got) == 0 || !bytes.Equal(got, want) {
 		t.Errorf("the remote link's binary (%d bytes) differs from the in-process one (%d bytes)", len(got), len(want))
 	}
-	if got := runProg(t, p, out); got != p.Want {
-		t.Fatalf("the program prints %q, want %q", got, p.Want)
+	if got := runProg(t, l.p, abs(l.out)); got != l.p.Want {
+		t.Fatalf("the program prints %q, want %q", got, l.p.Want)
 	}
 	t.Logf("cold: %s", firstMatch(stderr))
+	return want
+}
 
+// TestRemoteAbsolutePaths: a link with absolutely named objects and
+// archive members copied out beside an absolute -o runs every backend on
+// the test double's workers (which cannot see this machine's tree) and
+// gives the in-process binary; a relink of a copy from another directory
+// into another absolute output, and one with relative paths, hit the
+// remote cache for every job (the key does not depend on the paths).
+func TestRemoteAbsolutePaths(t *testing.T) {
+	p := remoteProgram(t)
+	srv, roots, args := hiddenRemote(t, p.Dir)
+	bin := filepath.Join(p.Dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := linkCmd{p: p, objs: p.AbsObjects(), out: filepath.Join(bin, "prog"), dist: thindist, distArgs: args}
+	want := allRemote(t, srv, roots, l, filepath.Join(bin, "prog-inprocess"))
+
+	jobs := len(p.Modules)
 	relink := func(name string, l linkCmd) {
 		t.Helper()
 		srv.ResetStats()
@@ -148,4 +175,24 @@ func TestRemoteAbsolutePaths(t *testing.T) {
 		dist: thindist, distArgs: args})
 	r := copyProgram(t, p)
 	relink("relative", linkCmd{p: r, objs: r.Objects, out: "prog-dtlto", dist: thindist, distArgs: args})
+}
+
+// TestRemoteClimbingPaths: a link run two directories below the objects,
+// which it names by "../../" paths, into an output that climbs too, runs
+// every backend remotely (the working directory nested in the input root)
+// and gives the in-process binary.
+func TestRemoteClimbingPaths(t *testing.T) {
+	p := remoteProgram(t)
+	srv, roots, args := hiddenRemote(t, p.Dir)
+	q := *p
+	q.Dir = filepath.Join(p.Dir, "build", "deep")
+	if err := os.MkdirAll(q.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var objs []string
+	for _, o := range p.Objects {
+		objs = append(objs, "../../"+o)
+	}
+	l := linkCmd{p: &q, objs: objs, out: "../prog", dist: thindist, distArgs: args}
+	allRemote(t, srv, roots, l, "../prog-inprocess")
 }
