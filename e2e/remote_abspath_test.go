@@ -87,7 +87,7 @@ func hiddenRemote(t *testing.T, dir string) (srv *reapitest.FakeServer, roots st
 	t.Helper()
 	roots = t.TempDir()
 	srv, addr := fakeRemote(t, reapitest.Options{ExecRootDir: roots, KeepExecRoots: true})
-	args = []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none"}
+	args = []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none", remoteOnly}
 	if worker := hidingCompiler(t, dir); worker != "" {
 		args = append(args, "--remote-compiler="+worker)
 	} else {
