@@ -45,6 +45,11 @@ func (s *Store) History(dir string, modules []string) *History {
 	same := 0
 	for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads && same < historyRuns &&
 		(len(h.last) < len(want) || len(h.took) < len(want)); i-- {
+		// Records of other directories are skipped by their header alone:
+		// a record of a 5,000-module link is megabytes of JSON.
+		if d, err := recordDir(es[i].Path); err != nil || d != dir {
+			continue
+		}
 		run, err := ReadFile(es[i].Path)
 		if err != nil || run.Dir != dir {
 			continue

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,4 +185,37 @@ func ReadFile(path string) (*Run, error) {
 		return nil, fmt.Errorf("record %s has schema %d; this thindist reads schema 1 to %d", path, run.Schema, Schema)
 	}
 	return &run, nil
+}
+
+// recordDir reads a record only as far as its working directory, which
+// the writer puts among the first fields, so that finding the records of
+// one directory does not parse every action of every other.
+func recordDir(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(bufio.NewReaderSize(f, 4096))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", fmt.Errorf("record %s: not a JSON object", path)
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", fmt.Errorf("record %s: %w", path, err)
+		}
+		if t == "dir" {
+			var dir string
+			if err := dec.Decode(&dir); err != nil {
+				return "", fmt.Errorf("record %s: %w", path, err)
+			}
+			return dir, nil
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", fmt.Errorf("record %s: %w", path, err)
+		}
+	}
+	return "", nil
 }

@@ -207,3 +207,27 @@ func TestLoad(t *testing.T) {
 		t.Errorf("a record of schema %d: %v", Schema+1, err)
 	}
 }
+
+func TestRecordDirReadsTheHeader(t *testing.T) {
+	dir := t.TempDir()
+	s := Open(dir)
+	run := &Run{Schema: Schema, ID: "20260101-000000.000-1", Dir: "/some/where",
+		Actions: []Action{{Module: "a.o"}, {Module: "b.o"}}}
+	if err := s.Write(run); err != nil {
+		t.Fatal(err)
+	}
+	es, err := s.List()
+	if err != nil || len(es) != 1 {
+		t.Fatalf("List: %v, %v", es, err)
+	}
+	got, err := recordDir(es[0].Path)
+	if err != nil || got != run.Dir {
+		t.Fatalf("recordDir = %q, %v; want %q", got, err, run.Dir)
+	}
+	// A file that is not a record is an error, not a match.
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte("[1,2]"), 0o644)
+	if _, err := recordDir(bad); err == nil {
+		t.Fatal("recordDir of a JSON array: no error")
+	}
+}
