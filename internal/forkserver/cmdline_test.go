@@ -41,11 +41,21 @@ func TestForkedCmdline(t *testing.T) {
 		}
 		pid = childOf(s.proc.Pid())
 	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		t.Fatal(err)
+	// The child shows up before it has renamed itself: read until it shows
+	// the job's argv, or it has long been blocked on the FIFO (then the
+	// comparison below fails).
+	want := strings.Join(argv, "\x00") + "\x00"
+	var cmdline, environ []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if cmdline, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err != nil {
+			t.Fatal(err)
+		}
+		environ, _ = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if string(cmdline) == want || time.Now().After(deadline) {
+			break
+		}
 	}
-	environ, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	// Let the compile finish.
 	if err := os.WriteFile(fifo, []byte("int x = 1;\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -53,7 +63,7 @@ func TestForkedCmdline(t *testing.T) {
 	if err := <-done; err != nil || st.ExitCode != 0 {
 		t.Fatalf("the job: %+v %v", st, err)
 	}
-	if want := strings.Join(argv, "\x00") + "\x00"; string(cmdline) != want {
+	if string(cmdline) != want {
 		t.Errorf("/proc/%d/cmdline %q, want the job's argv %q", pid, cmdline, want)
 	}
 	if want := strings.Join(env, "\x00") + "\x00"; string(environ) != want {
