@@ -2,6 +2,7 @@ package runreport
 
 import (
 	"fmt"
+	"github.com/thindist/thindist/internal/report"
 	"io"
 	"sort"
 	"strings"
@@ -207,15 +208,9 @@ func firstLine(s string) string {
 	return s
 }
 
-func round(d time.Duration) time.Duration {
-	switch {
-	case d >= 10*time.Second:
-		return d.Round(100 * time.Millisecond)
-	case d >= time.Second:
-		return d.Round(10 * time.Millisecond)
-	}
-	return d.Round(time.Millisecond)
-}
+// round is the summary line's rounding, so a report and the link's own
+// summary show the same figures.
+func round(d time.Duration) time.Duration { return report.Round(d) }
 
 // Bytes renders a size for people.
 func Bytes(n int64) string {
