@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +33,93 @@ import (
 // (lld's own side measured in the same link, as the link's wall time minus
 // the distributor process's; the backends are the recording's CPU times),
 // and with lld's in-process ThinLTO on this machine's cores.
+
+// recordingMeta is what the recording link found, kept beside a recording
+// that -cluster-recordings keeps for later runs.
+type recordingMeta struct {
+	Backends      []time.Duration `json:"backends"`
+	Recorded      int             `json:"recorded"`
+	KeptLocal     int             `json:"kept_local"`
+	RecordingWall time.Duration   `json:"recording_wall"`
+}
+
+// record makes the recording at path: every action executed for real, as
+// many at a time as this machine has cores, so that their CPU times are
+// those of a machine not oversubscribed; or, with -cluster-recordings, copies
+// the one a run before made there. The replays may add to the copy at path
+// (actions thindist kept local when recording); the backends of the ideal
+// stay those of the recording link.
+func (res *clusterResult) record(ctx context.Context, t *tools, o *options, p *project, dir, out, path string) error {
+	var kept, keptMeta string
+	if o.clusterRecordings != "" {
+		kept = filepath.Join(o.clusterRecordings, p.build.Name+".json")
+		keptMeta = filepath.Join(o.clusterRecordings, p.build.Name+".meta.json")
+		var m recordingMeta
+		mb, err := os.ReadFile(keptMeta)
+		if err == nil {
+			err = json.Unmarshal(mb, &m)
+		} else if os.IsNotExist(err) {
+			// A recording kept by hand: every action recorded.
+			var r *reapitest.Recording
+			if r, err = reapitest.LoadRecording(kept); err == nil {
+				m.Backends = r.CPUTimes()
+				m.Recorded = len(m.Backends)
+			}
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err == nil {
+			data, err := os.ReadFile(kept)
+			if err == nil {
+				err = os.WriteFile(path, data, 0o644)
+			}
+			if err != nil {
+				return err
+			}
+			res.backends, res.recorded, res.keptLocal, res.recordingWall = m.Backends, m.Recorded, m.KeptLocal, m.RecordingWall
+			fmt.Fprintf(os.Stderr, "bench: %s cluster: the recording of an earlier run (%s)\n", p.build.Name, kept)
+			return nil
+		}
+	}
+	os.Remove(path)
+	rec, err := clusterLink(ctx, t, o, p, dir, out, simConfig{Recording: path, Record: true, Workers: runtime.NumCPU()},
+		"", fmt.Sprintf("--remote-jobs=%d", runtime.NumCPU()), "--jobs=1")
+	if err != nil {
+		return fmt.Errorf("recording link: %w", err)
+	}
+	res.recordingWall = rec.wall
+	loaded, err := reapitest.LoadRecording(path)
+	if err != nil {
+		return err
+	}
+	res.backends = loaded.CPUTimes()
+	res.recorded = len(res.backends)
+	local, err := localBackends(filepath.Join(dir, "trace.json"))
+	if err != nil {
+		return err
+	}
+	res.keptLocal = len(local)
+	res.backends = append(res.backends, local...)
+	if kept == "" {
+		return nil
+	}
+	mb, err := json.Marshal(recordingMeta{Backends: res.backends, Recorded: res.recorded, KeptLocal: res.keptLocal, RecordingWall: res.recordingWall})
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = os.MkdirAll(o.clusterRecordings, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(kept, data, 0o644)
+	}
+	if err == nil {
+		err = os.WriteFile(keptMeta, mb, 0o644)
+	}
+	return err
+}
 
 // simConfig configures the simulation server process (-simulate, JSON).
 type simConfig struct {
@@ -224,32 +313,13 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 		res.inProcess = append(res.inProcess, tm.wall)
 	}
 
-	// The recording: every action executed for real, as many at a time as
-	// this machine has cores, so that their CPU times are those of a
-	// machine not oversubscribed.
 	recording := filepath.Join(dir, "recording.json")
-	os.Remove(recording)
-	rec, err := clusterLink(ctx, t, o, p, dir, out, simConfig{Recording: recording, Record: true, Workers: runtime.NumCPU()},
-		"", fmt.Sprintf("--remote-jobs=%d", runtime.NumCPU()), "--jobs=1")
-	if err != nil {
-		return nil, fmt.Errorf("recording link: %w", err)
-	}
-	res.recordingWall = rec.wall
-	loaded, err := reapitest.LoadRecording(recording)
-	if err != nil {
+	if err := res.record(ctx, t, o, p, dir, out, recording); err != nil {
 		return nil, err
 	}
-	res.backends = loaded.CPUTimes()
-	res.recorded = len(res.backends)
-	local, err := localBackends(filepath.Join(dir, "trace.json"))
-	if err != nil {
-		return nil, err
-	}
-	res.keptLocal = len(local)
-	res.backends = append(res.backends, local...)
 	largest, sum := res.largestAndSum()
 	fmt.Fprintf(os.Stderr, "bench: %s cluster recording: %d actions recorded, %d kept on this machine, largest %s, Σ %s, link %s\n",
-		b.Name, res.recorded, res.keptLocal, sec(largest), sec(sum), sec(rec.wall))
+		b.Name, res.recorded, res.keptLocal, sec(largest), sec(sum), sec(res.recordingWall))
 
 	for i, pt := range pts {
 		for run := 0; run < max(1, o.clusterRuns); run++ {

@@ -71,12 +71,13 @@ type options struct {
 	remoteJobs int
 	remoteRuns int
 
-	clusterWorkers string
-	clusterRTTs    string
-	clusterGbits   string
-	clusterSlow    float64
-	clusterRuns    int
-	clusterPprof   string
+	clusterWorkers    string
+	clusterRTTs       string
+	clusterGbits      string
+	clusterSlow       float64
+	clusterRuns       int
+	clusterPprof      string
+	clusterRecordings string
 }
 
 func (o *options) part(name string) bool {
@@ -117,6 +118,9 @@ func main() {
 		"cluster simulation: also run the middle of the grid with one worker slot this many times slower for the longest action (≤ 1: not)")
 	flag.IntVar(&o.clusterRuns, "cluster-runs", 1, "cluster simulation: links per grid point (the median is reported)")
 	flag.StringVar(&o.clusterPprof, "cluster-pprof", "", "cluster simulation: after the grid, profile thindist's CPU in one more link per project into `DIR`/PROJECT.pprof")
+	flag.StringVar(&o.clusterRecordings, "cluster-recordings", "",
+		"cluster simulation: keep each project's recording in `DIR` and reuse the one a run before kept there (same objects; "+
+			"the recording is keyed by the actions' contents, not by thindist's version)")
 	serve := flag.String("serve-reapitest", "", "internal: run the REAPI test double for the remote part, executing in `DIR`")
 	simulate := flag.String("simulate", "", "internal: with -serve-reapitest, the cluster simulation's configuration (JSON)")
 	distPprof := flag.String("distributor-pprof", "", "internal: act as lld's distributor (thindist's code) under the CPU profiler, writing `FILE`; thindist's arguments follow --")
