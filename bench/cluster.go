@@ -83,8 +83,12 @@ func (res *clusterResult) record(ctx context.Context, t *tools, o *options, p *p
 		}
 	}
 	os.Remove(path)
-	rec, err := clusterLink(ctx, t, o, p, dir, out, simConfig{Recording: path, Record: true, Workers: runtime.NumCPU()},
-		"", fmt.Sprintf("--remote-jobs=%d", runtime.NumCPU()), "--jobs=1")
+	args := []string{fmt.Sprintf("--remote-jobs=%d", runtime.NumCPU())}
+	if has, _ := thindistHas(ctx, t, "--remote-local-jobs"); has {
+		// Every action to the recording server (no hybrid local side).
+		args = append(args, "--remote-local-jobs=0")
+	}
+	rec, err := clusterLink(ctx, t, o, p, dir, out, simConfig{Recording: path, Record: true, Workers: runtime.NumCPU()}, "", args...)
 	if err != nil {
 		return fmt.Errorf("recording link: %w", err)
 	}
