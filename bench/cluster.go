@@ -41,6 +41,28 @@ type recordingMeta struct {
 	Recorded      int             `json:"recorded"`
 	KeptLocal     int             `json:"kept_local"`
 	RecordingWall time.Duration   `json:"recording_wall"`
+	// InProcess are the in-process links of the same objects (they do not
+	// depend on thindist).
+	InProcess []time.Duration `json:"in_process,omitempty"`
+}
+
+// measureInProcess times lld's in-process ThinLTO on this machine's cores.
+func (res *clusterResult) measureInProcess(ctx context.Context, t *tools, o *options, p *project, out string) error {
+	b := p.build
+	for i := 0; i < max(1, o.clusterRuns); i++ {
+		os.Remove(filepath.Join(b.Dir, out))
+		prog, args := methods[inProcess].command(t, b, o.jobs, out)
+		tm, err := quietTimed(ctx, o, o.jobs, b.Dir, nil, prog, args...)
+		if err == nil {
+			err = p.check(ctx, filepath.Join(b.Dir, out))
+		}
+		if err != nil {
+			return fmt.Errorf("in-process link: %w", err)
+		}
+		res.inProcess = append(res.inProcess, tm.wall)
+		fmt.Fprintf(os.Stderr, "bench: %s in-process ThinLTO: %s\n", b.Name, sec(tm.wall))
+	}
+	return nil
 }
 
 // record makes the recording at path: every action executed for real, as
@@ -78,9 +100,16 @@ func (res *clusterResult) record(ctx context.Context, t *tools, o *options, p *p
 				return err
 			}
 			res.backends, res.recorded, res.keptLocal, res.recordingWall = m.Backends, m.Recorded, m.KeptLocal, m.RecordingWall
+			res.inProcess = m.InProcess
 			fmt.Fprintf(os.Stderr, "bench: %s cluster: the recording of an earlier run (%s)\n", p.build.Name, kept)
+			if len(res.inProcess) == 0 {
+				return res.measureInProcess(ctx, t, o, p, out)
+			}
 			return nil
 		}
+	}
+	if err := res.measureInProcess(ctx, t, o, p, out); err != nil {
+		return err
 	}
 	os.Remove(path)
 	args := []string{fmt.Sprintf("--remote-jobs=%d", runtime.NumCPU())}
@@ -108,7 +137,8 @@ func (res *clusterResult) record(ctx context.Context, t *tools, o *options, p *p
 	if kept == "" {
 		return nil
 	}
-	mb, err := json.Marshal(recordingMeta{Backends: res.backends, Recorded: res.recorded, KeptLocal: res.keptLocal, RecordingWall: res.recordingWall})
+	mb, err := json.Marshal(recordingMeta{Backends: res.backends, Recorded: res.recorded, KeptLocal: res.keptLocal,
+		RecordingWall: res.recordingWall, InProcess: res.inProcess})
 	if err != nil {
 		return err
 	}
@@ -303,19 +333,6 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 		return nil, err
 	}
 	out := "bench-cluster.out"
-
-	for i := 0; i < max(3, o.clusterRuns); i++ {
-		os.Remove(filepath.Join(b.Dir, out))
-		prog, args := methods[inProcess].command(t, b, o.jobs, out)
-		tm, err := quietTimed(ctx, o, o.jobs, b.Dir, nil, prog, args...)
-		if err == nil {
-			err = p.check(ctx, filepath.Join(b.Dir, out))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("in-process link: %w", err)
-		}
-		res.inProcess = append(res.inProcess, tm.wall)
-	}
 
 	recording := filepath.Join(dir, "recording.json")
 	if err := res.record(ctx, t, o, p, dir, out, recording); err != nil {
