@@ -43,16 +43,19 @@ func absDur(d time.Duration) time.Duration {
 }
 
 // verdict says whether point i meets its target: "yes", "NO", or "–" where
-// the target does not apply (Σ/W < 1 s).
+// the target does not apply: the backends' critical path, max(largest, Σ /
+// W), is under 1 s. (Issue 10 names Σ / W ≥ 1 s, and the 5,000-module
+// program at W = 256; there Σ / W is under 1 s but its largest backend is
+// not, so the rule here covers both.)
 func (r *clusterResult) verdict(i int) (bound time.Duration, verdict string) {
 	pt, run := r.points[i], r.clusterMedian(i)
 	id := r.ideal(pt, run)
-	_, sum := r.largestAndSum()
+	largest, sum := r.largestAndSum()
 	if pt.slow {
 		bound = time.Duration(clusterSlowTarget * float64(id))
 	} else {
 		bound = time.Duration(clusterTarget*float64(id)) + 3*pt.rtt
-		if sum/time.Duration(pt.workers) < time.Second {
+		if max(largest, sum/time.Duration(pt.workers)) < time.Second {
 			return bound, "–"
 		}
 	}
@@ -78,8 +81,9 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 		"`--no-cache --remote=... --remote-fallback=none` and its defaults otherwise (--jobs = this machine's cores). " +
 		"**Ideal** = lld's own side (the link's wall time minus the distributor process's, in the same link) + " +
 		"max(largest backend, Σ backends / W), the backends being the recorded CPU times (and, for actions thindist kept on this " +
-		"machine in the recording link, their local wall time). **Target**: wall ≤ 1.15 × ideal + 3 RTT where Σ / W ≥ 1 s " +
-		"(\"–\": Σ / W < 1 s, no target); with one worker slot 10× slower for the longest action, wall ≤ 1.3 × ideal. " +
+		"machine in the recording link, their local wall time). **Target**: wall ≤ 1.15 × ideal + 3 RTT where max(largest, Σ / W) ≥ 1 s " +
+		"(\"–\": under 1 s, no target; issue 10 says Σ / W ≥ 1 s and names the 5,000-module program at W = 256, whose Σ / 256 is under 1 s " +
+		"but whose largest backend is not); with one worker slot 10× slower for the longest action, wall ≤ 1.3 × ideal. " +
 		"**In-process**: lld's own ThinLTO on this machine's cores, the same objects.\n\n")
 	b.WriteString("| project | actions | recorded | kept local | largest backend | Σ backends | Σ / 16 | Σ / 64 | Σ / 256 | in-process | recording link | --remote-jobs default |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
