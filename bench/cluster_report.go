@@ -13,7 +13,7 @@ const (
 
 // Targets of issue 10.
 const (
-	clusterTarget     = 1.15 // wall ≤ 1.15 × ideal + 3 RTT where Σ/W ≥ 1 s
+	clusterTarget     = 1.15 // wall ≤ 1.15 × ideal + 3 RTT where the critical path is ≥ 1 s
 	clusterSlowTarget = 1.3  // wall ≤ 1.3 × ideal with one slow worker slot
 	clusterCPUTarget  = 0.5  // ms of thindist's CPU per remote action
 )
