@@ -131,16 +131,26 @@ func TestMakeWithoutPlus(t *testing.T) {
 	if !strings.Contains(out, "using --jobs=3") {
 		t.Errorf("the warning does not say the run uses --jobs=3:\n%s", out)
 	}
+	checkBoundedLink(t, p, "prog-make", log, modules, 3, "with --jobs=3")
+}
+
+// checkBoundedLink checks a link of p's modules into binary out: every
+// module compiled once (as the fake compiler logged), at most limit
+// compilers at once (why says where the limit came from), and a program
+// that prints the right thing. It returns the most compilers seen at once.
+func checkBoundedLink(t *testing.T, p *testprog.Program, out, log string, modules, limit int, why string) int {
+	t.Helper()
 	max, runs := maxConcurrent(t, log)
 	if runs != modules {
 		t.Errorf("%d compiles, want %d", runs, modules)
 	}
-	if max > 3 {
-		t.Errorf("with --jobs=3, %d compilers ran at once", max)
+	if max > limit {
+		t.Errorf("%s, %d compilers ran at once", why, max)
 	}
-	if got := runProg(t, p, "prog-make"); got != p.Want {
+	if got := runProg(t, p, out); got != p.Want {
 		t.Errorf("prints %q, want %q", got, p.Want)
 	}
+	return max
 }
 
 // TestJobserverFifo emulates make 4.4's jobserver (Debian's make 4.3 has
@@ -174,18 +184,8 @@ func TestJobserverFifo(t *testing.T) {
 	if strings.Contains(out, "jobserver") {
 		t.Errorf("thindist did not use the FIFO jobserver:\n%s", out)
 	}
-	max, runs := maxConcurrent(t, log)
-	if runs != modules {
-		t.Errorf("%d compiles, want %d", runs, modules)
-	}
-	if max > 2 {
-		t.Errorf("with one token in make's FIFO, %d compilers ran at once", max)
-	}
-	if max < 2 {
+	if max := checkBoundedLink(t, p, "prog-fifo", log, modules, 2, "with one token in make's FIFO"); max < 2 {
 		t.Errorf("the token in make's FIFO was never used: at most %d compiler at once", max)
-	}
-	if got := runProg(t, p, "prog-fifo"); got != p.Want {
-		t.Errorf("prints %q, want %q", got, p.Want)
 	}
 	// The token is back, and only it.
 	mk.SetReadDeadline(time.Now().Add(time.Second))

@@ -121,16 +121,7 @@ func TestJobserver(t *testing.T) {
 			if strings.Contains(string(out), "not using make's jobserver") {
 				t.Errorf("thindist did not use the jobserver:\n%s", out)
 			}
-			max, runs := maxConcurrent(t, log)
-			if runs != modules {
-				t.Errorf("%d compiles, want %d", runs, modules)
-			}
-			if max > 2 {
-				t.Errorf("under make -j2, %d compilers ran at once", max)
-			}
-			if got := runProg(t, p, "prog-make"); got != p.Want {
-				t.Errorf("prints %q, want %q", got, p.Want)
-			}
+			checkBoundedLink(t, p, "prog-make", log, modules, 2, "under make -j2")
 		})
 	}
 }
