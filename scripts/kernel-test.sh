@@ -220,7 +220,8 @@ for tool in ld.lld thindist; do
 done
 rm -f bench-native.o
 # The relink after editing one .c file, with warm caches: lld's own
-# (Kbuild passes --thinlto-cache-dir) in-process, thindist's for thindist.
+# in-process (Kbuild 6.12 passes no --thinlto-cache-dir to the vmlinux.o
+# link, so LD gives it one), thindist's for thindist.
 # The edit adds a global to kernel/sys.c, so its bitcode (and every backend
 # that imports from it) really changes: a touch alone leaves the bitcode as
 # it was and every backend a cache hit. The file is restored afterwards.
@@ -236,5 +237,5 @@ relink() {
   make -C "$src" O="$out" LLVM=1 LD="$ld" -j"$jobs" vmlinux > "$log/$variant.relink.log" 2>&1
   echo "bench: make vmlinux after editing kernel/sys.c, $variant (warm cache): $(since "$t0") s"
 }
-relink inproc ld.lld
+relink inproc "ld.lld --thinlto-cache-dir=$scratch/lld-cache"
 relink thin "$scratch/bin/ld-thindist"
