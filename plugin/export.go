@@ -20,9 +20,11 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/procstart"
 	"github.com/thindist/thindist/internal/report"
 )
 
@@ -59,6 +61,7 @@ func dtltoPerformCodegen(cfg *C.dtltoConfigTy, nodesNum C.size_t, nodes **C.dtlt
 }
 
 func perform(em emitter, nodesNum C.size_t, cnodes **C.dtltoBitcodeNodeTy, argc C.size_t, cargv **C.char) int {
+	start := time.Now() // the run's wall time counts from here
 	fail := func(err error) int {
 		em.emit(false, "thindist: "+err.Error())
 		return 1
@@ -105,7 +108,17 @@ func perform(em emitter, nodesNum C.size_t, cnodes **C.dtltoBitcodeNodeTy, argc 
 			mu.Unlock()
 		},
 	}
-	runErr := pipeline.Run(context.Background(), &s.cfg, env, actions)
+	// The run is recorded and summed up as the other entry points' are;
+	// its command line is the linker's.
+	sess := pipeline.NewSession("plugin", os.Args, env, start)
+	// The linker's work before it called the plugin (reading the inputs,
+	// the thin link) is part of where the link's time went.
+	if began, err := procstart.Of(os.Getpid()); err == nil && began.Before(start) {
+		sess.Timeline().Add("lld", began, start)
+	}
+	sess.SetOutput(linkerOutput(os.Args))
+	runErr := sess.Run(context.Background(), &s.cfg, actions)
+	sess.Finish(&s.cfg, runErr)
 	mu.Lock()
 	defer mu.Unlock()
 	failed := false

@@ -142,3 +142,24 @@ func TestBuildActionsRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestLinkerOutput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ld.lld", "a.o", "-o", "app"}, "app"},
+		{[]string{"ld.lld", "-oapp", "a.o"}, "app"},
+		{[]string{"ld.lld", "--output", "out/app", "a.o"}, "out/app"},
+		{[]string{"ld.lld", "--output=out/app"}, "out/app"},
+		{[]string{"ld.lld", "-output=app"}, "app"},
+		{[]string{"ld.lld", "-omagic", "--oformat=binary", "-o", "x", "-opt-remarks-format", "yaml"}, "x"},
+		{[]string{"ld.lld", "-o", "first", "-o", "last"}, "last"},
+		{[]string{"ld.lld", "a.o"}, ""},
+		{[]string{"ld.lld", "-o"}, ""},
+	} {
+		if got := linkerOutput(tc.args); got != tc.want {
+			t.Errorf("linkerOutput(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}

@@ -6,9 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/thindist/thindist/internal/record"
 )
 
 // The end-to-end tests build libDTLTOthindist.so and testdata/harness.c, a
@@ -397,5 +400,63 @@ func TestPluginNoCallbacks(t *testing.T) {
 	out, code := callPlugin(t, dir, []string{"THINDIST_COMPILER=" + fake}, "--mode", "no-callbacks")
 	if code != 1 || !strings.Contains(out, "error: thindist: backend compilation of") {
 		t.Errorf("exit %d, want the error on stderr:\n%s", code, out)
+	}
+}
+
+// TestPluginKeepsARecord: a link through the plugin leaves a record in the
+// cache directory as the other entry points do: the linker's command line
+// and output, every module, the phases, and the errors in its log.
+func TestPluginKeepsARecord(t *testing.T) {
+	dir, _ := project(t)
+	cache := t.TempDir()
+	env := []string{"THINDIST_COMPILER=" + clang, "THINDIST_CACHE_DIR=" + cache}
+	out, code := callPlugin(t, dir, env, "--output", "app", "--opt", "-O2")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	run, err := record.Open(cache).Load("last")
+	if err != nil {
+		t.Fatalf("no record of the run: %v\n%s", err, out)
+	}
+	if run.Entry != "plugin" || run.Output != "app" || run.Dir != dir || run.Error != "" {
+		t.Errorf("entry %q, output %q, dir %q, error %q; want plugin, app, %s and none", run.Entry, run.Output, run.Dir, run.Error, dir)
+	}
+	if len(run.Args) == 0 || filepath.Base(run.Args[0]) != "harness" || !slices.Contains(run.Args, "--output") {
+		t.Errorf("the command line is %q, not the linker's (the harness's)", run.Args)
+	}
+	var mods []string
+	for _, a := range run.Actions {
+		mods = append(mods, a.Module)
+		if a.Where != record.WhereLocal || a.Key == "" || a.End <= a.Begin {
+			t.Errorf("%s: where %q, key %q, start %d, end %d", a.Module, a.Where, a.Key, a.Begin, a.End)
+		}
+	}
+	slices.Sort(mods)
+	if want := []string{"a.o", "b.o", "main.o"}; !slices.Equal(mods, want) {
+		t.Errorf("the record's modules are %q, want %q", mods, want)
+	}
+	var phases []string
+	for _, p := range run.Phases {
+		phases = append(phases, p.Name)
+	}
+	if !slices.Equal(phases, []string{"lld", "backends"}) {
+		t.Errorf("phases %q, want the linker's work before the plugin, then the backends", phases)
+	}
+	if !strings.Contains(run.Log, "thindist: app: 3 jobs") {
+		t.Errorf("the record's log lacks the summary naming app:\n%s", run.Log)
+	}
+
+	// A failed compile is recorded with the linker's diagnostic in the log.
+	bad := fakeCompiler(t, "echo 'clang: error: injected' >&2; exit 1")
+	out, code = callPlugin(t, dir, []string{"THINDIST_COMPILER=" + bad, "THINDIST_CACHE_DIR=" + cache}, "--output", "app")
+	if code == 0 {
+		t.Fatalf("a failing compiler: exit 0\n%s", out)
+	}
+	run, err = record.Open(cache).Load("last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Error == "" || !strings.Contains(run.Log, "thindist: error:") || !strings.Contains(run.Log, "injected") {
+		t.Errorf("the failed run's record: error %q, log:\n%s", run.Error, run.Log)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -19,12 +17,8 @@ import (
 	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/procstart"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/report"
+	"github.com/thindist/thindist/internal/version"
 )
-
-// Version is set at build time with -ldflags "-X .../cli.Version=...".
-var Version = "dev"
 
 // Main runs thindist with args (without the program name) and the
 // jobserver it inherited from make, and returns the exit status.
@@ -50,7 +44,7 @@ func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer)
 		case "doctor":
 			return doctorCmd(ctx, args[1:], env, stdout)
 		case "version", "--version", "-version":
-			fmt.Fprintln(stdout, versionLine())
+			fmt.Fprintln(stdout, version.Line())
 			return 0
 		case "link":
 			return link(ctx, args[1:], env, start)
@@ -114,36 +108,6 @@ func help(args []string, env pipeline.Env, stdout io.Writer) int {
 	return 0
 }
 
-// versionLine is thindist's version: the one set at build time, else the
-// module's (go install ...@v1.2.3), with the VCS revision of a source
-// build and the Go version.
-func versionLine() string {
-	v := Version
-	rev := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
-		var modified bool
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value[:min(12, len(s.Value))]
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if rev != "" && modified {
-			rev += ", modified"
-		}
-	}
-	line := "thindist " + v
-	if rev != "" {
-		line += " (" + rev + ")"
-	}
-	return line + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
-}
-
 func newFlags(cfg *config.Config) *config.FlagSet {
 	fs := config.NewFlagSet("thindist")
 	cfg.Register(fs)
@@ -200,7 +164,8 @@ func checkCacheDir(name string, fs *config.FlagSet, cfg *config.Config, env pipe
 }
 
 func distribute(ctx context.Context, args []string, env pipeline.Env, start time.Time) int {
-	rec := startRecord("dtlto", &env, start)
+	sess := pipeline.NewSession("dtlto", os.Args, env, start)
+	env = sess.Env
 	var cfg config.Config
 	fs := newFlags(&cfg)
 	if code := parseFlags("thindist", fs, &cfg, args, env, usage); code >= 0 {
@@ -230,21 +195,15 @@ func distribute(ctx context.Context, args []string, env pipeline.Env, start time
 		fmt.Fprintf(env.Stderr, "thindist: error: %v\n", err)
 		return 2
 	}
-	tl := report.NewTimeline(start, nil)
 	// lld ran thindist after reading every input and running the thin
 	// link: what it did before is part of where the link's time went.
 	if began, err := procstart.ParentLinker(); err == nil && began.Before(start) {
-		tl.Add("lld", began, start)
+		sess.Timeline().Add("lld", began, start)
 	}
-	summary := report.NewSummary(tl)
-	summary.Output = jf.LinkerOutput
-	rec.Update(func(run *record.Run) { run.Output = jf.LinkerOutput })
-	err = pipeline.RunWith(ctx, &cfg, env, jf.Actions, pipeline.Options{Summary: summary})
+	sess.SetOutput(jf.LinkerOutput)
+	err = sess.Run(ctx, &cfg, jf.Actions)
 	code := exitCode(err, env)
-	if summary.Counted() && !cfg.Quiet {
-		fmt.Fprintln(env.Stderr, summary.Line())
-	}
-	saveRecord(&cfg, env, rec, tl, err)
+	sess.Finish(&cfg, err)
 	return code
 }
 

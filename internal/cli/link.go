@@ -11,8 +11,6 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/thinlink"
 )
 
@@ -73,7 +71,8 @@ thindist link -- ld.lld "$@">).
 `
 
 func link(ctx context.Context, args []string, env pipeline.Env, start time.Time) int {
-	rec := startRecord("link", &env, start)
+	sess := pipeline.NewSession("link", os.Args, env, start)
+	env = sess.Env
 	var cfg config.Config
 	var lf linkFlags
 	fs := newLinkFlags(&cfg, &lf)
@@ -90,7 +89,6 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 	}
 	// The summary covers the whole command: the thin link, the backends
 	// and the final link.
-	summary := report.NewSummary(report.NewTimeline(start, nil))
 	opts := thinlink.Options{
 		Command:           command,
 		Compiler:          lf.compiler,
@@ -101,9 +99,10 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		Stderr:            env.Stderr,
 		Verbose:           lf.verbose,
 		Run: func(ctx context.Context, actions []*action.Action) error {
-			return pipeline.RunWith(ctx, &cfg, env, actions, pipeline.Options{Summary: summary})
+			return sess.Run(ctx, &cfg, actions)
 		},
-		Phase: summary.Timeline().Begin,
+		Phase:  sess.Timeline().Begin,
+		Output: sess.SetOutput,
 	}
 	if lf.compdb != "" {
 		db, err := thinlink.LoadCompDB(lf.compdb)
@@ -113,7 +112,7 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		}
 		opts.CompDB = db
 	}
-	res, err := thinlink.Link(ctx, opts)
+	_, err := thinlink.Link(ctx, opts)
 	code := 0
 	var te *thinlink.Error
 	if errors.As(err, &te) {
@@ -127,14 +126,7 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 	} else {
 		code = exitCode(err, env)
 	}
-	if res != nil {
-		summary.Output = res.Output
-		rec.Update(func(run *record.Run) { run.Output = res.Output })
-	}
-	if summary.Counted() && !cfg.Quiet {
-		fmt.Fprintln(env.Stderr, summary.Line())
-	}
-	saveRecord(&cfg, env, rec, summary.Timeline(), err)
+	sess.Finish(&cfg, err)
 	return code
 }
 

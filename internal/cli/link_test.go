@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/testprog"
 )
 
@@ -83,5 +85,54 @@ func TestLinkSummaryWallTime(t *testing.T) {
 	// Each figure is rounded (to 1ms below 1s, 10ms below 10s): allow that.
 	if slack := 30 * time.Millisecond; d[0]+slack < d[1]+d[2]+d[3] {
 		t.Errorf("the run took %v, less than its thin link, backends and final link (%v + %v + %v)", d[0], d[1], d[2], d[3])
+	}
+}
+
+// TestLinkTraceNamesOutput: the trace of `thindist link` (written when the
+// backends end, before the final link) and the run's record name the link's
+// output, as its summary line does; also when the final link fails.
+func TestLinkTraceNamesOutput(t *testing.T) {
+	clang := thinObjects(t)
+	cache := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		extra []string // link arguments
+		code  int
+	}{
+		{"linked", nil, 0},
+		{"final link fails", []string{"-Wl,--defsym=b=undefined_symbol"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			trace := filepath.Join(t.TempDir(), "trace.json")
+			args := append([]string{"link", "--progress=never", "--cache-dir", cache, "--trace", trace,
+				"--", clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app"}, tc.extra...)
+			code, _, errOut := runCLI(t, map[string]string{"HOME": t.TempDir()}, args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", code, tc.code, errOut)
+			}
+			data, err := os.ReadFile(trace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tr struct {
+				OtherData struct {
+					Output string `json:"output"`
+					Record string `json:"record"`
+				} `json:"otherData"`
+			}
+			if err := json.Unmarshal(data, &tr); err != nil {
+				t.Fatal(err)
+			}
+			if tr.OtherData.Output != "app" {
+				t.Errorf("the trace's output is %q, want app", tr.OtherData.Output)
+			}
+			run, err := record.Open(cache).Load(tr.OtherData.Record)
+			if err != nil {
+				t.Fatalf("the trace's record %q: %v", tr.OtherData.Record, err)
+			}
+			if run.Output != "app" || (run.Error != "") != (tc.code != 0) {
+				t.Errorf("the record's output is %q (want app), its error %q", run.Output, run.Error)
+			}
+		})
 	}
 }

@@ -72,6 +72,10 @@ type Options struct {
 	// function it returns, when they end (for the summary's account of
 	// where the time went).
 	Phase func(name string) (end func())
+	// Output, if set, hears the link's output (its -o, as the command
+	// spells it) once the command is read, before anything runs: the
+	// backends' trace and the run's record name it even if a step fails.
+	Output func(path string)
 }
 
 func (o *Options) phase(name string) (end func()) {
@@ -191,6 +195,9 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	}
 	if p.line, err = parseLinkLine(args, opts.Dir, p.lldMajorVersion != ""); err != nil {
 		return nil, &Error{Step: "reading the link command", Err: err}
+	}
+	if opts.Output != nil {
+		opts.Output(p.line.output)
 	}
 	p.findInputs()
 	if len(p.bitcode) == 0 {

@@ -27,6 +27,9 @@
  *                   null-imports, garbage-nodes (an unmapped non-NULL
  *                   array), no-callbacks
  *   --no-thin-link  reuse the shards of an earlier run
+ *   --output FILE   ignored: a linker's output option on the harness's
+ *                   command line, which the plugin reads as it reads the
+ *                   linker's
  *
  * Output: "error: MSG" / "warning: MSG" for each diagnostic, one line
  * "object: PATH" per node in call order, then "return: N". Exit status:
@@ -168,6 +171,8 @@ int main(int argc, char **argv) {
       opts[nopts++] = argv[++i];
     else if (!strcmp(argv[i], "--mode"))
       mode = argv[++i];
+    else if (!strcmp(argv[i], "--output"))
+      ++i; /* only for the plugin to read, as it reads a linker's -o */
     else
       break;
   }
