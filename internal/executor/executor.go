@@ -78,6 +78,10 @@ type Result struct {
 	// Raced: a second executor ran the action at the same time (Race);
 	// Where says whose result won.
 	Raced bool
+	// BytesUp and BytesDown are what the action sent to and received
+	// from a remote service (Metered): blobs uploaded and read, and the
+	// contents inlined in its action results.
+	BytesUp, BytesDown int64
 }
 
 // Failed reports whether the command did not exit 0.

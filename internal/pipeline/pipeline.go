@@ -119,6 +119,9 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	if err != nil {
 		return err
 	}
+	// Each result says what its action sent to and read from the remote
+	// service, for the record.
+	ch.ex = executor.Metered(ch.ex)
 	finish := ch.finish
 	finished := false
 	defer func() {

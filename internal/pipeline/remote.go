@@ -130,8 +130,11 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		defer client.Close()
 		if rec := env.Record; rec != nil {
 			rec.Update(func(run *record.Run) {
-				run.BytesUp = client.CAS.Counters.BytesUploaded.Load()
-				run.BytesDown = client.CAS.Counters.BytesRead.Load()
+				// The sums of the actions' BytesUp and BytesDown
+				// (executor.Metered), and what failed actions moved.
+				c := &client.CAS.Counters
+				run.BytesUp = c.BytesUploaded.Load()
+				run.BytesDown = c.BytesRead.Load() + c.BytesInlined.Load()
 				if fb != nil {
 					run.FellBack = fb.Stats().Fallbacks
 				}

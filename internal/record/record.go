@@ -49,8 +49,10 @@ type Run struct {
 	// is the size limit the run applied to it, in bytes.
 	LocalCache bool  `json:"local_cache"`
 	CacheLimit int64 `json:"cache_limit,omitempty"`
-	// BytesUp and BytesDown are what the run sent to and read from the
-	// remote CAS.
+	// BytesUp and BytesDown are what the run sent to and received from
+	// the remote service: the sums of its actions' (Action.BytesUp and
+	// BytesDown), plus what failed or interrupted actions moved, which
+	// is counted here alone.
 	BytesUp   int64 `json:"bytes_up,omitempty"`
 	BytesDown int64 `json:"bytes_down,omitempty"`
 	// FellBack counts actions meant for the remote service that ran on
@@ -124,8 +126,17 @@ type Action struct {
 	// resident set in bytes, when known.
 	CPU    int64 `json:"cpu_us"`
 	MaxRSS int64 `json:"max_rss,omitempty"`
-	// BytesDown is what was read from a remote service for it (its
-	// outputs).
+	// BytesUp is what was uploaded to the remote service for it: its
+	// inputs for remote execution, its outputs stored in the remote
+	// cache. A blob is uploaded at most once per run and counts for the
+	// action that needed it first (the one whose upload claimed it): a
+	// blob several actions need, such as a module many import or the
+	// compiler's command, counts for that one alone, and the other
+	// actions count nothing for it. BytesDown is what was received for
+	// it: blobs read (its outputs, stderr) and the contents inlined in
+	// its action results. Both count every side that ran it, the loser
+	// of a race included; 0 without --remote.
+	BytesUp   int64 `json:"bytes_up,omitempty"`
 	BytesDown int64 `json:"bytes_down,omitempty"`
 
 	// Key is the cache key (the canonical action's digest, hex); the

@@ -106,6 +106,7 @@ func (r *Recorder) Finished(a *action.Action, slot int, res *executor.Result, er
 		rec.MaxRSS = res.MaxRSS
 		rec.Forked = res.Forked
 		rec.Raced = res.Raced
+		rec.BytesUp, rec.BytesDown = res.BytesUp, res.BytesDown
 		switch res.Where {
 		case executor.LocalCache:
 			rec.Where = WhereLocalCache
@@ -125,9 +126,6 @@ func (r *Recorder) Finished(a *action.Action, slot int, res *executor.Result, er
 	default:
 		if fi, serr := os.Stat(a.Abs(a.Outputs[0].Path)); serr == nil {
 			rec.ObjectSize = fi.Size()
-			if rec.Where == WhereRemote || rec.Where == WhereRemoteCache {
-				rec.BytesDown = fi.Size()
-			}
 		}
 	}
 

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/executor"
 )
 
 // perBlobOverhead is what one blob adds to a batch request besides its
@@ -40,6 +41,9 @@ type Counters struct {
 	BlobsRequested, BytesRequested                   atomic.Int64 // distinct blobs the run needed in the CAS
 	BlobsUploaded, BytesUploaded, WireBytesUploaded  atomic.Int64
 	BlobsRead, BytesRead                             atomic.Int64
+	// BytesInlined is what came inlined in action results (outputs,
+	// stdout, stderr) rather than read as blobs.
+	BytesInlined atomic.Int64
 }
 
 // Uploader makes blobs present in the CAS: it asks FindMissingBlobs and
@@ -281,8 +285,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 			return
 		}
 		u.Counters.StreamWrites.Add(1)
-		u.Counters.BlobsUploaded.Add(1)
-		u.Counters.BytesUploaded.Add(d.Size)
+		u.uploaded(ctx, d)
 		u.Counters.WireBytesUploaded.Add(wire)
 	}
 	flush := func() {
@@ -309,8 +312,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 			failAll(batch, err)
 		default:
 			for _, d := range batch {
-				u.Counters.BlobsUploaded.Add(1)
-				u.Counters.BytesUploaded.Add(d.Size)
+				u.uploaded(ctx, d)
 			}
 		}
 		batch, batchData, batchSize = nil, nil, 0
@@ -335,6 +337,33 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 	}
 	flush()
 	return errs
+}
+
+// uploaded counts blob d as uploaded, for the run and for the action of
+// ctx: the one that claimed it in Ensure, i.e. the first action of the run
+// to need it (others needing it at the same time wait and count nothing).
+func (u *Uploader) uploaded(ctx context.Context, d digest.Digest) {
+	u.Counters.BlobsUploaded.Add(1)
+	u.Counters.BytesUploaded.Add(d.Size)
+	executor.Sent(ctx, d.Size)
+}
+
+// read counts blob d as read, for the run and for the action of ctx.
+func (c *Client) read(ctx context.Context, d digest.Digest) {
+	c.CAS.Counters.BlobsRead.Add(1)
+	c.CAS.Counters.BytesRead.Add(d.Size)
+	executor.Received(ctx, d.Size)
+}
+
+// inlined counts the contents inlined in ar (outputs, stdout, stderr) as
+// received, for the run and for the action of ctx.
+func (c *Client) inlined(ctx context.Context, ar *repb.ActionResult) {
+	n := int64(len(ar.GetStdoutRaw()) + len(ar.GetStderrRaw()))
+	for _, f := range ar.GetOutputFiles() {
+		n += int64(len(f.GetContents()))
+	}
+	c.CAS.Counters.BytesInlined.Add(n)
+	executor.Received(ctx, n)
 }
 
 // FindMissing returns those of ds the CAS lacks.
@@ -520,8 +549,7 @@ func (c *Client) ReadBytes(ctx context.Context, d digest.Digest) ([]byte, error)
 		}
 		return nil, err
 	}
-	c.CAS.Counters.BlobsRead.Add(1)
-	c.CAS.Counters.BytesRead.Add(d.Size)
+	c.read(ctx, d)
 	return data, nil
 }
 
@@ -583,8 +611,7 @@ func (c *Client) ReadBlobs(ctx context.Context, ds []digest.Digest) (map[digest.
 				continue
 			}
 			out[d] = data
-			c.CAS.Counters.BlobsRead.Add(1)
-			c.CAS.Counters.BytesRead.Add(d.Size)
+			c.read(ctx, d)
 		}
 		batch, batchSize = nil, 0
 		return nil

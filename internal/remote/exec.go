@@ -134,6 +134,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	if err != nil {
 		return nil, err
 	}
+	e.c.inlined(ctx, resp.GetResult())
 	ran := time.Now()
 	e.Counters.ExecWall.Add(int64(ran.Sub(uploaded)))
 	res, err := e.collect(ctx, a, ex, resp, out)

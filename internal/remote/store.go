@@ -50,6 +50,7 @@ func (s *Store) GetActionResult(ctx context.Context, key digest.Digest, inline [
 	if err != nil {
 		return nil, fmt.Errorf("GetActionResult: %w", err)
 	}
+	s.c.inlined(ctx, ar)
 	return ar, nil
 }
 

@@ -41,6 +41,8 @@ type pageView struct {
 	Rows     []rowView
 	Critical string
 	Legend   []legendView
+	// The run's bytes to and from the remote service.
+	BytesUp, BytesDown string
 }
 
 type tick struct {
@@ -70,7 +72,9 @@ type barView struct {
 type rowView struct {
 	Module, Where, Miss, Error      string
 	Time, CPU, RSS, Size, Obj, Wait string
+	Up, Down                        string
 	TimeV, CPUV, RSSV, SizeV, WaitV int64
+	UpV, DownV                      int64
 	Critical                        bool
 }
 
@@ -89,7 +93,8 @@ const execColor = "#b8621a" // a local compiler exec'd rather than forked
 
 func pageData(run *record.Run) *pageView {
 	v := &pageView{Run: run, Counts: Count(run), Wall: round(run.Wall()).String(),
-		Started: run.Start.Local().Format("2006-01-02 15:04:05 MST"), Command: strings.Join(run.Args, " ")}
+		Started: run.Start.Local().Format("2006-01-02 15:04:05 MST"), Command: strings.Join(run.Args, " "),
+		BytesUp: Bytes(run.BytesUp), BytesDown: Bytes(run.BytesDown)}
 	// The time axis spans the run and every phase (the linker's work
 	// before thindist started lies before the run's start).
 	t0, t1 := run.Start, run.End
@@ -143,8 +148,8 @@ func pageData(run *record.Run) *pageView {
 			if a.Where == record.WhereLocal && !a.Forked {
 				color = execColor
 			}
-			title := fmt.Sprintf("%s: %s, %s (queued at %s, started %s, ended %s; CPU %s)", a.Module, WhereText(a),
-				round(a.Duration()), us(a.Queued), us(a.Begin), us(a.End), us(a.CPU))
+			title := fmt.Sprintf("%s: %s, %s (queued at %s, started %s, ended %s; CPU %s%s)", a.Module, WhereText(a),
+				round(a.Duration()), us(a.Queued), us(a.Begin), us(a.End), us(a.CPU), Transfer(a))
 			if len(a.Miss) > 0 {
 				title += "\nmissed: " + strings.Join(a.Miss, "; ")
 			}
@@ -172,6 +177,7 @@ func pageData(run *record.Run) *pageView {
 			RSS: optBytes(a.MaxRSS), RSSV: a.MaxRSS,
 			Size: Bytes(a.Size), SizeV: a.Size, Obj: optBytes(a.ObjectSize),
 			Wait: us(a.Begin - a.Queued), WaitV: a.Begin - a.Queued,
+			Up: optBytes(a.BytesUp), UpV: a.BytesUp, Down: optBytes(a.BytesDown), DownV: a.BytesDown,
 			Critical: crit[i],
 		})
 	}
@@ -214,7 +220,7 @@ tr.crit td:first-child{font-weight:bold}
 <tr><td>directory</td><td><code>{{.Run.Dir}}</code></td></tr>
 <tr><td>version</td><td>{{.Run.Version}} ({{.Run.Entry}}), pid {{.Run.PID}}, started {{.Started}}, took {{.Wall}}</td></tr>
 <tr><td>jobs</td><td>{{.Counts.Total}}: {{.Counts.Cached}} local cache, {{.Counts.RemoteCached}} remote cache, {{.Counts.Remote}} remote, {{.Counts.Local}} local ({{.Counts.Forked}} forked), {{.Counts.Failed}} failed</td></tr>
-<tr><td>settings</td><td>--jobs={{.Run.Jobs}}{{if .Run.Remote}}, --remote={{.Run.Remote}} ({{.Run.RemoteJobs}} in flight){{end}}{{if not .Run.LocalCache}}, no local cache{{end}}</td></tr>
+<tr><td>settings</td><td>--jobs={{.Run.Jobs}}{{if .Run.Remote}}, --remote={{.Run.Remote}} ({{.Run.RemoteJobs}} in flight; {{.BytesUp}} uploaded, {{.BytesDown}} downloaded){{end}}{{if not .Run.LocalCache}}, no local cache{{end}}</td></tr>
 {{if .Run.Error}}<tr><td>result</td><td class="fail">{{.Run.Error}}</td></tr>{{end}}
 </table>
 
@@ -231,9 +237,9 @@ tr.crit td:first-child{font-weight:bold}
 <h2>Modules</h2>
 <p>Click a column to sort.</p>
 <table class="mods" id="modules">
-<thead><tr><th>module</th><th>where</th><th data-num>time</th><th data-num>CPU</th><th data-num>peak RSS</th><th data-num>bitcode</th><th>object</th><th data-num>waited</th><th>why it missed the cache</th></tr></thead>
+<thead><tr><th>module</th><th>where</th><th data-num>time</th><th data-num>CPU</th><th data-num>peak RSS</th><th data-num>bitcode</th><th>object</th><th data-num>waited</th><th data-num>uploaded</th><th data-num>downloaded</th><th>why it missed the cache</th></tr></thead>
 <tbody>
-{{range .Rows}}<tr class="module{{if .Critical}} crit{{end}}"><td>{{.Module}}</td><td>{{.Where}}</td><td class="n" data-v="{{.TimeV}}">{{.Time}}</td><td class="n" data-v="{{.CPUV}}">{{.CPU}}</td><td class="n" data-v="{{.RSSV}}">{{.RSS}}</td><td class="n" data-v="{{.SizeV}}">{{.Size}}</td><td class="n">{{.Obj}}</td><td class="n" data-v="{{.WaitV}}">{{.Wait}}</td><td>{{.Miss}}{{if .Error}}<span class="fail">{{.Error}}</span>{{end}}</td></tr>
+{{range .Rows}}<tr class="module{{if .Critical}} crit{{end}}"><td>{{.Module}}</td><td>{{.Where}}</td><td class="n" data-v="{{.TimeV}}">{{.Time}}</td><td class="n" data-v="{{.CPUV}}">{{.CPU}}</td><td class="n" data-v="{{.RSSV}}">{{.RSS}}</td><td class="n" data-v="{{.SizeV}}">{{.Size}}</td><td class="n">{{.Obj}}</td><td class="n" data-v="{{.WaitV}}">{{.Wait}}</td><td class="n" data-v="{{.UpV}}">{{.Up}}</td><td class="n" data-v="{{.DownV}}">{{.Down}}</td><td>{{.Miss}}{{if .Error}}<span class="fail">{{.Error}}</span>{{end}}</td></tr>
 {{end}}</tbody></table>
 
 {{if .Run.Log}}<h2>Output</h2>

@@ -102,8 +102,8 @@ func WriteText(w io.Writer, run *record.Run) {
 		fmt.Fprintf(w, "  slowest:\n")
 		for _, i := range compiled[:min(5, len(compiled))] {
 			a := &run.Actions[i]
-			fmt.Fprintf(w, "    %-8s %s (%s, CPU %s, %s bitcode)\n", round(a.Duration()), a.Module,
-				WhereText(a), round(time.Duration(a.CPU)*time.Microsecond), Bytes(a.Size))
+			fmt.Fprintf(w, "    %-8s %s (%s, CPU %s, %s bitcode%s)\n", round(a.Duration()), a.Module,
+				WhereText(a), round(time.Duration(a.CPU)*time.Microsecond), Bytes(a.Size), Transfer(a))
 		}
 	}
 	if path := CriticalPath(run, Lanes(run)); len(path) > 0 {
@@ -166,6 +166,15 @@ func sortedBy(run *record.Run, keep func(*record.Action) bool) []int {
 	}
 	sort.SliceStable(idx, func(i, j int) bool { return run.Actions[idx[i]].Duration() > run.Actions[idx[j]].Duration() })
 	return idx
+}
+
+// Transfer is ", 1.2 MiB up, 300 KiB down" for an action that moved bytes
+// to or from the remote service, "" for one that moved none.
+func Transfer(a *record.Action) string {
+	if a.BytesUp == 0 && a.BytesDown == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %s up, %s down", Bytes(a.BytesUp), Bytes(a.BytesDown))
 }
 
 // WhereText says where an action ran, for people.
