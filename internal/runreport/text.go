@@ -206,6 +206,8 @@ func entryName(e string) string {
 		return "lld's DTLTO distributor"
 	case "link":
 		return "thindist link"
+	case "plugin":
+		return "the linker plugin"
 	}
 	return e
 }
