@@ -19,23 +19,7 @@ import (
 // realActions returns the actions of a real link (shards on disk), which
 // the Keyer needs.
 func realActions(t *testing.T) []*action.Action {
-	t.Helper()
-	llvmBin := testprog.LLVMBin()
-	testprog.NeedLLVM(t, llvmBin, "clang", "ld.lld")
-	clang := filepath.Join(llvmBin, "clang")
-	p, err := testprog.Generate(t.TempDir(), testprog.Options{Modules: 3, Seed: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := p.Compile(ctx, clang); err != nil {
-		t.Fatal(err)
-	}
-	actions, err := p.CaptureActions(ctx, clang, "prog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return actions
+	return testprog.Actions(t, testprog.Options{Modules: 3, Seed: 7})
 }
 
 // elfObject is the smallest content CheckObject accepts, plus a tag.

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 // double's own counts, and a blob several actions need (a module that
 // another imports) counts for one of them only.
 func TestRecordBytesPerAction(t *testing.T) {
-	actions := realActions(t, 4)
+	actions := testprog.Actions(t, testprog.Options{Modules: 4, Seed: 3})
 	shared := 0 // modules that are another action's import too
 	own := map[string]bool{}
 	for _, a := range actions {
@@ -96,26 +95,4 @@ func TestRecordBytesPerAction(t *testing.T) {
 			t.Errorf("%s: ran %s with %d bytes up, %d down; want a remote cache hit, only bytes down", a.Module, a.Where, a.BytesUp, a.BytesDown)
 		}
 	}
-}
-
-// realActions compiles a generated ThinLTO program of n modules and
-// returns its link's backend actions.
-func realActions(t *testing.T, n int) []*action.Action {
-	t.Helper()
-	bin := testprog.LLVMBin()
-	testprog.NeedLLVM(t, bin, "clang", "ld.lld")
-	clang := filepath.Join(bin, "clang")
-	p, err := testprog.Generate(t.TempDir(), testprog.Options{Modules: n, Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := p.Compile(ctx, clang); err != nil {
-		t.Fatal(err)
-	}
-	actions, err := p.CaptureActions(ctx, clang, "prog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return actions
 }

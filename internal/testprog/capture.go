@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/jobfile"
@@ -89,4 +90,27 @@ func (p *Program) CaptureActions(ctx context.Context, clang, out string, extra .
 		return nil, err
 	}
 	return jf.Actions, nil
+}
+
+// Actions generates the program o describes in a temporary directory of t,
+// compiles it with LLVMBin's clang and returns its link's backend actions
+// (CaptureActions), skipping t where LLVM is not installed.
+func Actions(t testing.TB, o Options) []*action.Action {
+	t.Helper()
+	bin := LLVMBin()
+	NeedLLVM(t, bin, "clang", "ld.lld")
+	clang := filepath.Join(bin, "clang")
+	p, err := Generate(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Compile(ctx, clang); err != nil {
+		t.Fatal(err)
+	}
+	actions, err := p.CaptureActions(ctx, clang, "prog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return actions
 }
