@@ -255,9 +255,23 @@ func TestPluginArchiveMembers(t *testing.T) {
 		os.Remove(filepath.Join(dir, o))
 	}
 	extra = append(extra, "--no-thin-link", "--opt", "-O2")
-	out, code := callPluginOn(t, dir, []string{"THINDIST_COMPILER=" + clang}, []string{"main.o", "libab.a"}, extra...)
+	cache := t.TempDir()
+	out, code := callPluginOn(t, dir, []string{"THINDIST_COMPILER=" + clang, "THINDIST_CACHE_DIR=" + cache}, []string{"main.o", "libab.a"}, extra...)
 	if code != 0 || strings.Contains(out, "error:") {
 		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	// The record names the members as a user knows them.
+	run, err := record.Open(cache).Load("last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mods []string
+	for _, a := range run.Actions {
+		mods = append(mods, a.Module)
+	}
+	slices.Sort(mods)
+	if want := []string{"libab.a(a.o)", "libab.a(b.o)", "main.o"}; !slices.Equal(mods, want) {
+		t.Errorf("the record's modules are %q, want %q", mods, want)
 	}
 	objs := nativeObjects(t, dir)
 	if len(objs) != 3 {
