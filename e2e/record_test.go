@@ -217,7 +217,7 @@ func TestRecordLinkPhases(t *testing.T) {
 	if err := json.Unmarshal(data, &tr); err != nil {
 		t.Fatal(err)
 	}
-	if md := tr.OtherData; len(md.CommandLine) < 3 || md.CommandLine[1] != "link" || md.Record != run.ID {
+	if md := tr.OtherData; len(md.CommandLine) < 3 || md.CommandLine[1] != "link" || md.Record != run.ID || md.Output != "app" {
 		t.Errorf("trace metadata %+v", md)
 	}
 	var names []string
@@ -229,6 +229,20 @@ func TestRecordLinkPhases(t *testing.T) {
 	}
 	if got := strings.Join(names, ", "); got != "thin link, backends, final link" {
 		t.Errorf("phases %s", got)
+	}
+	// The phases' details are the summary line's ("backends 1.2s
+	// including 300ms starting 1 fork server").
+	details := 0
+	for _, p := range run.Phases {
+		if p.Detail != "" {
+			details++
+			if !strings.Contains(run.Log, " including "+p.Detail) {
+				t.Errorf("phase %s: detail %q, not in the summary:\n%s", p.Name, p.Detail, run.Log)
+			}
+		}
+	}
+	if want := strings.Count(run.Log, " including "); details != want {
+		t.Errorf("%d phases with details, the summary has %d:\n%s", details, want, run.Log)
 	}
 	if run.Entry != "link" || run.Output != "app" || len(run.Actions) != 2 || !strings.Contains(run.Log, "2 jobs") {
 		t.Errorf("record: entry %q, output %q, %d actions, log %q", run.Entry, run.Output, len(run.Actions), run.Log)

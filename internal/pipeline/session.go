@@ -80,7 +80,7 @@ func (s *Session) Finish(cfg *config.Config, runErr error) {
 		return
 	}
 	for _, p := range s.Timeline().Phases() {
-		s.rec.Phase(p.Name, p.Start, p.End)
+		s.rec.Phase(record.Phase{Name: p.Name, Start: p.Start, End: p.End, Detail: p.Detail})
 	}
 	run := s.rec.Finish(time.Now(), runErr)
 	store := record.Open(CacheDir(cfg, s.Env))

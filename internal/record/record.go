@@ -83,6 +83,9 @@ type Phase struct {
 	Name  string    `json:"name"`
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
+	// Detail says more, as the summary line does: "420ms starting 1
+	// fork server".
+	Detail string `json:"detail,omitempty"`
 }
 
 // Where an action's result came from.

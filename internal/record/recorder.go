@@ -69,8 +69,8 @@ func (r *Recorder) Update(f func(run *Run)) {
 }
 
 // Phase records a stretch of the run's wall time.
-func (r *Recorder) Phase(name string, start, end time.Time) {
-	r.Update(func(run *Run) { run.Phases = append(run.Phases, Phase{Name: name, Start: start, End: end}) })
+func (r *Recorder) Phase(p Phase) {
+	r.Update(func(run *Run) { run.Phases = append(run.Phases, p) })
 }
 
 // Key implements reapi.Keyer.Observe.

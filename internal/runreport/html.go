@@ -51,9 +51,9 @@ type tick struct {
 }
 
 type phaseView struct {
-	Name, Dur string
-	X, W      float64
-	Color     string
+	Name, Dur, Title string
+	X, W             float64
+	Color            string
 }
 
 type laneView struct {
@@ -116,7 +116,11 @@ func pageData(run *record.Run) *pageView {
 
 	phaseColors := []string{"#c7b8e8", "#f2d49b", "#a8d5e2", "#e6b0b0", "#c9e2a8"}
 	for i, p := range run.Phases {
-		v.Phases = append(v.Phases, phaseView{Name: p.Name, Dur: round(p.End.Sub(p.Start)).String(),
+		title := p.Name + ": " + round(p.End.Sub(p.Start)).String()
+		if p.Detail != "" {
+			title += " including " + p.Detail
+		}
+		v.Phases = append(v.Phases, phaseView{Name: p.Name, Dur: round(p.End.Sub(p.Start)).String(), Title: title,
 			X: x(p.Start), W: max(x(p.End)-x(p.Start), 1), Color: phaseColors[i%len(phaseColors)]})
 	}
 
@@ -228,7 +232,7 @@ tr.crit td:first-child{font-weight:bold}
 <div class="legend">{{range .Legend}}<span><i style="background:{{.Color}}"></i>{{.Name}}</span>{{end}}<span><i style="background:#fff;outline:2px solid #000"></i>critical path</span></div>
 <svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}">
 {{range .Axis}}<line x1="{{.X}}" x2="{{.X}}" y1="0" y2="{{$.Height}}" stroke="#eee"/><text x="{{.X}}" y="10" text-anchor="middle">{{.Label}}</text>
-{{end}}{{range .Phases}}<g class="phase"><rect x="{{.X}}" y="16" width="{{.W}}" height="16" fill="{{.Color}}"><title>{{.Name}}: {{.Dur}}</title></rect><text x="{{.X}}" y="28" dx="3">{{.Name}} {{.Dur}}</text></g>
+{{end}}{{range .Phases}}<g class="phase"><rect x="{{.X}}" y="16" width="{{.W}}" height="16" fill="{{.Color}}"><title>{{.Title}}</title></rect><text x="{{.X}}" y="28" dx="3">{{.Name}} {{.Dur}}</text></g>
 {{end}}{{range .Lanes}}<text x="0" y="{{.Y}}" dy="13">{{.Label}}</text>
 {{end}}{{range .Bars}}<rect class="bar{{if .Critical}} crit{{end}}" data-module="{{.Module}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="18" fill="{{.Color}}"><title>{{.Title}}</title></rect>
 {{end}}</svg>

@@ -92,6 +92,9 @@ func WriteText(w io.Writer, run *record.Run) {
 			if !p.End.After(run.Start) {
 				s += " before thindist started"
 			}
+			if p.Detail != "" {
+				s += " including " + p.Detail
+			}
 			ps = append(ps, s)
 		}
 		fmt.Fprintf(w, "  phases:   %s\n", strings.Join(ps, ", "))
