@@ -43,6 +43,7 @@ type pageView struct {
 	Legend   []legendView
 	// The run's bytes to and from the remote service.
 	BytesUp, BytesDown string
+	Entry              string // the entry point, for people
 }
 
 type tick struct {
@@ -94,7 +95,7 @@ const execColor = "#b8621a" // a local compiler exec'd rather than forked
 func pageData(run *record.Run) *pageView {
 	v := &pageView{Run: run, Counts: Count(run), Wall: round(run.Wall()).String(),
 		Started: run.Start.Local().Format("2006-01-02 15:04:05 MST"), Command: strings.Join(run.Args, " "),
-		BytesUp: Bytes(run.BytesUp), BytesDown: Bytes(run.BytesDown)}
+		BytesUp: Bytes(run.BytesUp), BytesDown: Bytes(run.BytesDown), Entry: entryName(run.Entry)}
 	// The time axis spans the run and every phase (the linker's work
 	// before thindist started lies before the run's start).
 	t0, t1 := run.Start, run.End
@@ -222,7 +223,7 @@ tr.crit td:first-child{font-weight:bold}
 <table class="meta">
 <tr><td>command</td><td><code id="command">{{.Command}}</code></td></tr>
 <tr><td>directory</td><td><code>{{.Run.Dir}}</code></td></tr>
-<tr><td>version</td><td>{{.Run.Version}} ({{.Run.Entry}}), pid {{.Run.PID}}, started {{.Started}}, took {{.Wall}}</td></tr>
+<tr><td>version</td><td>{{.Run.Version}} ({{.Entry}}), pid {{.Run.PID}}, started {{.Started}}, took {{.Wall}}</td></tr>
 <tr><td>jobs</td><td>{{.Counts.Total}}: {{.Counts.Cached}} local cache, {{.Counts.RemoteCached}} remote cache, {{.Counts.Remote}} remote, {{.Counts.Local}} local ({{.Counts.Forked}} forked), {{.Counts.Failed}} failed</td></tr>
 <tr><td>settings</td><td>--jobs={{.Run.Jobs}}{{if .Run.Remote}}, --remote={{.Run.Remote}} ({{.Run.RemoteJobs}} in flight; {{.BytesUp}} uploaded, {{.BytesDown}} downloaded){{end}}{{if not .Run.LocalCache}}, no local cache{{end}}</td></tr>
 {{if .Run.Error}}<tr><td>result</td><td class="fail">{{.Run.Error}}</td></tr>{{end}}
