@@ -112,7 +112,15 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		}
 		opts.CompDB = db
 	}
-	_, err := thinlink.Link(ctx, opts)
+	res, err := thinlink.Link(ctx, opts)
+	if res != nil && res.Unchanged {
+		// No input held bitcode and the command ran as given: nothing of
+		// thindist's ran, and a record would only push out those of the
+		// ThinLTO links (Kbuild runs LD for --version and for every
+		// native link, vmlinux's final links from vmlinux.o included),
+		// leaving `thindist report` to show an empty run.
+		cfg.NoRecord = true
+	}
 	code := 0
 	var te *thinlink.Error
 	if errors.As(err, &te) {

@@ -136,3 +136,35 @@ func TestLinkTraceNamesOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkWithoutBitcodeKeepsNoRecord: a link that thindist runs unchanged
+// (no input holds bitcode: Kbuild's `LD --version`, a native link) leaves
+// no record, so `thindist report` shows the last ThinLTO link.
+func TestLinkWithoutBitcodeKeepsNoRecord(t *testing.T) {
+	clang := thinObjects(t)
+	cache := t.TempDir()
+	env := map[string]string{"HOME": t.TempDir()}
+	link := func(args ...string) {
+		t.Helper()
+		all := append([]string{"link", "--progress=never", "--cache-dir", cache, "--"}, args...)
+		if code, _, errOut := runCLI(t, env, all...); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errOut)
+		}
+	}
+	link(clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app")
+	link(filepath.Join(filepath.Dir(clang), "ld.lld"), "--version")
+	if err := exec.Command(clang, "-O2", "-c", "-x", "c", "-o", "native.o", "b.c").Run(); err != nil {
+		t.Fatal(err)
+	}
+	link(clang, "-fuse-ld=lld", "-nostdlib", "-shared", "native.o", "-o", "libnative.so")
+	es, err := record.Open(cache).List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 {
+		t.Fatalf("%d records, want the ThinLTO link's alone", len(es))
+	}
+	if run, err := record.Open(cache).Load("last"); err != nil || run.Output != "app" {
+		t.Errorf("the last record: %v, %v; want the link of app", run, err)
+	}
+}
