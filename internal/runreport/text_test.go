@@ -20,7 +20,7 @@ func TestReportShowsTransfersAndPhaseDetail(t *testing.T) {
 	r2.BytesDown = 7 << 10
 	run := &record.Run{ID: "x", Entry: "plugin", Start: start, End: start.Add(time.Second), Remote: "grpc://h:1",
 		BytesUp: r1.BytesUp, BytesDown: r1.BytesDown + r2.BytesDown,
-		Phases: []record.Phase{{Name: "backends", Start: start, End: start.Add(time.Second), Detail: "300ms starting 1 fork server"}},
+		Phases:  []record.Phase{{Name: "backends", Start: start, End: start.Add(time.Second), Detail: "300ms starting 1 fork server"}},
 		Actions: []record.Action{r1, r2, act("local.o", record.WhereLocal, 0, 50_000)}}
 
 	var text bytes.Buffer
