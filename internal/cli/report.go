@@ -21,14 +21,16 @@ Shows the record of a run: by default the last one in the cache directory;
 last~1 is the one before, ID a run's ID as --list prints it (or its unique
 beginning), FILE a record file. Every run of thindist keeps a record unless
 --no-record: its command line, output, phases, and for every module where it
-ran, when, its CPU time and peak memory, its cache key, and for a module that
-was compiled why it missed the cache (what differs from the module's last
-record: an import's content, a flag, the compiler).
+ran, when, its CPU time and peak memory, the bytes it uploaded to and
+downloaded from a remote service, its cache key, and for a module that was
+compiled why it missed the cache (what differs from the module's last record:
+an import's content, a flag, the compiler).
 
 With --html FILE it writes one self-contained HTML page (nothing fetched, so it
 opens from a file, offline): a timeline with a lane per local slot and per
 remote action in flight, coloured by where each module ran, the critical path,
-the phases, and a table of the modules sortable by time, CPU and size.
+the phases, and a table of the modules sortable by time, CPU, size and bytes
+uploaded and downloaded.
 
 `
 
