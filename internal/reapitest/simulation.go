@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -196,28 +197,37 @@ func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, c
 	return resp
 }
 
-// contentKey names what an action computes, for the recording: its
-// salt, its arguments with every input file they name replaced by the
-// file's digest, and the digests of all its input files, but not the names of those files
-// nor the ThinLTO index shard (-fthinlto-index=). lld names the files of a
-// link (archive members it extracts, index shards) after its process id, so
-// the same backend of two links has two action digests; its result does not
-// depend on those names. (The shard differs only by the module paths it
-// records.)
+// contentKey names what an action computes, for the recording (ContentKey).
 func (s *FakeServer) contentKey(action *repb.Action, command *repb.Command) (string, error) {
 	files := map[string]string{} // root-relative path → digest key
 	if err := s.listFiles("", action.GetInputRootDigest(), files); err != nil {
 		return "", err
 	}
+	return ContentKey(action.GetSalt(), command.GetArguments(), command.GetWorkingDirectory(), files, command.GetOutputPaths()), nil
+}
+
+// ContentKey names what an action computes, for a Recording: its salt, its
+// arguments with every input file they name replaced by the file's digest,
+// and the digests of all its input files, but not the names of those files
+// nor the ThinLTO index shard (-fthinlto-index=). lld names the files of a
+// link (archive members it extracts, index shards) after its process id, so
+// the same backend of two links has two action digests; its result does not
+// depend on those names. (The shard differs only by the module paths it
+// records.) files maps every input file's path, relative to the input root
+// and slash-separated, to its digest as "hash/size"; workDir is the
+// command's working directory inside the root. A worker that sees only the
+// command and its input root on disk computes the same key (bench's replay
+// worker, for a real cluster).
+func ContentKey(salt []byte, args []string, workDir string, files map[string]string, outputs []string) string {
 	const index = "-fthinlto-index="
 	skip := ""
 	h := sha256.New()
-	fmt.Fprintf(h, "salt:%x\x00", action.GetSalt())
-	for _, a := range command.GetArguments() {
+	fmt.Fprintf(h, "salt:%x\x00", salt)
+	for _, a := range args {
 		if p, ok := strings.CutPrefix(a, index); ok {
-			skip = path.Join(command.GetWorkingDirectory(), p)
+			skip = path.Join(workDir, p)
 			a = index
-		} else if d, ok := files[path.Join(command.GetWorkingDirectory(), a)]; ok {
+		} else if d, ok := files[path.Join(workDir, a)]; ok {
 			a = "file:" + d
 		}
 		fmt.Fprintf(h, "%d:%s\x00", len(a), a)
@@ -232,10 +242,10 @@ func (s *FakeServer) contentKey(action *repb.Action, command *repb.Command) (str
 	for _, d := range ds {
 		fmt.Fprintf(h, "%s\x00", d)
 	}
-	for _, o := range command.GetOutputPaths() {
+	for _, o := range outputs {
 		fmt.Fprintf(h, "out:%s\x00", o)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // listFiles adds the files of the input tree d, below dir, to files.
@@ -516,4 +526,46 @@ func LoadRecording(path string) (*Recording, error) {
 		r.actions[e.Action] = &recordedAction{Result: ar, CPU: time.Duration(e.CPU), blobs: e.Blobs}
 	}
 	return r, nil
+}
+
+// RecordedAction is one action of a Recording, as a worker that replays it
+// needs it.
+type RecordedAction struct {
+	Result *repb.ActionResult
+	CPU    time.Duration
+	// Blobs holds the blobs the result names, by digest ("hash/size").
+	Blobs map[string][]byte
+}
+
+// Lookup returns the recorded action with content key key (ContentKey).
+func (r *Recording) Lookup(key string) (RecordedAction, bool) {
+	a, ok := r.get(key)
+	if !ok {
+		return RecordedAction{}, false
+	}
+	ra := RecordedAction{Result: cloneResult(a.Result), CPU: a.CPU, Blobs: map[string][]byte{}}
+	for i, d := range resultDigests(a.Result) {
+		ra.Blobs[digestKey(d)] = a.blobs[i]
+	}
+	return ra, true
+}
+
+// Split saves every action of r as a recording of its own, dir/<key>.json,
+// so that a worker replaying one action reads only that action.
+func (r *Recording) Split(dir string) error {
+	r.mu.Lock()
+	one := make(map[string]*Recording, len(r.actions))
+	for k, a := range r.actions {
+		one[k] = &Recording{actions: map[string]*recordedAction{k: a}}
+	}
+	r.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("recording: %w", err)
+	}
+	for k, rec := range one {
+		if err := rec.Save(filepath.Join(dir, k+".json")); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -239,3 +239,60 @@ func TestSimulationKeyIgnoresPerLinkNames(t *testing.T) {
 		t.Fatalf("%+v: a module with other contents was replayed", st)
 	}
 }
+
+// A worker that sees only an action's command and its input root on disk
+// (bench/replayworker, on a real cluster) finds the recorded result by
+// ContentKey, in the recording split one file per action, whatever the
+// index shard holds.
+func TestRecordingSplitLookupByContentKey(t *testing.T) {
+	needTools(t, "/bin/sh")
+	data, shard := []byte("module bytes\n"), []byte("shard of link 1")
+	spec := func(shard []byte) actionSpec {
+		return actionSpec{
+			// sh -c SCRIPT $0 $1...: the module is $0.
+			args:    []string{"/bin/sh", "-c", `cp "$0" out/o.txt`, "in.bc", "-fthinlto-index=.thindist/index.thinlto.bc", "-o", "out/o.txt"},
+			workDir: "w",
+			outputs: []string{"out/o.txt"},
+			files: map[string]map[string]inputFile{
+				"w":           {"in.bc": {data: data}},
+				"w/.thindist": {"index.thinlto.bc": {data: shard}},
+			},
+			env: map[string]string{"PATH": "/usr/bin:/bin"},
+		}
+	}
+	s, c := startFake(t, Options{Simulation: &Simulation{Record: true, Workers: 1}})
+	outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: spec(shard).build(t, c)}))
+	dir := filepath.Join(t.TempDir(), "split")
+	if err := s.Recording().Split(dir); err != nil {
+		t.Fatal(err)
+	}
+
+	// What the worker computes: every input file by its root-relative path,
+	// a shard of another link included.
+	files := map[string]string{
+		"w/in.bc":                      digestKey(digestOf(data)),
+		"w/.thindist/index.thinlto.bc": digestKey(digestOf([]byte("shard of link 2, other paths"))),
+	}
+	sp := spec(nil)
+	key := ContentKey(nil, sp.args, sp.workDir, files, sp.outputs)
+	rec, err := LoadRecording(filepath.Join(dir, key+".json"))
+	if err != nil {
+		t.Fatalf("the split recording has no file for the worker's key: %v", err)
+	}
+	ra, ok := rec.Lookup(key)
+	if !ok {
+		t.Fatal("Lookup: the action is not in its own file")
+	}
+	if ra.CPU <= 0 || len(ra.Result.GetOutputFiles()) != 1 {
+		t.Fatalf("recorded action: CPU %s, outputs %v", ra.CPU, ra.Result.GetOutputFiles())
+	}
+	if got := string(ra.Blobs[digestKey(ra.Result.GetOutputFiles()[0].GetDigest())]); got != string(data) {
+		t.Fatalf("recorded output %q, want %q", got, data)
+	}
+
+	// Another input is another action.
+	files["w/in.bc"] = digestKey(digestOf([]byte("other module\n")))
+	if other := ContentKey(nil, sp.args, sp.workDir, files, sp.outputs); other == key {
+		t.Fatal("ContentKey ignores the module's content")
+	}
+}
