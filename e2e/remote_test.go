@@ -385,12 +385,13 @@ func TestRemoteHeadersInstanceTLS(t *testing.T) {
 	}
 }
 
-// TestRemoteCacheOnly: --remote-cache-only compiles locally, stores with
-// --remote-upload, and a link elsewhere then compiles nothing.
+// TestRemoteCacheOnly: --remote-cache-only compiles locally, stores (by
+// default, as Bazel's --remote_upload_local_results), and a link elsewhere
+// then compiles nothing; --remote-upload=false only reads.
 func TestRemoteCacheOnly(t *testing.T) {
 	p := remoteProgram(t)
 	srv, addr := fakeRemote(t, reapitest.Options{})
-	stderr, err := remoteLink(t, p, addr, "--remote-cache-only", "--remote-upload")
+	stderr, err := remoteLink(t, p, addr, "--remote-cache-only")
 	if !wantCorrectOrFailed(t, p, stderr, err) {
 		t.Fatal(stderr)
 	}
@@ -405,20 +406,22 @@ func TestRemoteCacheOnly(t *testing.T) {
 	if sum := parseRemote(t, stderr); sum.hits != jobs || sum.misses != 0 {
 		t.Errorf("cache-only second link: %+v, want %d hits\n%s", sum, jobs, stderr)
 	}
-	// Reading without --remote-upload stores nothing.
-	srv2, addr2 := fakeRemote(t, reapitest.Options{})
-	r := copyProgram(t, p)
-	stderr, err = remoteLink(t, r, addr2, "--remote-cache-only")
-	wantCorrectOrFailed(t, r, stderr, err)
-	if n := srv2.Stats().ACUpdates; n != 0 {
-		t.Errorf("--remote-cache-only without --remote-upload stored %d results", n)
+	// --remote-upload=false (and Bazel's spelling) stores nothing.
+	for _, off := range []string{"--remote-upload=false", "--remote_upload_local_results=false"} {
+		srv2, addr2 := fakeRemote(t, reapitest.Options{})
+		r := copyProgram(t, p)
+		stderr, err = remoteLink(t, r, addr2, "--remote-cache-only", off)
+		wantCorrectOrFailed(t, r, stderr, err)
+		if n := srv2.Stats().ACUpdates; n != 0 {
+			t.Errorf("--remote-cache-only %s stored %d results", off, n)
+		}
 	}
 }
 
-// TestRemoteFallbackNotUploaded: results compiled locally after remote
-// execution failed reach the shared ActionCache only with --remote-upload;
-// results of remote execution are stored.
-func TestRemoteFallbackNotUploaded(t *testing.T) {
+// TestRemoteFallbackUpload: results compiled locally after remote
+// execution failed reach the shared ActionCache unless --remote-upload=false;
+// results of remote execution are stored either way.
+func TestRemoteFallbackUpload(t *testing.T) {
 	p := remoteProgram(t)
 	jobs := len(p.Modules)
 	for _, upload := range []bool{false, true} {
@@ -426,8 +429,8 @@ func TestRemoteFallbackNotUploaded(t *testing.T) {
 		srv, addr := fakeRemote(t, reapitest.Options{})
 		srv.InjectFault(reapitest.MethodExecute, reapitest.FaultUnavailable, 1000)
 		args := []string{"--remote-fallback=local", "--remote-retries=1"}
-		if upload {
-			args = append(args, "--remote-upload")
+		if !upload {
+			args = append(args, "--remote-upload=false")
 		}
 		stderr, err := remoteLink(t, q, addr, args...)
 		if !wantCorrectOrFailed(t, q, stderr, err) {
@@ -752,6 +755,19 @@ func TestRemoteHybrid(t *testing.T) {
 			}
 			noLeftovers(t, q.Dir)
 			t.Logf("%s", firstMatch(stderr))
+			// What this machine compiled was stored in the remote cache
+			// too (--remote-upload is on by default): another machine's
+			// link finds every result and executes nothing.
+			srv.ResetStats()
+			r := copyProgram(t, p)
+			stderr, err = remoteLink(t, r, addr, "--remote-local-jobs=0", "--remote-fallback=none")
+			if !wantCorrectOrFailed(t, r, stderr, err) {
+				t.Fatalf("relink failed:\n%s", stderr)
+			}
+			if sum, st := parseRemote(t, stderr), srv.Stats(); sum.hits != len(p.Modules) || st.ExecuteCalls != 0 {
+				t.Errorf("relink elsewhere: %+v, %d Execute calls; want %d remote cache hits and none\n%s",
+					sum, st.ExecuteCalls, len(p.Modules), stderr)
+			}
 		})
 	}
 }

@@ -28,7 +28,7 @@ type Options struct {
 	// StoreFrom, if set, says whose results may be stored, by the
 	// Result.Where of next's result: a shared remote cache takes what
 	// remote workers produced, and what this machine compiled only when
-	// the user asks (--remote-upload). Nil stores every result.
+	// the user lets it (--remote-upload, on by default). Nil stores every result.
 	StoreFrom func(executor.Where) bool
 	// Warn reports a cache problem that did not stop the action.
 	Warn func(format string, args ...any)

@@ -105,12 +105,14 @@ func TestPrecedence(t *testing.T) {
 // settings as thindist's own.
 func TestBazelSpellings(t *testing.T) {
 	bazel, _, err := parse(t, []string{"--remote_executor=grpcs://re.example:443", "--remote_instance_name=main",
-		"--remote_header=x-buildbuddy-api-key=k", "--remote_header=x-b=2", "--remote_timeout=90", "job.json"}, nil)
+		"--remote_header=x-buildbuddy-api-key=k", "--remote_header=x-b=2", "--remote_timeout=90",
+		"--remote_upload_local_results=false", "job.json"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ours, _, err := parse(t, []string{"--remote=grpcs://re.example:443", "--remote-instance=main",
-		"--remote-header=x-buildbuddy-api-key=k", "--remote-header=x-b=2", "--remote-timeout=90s", "job.json"}, nil)
+		"--remote-header=x-buildbuddy-api-key=k", "--remote-header=x-b=2", "--remote-timeout=90s",
+		"--remote-upload=false", "job.json"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

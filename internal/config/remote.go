@@ -25,8 +25,10 @@ type Remote struct {
 	Fallback string
 	// CacheOnly executes locally and only uses the remote cache.
 	CacheOnly bool
-	// Upload writes locally built results to the remote cache (in
-	// cache-only mode, or after a fallback to local compilation).
+	// Upload writes results built on this machine (hybrid local slots,
+	// races won here, fallbacks, cache-only mode) to the remote cache, as
+	// Bazel's --remote_upload_local_results does by default: otherwise
+	// every other machine sharing the cache compiles them again.
 	Upload bool
 	// Timeout bounds each RPC and blob transfer; ExecTimeout bounds one
 	// execution on a worker.
@@ -152,7 +154,7 @@ func (r *Remote) register(fs *FlagSet) {
 		"with --remote, compile at most N actions on this machine beside the remote ones\n"+
 			"(hybrid execution: each action goes to whichever side has a free slot, local\n"+
 			"first, largest first). 0: only what the remote cannot run (fallbacks); results\n"+
-			"compiled here reach the remote cache only with --remote-upload")
+			"compiled here are stored in the remote cache too (--remote-upload)")
 	fs.DefaultText("remote-local-jobs", "--jobs")
 	fs.Bool(&r.NoRace, "no-race", g, false,
 		"do not race the tail. By default, once every action has started and a local slot\n"+
@@ -164,11 +166,14 @@ func (r *Remote) register(fs *FlagSet) {
 			"result): compile it locally with a warning, or fail. A compile error on the worker\n"+
 			"is final either way: the link fails with the worker's stderr")
 	fs.Bool(&r.CacheOnly, "remote-cache-only", g, false,
-		"compile locally; only look results up in the remote cache (and with --remote-upload\n"+
-			"store them there)")
-	fs.Bool(&r.Upload, "remote-upload", g, false,
-		"store results compiled on this machine (--remote-cache-only, or a local fallback)\n"+
-			"in the remote cache; results of remote execution are stored anyway")
+		"compile locally; look results up in the remote cache, and store them there\n"+
+			"(unless --remote-upload=false)")
+	fs.Bool(&r.Upload, "remote-upload", g, true,
+		"store results compiled on this machine (hybrid local slots, races won here, local\n"+
+			"fallbacks, --remote-cache-only) in the remote cache, as Bazel does by default, so\n"+
+			"that no other machine compiles them again; results of remote execution are stored\n"+
+			"anyway. --remote-upload=false only reads (e.g. developers' machines of a team whose\n"+
+			"cache only CI writes; the server may also refuse writes)")
 	fs.Duration(&r.Timeout, "remote-timeout", g, "DURATION", time.Minute, "bound each remote call and blob transfer")
 	fs.Duration(&r.ExecTimeout, "remote-exec-timeout", g, "DURATION", 0,
 		"bound one backend's execution on a worker (default: the server's limit); thindist\n"+
@@ -193,6 +198,7 @@ func (r *Remote) register(fs *FlagSet) {
 	fs.Alias("remote_instance_name", "remote-instance")
 	fs.Alias("remote_header", "remote-header")
 	fs.Alias("remote_timeout", "remote-timeout")
+	fs.Alias("remote_upload_local_results", "remote-upload")
 	fs.Secret("remote-header")
 }
 

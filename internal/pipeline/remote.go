@@ -108,8 +108,8 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		producer, parallel, drained = hybrid, rc.Jobs+localJobs, hybrid.Drained
 	}
 	// The shared ActionCache takes results that remote workers produced
-	// (or that came from the remote cache); what this machine compiled,
-	// in cache-only mode or as a fallback, only with --remote-upload.
+	// (or that came from the remote cache), and what this machine compiled
+	// (hybrid, races, fallbacks, cache-only mode) unless --remote-upload=false.
 	storeFrom := func(w executor.Where) bool {
 		switch w {
 		case executor.Remote, executor.RemoteCache:
