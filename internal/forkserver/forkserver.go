@@ -52,7 +52,8 @@ const (
 	msgStarted = 1
 	msgExited  = 2
 
-	fdEnv = "THINDIST_FORKSERVER_FD"
+	fdEnv   = "THINDIST_FORKSERVER_FD"
+	initEnv = "THINDIST_FORKSERVER_INIT"
 	// requestMax is what one SOCK_SEQPACKET datagram may carry here: the
 	// socket's default send buffer is about 208 KiB.
 	requestMax = 192 << 10
@@ -115,7 +116,13 @@ func Start(ctx context.Context, compiler, shim string, env []string) (*Server, e
 	conn := fc.(*net.UnixConn)
 
 	cmd := exec.Command(compiler)
-	cmd.Env = append(withPreload(env, shim), fdEnv+"=3")
+	// The server alone binds every symbol at start (LD_BIND_NOW) and runs
+	// the compiler's LLVM initialisers (see the shim), so that each job does
+	// not redo it: jobs get env, not these.
+	cmd.Env = append(withPreload(env, shim), fdEnv+"=3", "LD_BIND_NOW=1")
+	if names := initialisers(compiler); len(names) > 0 {
+		cmd.Env = append(cmd.Env, initEnv+"="+strings.Join(names, " "))
+	}
 	cmd.ExtraFiles = []*os.File{theirs}
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
@@ -165,7 +172,8 @@ func Start(ctx context.Context, compiler, shim string, env []string) (*Server, e
 	return s, nil
 }
 
-// withPreload returns env with shim first in LD_PRELOAD.
+// withPreload returns env with shim first in LD_PRELOAD, without the
+// variables that Start sets for the server alone.
 func withPreload(env []string, shim string) []string {
 	out := make([]string, 0, len(env)+1)
 	preload := shim
@@ -176,7 +184,7 @@ func withPreload(env []string, shim string) []string {
 			}
 			continue
 		}
-		if _, ok := strings.CutPrefix(kv, fdEnv+"="); ok {
+		if strings.HasPrefix(kv, fdEnv+"=") || strings.HasPrefix(kv, initEnv+"=") || strings.HasPrefix(kv, "LD_BIND_NOW=") {
 			continue
 		}
 		out = append(out, kv)

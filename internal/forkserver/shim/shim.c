@@ -18,6 +18,10 @@
  *   to the shim:   u32 id, cwd NUL, argv NUL... NUL, env NUL... NUL,
  *                  with SCM_RIGHTS [stdout fd, stderr fd]
  * The shim exits when thindist closes its end of the socket.
+ *
+ * THINDIST_FORKSERVER_INIT, when set, lists (space-separated) functions
+ * without arguments that the server calls once before serving: see
+ * preinit.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -116,6 +120,27 @@ static void show_job(char *args, char *args_end, char *env, char *env_end) {
 	prctl(PR_SET_MM, PR_SET_MM_MAP, &m, sizeof m, 0);
 }
 
+/* preinit calls, in the server, the initialisers every job would call
+ * first thing in main: for clang, LLVM's target registrations
+ * (LLVMInitialize<Target>{TargetInfo,Target,TargetMC,AsmPrinter,AsmParser},
+ * which cc1_main and the driver call for every target built in). Done once
+ * here, their work and the pages they write are shared by every child
+ * instead of redone in each; the child's own calls then find each target
+ * registered and return (LLVM allows this: TargetRegistry::RegisterTarget
+ * skips a registered target, pass initialisers run under call_once). thindist
+ * lists only what the executable itself imports, so a program that would
+ * not call them is never made to. A name that does not resolve is skipped:
+ * the child calls it itself, as without a server. */
+static void preinit(const char *env) {
+	char *list = env ? strdup(env) : NULL;
+	if (!list) return;
+	for (char *save = NULL, *name = strtok_r(list, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+		void (*fn)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, name);
+		if (fn) fn();
+	}
+	free(list);
+}
+
 static void reap(int sock) {
 	for (;;) {
 		int st;
@@ -147,6 +172,7 @@ int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), v
 	int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
 	char *buf = malloc(REQUEST_MAX);
 	if (sfd < 0 || !buf) _exit(126);
+	preinit(getenv("THINDIST_FORKSERVER_INIT"));
 	{
 		char hello[8], *p = hello;
 		put32(&p, 0);
