@@ -40,6 +40,10 @@ func TestLocalForks(t *testing.T) {
 		if res.Forked != forked {
 			t.Errorf("%v: Result.Forked %v, want %v", argv, res.Forked, forked)
 		}
+		// A forked job's peak RSS is its own (see forkserver.Status).
+		if forked && res.MaxRSS <= 0 {
+			t.Errorf("%v: no peak RSS for a forked job", argv)
+		}
 		ppid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
 		if err != nil {
 			t.Fatalf("stdout %q", res.Stdout)

@@ -44,7 +44,13 @@ type Status struct {
 	ExitCode int    // -1 when killed by a signal
 	Signal   string // the signal's name when killed by one
 	CPU      time.Duration
-	MaxRSS   int64 // peak resident set size, bytes
+	// MaxRSS is the job's peak resident set size in bytes. Linux starts a
+	// fork child's high-water mark from the pages fork mapped for it (the
+	// server's relocated data and heap), and counts the pages it touches
+	// after; pages of the libraries that only the server's start-up touched
+	// are not in it. So it is below an exec'd compiler's for the same job
+	// (59 MB against 88 MB for a small clang-22 backend).
+	MaxRSS int64
 }
 
 const (

@@ -59,7 +59,7 @@ func (e Exec) Run(ctx context.Context, c *Cmd) (*Result, error) {
 			res.Signal = ws.Signal().String()
 		}
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			res.MaxRSS = ru.Maxrss << 10 // KiB on Linux
+			res.MaxRSS = ownMaxRSS(ru.Maxrss)
 		}
 	}
 	if ctx.Err() != nil {
@@ -72,4 +72,18 @@ func (e Exec) Run(ctx context.Context, c *Cmd) (*Result, error) {
 		return res, fmt.Errorf("cannot run %q: %w", c.Argv[0], err)
 	}
 	return res, nil
+}
+
+// ownMaxRSS returns a child's peak resident set size in bytes from its
+// rusage (KiB on Linux), or 0 when it may be thindist's. os/exec starts
+// children with vfork, and Linux carries the high-water mark of the memory
+// a process leaves at exec into the new program's: a child's ru_maxrss is
+// max(thindist's RSS at the exec, the program's own peak). Above thindist's
+// own peak it can only be the program's; at or below, it is unknown.
+func ownMaxRSS(kib int64) int64 {
+	var self syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) != nil || kib <= self.Maxrss {
+		return 0
+	}
+	return kib << 10
 }

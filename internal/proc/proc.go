@@ -36,8 +36,12 @@ type Result struct {
 	// Stdout and Stderr hold the first CaptureLimit bytes of each stream.
 	Stdout, Stderr []byte
 	CPU            time.Duration // user + system time
-	MaxRSS         int64         // peak resident set size, bytes
-	Wall           time.Duration
+	// MaxRSS is the peak resident set size in bytes, 0 when unknown: an
+	// exec'd process's peak is known only when above thindist's own (see
+	// ownMaxRSS); a forked one's counts the pages it inherited from its
+	// server's memory and those it touched itself (see forkserver).
+	MaxRSS int64
+	Wall   time.Duration
 	// Forked: the process was forked from a fork server, not exec'd.
 	Forked bool
 }

@@ -126,7 +126,8 @@ type Action struct {
 	End    int64 `json:"end_us"`
 	// CPU is the compiler's user+system time in microseconds (for a hit:
 	// the original compile's, i.e. what the hit saved); MaxRSS its peak
-	// resident set in bytes, when known.
+	// resident set in bytes, when known (proc.Result.MaxRSS says what it
+	// counts for exec'd and forked compilers).
 	CPU    int64 `json:"cpu_us"`
 	MaxRSS int64 `json:"max_rss,omitempty"`
 	// BytesUp is what was uploaded to the remote service for it: its
