@@ -115,7 +115,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	warn := func(format string, args ...any) {
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
 	}
-	ch, err := buildChain(ctx, cfg, env, console, warn, tl)
+	ch, err := buildChain(ctx, cfg, env, console, warn, tl, len(actions))
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ type chain struct {
 //
 // Every producer is wrapped in Verified, so nothing unverified is stored or
 // linked.
-func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline) (*chain, error) {
+func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions int) (*chain, error) {
 	limiter, closeLimiter, err := localLimiter(cfg, env, warn)
 	if err != nil {
 		return nil, err
@@ -241,8 +241,11 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	dir := CacheDir(cfg, env)
 	// Read once, for exec'd and forked compilers alike.
 	environ := os.Environ()
+	// A fork server pays for its start (loading the compiler once, 30-70 ms)
+	// from a slot's second job on: a link with no more actions than local
+	// slots (Kbuild's final vmlinux links have one) execs them at once.
 	var forks *forkserver.Pool
-	if !cfg.NoForkServer {
+	if !cfg.NoForkServer && actions > cfg.Jobs {
 		var closeForks func()
 		forks, closeForks = ForkServers(dir, environ, limited(warn))
 		finishers = append(finishers, closeForks, func() {

@@ -1,0 +1,44 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+// TestForkServerOnlyWhenItPays: a link with no more actions than local slots
+// (Kbuild's final vmlinux links have one) execs its compilers instead of
+// starting a fork server, which would cost more than it saves; a link with
+// more forks them.
+func TestForkServerOnlyWhenItPays(t *testing.T) {
+	actions := testprog.Actions(t, testprog.Options{Modules: 3, Seed: 5})
+	for _, tc := range []struct {
+		jobs   int
+		forked bool
+	}{{jobs: len(actions), forked: false}, {jobs: len(actions) - 1, forked: true}} {
+		t.Run(fmt.Sprintf("jobs=%d", tc.jobs), func(t *testing.T) {
+			var stderr bytes.Buffer
+			cfg := &config.Config{Jobs: tc.jobs, Progress: "never", NoCache: true, CacheDir: t.TempDir()}
+			rec := record.New(record.Run{Dir: actions[0].Dir})
+			env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }, Record: rec}
+			if err := Run(context.Background(), cfg, env, actions); err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			r := rec.Finish(time.Now(), nil)
+			if len(r.Actions) != len(actions) {
+				t.Fatalf("%d actions recorded, want %d", len(r.Actions), len(actions))
+			}
+			for _, a := range r.Actions {
+				if a.Forked != tc.forked {
+					t.Errorf("%d actions, --jobs=%d: %s forked %v, want %v", len(actions), tc.jobs, a.Module, a.Forked, tc.forked)
+				}
+			}
+		})
+	}
+}
