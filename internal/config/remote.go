@@ -53,6 +53,9 @@ type Remote struct {
 	// NoRace turns off racing: running a remote action locally as well
 	// once nothing is left to start and a local slot is free.
 	NoRace bool
+	// Group is the most small actions run as one remote execution (0 or
+	// 1: none grouped).
+	Group int
 }
 
 // KVList is a repeatable KEY=VALUE flag. From an environment variable it
@@ -161,6 +164,12 @@ func (r *Remote) register(fs *FlagSet) {
 			"is free, the remote action that has run longest is also compiled here; the first\n"+
 			"good result is used and the other run is cancelled, so one slow or stalled worker\n"+
 			"does not hold up the link")
+	fs.Int(&r.Group, "remote-group", g, 0,
+		"run up to N small backends (expected to take 200 ms or less by earlier runs' records,\n"+
+			"else modules of 32 KiB or less) as one remote execution, one after the other on one\n"+
+			"worker, to save per-action overhead on links of thousands of tiny modules; each\n"+
+			"still gets its own result, cache entry and error. Needs a POSIX /bin/sh on the\n"+
+			"workers and a server that lets clients write its ActionCache. 0: off")
 	fs.String(&r.Fallback, "remote-fallback", g, "local|none", "local",
 		"when remote execution of an action fails (unavailable, timed out, no worker, a bad\n"+
 			"result): compile it locally with a warning, or fail. A compile error on the worker\n"+
@@ -263,6 +272,9 @@ func (r *Remote) check() error {
 	}
 	if r.Jobs < 1 {
 		return fmt.Errorf("--remote-jobs must be at least 1, not %d", r.Jobs)
+	}
+	if r.Group < 0 {
+		return fmt.Errorf("--remote-group must be 0 (off) or more, not %d", r.Group)
 	}
 	if r.LocalJobs < -1 {
 		return fmt.Errorf("--remote-local-jobs must be at least 0, not %d", r.LocalJobs)

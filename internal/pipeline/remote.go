@@ -78,6 +78,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	var rex *remote.Executor
 	var fb *executor.Fallback
 	var hybrid *executor.Hybrid
+	var grouper *remote.Grouper
 	if !cacheOnly {
 		keys.Platform = reapi.Platform(rc.Platform)
 		rex = remote.NewExecutor(client, remote.ExecOptions{
@@ -88,8 +89,21 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			// server lets clients write, stores what runs remotely.
 			NoLookup: client.ACUpdateEnabled(),
 		})
+		var rexec executor.Executor = rex
+		remoteSlots := rc.Jobs
+		if rc.Group > 1 {
+			if client.ACUpdateEnabled() {
+				// Up to Group times as many actions in flight, grouped
+				// into --remote-jobs executions.
+				grouper = remote.NewGrouper(rex, remote.GroupOptions{Max: rc.Group, Slots: rc.Jobs, Warn: warnAll})
+				rexec, remoteSlots = grouper, rc.Jobs*rc.Group
+			} else {
+				warnAll("--remote-group: %s does not let clients write its ActionCache, where each grouped "+
+					"action's result must go under its own key; not grouping", rc.Target)
+			}
+		}
 		remoteSide := func(spare executor.Spare) executor.Executor {
-			var ex executor.Executor = executor.Verified(rex)
+			var ex executor.Executor = executor.Verified(rexec)
 			if !rc.NoRace {
 				ex = executor.Race(ex, local, spare)
 			}
@@ -104,8 +118,8 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		if localJobs < 0 {
 			localJobs = cfg.Jobs
 		}
-		hybrid = executor.NewHybrid(remoteSide, local, executor.HybridOptions{RemoteSlots: rc.Jobs, LocalSlots: localJobs})
-		producer, parallel, drained = hybrid, rc.Jobs+localJobs, hybrid.Drained
+		hybrid = executor.NewHybrid(remoteSide, local, executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs})
+		producer, parallel, drained = hybrid, remoteSlots+localJobs, hybrid.Drained
 	}
 	// The shared ActionCache takes results that remote workers produced
 	// (or that came from the remote cache), and what this machine compiled
@@ -153,6 +167,10 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 				fs.Fallbacks+fs.Unsupported)
 			line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here)",
 				hs.Local, hs.Races, hs.RacesWonHere)
+			if grouper != nil {
+				gs := grouper.Stats()
+				line += fmt.Sprintf("; %d grouped into %d executions (%d sent alone again)", gs.Grouped, gs.Groups, gs.Reruns)
+			}
 		}
 		line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
 			c.BlobsUploaded.Load(), mib(c.BytesUploaded.Load()), mib(c.WireBytesUploaded.Load()),

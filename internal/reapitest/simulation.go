@@ -155,6 +155,9 @@ func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, c
 	defer func() { m.busy.Add(-1); <-m.slots }()
 	op.setStage(repb.ExecutionStage_EXECUTING)
 
+	if resp, ok := m.replayGroup(s, action, command, queuedAt); ok {
+		return resp
+	}
 	key, err := s.contentKey(action, command)
 	if err != nil {
 		return &repb.ExecuteResponse{Status: grpcStatus(err)}

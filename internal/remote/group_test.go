@@ -1,0 +1,175 @@
+package remote_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/remote"
+)
+
+// shellActions makes n small actions whose "compiler" is a shell script
+// that writes "object of <module content>" to the output, a note to
+// stderr, and fails (exit 3, "member N broke") for module fail.
+func shellActions(t *testing.T, n, fail int) ([]*action.Action, [][]string) {
+	t.Helper()
+	dir := t.TempDir()
+	script := `printf 'object of %s' "$(cat "$1")" >"$2"; echo "compiled $1" >&2; case $(cat "$1") in *broken*) echo "member $1 broke" >&2; exit 3;; esac`
+	var as []*action.Action
+	var outs [][]string
+	for i := 0; i < n; i++ {
+		mod, shard := fmt.Sprintf("m%d.o", i), fmt.Sprintf("m%d.thinlto.bc", i)
+		content := fmt.Sprintf("module %d", i)
+		if i == fail {
+			content += " broken"
+		}
+		if err := os.WriteFile(filepath.Join(dir, mod), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, shard), []byte("shard "+mod), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		as = append(as, &action.Action{
+			ID:      mod,
+			Dir:     dir,
+			Args:    []action.Arg{action.Lit("/bin/sh"), action.Lit("-c"), action.Lit(script), action.Lit("sh"), action.In("", 0), action.Out("", 0)},
+			Inputs:  []action.Input{{Path: mod, Role: action.RoleModule}, {Path: shard, Role: action.RoleIndex}},
+			Outputs: []action.Output{{Path: mod + ".native.o"}},
+			Weight:  int64(len(content)),
+		})
+		outs = append(outs, []string{filepath.Join(t.TempDir(), "out.o")})
+	}
+	return as, outs
+}
+
+// runAll executes the actions through g at once and returns their
+// results and errors.
+func runAll(t *testing.T, g executor.Executor, as []*action.Action, outs [][]string) ([]*executor.Result, []error) {
+	t.Helper()
+	res, errs := make([]*executor.Result, len(as)), make([]error, len(as))
+	var wg sync.WaitGroup
+	for i := range as {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = g.Execute(t.Context(), as[i], outs[i])
+		}()
+	}
+	wg.Wait()
+	return res, errs
+}
+
+// newGrouper groups exactly max actions: the window is long enough (a
+// minute, the safety net) that a group is only sent once full.
+func newGrouper(t *testing.T, addr string, max int) (*remote.Grouper, *remote.Executor) {
+	c := dial(t, addr, remote.Options{})
+	ex := remote.NewExecutor(c, remote.ExecOptions{})
+	return remote.NewGrouper(ex, remote.GroupOptions{Max: max, Slots: 4, Window: time.Minute}), ex
+}
+
+// TestGroupRunsMembersAsOne: four small actions run as one execution on
+// the server; each gets its own output, stderr and CPU time.
+func TestGroupRunsMembersAsOne(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	g, _ := newGrouper(t, addr, 4)
+	as, outs := shellActions(t, 4, -1)
+	res, errs := runAll(t, g, as, outs)
+	for i := range as {
+		if errs[i] != nil {
+			t.Fatalf("%s: %v", as[i].ID, errs[i])
+		}
+		got, err := os.ReadFile(outs[i][0])
+		if want := fmt.Sprintf("object of module %d", i); err != nil || string(got) != want {
+			t.Errorf("%s: output %q (%v), want %q", as[i].ID, got, err, want)
+		}
+		if want := "compiled m" + fmt.Sprint(i) + ".o"; strings.TrimSpace(string(res[i].Stderr)) != want || res[i].Failed() || res[i].Where != executor.Remote {
+			t.Errorf("%s: result %+v, stderr %q; want a remote success with stderr %q", as[i].ID, res[i], res[i].Stderr, want)
+		}
+	}
+	if n := srv.Stats().Executions; n != 1 {
+		t.Errorf("%d executions on the server, want one group", n)
+	}
+	if st := g.Stats(); st.Groups != 1 || st.Grouped != 4 || st.Reruns != 0 || st.Singles != 0 {
+		t.Errorf("stats %+v, want one group of 4", st)
+	}
+}
+
+// TestGroupMemberFailure: a member that fails is that member's failure,
+// with its own stderr only; the other members' results stand and nothing
+// runs again.
+func TestGroupMemberFailure(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	g, _ := newGrouper(t, addr, 4)
+	as, outs := shellActions(t, 4, 2)
+	res, errs := runAll(t, executor.Verified(executor.Func(g.Execute)), as, outs)
+	for i := range as {
+		if i == 2 {
+			var be *executor.BackendError
+			if !asBackendError(errs[i], &be) || be.Action != as[2] || res[i].ExitCode != 3 {
+				t.Fatalf("the broken member: %v, want its BackendError with exit status 3", errs[i])
+			}
+			msg := errs[i].Error()
+			if !strings.Contains(msg, "member m2.o broke") || strings.Contains(msg, "m1.o") || strings.Contains(msg, "m3.o") {
+				t.Errorf("the broken member's error does not show its own stderr alone:\n%s", msg)
+			}
+			if _, err := os.Stat(outs[i][0]); err == nil {
+				t.Errorf("the broken member's output was kept")
+			}
+			continue
+		}
+		// Verified rejects the shell's "object" (not ELF): the members
+		// that ran fine fail that check, not the group's exit status.
+		var be *executor.BackendError
+		if !asBackendError(errs[i], &be) || res[i].Failed() || !strings.Contains(be.Reason, "neither an ELF nor a COFF") {
+			t.Errorf("%s: %v (result %+v), want its own result, exit status 0", as[i].ID, errs[i], res[i])
+		}
+	}
+	if n := srv.Stats().Executions; n != 1 {
+		t.Errorf("%d executions on the server, want the group alone (no member runs again)", n)
+	}
+}
+
+// TestGroupFaults: a group whose result is faulty (a wrong digest, a
+// missing or empty output, an escaping path) never gives a member a wrong
+// output: the members run alone again, or fail.
+func TestGroupFaults(t *testing.T) {
+	for _, f := range []reapitest.Fault{reapitest.FaultWrongOutputDigest, reapitest.FaultMissingOutput,
+		reapitest.FaultEscapingOutputPath, reapitest.FaultZeroByteOutput, reapitest.FaultUnavailable} {
+		t.Run(fmt.Sprint(f), func(t *testing.T) {
+			srv, addr := fake(t, reapitest.Options{})
+			srv.InjectFault(reapitest.MethodExecute, f, 1)
+			g, _ := newGrouper(t, addr, 4)
+			as, outs := shellActions(t, 4, -1)
+			res, errs := runAll(t, g, as, outs)
+			for i := range as {
+				if errs[i] != nil {
+					continue // a clear failure is allowed; a wrong output is not
+				}
+				got, err := os.ReadFile(outs[i][0])
+				if want := fmt.Sprintf("object of module %d", i); err != nil || string(got) != want || res[i].Failed() {
+					t.Errorf("%s: WRONG OUTPUT %q (%v), result %+v; want %q", as[i].ID, got, err, res[i], want)
+				}
+			}
+			if srv.PendingFaults(reapitest.MethodExecute, f) != 0 {
+				t.Errorf("the fault never fired")
+			}
+			t.Logf("stats %+v, errors %v", g.Stats(), errs)
+		})
+	}
+}
+
+func asBackendError(err error, be **executor.BackendError) bool {
+	if err == nil {
+		return false
+	}
+	b, ok := err.(*executor.BackendError)
+	*be = b
+	return ok
+}
