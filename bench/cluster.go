@@ -189,6 +189,7 @@ type clusterPoint struct {
 	bps     float64 // bits per second
 	slow    bool    // one worker slot 10× slower for the longest action
 	noRace  bool    // thindist --no-race
+	group   int     // thindist --remote-group=N (0: not given)
 }
 
 func (p clusterPoint) String() string {
@@ -198,6 +199,9 @@ func (p clusterPoint) String() string {
 	}
 	if p.noRace {
 		s += ", --no-race"
+	}
+	if p.group > 0 {
+		s += fmt.Sprintf(", --remote-group=%d", p.group)
 	}
 	return s
 }
@@ -297,6 +301,9 @@ func (o *options) clusterGrid(raceFlag bool) ([]clusterPoint, error) {
 		for _, rtt := range rtts {
 			for _, g := range gbits {
 				pts = append(pts, clusterPoint{workers: w, rtt: rtt, bps: g * 1e9})
+				if o.clusterGroup > 1 {
+					pts = append(pts, clusterPoint{workers: w, rtt: rtt, bps: g * 1e9, group: o.clusterGroup})
+				}
 			}
 		}
 	}
@@ -351,6 +358,9 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 			}
 			if pt.noRace {
 				extra = append(extra, "--no-race")
+			}
+			if pt.group > 0 {
+				extra = append(extra, fmt.Sprintf("--remote-group=%d", pt.group))
 			}
 			r, err := clusterLink(ctx, t, o, p, dir, out, c, "", extra...)
 			if err != nil {

@@ -108,6 +108,9 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 			case pt.slow:
 				kind = "one slot 10× slow"
 			}
+			if pt.group > 0 {
+				kind = strings.TrimPrefix(kind+fmt.Sprintf(", --remote-group=%d", pt.group), ", ")
+			}
 			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %.3f | %s | %s | %.3f | %.3f ms | %d | %d | %.2f |\n",
 				r.p.name, pt.workers, pt.rtt, strings.TrimSuffix(gbit(pt.bps), " Gbit/s"), kind, sec(run.wall), sec(run.lldSide()), sec(id),
 				ratio(run.wall, id), sec(bound), v, ratio(run.wall, median(c.inProcess)), perAction(run.self, run.remoteActions()),

@@ -78,6 +78,7 @@ type options struct {
 	clusterRuns       int
 	clusterPprof      string
 	clusterRecordings string
+	clusterGroup      int
 }
 
 func (o *options) part(name string) bool {
@@ -116,6 +117,8 @@ func main() {
 	flag.StringVar(&o.clusterGbits, "cluster-gbits", "10,1", "cluster simulation: the simulated link's bandwidth in Gbit/s, comma-separated")
 	flag.Float64Var(&o.clusterSlow, "cluster-slow", 10,
 		"cluster simulation: also run the middle of the grid with one worker slot this many times slower for the longest action (≤ 1: not)")
+	flag.IntVar(&o.clusterGroup, "cluster-group", 0,
+		"cluster simulation: also run every plain grid point with thindist --remote-group=N (grouping small backends; ≤ 1: not)")
 	flag.IntVar(&o.clusterRuns, "cluster-runs", 1, "cluster simulation: links per grid point (the median is reported)")
 	flag.StringVar(&o.clusterPprof, "cluster-pprof", "", "cluster simulation: after the grid, profile thindist's CPU in one more link per project into `DIR`/PROJECT.pprof")
 	flag.StringVar(&o.clusterRecordings, "cluster-recordings", "",
