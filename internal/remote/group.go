@@ -134,6 +134,7 @@ func (g *Grouper) Execute(ctx context.Context, a *action.Action, out []string) (
 	if !g.groupable(a) {
 		return g.single(ctx, a, out)
 	}
+	g.e.Counters.Actions.Add(1)
 	m := &member{a: a, out: out, done: make(chan struct{})}
 	grp := g.join(ctx, m)
 	select {
@@ -146,6 +147,7 @@ func (g *Grouper) Execute(ctx context.Context, a *action.Action, out []string) (
 		return nil, ctx.Err()
 	}
 	if m.alone {
+		g.e.Counters.Actions.Add(-1) // counted again by Executor.Execute
 		return g.single(ctx, a, out)
 	}
 	return m.res, m.err

@@ -19,9 +19,18 @@ import (
 // that writes "object of <module content>" to the output, a note to
 // stderr, and fails (exit 3, "member N broke") for module fail.
 func shellActions(t *testing.T, n, fail int) ([]*action.Action, [][]string) {
+	return countedActions(t, n, fail, "")
+}
+
+// countedActions is shellActions whose every real run appends a line to
+// the file counter (outside any execution root), unless counter is "".
+func countedActions(t *testing.T, n, fail int, counter string) ([]*action.Action, [][]string) {
 	t.Helper()
 	dir := t.TempDir()
 	script := `printf 'object of %s' "$(cat "$1")" >"$2"; echo "compiled $1" >&2; case $(cat "$1") in *broken*) echo "member $1 broke" >&2; exit 3;; esac`
+	if counter != "" {
+		script = "echo run >>" + counter + "; " + script
+	}
 	var as []*action.Action
 	var outs [][]string
 	for i := 0; i < n; i++ {
@@ -173,3 +182,48 @@ func asBackendError(err error, be **executor.BackendError) bool {
 	*be = b
 	return ok
 }
+
+// TestGroupSimulationReplay: the cluster simulation replays a group from
+// the recordings of its members run alone (as the benchmark's recording
+// link runs them): nothing runs for real, and each member gets its
+// recorded output.
+func TestGroupSimulationReplay(t *testing.T) {
+	counter := filepath.Join(t.TempDir(), "runs")
+	as, outs := countedActions(t, 4, -1, counter)
+	rec, recAddr := fake(t, reapitest.Options{Simulation: &reapitest.Simulation{Record: true, Workers: 2}})
+	single := remote.NewExecutor(dial(t, recAddr, remote.Options{}), remote.ExecOptions{})
+	for i, a := range as {
+		if res, err := single.Execute(t.Context(), a, outs[i]); err != nil || res.Failed() {
+			t.Fatalf("recording %s: %v %+v", a.ID, err, res)
+		}
+	}
+	if n := rec.SimulationStats().Recorded; n != 4 {
+		t.Fatalf("%d actions recorded, want 4", n)
+	}
+	runs := func() int {
+		b, _ := os.ReadFile(counter)
+		return strings.Count(string(b), "run")
+	}
+	before := runs()
+
+	srv, addr := fake(t, reapitest.Options{Simulation: &reapitest.Simulation{Recording: rec.Recording(), Workers: 2}})
+	g, _ := newGrouper(t, addr, 4)
+	for _, o := range outs {
+		os.Remove(o[0])
+	}
+	res, errs := runAll(t, g, as, outs)
+	for i := range as {
+		got, err := os.ReadFile(outs[i][0])
+		if want := fmt.Sprintf("object of module %d", i); errs[i] != nil || err != nil || string(got) != want || res[i].Failed() {
+			t.Errorf("%s: %v, output %q (%v), want %q", as[i].ID, errs[i], got, err, want)
+		}
+	}
+	st := srv.SimulationStats()
+	if st.Replayed != 4 || st.Unrecorded != 0 || runs() != before {
+		t.Errorf("replay: %d replayed, %d unrecorded, %d real runs; want the 4 members replayed and nothing run", st.Replayed, st.Unrecorded, runs()-before)
+	}
+	if gs := g.Stats(); gs.Groups != 1 || gs.Reruns != 0 {
+		t.Errorf("grouper %+v, want one group and no re-run", gs)
+	}
+}
+
