@@ -31,9 +31,6 @@ type GroupOptions struct {
 	// DefaultGroupSmallBytes.
 	Small      time.Duration
 	SmallBytes int64
-	// Window is how long the first member of a group waits for others
-	// (default DefaultGroupWindow).
-	Window time.Duration
 	// Warn reports that grouping stopped for the run.
 	Warn func(format string, args ...any)
 }
@@ -45,7 +42,6 @@ type GroupOptions struct {
 const (
 	DefaultGroupSmall      = 200 * time.Millisecond
 	DefaultGroupSmallBytes = 32 << 10
-	DefaultGroupWindow     = 2 * time.Millisecond
 )
 
 // GroupStats are what a Grouper did in a run.
@@ -54,10 +50,18 @@ type GroupStats struct {
 	Grouped int64 // actions that ran in a group
 	Singles int64 // actions sent alone (large ones, leftovers, re-runs)
 	Reruns  int64 // members sent alone again after their group failed
+	Waiting int64 // actions waiting in a group that has no execution slot yet
 }
 
 // Grouper is an executor.Executor that runs small actions several to one
-// remote execution (reapi.Group) and others alone, through e. Each member
+// remote execution (reapi.Group) and others alone, through e.
+//
+// Groups form only while every execution slot is busy: a small action
+// that finds a slot free is sent alone at once, and one that finds none
+// joins the group waiting for the next free slot (a new group once that
+// one holds Max). So a link of few actions, or a cluster wider than the
+// work, sends nothing grouped and pays no wait, while a backlog of
+// thousands of tiny actions goes out Max to an execution. Each member
 // still gets a result of its own, checked against its own declared
 // outputs as an action run alone is, so the caches above store it under
 // its own key and Verified judges it on its own. A member whose group
@@ -81,7 +85,7 @@ type Grouper struct {
 	// shell): the rest of the run sends every action alone.
 	off atomic.Bool
 
-	groups, grouped, singles, reruns atomic.Int64
+	groups, grouped, singles, reruns, waiting atomic.Int64
 }
 
 // NewGrouper returns a Grouper over e.
@@ -92,22 +96,18 @@ func NewGrouper(e *Executor, o GroupOptions) *Grouper {
 	if o.SmallBytes <= 0 {
 		o.SmallBytes = DefaultGroupSmallBytes
 	}
-	if o.Window <= 0 {
-		o.Window = DefaultGroupWindow
-	}
 	return &Grouper{e: e, o: o, slots: make(chan struct{}, max(1, o.Slots))}
 }
 
 // Stats returns the counts of the run so far.
 func (g *Grouper) Stats() GroupStats {
-	return GroupStats{Groups: g.groups.Load(), Grouped: g.grouped.Load(), Singles: g.singles.Load(), Reruns: g.reruns.Load()}
+	return GroupStats{Groups: g.groups.Load(), Grouped: g.grouped.Load(), Singles: g.singles.Load(), Reruns: g.reruns.Load(),
+		Waiting: g.waiting.Load()}
 }
 
 // group is a group being formed or run.
 type group struct {
 	members []*member
-	full    chan struct{} // closed when the group is sent
-	once    sync.Once
 	alive   int // members still waiting; guarded by Grouper.mu
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -134,9 +134,15 @@ func (g *Grouper) Execute(ctx context.Context, a *action.Action, out []string) (
 	if !g.groupable(a) {
 		return g.single(ctx, a, out)
 	}
-	g.e.Counters.Actions.Add(1)
 	m := &member{a: a, out: out, done: make(chan struct{})}
-	grp := g.join(ctx, m)
+	grp, alone := g.join(ctx, m)
+	if alone {
+		// A free slot, taken: nothing waits, nothing to save by waiting.
+		defer func() { <-g.slots }()
+		g.singles.Add(1)
+		return g.e.Execute(ctx, a, out)
+	}
+	g.e.Counters.Actions.Add(1)
 	select {
 	case <-m.done:
 	case <-ctx.Done():
@@ -175,27 +181,36 @@ func (g *Grouper) single(ctx context.Context, a *action.Action, out []string) (*
 	return g.e.Execute(ctx, a, out)
 }
 
-// join adds m to the group being formed, which is sent once it is full
-// or its window has passed.
-func (g *Grouper) join(ctx context.Context, m *member) *group {
+// join takes a free execution slot for m (alone: the caller runs it and
+// releases the slot) when no group waits for one; otherwise it adds m to
+// the group that waits for the next slot, or starts one.
+func (g *Grouper) join(ctx context.Context, m *member) (grp *group, alone bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	grp := g.cur
+	grp = g.cur
+	if grp != nil && grp.ctx.Err() != nil {
+		grp = nil // every member left: the group will not run for a newcomer
+	}
 	if grp == nil {
+		select {
+		case g.slots <- struct{}{}:
+			return nil, true
+		default:
+		}
 		// The group's work serves every member: it ends when the last of
 		// them stops waiting, not with the first member's context.
 		gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		grp = &group{full: make(chan struct{}), ctx: gctx, cancel: cancel}
+		grp = &group{ctx: gctx, cancel: cancel}
 		g.cur = grp
-		time.AfterFunc(g.o.Window, func() { g.send(grp) })
+		go g.send(grp)
 	}
 	grp.members = append(grp.members, m)
 	grp.alive++
+	g.waiting.Add(1)
 	if len(grp.members) >= g.o.Max {
-		g.cur = nil
-		go g.send(grp)
+		g.cur = nil // full: the next action starts another group
 	}
-	return grp
+	return grp, false
 }
 
 // leave records that a member stopped waiting; the group is cancelled
@@ -210,39 +225,47 @@ func (g *Grouper) leave(grp *group) {
 	}
 }
 
-// send runs grp once.
+// send waits for an execution slot for grp, closes it to newcomers and
+// runs it.
 func (g *Grouper) send(grp *group) {
-	grp.once.Do(func() {
-		g.mu.Lock()
-		if g.cur == grp {
-			g.cur = nil
-		}
-		members := grp.members // none joins once it is no longer current
-		g.mu.Unlock()
-		defer grp.cancel()
-		g.run(grp.ctx, members)
-	})
-}
-
-// run executes the members as one group and hands each its result.
-func (g *Grouper) run(ctx context.Context, members []*member) {
-	alone := func(ms []*member) {
-		for _, m := range ms {
-			m.alone = true
-			close(m.done)
-		}
-	}
-	if len(members) < 2 {
-		alone(members)
-		return
-	}
+	defer grp.cancel()
+	got := false
 	select {
 	case g.slots <- struct{}{}:
-	case <-ctx.Done():
-		alone(members) // every member has gone: nobody reads this
+		got = true
+	case <-grp.ctx.Done(): // every member has gone
+	}
+	g.mu.Lock()
+	if g.cur == grp {
+		g.cur = nil
+	}
+	members := grp.members // none joins once it is no longer current
+	g.mu.Unlock()
+	g.waiting.Add(-int64(len(members)))
+	if !got {
+		g.alone(members)
 		return
 	}
 	defer func() { <-g.slots }()
+	g.run(grp.ctx, members)
+}
+
+// alone hands members back to run alone.
+func (g *Grouper) alone(ms []*member) {
+	for _, m := range ms {
+		m.alone = true
+		close(m.done)
+	}
+}
+
+// run executes the members as one group, in the execution slot that send
+// holds, and hands each its result. A lone member is handed back: it
+// runs alone, on its own context.
+func (g *Grouper) run(ctx context.Context, members []*member) {
+	if len(members) < 2 {
+		g.alone(members)
+		return
+	}
 	e := g.e
 	var exes []*reapi.Executable
 	var ms []*member
@@ -258,12 +281,12 @@ func (g *Grouper) run(ctx context.Context, members []*member) {
 		exes, ms = append(exes, ex), append(ms, m)
 	}
 	if len(ms) < 2 {
-		alone(ms)
+		g.alone(ms)
 		return
 	}
 	grp, err := reapi.BuildGroup(exes, reapi.GroupOptions{Timeout: e.o.Timeout})
 	if err != nil {
-		alone(ms)
+		g.alone(ms)
 		return
 	}
 	g.groups.Add(1)
@@ -280,10 +303,7 @@ func (g *Grouper) run(ctx context.Context, members []*member) {
 // rerun sends members alone after their group could not report on them.
 func (g *Grouper) rerun(ms []*member) {
 	g.reruns.Add(int64(len(ms)))
-	for _, m := range ms {
-		m.alone = true
-		close(m.done)
-	}
+	g.alone(ms)
 }
 
 // execute uploads the group's inputs and runs it.

@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,29 +59,68 @@ func countedActions(t *testing.T, n, fail int, counter string) ([]*action.Action
 	return as, outs
 }
 
-// runAll executes the actions through g at once and returns their
-// results and errors.
-func runAll(t *testing.T, g executor.Executor, as []*action.Action, outs [][]string) ([]*executor.Result, []error) {
+// runAll executes the actions through ex at once, once a backlog has
+// formed in front of g's one execution slot (so that they are grouped),
+// and returns their results and errors.
+func runAll(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper, ex executor.Executor, as []*action.Action, outs [][]string) ([]*executor.Result, []error) {
+	return runAllThen(t, srv, g, ex, as, outs, func() {})
+}
+
+// runAllThen is runAll calling armed once the backlog has formed, before
+// the actions start (to inject a fault that their group meets).
+func runAllThen(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper, ex executor.Executor, as []*action.Action, outs [][]string, armed func()) ([]*executor.Result, []error) {
 	t.Helper()
+	release := backlog(t, srv, g)
+	armed()
 	res, errs := make([]*executor.Result, len(as)), make([]error, len(as))
 	var wg sync.WaitGroup
 	for i := range as {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i], errs[i] = g.Execute(t.Context(), as[i], outs[i])
+			res[i], errs[i] = ex.Execute(t.Context(), as[i], outs[i])
 		}()
 	}
+	release(int64(len(as)))
 	wg.Wait()
 	return res, errs
 }
 
-// newGrouper groups exactly max actions: the window is long enough (a
-// minute, the safety net) that a group is only sent once full.
+// backlog keeps g's execution slot busy with an action that sleeps on the
+// worker until it is cancelled, and returns a function that frees the
+// slot (cancels it) once n actions wait for it in groups.
+func backlog(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper) func(n int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	as, outs := shellActions(t, 1, -1)
+	as[0].Args = []action.Arg{action.Lit("/bin/sh"), action.Lit("-c"), action.Lit("exec sleep 300")}
+	done := make(chan struct{})
+	singles := g.Stats().Singles
+	go func() {
+		defer close(done)
+		g.Execute(ctx, as[0], outs[0])
+	}()
+	waitFor := func(what string, ok func() bool) {
+		for start := time.Now(); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Since(start) > time.Minute { // a safety net, not a timing assumption
+				t.Fatalf("%s never happened: grouper %+v", what, g.Stats())
+			}
+		}
+	}
+	waitFor("the backlog", func() bool { return g.Stats().Singles > singles })
+	return func(n int64) {
+		waitFor("the group", func() bool { return g.Stats().Waiting >= n })
+		cancel()
+		<-done
+	}
+}
+
+// newGrouper returns a grouper of at most max actions with one execution
+// slot.
 func newGrouper(t *testing.T, addr string, max int) (*remote.Grouper, *remote.Executor) {
 	c := dial(t, addr, remote.Options{})
 	ex := remote.NewExecutor(c, remote.ExecOptions{})
-	return remote.NewGrouper(ex, remote.GroupOptions{Max: max, Slots: 4, Window: time.Minute}), ex
+	return remote.NewGrouper(ex, remote.GroupOptions{Max: max, Slots: 1}), ex
 }
 
 // TestGroupRunsMembersAsOne: four small actions run as one execution on
@@ -89,7 +129,7 @@ func TestGroupRunsMembersAsOne(t *testing.T) {
 	srv, addr := fake(t, reapitest.Options{})
 	g, _ := newGrouper(t, addr, 4)
 	as, outs := shellActions(t, 4, -1)
-	res, errs := runAll(t, g, as, outs)
+	res, errs := runAll(t, srv, g, g, as, outs)
 	for i := range as {
 		if errs[i] != nil {
 			t.Fatalf("%s: %v", as[i].ID, errs[i])
@@ -102,11 +142,11 @@ func TestGroupRunsMembersAsOne(t *testing.T) {
 			t.Errorf("%s: result %+v, stderr %q; want a remote success with stderr %q", as[i].ID, res[i], res[i].Stderr, want)
 		}
 	}
-	if n := srv.Stats().Executions; n != 1 {
-		t.Errorf("%d executions on the server, want one group", n)
+	if n := srv.Stats().Executions; n > 2 {
+		t.Errorf("%d executions on the server, want one group (and the action that kept the slot busy)", n)
 	}
-	if st := g.Stats(); st.Groups != 1 || st.Grouped != 4 || st.Reruns != 0 || st.Singles != 0 {
-		t.Errorf("stats %+v, want one group of 4", st)
+	if st := g.Stats(); st.Groups != 1 || st.Grouped != 4 || st.Reruns != 0 || st.Singles != 1 {
+		t.Errorf("stats %+v, want one group of 4 (and the action that kept the slot busy alone)", st)
 	}
 }
 
@@ -117,7 +157,7 @@ func TestGroupMemberFailure(t *testing.T) {
 	srv, addr := fake(t, reapitest.Options{})
 	g, _ := newGrouper(t, addr, 4)
 	as, outs := shellActions(t, 4, 2)
-	res, errs := runAll(t, executor.Verified(executor.Func(g.Execute)), as, outs)
+	res, errs := runAll(t, srv, g, executor.Verified(g), as, outs)
 	for i := range as {
 		if i == 2 {
 			var be *executor.BackendError
@@ -140,8 +180,8 @@ func TestGroupMemberFailure(t *testing.T) {
 			t.Errorf("%s: %v (result %+v), want its own result, exit status 0", as[i].ID, errs[i], res[i])
 		}
 	}
-	if n := srv.Stats().Executions; n != 1 {
-		t.Errorf("%d executions on the server, want the group alone (no member runs again)", n)
+	if n, st := srv.Stats().Executions, g.Stats(); n > 2 || st.Groups != 1 || st.Reruns != 0 || st.Singles != 1 {
+		t.Errorf("%d executions on the server, grouper %+v; want the group alone (and the action that kept the slot busy): no member runs again", n, st)
 	}
 }
 
@@ -153,10 +193,9 @@ func TestGroupFaults(t *testing.T) {
 		reapitest.FaultEscapingOutputPath, reapitest.FaultZeroByteOutput, reapitest.FaultUnavailable} {
 		t.Run(fmt.Sprint(f), func(t *testing.T) {
 			srv, addr := fake(t, reapitest.Options{})
-			srv.InjectFault(reapitest.MethodExecute, f, 1)
 			g, _ := newGrouper(t, addr, 4)
 			as, outs := shellActions(t, 4, -1)
-			res, errs := runAll(t, g, as, outs)
+			res, errs := runAllThen(t, srv, g, g, as, outs, func() { srv.InjectFault(reapitest.MethodExecute, f, 1) })
 			for i := range as {
 				if errs[i] != nil {
 					continue // a clear failure is allowed; a wrong output is not
@@ -211,7 +250,7 @@ func TestGroupSimulationReplay(t *testing.T) {
 	for _, o := range outs {
 		os.Remove(o[0])
 	}
-	res, errs := runAll(t, g, as, outs)
+	res, errs := runAll(t, srv, g, g, as, outs)
 	for i := range as {
 		got, err := os.ReadFile(outs[i][0])
 		if want := fmt.Sprintf("object of module %d", i); errs[i] != nil || err != nil || string(got) != want || res[i].Failed() {
@@ -219,8 +258,8 @@ func TestGroupSimulationReplay(t *testing.T) {
 		}
 	}
 	st := srv.SimulationStats()
-	if st.Replayed != 4 || st.Unrecorded != 0 || runs() != before {
-		t.Errorf("replay: %d replayed, %d unrecorded, %d real runs; want the 4 members replayed and nothing run", st.Replayed, st.Unrecorded, runs()-before)
+	if st.Replayed != 4 || runs() != before {
+		t.Errorf("replay: %d replayed, %d real runs; want the 4 members replayed and none run", st.Replayed, runs()-before)
 	}
 	if gs := g.Stats(); gs.Groups != 1 || gs.Reruns != 0 {
 		t.Errorf("grouper %+v, want one group and no re-run", gs)
