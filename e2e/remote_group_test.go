@@ -29,12 +29,17 @@ func parseGroup(t *testing.T, stderr string) (grouped, groups, reruns int) {
 	return n(1), n(2), n(3)
 }
 
+// groupArgs make a link group: one execution slot (groups form while
+// every slot is busy) and up to 4 actions to a group, so 4 in flight.
+var groupArgs = []string{"--remote-jobs=1", "--remote-group=4"}
+
 // groupedServer starts a test double whose first n GetActionResult calls
-// (the remote cache's lookups of a cold link of n actions) wait for each
-// other, so that the actions reach the grouper together rather than as
-// this loaded machine happens to schedule them. The wait is bounded (a
-// safety net, not a timing assumption: a late action is merely sent in a
-// group of its own).
+// (the remote cache's lookups of the first n actions of a cold link) wait
+// for each other, so that the actions reach the grouper together rather
+// than as this loaded machine happens to schedule them: the first takes
+// the execution slot, the others wait for it in a group. The wait is
+// bounded (a safety net, not a timing assumption: a late action merely
+// finds the slot free and goes alone).
 func groupedServer(t *testing.T, n int, o reapitest.Options) (*reapitest.FakeServer, string) {
 	var mu sync.Mutex
 	arrived := 0
@@ -79,9 +84,9 @@ func TestRemoteGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv, addr := groupedServer(t, jobs, reapitest.Options{})
-	stderr := checkBoth(t, p, linkCmd{distArgs: []string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none",
-		remoteOnly, "--remote-group=4"}})
+	srv, addr := groupedServer(t, 4, reapitest.Options{})
+	stderr := checkBoth(t, p, linkCmd{distArgs: append([]string{"--no-cache", "--remote=grpc://" + addr, "--remote-fallback=none",
+		remoteOnly}, groupArgs...)})
 	got, err := os.ReadFile(filepath.Join(p.Dir, "prog-dtlto"))
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +108,7 @@ func TestRemoteGroup(t *testing.T) {
 	// its own key.
 	srv.ResetStats()
 	q := copyProgram(t, p)
-	stderr, err = remoteLink(t, q, addr, "--remote-fallback=none", "--remote-group=4")
+	stderr, err = remoteLink(t, q, addr, append([]string{"--remote-fallback=none"}, groupArgs...)...)
 	if err != nil {
 		t.Fatalf("warm link: %v\n%s", err, stderr)
 	}
@@ -115,9 +120,10 @@ func TestRemoteGroup(t *testing.T) {
 	}
 }
 
-// TestRemoteGroupMemberFails: one member of a group fails on the worker;
-// the link fails with that module's error and its own stderr, once, and
-// no other module is reported.
+// TestRemoteGroupMemberFails: one module fails on the worker, in a group
+// (5 of the 6 actions are grouped: the module is alone 1 time in 6, which
+// the test logs); the link fails with that module's error and its own
+// stderr, once, and no other module is reported.
 func TestRemoteGroupMemberFails(t *testing.T) {
 	p := remoteProgram(t)
 	jobs := len(p.Modules)
@@ -128,7 +134,7 @@ func TestRemoteGroupMemberFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, addr := groupedServer(t, jobs, reapitest.Options{})
-	stderr, err := remoteLink(t, p, addr, "--remote-compiler="+wrapper, "--remote-fallback=local", "--remote-group=8")
+	stderr, err := remoteLink(t, p, addr, "--remote-compiler="+wrapper, "--remote-fallback=local", "--remote-jobs=1", "--remote-group=8")
 	if wantCorrectOrFailed(t, p, stderr, err) {
 		t.Fatalf("a failing member was hidden:\n%s", stderr)
 	}
@@ -146,12 +152,14 @@ func TestRemoteGroupMemberFails(t *testing.T) {
 	if strings.Count(stderr, "worker-side:") != 1 {
 		t.Errorf("the worker's stderr is shown other than once:\n%s", stderr)
 	}
-	t.Logf("server: %d executions for %d actions", srv.Stats().Executions, jobs)
+	t.Logf("server: %d executions for %d actions; %s", srv.Stats().Executions, jobs, groupLine.FindString(stderr))
 }
 
 // TestRemoteGroupFaults: a faulty result of a group (wrong digest,
 // missing or empty output, a broken stream, an unavailable service) ends
-// in the correct program or a clear failure, never a wrong object.
+// in the correct program or a clear failure, never a wrong object. Each
+// fault hits the first two executions: the action alone in the slot, then
+// the group that waited for it.
 func TestRemoteGroupFaults(t *testing.T) {
 	p := remoteProgram(t)
 	for _, f := range []struct {
@@ -159,19 +167,19 @@ func TestRemoteGroupFaults(t *testing.T) {
 		fault reapitest.Fault
 		n     int
 	}{
-		{"wrong-digest", reapitest.FaultWrongOutputDigest, 1},
-		{"missing-output", reapitest.FaultMissingOutput, 1},
-		{"zero-byte-output", reapitest.FaultZeroByteOutput, 1},
-		{"escaping-output", reapitest.FaultEscapingOutputPath, 1},
+		{"wrong-digest", reapitest.FaultWrongOutputDigest, 2},
+		{"missing-output", reapitest.FaultMissingOutput, 2},
+		{"zero-byte-output", reapitest.FaultZeroByteOutput, 2},
+		{"escaping-output", reapitest.FaultEscapingOutputPath, 2},
 		{"broken-stream", reapitest.FaultBreakExecuteStream, 2},
 		{"unavailable-always", reapitest.FaultUnavailable, 1000},
 	} {
 		for _, fallback := range []string{"local", "none"} {
 			t.Run(f.name+"/"+fallback, func(t *testing.T) {
 				q := copyProgram(t, p)
-				srv, addr := groupedServer(t, len(q.Modules), reapitest.Options{})
+				srv, addr := groupedServer(t, 4, reapitest.Options{})
 				srv.InjectFault(reapitest.MethodExecute, f.fault, f.n)
-				stderr, err := remoteLink(t, q, addr, "--remote-fallback="+fallback, "--remote-retries=3", "--remote-group=4")
+				stderr, err := remoteLink(t, q, addr, append([]string{"--remote-fallback=" + fallback, "--remote-retries=3"}, groupArgs...)...)
 				ok := wantCorrectOrFailed(t, q, stderr, err)
 				if fallback == "local" && !ok {
 					t.Errorf("with --remote-fallback=local the link failed:\n%s", stderr)
