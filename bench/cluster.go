@@ -367,10 +367,14 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 				return nil, fmt.Errorf("%s: %w", pt, err)
 			}
 			res.runs[i] = append(res.runs[i], r)
+			// Each point's trace stays, for the per-action costs.
+			keptTrace := filepath.Join(dir, fmt.Sprintf("trace-%d-%d.json", i, run))
+			os.Rename(filepath.Join(dir, "trace.json"), keptTrace)
 			id := res.ideal(pt, r)
-			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action, %d replayed, %d unrecorded\n",
+			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action, %d replayed, %d unrecorded, "+
+				"peak %d slots busy, %d queued on the server, trace %s\n",
 				b.Name, pt, sec(r.wall), sec(id), sec(r.lldSide()), ratio(r.wall, id),
-				perAction(r.self, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded)
+				perAction(r.self, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, keptTrace)
 		}
 	}
 	if o.clusterPprof != "" {

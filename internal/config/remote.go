@@ -165,11 +165,13 @@ func (r *Remote) register(fs *FlagSet) {
 			"good result is used and the other run is cancelled, so one slow or stalled worker\n"+
 			"does not hold up the link")
 	fs.Int(&r.Group, "remote-group", g, 0,
-		"run up to N small backends (expected to take 200 ms or less by earlier runs' records,\n"+
-			"else modules of 32 KiB or less) as one remote execution, one after the other on one\n"+
-			"worker, to save per-action overhead on links of thousands of tiny modules; each\n"+
-			"still gets its own result, cache entry and error. Needs a POSIX /bin/sh on the\n"+
-			"workers and a server that lets clients write its ActionCache. 0: off")
+		"while all --remote-jobs executions are busy, send small backends (expected to take\n"+
+			"200 ms or less by earlier runs' records, else modules of 32 KiB or less) waiting\n"+
+			"for a slot up to N to one remote execution, run one after the other on one worker,\n"+
+			"to save per-action overhead on links of thousands of tiny modules (up to N times\n"+
+			"--remote-jobs actions are then in flight); each still gets its own result, cache\n"+
+			"entry and error. Needs a POSIX /bin/sh on the workers and a server that lets\n"+
+			"clients write its ActionCache. 0: off")
 	fs.String(&r.Fallback, "remote-fallback", g, "local|none", "local",
 		"when remote execution of an action fails (unavailable, timed out, no worker, a bad\n"+
 			"result): compile it locally with a warning, or fail. A compile error on the worker\n"+
