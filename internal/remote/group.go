@@ -198,8 +198,10 @@ func (g *Grouper) join(ctx context.Context, m *member) (grp *group, alone bool) 
 		default:
 		}
 		// The group's work serves every member: it ends when the last of
-		// them stops waiting, not with the first member's context.
-		gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		// them stops waiting, not with the first member's context, and
+		// its bytes are no one member's (they count in the client's
+		// totals only).
+		gctx, cancel := context.WithCancel(executor.WithTransfer(context.WithoutCancel(ctx), nil))
 		grp = &group{ctx: gctx, cancel: cancel}
 		g.cur = grp
 		go g.send(grp)
