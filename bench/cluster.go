@@ -394,7 +394,11 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 			return nil, err
 		}
 		c := simConfig{Recording: recording, Workers: pt.workers, RTT: pt.rtt, BitsPerSecond: pt.bps}
-		r, err := clusterLink(ctx, t, o, p, dir, out, c, prof)
+		var extra []string
+		if pt.group > 0 {
+			extra = append(extra, fmt.Sprintf("--remote-group=%d", pt.group))
+		}
+		r, err := clusterLink(ctx, t, o, p, dir, out, c, prof, extra...)
 		if err != nil {
 			return nil, fmt.Errorf("profiled link: %w", err)
 		}
