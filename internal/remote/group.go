@@ -76,7 +76,7 @@ type GroupStats struct {
 type Grouper struct {
 	e     *Executor
 	o     GroupOptions
-	slots chan struct{}
+	slots *slotQueue
 
 	mu  sync.Mutex
 	cur *group
@@ -96,7 +96,7 @@ func NewGrouper(e *Executor, o GroupOptions) *Grouper {
 	if o.SmallBytes <= 0 {
 		o.SmallBytes = DefaultGroupSmallBytes
 	}
-	return &Grouper{e: e, o: o, slots: make(chan struct{}, max(1, o.Slots))}
+	return &Grouper{e: e, o: o, slots: &slotQueue{free: max(1, o.Slots)}}
 }
 
 // Stats returns the counts of the run so far.
@@ -138,7 +138,7 @@ func (g *Grouper) Execute(ctx context.Context, a *action.Action, out []string) (
 	grp, alone := g.join(ctx, m)
 	if alone {
 		// A free slot, taken: nothing waits, nothing to save by waiting.
-		defer func() { <-g.slots }()
+		defer g.slots.release()
 		g.singles.Add(1)
 		return g.e.Execute(ctx, a, out)
 	}
@@ -171,12 +171,10 @@ func (g *Grouper) groupable(a *action.Action) bool {
 
 // single runs a alone in an execution slot.
 func (g *Grouper) single(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
-	select {
-	case g.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := g.slots.acquire(ctx, alonePriority); err != nil {
+		return nil, err
 	}
-	defer func() { <-g.slots }()
+	defer g.slots.release()
 	g.singles.Add(1)
 	return g.e.Execute(ctx, a, out)
 }
@@ -192,10 +190,8 @@ func (g *Grouper) join(ctx context.Context, m *member) (grp *group, alone bool) 
 		grp = nil // every member left: the group will not run for a newcomer
 	}
 	if grp == nil {
-		select {
-		case g.slots <- struct{}{}:
+		if g.slots.tryAcquire() {
 			return nil, true
-		default:
 		}
 		// The group's work serves every member: it ends when the last of
 		// them stops waiting, not with the first member's context, and
@@ -231,12 +227,7 @@ func (g *Grouper) leave(grp *group) {
 // runs it.
 func (g *Grouper) send(grp *group) {
 	defer grp.cancel()
-	got := false
-	select {
-	case g.slots <- struct{}{}:
-		got = true
-	case <-grp.ctx.Done(): // every member has gone
-	}
+	got := g.slots.acquire(grp.ctx, groupPriority) == nil // else every member has gone
 	g.mu.Lock()
 	if g.cur == grp {
 		g.cur = nil
@@ -248,7 +239,7 @@ func (g *Grouper) send(grp *group) {
 		g.alone(members)
 		return
 	}
-	defer func() { <-g.slots }()
+	defer g.slots.release()
 	g.run(grp.ctx, members)
 }
 
@@ -437,4 +428,76 @@ func (g *Grouper) groupFiles(ctx context.Context, grp *reapi.Group, ar *repb.Act
 		files[p] = f
 	}
 	return files, nil
+}
+
+// slotQueue holds the execution slots. A freed slot goes to an action
+// sent alone before a group: those are the large backends, which the
+// scheduler starts first because they make the critical path (or members
+// handed back), and grouping must never queue them behind a backlog of
+// tiny ones.
+type slotQueue struct {
+	mu   sync.Mutex
+	free int
+	wait [2][]chan struct{} // by priority, each first come first served
+}
+
+const (
+	alonePriority = 0
+	groupPriority = 1
+)
+
+// tryAcquire takes a free slot if there is one.
+func (q *slotQueue) tryAcquire() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.free > 0 {
+		q.free--
+		return true
+	}
+	return false
+}
+
+// acquire waits for a slot, behind the waiters of its priority and of
+// higher ones.
+func (q *slotQueue) acquire(ctx context.Context, prio int) error {
+	q.mu.Lock()
+	if q.free > 0 {
+		q.free--
+		q.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{}, 1)
+	q.wait[prio] = append(q.wait[prio], ch)
+	q.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	for i, c := range q.wait[prio] {
+		if c == ch {
+			q.wait[prio] = append(q.wait[prio][:i], q.wait[prio][i+1:]...)
+			q.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+	q.mu.Unlock()
+	q.release() // granted meanwhile: pass it on
+	return ctx.Err()
+}
+
+// release frees a slot: to the first waiter of the highest priority.
+func (q *slotQueue) release() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for p := range q.wait {
+		if len(q.wait[p]) > 0 {
+			ch := q.wait[p][0]
+			q.wait[p] = q.wait[p][1:]
+			ch <- struct{}{}
+			return
+		}
+	}
+	q.free++
 }
