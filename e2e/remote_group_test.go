@@ -192,4 +192,3 @@ func TestRemoteGroupFaults(t *testing.T) {
 		}
 	}
 }
-

@@ -265,4 +265,3 @@ func TestGroupSimulationReplay(t *testing.T) {
 		t.Errorf("grouper %+v, want one group and no re-run", gs)
 	}
 }
-
