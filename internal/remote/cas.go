@@ -228,6 +228,12 @@ func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 	for _, e := range wait {
 		select {
 		case <-e.done:
+			if e.err != nil && errors.Is(e.err, context.Canceled) && ctx.Err() == nil {
+				// The action uploading it gave up (a race it lost, a
+				// group whose members left), not the service: upload
+				// what is still missing for this one.
+				return u.Ensure(ctx, blobs, files)
+			}
 			if e.err != nil {
 				return e.err
 			}
