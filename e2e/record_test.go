@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +118,11 @@ func TestRecordMissReasons(t *testing.T) {
 	run := lastRecord(t, dir, cache)
 	if run.Output != "app" || run.Entry != "dtlto" || len(run.Actions) != 2 || !run.LocalCache {
 		t.Fatalf("first record: output %q, entry %q, %d actions", run.Output, run.Entry, len(run.Actions))
+	}
+	// The link as the user ran it: lld's command line, which ran thindist
+	// with a job file.
+	if len(run.Linker) < 3 || !strings.Contains(filepath.Base(run.Linker[0]), "ld") || !slices.Contains(run.Linker, "libutil.a") {
+		t.Errorf("the record's linker command line is %q, not lld's", run.Linker)
 	}
 	for _, a := range run.Actions {
 		if strings.Contains(a.Module, " at ") || a.Key == "" || a.Where != record.WhereLocal || a.End < a.Begin || a.CPU <= 0 {

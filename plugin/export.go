@@ -113,8 +113,8 @@ func perform(em emitter, nodesNum C.size_t, cnodes **C.dtltoBitcodeNodeTy, argc 
 	sess := pipeline.NewSession("plugin", os.Args, env, start)
 	// The linker's work before it called the plugin (reading the inputs,
 	// the thin link) is part of where the link's time went.
-	if began, err := procstart.Of(os.Getpid()); err == nil && began.Before(start) {
-		sess.Timeline().Add("lld", began, start)
+	if began, err := procstart.Of(os.Getpid()); err == nil {
+		sess.LinkerBegan(began, nil)
 	}
 	sess.SetOutput(linkerOutput(os.Args))
 	runErr := sess.Run(context.Background(), &s.cfg, actions)

@@ -197,8 +197,9 @@ func distribute(ctx context.Context, args []string, env pipeline.Env, start time
 	}
 	// lld ran thindist after reading every input and running the thin
 	// link: what it did before is part of where the link's time went.
-	if began, err := procstart.ParentLinker(); err == nil && began.Before(start) {
-		sess.Timeline().Add("lld", began, start)
+	if began, err := procstart.ParentLinker(); err == nil {
+		linker, _ := procstart.Cmdline(os.Getppid())
+		sess.LinkerBegan(began, linker)
 	}
 	sess.SetOutput(jf.LinkerOutput)
 	err = sess.Run(ctx, &cfg, jf.Actions)

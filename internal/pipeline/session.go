@@ -54,6 +54,19 @@ func NewSession(entry string, args []string, env Env, start time.Time) *Session 
 // as the linker's work before thindist started, are added by the caller).
 func (s *Session) Timeline() *report.Timeline { return s.summary.Timeline() }
 
+// LinkerBegan records that the linker that runs thindist (lld running its
+// DTLTO distributor, or loading the plugin) started at began, working
+// before thindist did: a phase of the run. args is its command line, for
+// the record, when thindist's own is not the linker's (nil otherwise).
+func (s *Session) LinkerBegan(began time.Time, args []string) {
+	if start := s.Timeline().Start(); began.Before(start) {
+		s.Timeline().Add("lld", began, start)
+	}
+	if len(args) > 0 {
+		s.rec.Update(func(run *record.Run) { run.Linker = args })
+	}
+}
+
 // SetOutput names the file the run links, for the summary line, the trace
 // and the record. Call it before Run, so that the trace, written when the
 // backends end, names it too.

@@ -72,6 +72,15 @@ func Name(pid int) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// Cmdline returns process pid's command line (/proc/<pid>/cmdline).
+func Cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), nil
+}
+
 // ParentLinker returns when this process's parent started, if the parent
 // is a linker (its name has "ld" in it: ld.lld, ld.lld-22, ld64.lld, ld),
 // i.e. how long lld worked before it ran thindist as its distributor.

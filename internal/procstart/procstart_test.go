@@ -53,6 +53,9 @@ func TestOfRealProcess(t *testing.T) {
 	if name, err := Name(cmd.Process.Pid); err != nil || name != "sleep" {
 		t.Errorf("name %q, %v", name, err)
 	}
+	if args, err := Cmdline(cmd.Process.Pid); err != nil || len(args) != 2 || args[0] != "sleep" || args[1] != "5" {
+		t.Errorf("command line %q, %v; want sleep 5", args, err)
+	}
 	if _, err := ParentLinker(); err == nil {
 		t.Errorf("the test's parent (go test) taken for a linker")
 	}

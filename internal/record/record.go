@@ -26,9 +26,13 @@ type Run struct {
 	// Entry is how thindist was run: "dtlto" (as lld's distributor),
 	// "link" (thindist link) or "plugin".
 	Entry string   `json:"entry"`
-	Args  []string `json:"args"` // thindist's own command line
+	Args  []string `json:"args"` // thindist's own command line (the plugin's: the linker's)
 	Dir   string   `json:"dir"`  // its working directory
 	PID   int      `json:"pid"`
+	// Linker is the command line of the linker that ran thindist as its
+	// DTLTO distributor (the link as the user ran it: Args only names the
+	// job file), when it could be read.
+	Linker []string `json:"linker,omitempty"`
 	// Output is the file the link writes (lld's linker_output, the link's
 	// -o), when known.
 	Output string    `json:"output,omitempty"`

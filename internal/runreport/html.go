@@ -44,6 +44,7 @@ type pageView struct {
 	// The run's bytes to and from the remote service.
 	BytesUp, BytesDown string
 	Entry              string // the entry point, for people
+	Linker             string // its command line, for lld's distributor
 }
 
 type tick struct {
@@ -95,7 +96,8 @@ const execColor = "#b8621a" // a local compiler exec'd rather than forked
 func pageData(run *record.Run) *pageView {
 	v := &pageView{Run: run, Counts: Count(run), Wall: round(run.Wall()).String(),
 		Started: run.Start.Local().Format("2006-01-02 15:04:05 MST"), Command: strings.Join(run.Args, " "),
-		BytesUp: Bytes(run.BytesUp), BytesDown: Bytes(run.BytesDown), Entry: entryName(run.Entry)}
+		BytesUp: Bytes(run.BytesUp), BytesDown: Bytes(run.BytesDown), Entry: entryName(run.Entry),
+		Linker: strings.Join(run.Linker, " ")}
 	// The time axis spans the run and every phase (the linker's work
 	// before thindist started lies before the run's start).
 	t0, t1 := run.Start, run.End
@@ -222,6 +224,7 @@ tr.crit td:first-child{font-weight:bold}
 <h1>thindist run {{.Run.ID}}: {{.Run.Name}}</h1>
 <table class="meta">
 <tr><td>command</td><td><code id="command">{{.Command}}</code></td></tr>
+{{if .Linker}}<tr><td>linker</td><td><code id="linker">{{.Linker}}</code></td></tr>{{end}}
 <tr><td>directory</td><td><code>{{.Run.Dir}}</code></td></tr>
 <tr><td>version</td><td>{{.Run.Version}} ({{.Entry}}), pid {{.Run.PID}}, started {{.Started}}, took {{.Wall}}</td></tr>
 <tr><td>jobs</td><td>{{.Counts.Total}}: {{.Counts.Cached}} local cache, {{.Counts.RemoteCached}} remote cache, {{.Counts.Remote}} remote, {{.Counts.Local}} local ({{.Counts.Forked}} forked), {{.Counts.Failed}} failed</td></tr>

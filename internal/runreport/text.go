@@ -58,6 +58,9 @@ func WriteText(w io.Writer, run *record.Run) {
 	c := Count(run)
 	fmt.Fprintf(w, "run %s: %s (%s), in %s\n", run.ID, run.Name(), entryName(run.Entry), run.Dir)
 	fmt.Fprintf(w, "  command:  %s\n", strings.Join(run.Args, " "))
+	if len(run.Linker) > 0 {
+		fmt.Fprintf(w, "  linker:   %s\n", strings.Join(run.Linker, " "))
+	}
 	fmt.Fprintf(w, "  version:  %s, pid %d, started %s, took %s\n", run.Version, run.PID,
 		run.Start.Local().Format("2006-01-02 15:04:05"), round(run.Wall()))
 	if run.Error != "" {
