@@ -50,6 +50,13 @@ func TestOfRealProcess(t *testing.T) {
 	if got.Before(before.Add(-slack)) || got.After(after.Add(slack)) {
 		t.Errorf("start %v, want it between %v and %v", got, before, after)
 	}
+	// Start returns once the child is forked, maybe before it has exec'd
+	// sleep: until then /proc shows the test's own name and command line.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if name, _ := Name(cmd.Process.Pid); name == "sleep" {
+			break
+		}
+	}
 	if name, err := Name(cmd.Process.Pid); err != nil || name != "sleep" {
 		t.Errorf("name %q, %v", name, err)
 	}
