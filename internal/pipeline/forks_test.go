@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/testprog"
@@ -23,14 +24,7 @@ func TestForkServerOnlyWhenItPays(t *testing.T) {
 		forked bool
 	}{{jobs: len(actions), forked: false}, {jobs: len(actions) - 1, forked: true}} {
 		t.Run(fmt.Sprintf("jobs=%d", tc.jobs), func(t *testing.T) {
-			var stderr bytes.Buffer
-			cfg := &config.Config{Jobs: tc.jobs, Progress: "never", NoCache: true, CacheDir: t.TempDir()}
-			rec := record.New(record.Run{Dir: actions[0].Dir})
-			env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }, Record: rec}
-			if err := Run(context.Background(), cfg, env, actions); err != nil {
-				t.Fatalf("%v\n%s", err, stderr.String())
-			}
-			r := rec.Finish(time.Now(), nil)
+			r := runRecorded(t, &config.Config{Jobs: tc.jobs, Progress: "never", NoCache: true, CacheDir: t.TempDir()}, actions)
 			if len(r.Actions) != len(actions) {
 				t.Fatalf("%d actions recorded, want %d", len(r.Actions), len(actions))
 			}
@@ -41,4 +35,16 @@ func TestForkServerOnlyWhenItPays(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runRecorded runs actions as cfg says and returns the run's record.
+func runRecorded(t *testing.T, cfg *config.Config, actions []*action.Action) *record.Run {
+	t.Helper()
+	var stderr bytes.Buffer
+	rec := record.New(record.Run{Dir: actions[0].Dir})
+	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }, Record: rec}
+	if err := Run(context.Background(), cfg, env, actions); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	return rec.Finish(time.Now(), nil)
 }

@@ -1,8 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
-	"context"
 	"testing"
 	"time"
 
@@ -40,16 +38,10 @@ func TestRecordBytesPerAction(t *testing.T) {
 		t.Helper()
 		srv.SetInlineOutputs(inline)
 		before := srv.Stats()
-		var stderr bytes.Buffer
 		cfg := &config.Config{Jobs: 2, Progress: "never", NoCache: true, NoForkServer: true, CacheDir: t.TempDir(),
 			Remote: config.Remote{Target: "grpc://" + addr, Fallback: "none", Jobs: 4, LocalJobs: 0, NoRace: true,
 				Attempts: 1, Timeout: time.Minute}}
-		rec := record.New(record.Run{Dir: actions[0].Dir})
-		env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }, Record: rec}
-		if err := Run(context.Background(), cfg, env, actions); err != nil {
-			t.Fatalf("%v\n%s", err, stderr.String())
-		}
-		r := rec.Finish(time.Now(), nil)
+		r := runRecorded(t, cfg, actions)
 		after := srv.Stats()
 
 		var up, down int64
