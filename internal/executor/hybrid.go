@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+	"math"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -14,6 +16,10 @@ type HybridOptions struct {
 	// side (--remote-jobs, --remote-local-jobs). With no local slot,
 	// every action goes remote and none is raced.
 	RemoteSlots, LocalSlots int
+	// Races says that the remote side races (Race, with the Hybrid as its
+	// Spare): the actions that bound the link's length are then raced
+	// from the start.
+	Races bool
 }
 
 // HybridStats are what a Hybrid did in a run.
@@ -21,17 +27,30 @@ type HybridStats struct {
 	Remote, Local int64 // actions started on each side
 	Races         int64 // remote actions that a local run joined
 	RacesWonHere  int64 // ... and that the local run won
+	RacedAtStart  int64 // races of critical actions, started with the remote run
 }
 
-// Hybrid runs each action on whichever side has a free slot, this
-// machine's first (its slots are few and certain), so that with remote
-// execution the local cores keep compiling too. Callers (the scheduler)
-// bring actions largest first; when both sides are full they wait, first
-// come first served. Once the scheduler has nothing left to start
-// (Drained), free local slots go to races: the remote action that has run
-// longest is started locally as well, and whichever side finishes first
-// wins (Race). A cold link is then never slower than a local one, however
-// slow the cluster.
+// Hybrid runs each action on whichever side has a free slot, so that with
+// remote execution the local cores keep compiling too. Waiting actions
+// start in the caller's order (largest or longest expected first),
+// whatever order they arrive in: a cache lookup ahead of the Hybrid ends in
+// any order.
+//
+// With races (Options.Races) local slots are the link's reserve against a
+// slow or stalled worker (Race; Bazel's dynamic execution does the same):
+// actions go to the cluster's slots first and to this machine's once those
+// are full, and free local slots race remote actions:
+//   - Critical actions, those whose length alone is over half the
+//     link's expected makespan (Plan), are raced from the start: if a
+//     worker is slow on one of them nothing else can hide it. At most one
+//     per local slot.
+//   - Once the caller has started everything (Drained), a free local slot
+//     joins the remote action that has run longest.
+//
+// The first verified result wins and the other side is cancelled. Without
+// races, this machine's slots are taken first (they are few and certain).
+// Either way a cold link is never slower than a local one, however slow
+// the cluster.
 //
 // Under make's jobserver a local slot may still wait for a token in the
 // local executor's Limiter; Hybrid counts --jobs only.
@@ -39,15 +58,21 @@ type Hybrid struct {
 	remote, local Executor
 	o             HybridOptions
 
+	// Set by Plan before the first Execute, read-only after.
+	rank     map[*action.Action]int
+	critical map[*action.Action]bool
+
 	mu      sync.Mutex
-	free    [2]int // free slots: [remoteSide], [localSide]
-	queue   []*hybridWaiter
+	free    [2]int          // free slots: [remoteSide], [localSide]
+	queue   []*hybridWaiter // actions waiting to start, in plan order
 	spares  []*hybridWaiter // races waiting for a local slot, oldest first
 	drained bool
 
-	started [2]atomic.Int64
-	races   atomic.Int64
-	wonHere atomic.Int64
+	started  [2]atomic.Int64
+	races    atomic.Int64
+	wonHere  atomic.Int64
+	atStart  atomic.Int64
+	arrivals atomic.Int64
 }
 
 const (
@@ -56,7 +81,9 @@ const (
 )
 
 type hybridWaiter struct {
-	grant chan int // the side granted; buffered
+	rank     int
+	critical bool     // a critical action: remote only; its race starts at once
+	grant    chan int // the side granted; buffered
 }
 
 // NewHybrid returns the executor. remote builds the remote side from the
@@ -73,12 +100,62 @@ func NewHybrid(remote func(Spare) Executor, local Executor, o HybridOptions) *Hy
 // Stats returns the counts of the run so far.
 func (h *Hybrid) Stats() HybridStats {
 	return HybridStats{Remote: h.started[remoteSide].Load(), Local: h.started[localSide].Load(),
-		Races: h.races.Load(), RacesWonHere: h.wonHere.Load()}
+		Races: h.races.Load(), RacesWonHere: h.wonHere.Load(), RacedAtStart: h.atStart.Load()}
+}
+
+// Plan implements Planner: it ranks the actions in the order given and
+// marks the critical ones. It must be called before the first Execute.
+func (h *Hybrid) Plan(order []*action.Action) {
+	h.rank = make(map[*action.Action]int, len(order))
+	for i, a := range order {
+		h.rank[a] = i
+	}
+	if h.o.Races {
+		h.critical = Critical(order, h.o.RemoteSlots+h.o.LocalSlots, h.o.LocalSlots)
+	}
+}
+
+// Critical returns the actions, at most limit of them, whose length alone
+// is over half the makespan expected on slots slots: max(longest,
+// Σ lengths / slots). Lengths are the actions' Expected times when every
+// action has one (history), else their Weight (module size), which is
+// what orders them.
+func Critical(actions []*action.Action, slots, limit int) map[*action.Action]bool {
+	if limit <= 0 || len(actions) == 0 {
+		return nil
+	}
+	timed := true
+	for _, a := range actions {
+		timed = timed && a.Expected > 0
+	}
+	length := func(a *action.Action) float64 {
+		if timed {
+			return float64(a.Expected)
+		}
+		return float64(a.Weight)
+	}
+	byLength := make([]*action.Action, len(actions))
+	copy(byLength, actions)
+	sort.SliceStable(byLength, func(i, j int) bool { return length(byLength[i]) > length(byLength[j]) })
+	var sum float64
+	for _, a := range actions {
+		sum += length(a)
+	}
+	makespan := math.Max(length(byLength[0]), sum/float64(max(slots, 1)))
+	crit := map[*action.Action]bool{}
+	for _, a := range byLength[:min(limit, len(byLength))] {
+		if length(a) <= makespan/2 {
+			break
+		}
+		crit[a] = true
+	}
+	return crit
 }
 
 // Execute implements Executor.
 func (h *Hybrid) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
-	side, err := h.acquire(ctx)
+	w := h.waiter(a)
+	side, err := h.enqueue(ctx, w, &h.queue)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +174,7 @@ func (h *Hybrid) Execute(ctx context.Context, a *action.Action, out []string) (*
 	return res, err
 }
 
-// Drained tells the Hybrid that its caller has started every action it
-// has: from now on free local slots go to races.
+// Drained implements Planner: from now on free local slots go to races.
 func (h *Hybrid) Drained() {
 	h.mu.Lock()
 	h.drained = true
@@ -106,26 +182,40 @@ func (h *Hybrid) Drained() {
 	h.mu.Unlock()
 }
 
-// Wait implements Spare for the races of remote actions: a local slot,
-// once nothing waits for one to start an action.
-func (h *Hybrid) Wait(ctx context.Context, _ *action.Action) (func(), error) {
-	side, err := h.enqueue(ctx, &h.spares)
+// Wait implements Spare for the races of remote actions: a local slot at
+// once for a critical action, else once nothing waits for one to start an
+// action.
+func (h *Hybrid) Wait(ctx context.Context, a *action.Action) (func(), error) {
+	w := h.waiter(a)
+	w.rank = int(h.arrivals.Add(1)) // oldest first
+	side, err := h.enqueue(ctx, w, &h.spares)
 	if err != nil {
 		return nil, err
+	}
+	if w.critical {
+		h.atStart.Add(1)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { h.release(side) }) }, nil
 }
 
-// acquire waits for a slot on either side to start an action.
-func (h *Hybrid) acquire(ctx context.Context) (int, error) { return h.enqueue(ctx, &h.queue) }
+func (h *Hybrid) waiter(a *action.Action) *hybridWaiter {
+	rank, ok := h.rank[a]
+	if !ok {
+		// Not planned: after the planned ones, first come first served.
+		rank = math.MaxInt32 + int(h.arrivals.Add(1))
+	}
+	return &hybridWaiter{rank: rank, critical: h.critical[a], grant: make(chan int, 1)}
+}
 
-// enqueue adds a waiter to list and waits for its grant. A waiter that
-// gives up is removed; a grant that came meanwhile goes back.
-func (h *Hybrid) enqueue(ctx context.Context, list *[]*hybridWaiter) (int, error) {
-	w := &hybridWaiter{grant: make(chan int, 1)}
+// enqueue adds w to list, ordered by rank, and waits for its grant. A
+// waiter that gives up is removed; a grant that came meanwhile goes back.
+func (h *Hybrid) enqueue(ctx context.Context, w *hybridWaiter, list *[]*hybridWaiter) (int, error) {
 	h.mu.Lock()
-	*list = append(*list, w)
+	i := sort.Search(len(*list), func(i int) bool { return (*list)[i].rank > w.rank })
+	*list = append(*list, nil)
+	copy((*list)[i+1:], (*list)[i:])
+	(*list)[i] = w
 	h.dispatch()
 	h.mu.Unlock()
 	select {
@@ -134,16 +224,23 @@ func (h *Hybrid) enqueue(ctx context.Context, list *[]*hybridWaiter) (int, error
 	case <-ctx.Done():
 	}
 	h.mu.Lock()
-	for i, x := range *list {
-		if x == w {
-			*list = append((*list)[:i], (*list)[i+1:]...)
-			h.mu.Unlock()
-			return 0, ctx.Err()
-		}
+	if removeWaiter(list, w) {
+		h.mu.Unlock()
+		return 0, ctx.Err()
 	}
 	h.mu.Unlock()
 	h.release(<-w.grant)
 	return 0, ctx.Err()
+}
+
+func removeWaiter(list *[]*hybridWaiter, w *hybridWaiter) bool {
+	for i, x := range *list {
+		if x == w {
+			*list = append((*list)[:i], (*list)[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 func (h *Hybrid) release(side int) {
@@ -153,25 +250,40 @@ func (h *Hybrid) release(side int) {
 	h.mu.Unlock()
 }
 
-// dispatch hands free slots to waiters: actions to start first, this
-// machine's slots before remote ones; then, once drained, free local slots
-// to races, oldest first. h.mu is held.
+// dispatch hands free slots to waiters: local slots to the races of
+// critical actions first; then slots to actions to start, in rank order,
+// remote slots before local ones when racing, local first otherwise (a
+// critical action takes a remote one only); then, once drained, free
+// local slots to races, oldest first. h.mu is held.
 func (h *Hybrid) dispatch() {
-	for len(h.queue) > 0 {
-		side := localSide
-		if h.free[localSide] == 0 {
-			side = remoteSide
-			if h.free[remoteSide] == 0 {
-				return
-			}
+	for i := 0; i < len(h.spares) && h.free[localSide] > 0; {
+		if w := h.spares[i]; w.critical {
+			h.grant(&h.spares, i, localSide)
+			continue
 		}
-		h.free[side]--
-		h.queue[0].grant <- side
-		h.queue = h.queue[1:]
+		i++
+	}
+	for i := 0; i < len(h.queue) && h.free[remoteSide]+h.free[localSide] > 0; {
+		w := h.queue[i]
+		switch {
+		case !h.o.Races && h.free[localSide] > 0:
+			h.grant(&h.queue, i, localSide)
+		case h.free[remoteSide] > 0:
+			h.grant(&h.queue, i, remoteSide)
+		case !w.critical:
+			h.grant(&h.queue, i, localSide)
+		default:
+			i++ // waits for a remote slot; the next may take the local one
+		}
 	}
 	for h.drained && len(h.spares) > 0 && h.free[localSide] > 0 {
-		h.free[localSide]--
-		h.spares[0].grant <- localSide
-		h.spares = h.spares[1:]
+		h.grant(&h.spares, 0, localSide)
 	}
+}
+
+// grant gives waiter i of list a slot on side and removes it from list.
+func (h *Hybrid) grant(list *[]*hybridWaiter, i, side int) {
+	h.free[side]--
+	(*list)[i].grant <- side
+	*list = append((*list)[:i], (*list)[i+1:]...)
 }

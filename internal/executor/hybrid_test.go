@@ -2,8 +2,11 @@ package executor
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/thindist/thindist/internal/action"
 )
@@ -128,4 +131,176 @@ func TestHybridRacesOnceDrained(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	checkOutputs(t, out, "local", remote, local)
+}
+
+// TestHybridStartsInPlanOrder: actions that wait for a slot start in the
+// planned order (largest first), not in the order they arrived.
+func TestHybridStartsInPlanOrder(t *testing.T) {
+	remote := newHeld(Remote)
+	h := NewHybrid(func(Spare) Executor { return remote }, nil, HybridOptions{RemoteSlots: 1})
+	big, mid, small, first := &action.Action{ID: "big"}, &action.Action{ID: "mid"}, &action.Action{ID: "small"}, &action.Action{ID: "first"}
+	h.Plan([]*action.Action{first, big, mid, small})
+	var wg sync.WaitGroup
+	run := func(a *action.Action) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.Execute(t.Context(), a, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	run(first)
+	<-remote.started // holds the only slot
+	// The others arrive smallest first, and all wait.
+	for _, a := range []*action.Action{small, mid, big} {
+		run(a)
+		waitQueued(t, h, a)
+	}
+	var got []string
+	for range 4 {
+		remote.release <- struct{}{}
+		if len(got) < 3 {
+			got = append(got, <-remote.started)
+		}
+	}
+	wg.Wait()
+	if want := []string{"big", "mid", "small"}; !slices.Equal(got, want) {
+		t.Errorf("started %v after the first, want %v", got, want)
+	}
+}
+
+// waitQueued waits until a waits in h's queue.
+func waitQueued(t *testing.T, h *Hybrid, a *action.Action) {
+	t.Helper()
+	rank := h.rank[a]
+	for {
+		h.mu.Lock()
+		found := slices.ContainsFunc(h.queue, func(w *hybridWaiter) bool { return w.rank == rank })
+		h.mu.Unlock()
+		if found {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestHybridRacesCriticalAtStart: with races, the cluster's slots are
+// taken first; an action long enough to bound the link is raced by a
+// local slot at once, before the caller has started everything and while
+// other actions still wait; a stalled worker then costs nothing, the
+// local run wins and the remote one is cancelled.
+func TestHybridRacesCriticalAtStart(t *testing.T) {
+	stalled := newSide(Remote, "remote")
+	stalled.hold = make(chan struct{}) // the worker stalls on the big one
+	other := newHeld(Remote)
+	remote := byID{"big": stalled}
+	local := newSide(Local, "local")
+	local.hold = make(chan struct{}) // until the others wait
+	var waiting []*action.Action
+	for _, id := range []string{"s1", "s2", "s3"} {
+		remote[id] = other
+		waiting = append(waiting, &action.Action{ID: id, Weight: 10})
+	}
+	big := &action.Action{ID: "big", Weight: 100}
+	localWork := newHeld(Local) // what the local slot takes from the queue
+	h := NewHybrid(func(spare Spare) Executor { return Race(remote, local, spare) }, localWork,
+		HybridOptions{RemoteSlots: 2, LocalSlots: 1, Races: true})
+	h.Plan(append([]*action.Action{big}, waiting...))
+	if !h.critical[big] || len(h.critical) != 1 {
+		t.Fatalf("critical %v, want big alone", h.critical)
+	}
+	out := raceOut(t)
+	res := make(chan *Result, 1)
+	go func() {
+		r, err := h.Execute(t.Context(), big, out)
+		if err != nil {
+			t.Error(err)
+		}
+		res <- r
+	}()
+	<-stalled.started // on the cluster first
+	var wg sync.WaitGroup
+	for i, a := range waiting {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.Execute(t.Context(), a, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+		if i == 0 {
+			<-other.started // s1 takes the other remote slot
+		} else {
+			waitQueued(t, h, a) // s2 and s3 wait
+		}
+	}
+	<-local.started // not drained, others waiting: the critical race runs here
+	close(local.hold)
+	r := <-res
+	if r == nil || r.Where != Local || !r.Raced {
+		t.Fatalf("result %+v, want the local side of a race", r)
+	}
+	if stalled.cancelled.Load() != 1 {
+		t.Errorf("the stalled remote run was not cancelled")
+	}
+	checkOutputs(t, out, "local", stalled, local)
+	// The race's two slots free: s2 and s3 take them, one locally.
+	if got := <-localWork.started; got != "s2" && got != "s3" {
+		t.Errorf("%s started locally after the race, want s2 or s3", got)
+	}
+	close(other.release)
+	close(localWork.release)
+	wg.Wait()
+	st := h.Stats()
+	if st.RacedAtStart != 1 || st.Races != 1 || st.RacesWonHere != 1 || st.Remote != 3 || st.Local != 1 {
+		t.Errorf("stats %+v; want 1 race from the start, won here, 3 remote and 1 local start", st)
+	}
+}
+
+// TestCritical: an action is critical when its length is over half of
+// max(longest, Σ / slots), by Expected when every action has one, else by
+// Weight; at most limit of them.
+func TestCritical(t *testing.T) {
+	acts := func(ws ...int64) []*action.Action {
+		var as []*action.Action
+		for i, w := range ws {
+			as = append(as, &action.Action{ID: fmt.Sprint(i), Weight: w})
+		}
+		return as
+	}
+	ids := func(m map[*action.Action]bool) []string {
+		var s []string
+		for a := range m {
+			s = append(s, a.ID)
+		}
+		slices.Sort(s)
+		return s
+	}
+	for _, c := range []struct {
+		name         string
+		as           []*action.Action
+		slots, limit int
+		want         []string
+	}{
+		{"one long", acts(100, 10, 10, 10), 4, 2, []string{"0"}},
+		{"two long", acts(100, 60, 10, 10), 4, 2, []string{"0", "1"}},
+		{"limited", acts(100, 90, 80), 4, 2, []string{"0", "1"}},
+		{"no local slot", acts(100, 10), 4, 0, nil},
+		{"many small on few slots", acts(30, 20, 20, 20, 20, 20, 20, 20, 20, 20), 2, 2, nil},
+		{"even", acts(10, 10, 10, 10), 2, 2, nil},
+		{"one", acts(5), 4, 2, []string{"0"}},
+	} {
+		if got := ids(Critical(c.as, c.slots, c.limit)); !slices.Equal(got, c.want) {
+			t.Errorf("%s: critical %v, want %v", c.name, got, c.want)
+		}
+	}
+	// History overrides size once every action has one.
+	as := acts(100, 10, 10)
+	for i, d := range []time.Duration{time.Second, 10 * time.Second, time.Second} {
+		as[i].Expected = d
+	}
+	if got := ids(Critical(as, 4, 2)); !slices.Equal(got, []string{"1"}) {
+		t.Errorf("by history: critical %v, want [1]", got)
+	}
 }

@@ -155,7 +155,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	runErr := schedule.Run(ctx, actions, ch.ex, schedule.Options{
 		Parallel: ch.parallel,
 		Observer: report.Tee(observers...),
-		Drained:  ch.drained,
+		Planner:  ch.planner,
 	})
 	endBackends()
 	if progress != nil {
@@ -211,8 +211,9 @@ type chain struct {
 	ex executor.Executor
 	// parallel is how many actions may be in flight.
 	parallel int
-	// drained, if set, hears that every action has started.
-	drained func()
+	// planner, if set, hears the actions' order and when every action has
+	// started.
+	planner executor.Planner
 	// finish records the run's counters and releases what the chain holds.
 	finish func()
 }
@@ -293,7 +294,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 			}
 			warn("%v; compiling locally", err)
 		} else {
-			ch.ex, ch.parallel, ch.drained = r.chain, r.parallel, r.drained
+			ch.ex, ch.parallel, ch.planner = r.chain, r.parallel, r.planner
 			if env.Record != nil {
 				env.Record.Update(func(run *record.Run) { run.Remote, run.RemoteJobs = cfg.Remote.Target, cfg.Remote.Jobs })
 			}

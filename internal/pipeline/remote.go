@@ -19,7 +19,7 @@ import (
 type remoteChain struct {
 	chain    executor.Executor
 	parallel int
-	drained  func()
+	planner  executor.Planner
 	finish   func(quiet bool)
 }
 
@@ -74,7 +74,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		}
 	}
 	producer, parallel := local, cfg.Jobs
-	var drained func()
+	var planner executor.Planner
 	var rex *remote.Executor
 	var fb *executor.Fallback
 	var hybrid *executor.Hybrid
@@ -118,8 +118,8 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		if localJobs < 0 {
 			localJobs = cfg.Jobs
 		}
-		hybrid = executor.NewHybrid(remoteSide, local, executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs})
-		producer, parallel, drained = hybrid, remoteSlots+localJobs, hybrid.Drained
+		hybrid = executor.NewHybrid(remoteSide, local, executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace})
+		producer, parallel, planner = hybrid, remoteSlots+localJobs, hybrid
 	}
 	// The shared ActionCache takes results that remote workers produced
 	// (or that came from the remote cache), and what this machine compiled
@@ -165,8 +165,8 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
 				rex.Counters.Executed.Load(), rex.Counters.ServerCacheHits.Load(), rex.Counters.Retries.Load(),
 				fs.Fallbacks+fs.Unsupported)
-			line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here)",
-				hs.Local, hs.Races, hs.RacesWonHere)
+			line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
+				hs.Local, hs.Races, hs.RacesWonHere, hs.RacedAtStart)
 			if grouper != nil {
 				gs := grouper.Stats()
 				line += fmt.Sprintf("; %d grouped into %d executions (%d sent alone again)", gs.Grouped, gs.Groups, gs.Reruns)
@@ -185,7 +185,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		}
 		console.Printf("%s", line)
 	}
-	return &remoteChain{chain: executor.Verified(rcache), parallel: parallel, drained: drained, finish: finish}, nil
+	return &remoteChain{chain: executor.Verified(rcache), parallel: parallel, planner: planner, finish: finish}, nil
 }
 
 // ownCPU is the user and system CPU this process has used: thindist's own

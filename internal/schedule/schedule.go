@@ -36,10 +36,11 @@ type Options struct {
 	Parallel int
 	// Observer, if set, hears every start and finish.
 	Observer Observer
-	// Drained, if set, is called once when every action has been started
-	// (or none will be, after a failure): from then on an executor with
-	// spare capacity may spend it on the actions in flight (races).
-	Drained func()
+	// Planner, if set, is told the actions in the order they will start,
+	// before the first one does, and is told once when every action has
+	// been started (or none will be, after a failure): an executor with
+	// spare capacity may then spend it on the actions in flight (races).
+	Planner executor.Planner
 }
 
 // Run executes every action and returns once all have finished or, after a
@@ -61,11 +62,14 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 		obs = nopObserver{}
 	}
 	obs.Planned(len(order))
+	if opts.Planner != nil {
+		opts.Planner.Plan(order)
+	}
 
 	var drained sync.Once
 	drain := func() {
-		if opts.Drained != nil {
-			drained.Do(opts.Drained)
+		if opts.Planner != nil {
+			drained.Do(opts.Planner.Drained)
 		}
 	}
 	var (

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
@@ -112,24 +113,44 @@ func TestPreflightNamesMissingInputs(t *testing.T) {
 	}
 }
 
-// TestDrained: Drained is called once, when the last action is handed
-// out, and not before.
-func TestDrained(t *testing.T) {
+// planner counts Drained calls and keeps the order Plan was given.
+type planner struct {
+	order   []string
+	drained atomic.Int64
+}
+
+func (p *planner) Plan(order []*action.Action) {
+	for _, a := range order {
+		p.order = append(p.order, a.ID)
+	}
+}
+func (p *planner) Drained() { p.drained.Add(1) }
+
+// TestPlanner: the planner hears the actions in the order they start
+// (largest first), before any starts; Drained is called once, when the last
+// action is handed out, and not before.
+func TestPlanner(t *testing.T) {
 	dir := t.TempDir()
 	as := actions(t, dir, 3)
-	var drained atomic.Int64
-	var seen []int64
+	as[1].Expected = time.Second // the longest expected: first
+	p := &planner{}
+	var seen []string
 	var mu sync.Mutex
 	ex := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
 		mu.Lock()
-		seen = append(seen, drained.Load())
+		seen = append(seen, fmt.Sprintf("%s@%d/%d", a.ID, len(p.order), p.drained.Load()))
 		mu.Unlock()
 		return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
 	})
-	if err := Run(t.Context(), as, ex, Options{Parallel: 1, Drained: func() { drained.Add(1) }}); err != nil {
+	if err := Run(t.Context(), as, ex, Options{Parallel: 1, Planner: p}); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(seen) != "[0 0 1]" || drained.Load() != 1 {
-		t.Errorf("drained as the actions started: %v, calls %d; want [0 0 1], 1", seen, drained.Load())
+	// m1 is expected to take longest; then sizes, largest first.
+	want := fmt.Sprintf("[%s@3/0 %s@3/0 %s@3/1]", as[1].ID, as[2].ID, as[0].ID)
+	if fmt.Sprint(seen) != want || p.drained.Load() != 1 {
+		t.Errorf("started (id@planned/drained): %v, Drained calls %d; want %s, 1", seen, p.drained.Load(), want)
+	}
+	if fmt.Sprint(p.order) != fmt.Sprint([]string{as[1].ID, as[2].ID, as[0].ID}) {
+		t.Errorf("planned order %v", p.order)
 	}
 }

@@ -1,0 +1,13 @@
+package executor
+
+import "github.com/thindist/thindist/internal/action"
+
+// Planner is an executor that schedules better knowing the whole run: the
+// scheduler tells it every action, in the order it will start them, before
+// the first Execute, and tells it when every action has started (Drained).
+// Hybrid is one: it races the actions that bound the link's length from
+// the start, and spends idle local slots on races once drained.
+type Planner interface {
+	Plan(order []*action.Action)
+	Drained()
+}
