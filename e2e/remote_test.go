@@ -800,6 +800,13 @@ func TestRemoteRace(t *testing.T) {
 	}
 	if tr, err := os.ReadFile(trace); err != nil || !strings.Contains(string(tr), `"raced":"won by local"`) {
 		t.Errorf("the trace does not say that the local run won (%v):\n%s", err, tr)
+	} else {
+		// The remote actions' steps are spans of their own.
+		for _, step := range []string{"uploading inputs", "executing", "downloading outputs"} {
+			if !strings.Contains(string(tr), `"name":"`+step+`"`) {
+				t.Errorf("the trace has no %q step:\n%s", step, tr)
+			}
+		}
 	}
 	if n := srv.Stats().Cancellations; n == 0 {
 		t.Errorf("the server saw no cancellation of the stalled execution")

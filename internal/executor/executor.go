@@ -82,6 +82,16 @@ type Result struct {
 	// from a remote service (Metered): blobs uploaded and read, and the
 	// contents inlined in its action results.
 	BytesUp, BytesDown int64
+	// Steps are where the executor's time went, in order (remote
+	// execution: uploading inputs, queued, executing, downloading
+	// outputs), for the trace; none when it did one thing.
+	Steps []Step
+}
+
+// Step is a named stretch of an action's run.
+type Step struct {
+	Name       string
+	Start, End time.Time
 }
 
 // Failed reports whether the command did not exit 0.

@@ -42,7 +42,7 @@ func (e *Executor) RunCommand(ctx context.Context, argv []string) (*CommandResul
 	if err := e.c.CAS.Ensure(ctx, blobs, nil); err != nil {
 		return nil, fmt.Errorf("uploading the action: %w", err)
 	}
-	resp, err := e.run(ctx, ex)
+	resp, _, err := e.run(ctx, ex)
 	if err != nil {
 		return nil, err
 	}

@@ -130,7 +130,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	}
 	uploaded := time.Now()
 	e.Counters.UploadWall.Add(int64(uploaded.Sub(start)))
-	resp, err := e.run(ctx, ex)
+	resp, executing, err := e.run(ctx, ex)
 	if err != nil {
 		return nil, err
 	}
@@ -138,11 +138,21 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	ran := time.Now()
 	e.Counters.ExecWall.Add(int64(ran.Sub(uploaded)))
 	res, err := e.collect(ctx, a, ex, resp, out)
-	e.Counters.DownloadWall.Add(int64(time.Since(ran)))
+	end := time.Now()
+	e.Counters.DownloadWall.Add(int64(end.Sub(ran)))
 	if err != nil {
 		return nil, fmt.Errorf("remote result rejected: %w", err)
 	}
-	res.Wall = time.Since(start)
+	res.Wall = end.Sub(start)
+	res.Steps = []executor.Step{{Name: "uploading inputs", Start: start, End: uploaded}}
+	if executing.IsZero() {
+		res.Steps = append(res.Steps, executor.Step{Name: "remote execution", Start: uploaded, End: ran})
+	} else {
+		// The server said when a worker took it.
+		res.Steps = append(res.Steps, executor.Step{Name: "queued", Start: uploaded, End: executing},
+			executor.Step{Name: "executing", Start: executing, End: ran})
+	}
+	res.Steps = append(res.Steps, executor.Step{Name: "downloading outputs", Start: ran, End: end})
 	return res, nil
 }
 
@@ -168,7 +178,7 @@ func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Execu
 // run executes ex, following the operation stream, resuming it with
 // WaitExecution when it drops, and retrying transient failures a bounded
 // number of times.
-func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.ExecuteResponse, error) {
+func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.ExecuteResponse, executing time.Time, err error) {
 	var opName string
 	var lastErr error
 	// The operation's stage and since when, across streams: the bounds on
@@ -180,7 +190,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			if ok, err := retries.again(ctx); err != nil {
-				return nil, err
+				return nil, time.Time{}, err
 			} else if !ok {
 				break
 			}
@@ -189,12 +199,11 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		if p := e.off.Load(); p != nil && opName == "" {
 			// Another action tripped the breaker (maybe while this one
 			// waited to try again): do not send this one either.
-			return nil, p
+			return nil, time.Time{}, p
 		}
 		attempts = attempt
 		sctx, cancel := context.WithCancel(e.c.withMD(ctx))
 		var stream grpc.ServerStreamingClient[longrunningpb.Operation]
-		var err error
 		if opName == "" {
 			e.Counters.ExecuteCalls.Add(1)
 			// The outputs come back in the response where the server
@@ -208,12 +217,14 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 			e.Counters.WaitCalls.Add(1)
 			stream, err = e.c.exec().WaitExecution(sctx, &repb.WaitExecutionRequest{Name: opName})
 		}
-		var resp *repb.ExecuteResponse
 		var expired atomic.Int32 // the stage whose bound passed, cancelling the stream
 		var timer *time.Timer
 		onStage := func(st repb.ExecutionStage_Value) {
 			if st != stage {
 				stage, since = st, time.Now()
+				if st == repb.ExecutionStage_EXECUTING {
+					executing = since
+				}
 				if timer != nil {
 					timer.Stop()
 					timer = nil
@@ -242,10 +253,10 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		}
 		cancel()
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, time.Time{}, ctx.Err()
 		}
 		if st := repb.ExecutionStage_Value(expired.Load()); st != repb.ExecutionStage_UNKNOWN && (err != nil || resp == nil) {
-			return nil, e.stageExpired(st)
+			return nil, time.Time{}, e.stageExpired(st)
 		}
 		if err == nil && resp == nil {
 			// The stream ended without a finished operation: resume it.
@@ -255,10 +266,10 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 		if err == nil {
 			err = status.FromProto(resp.GetStatus()).Err()
 			if err == nil {
-				return resp, nil
+				return resp, executing, nil
 			}
 			if status.Code(err) == codes.DeadlineExceeded {
-				return nil, fmt.Errorf("the action timed out on the worker: %v", err)
+				return nil, time.Time{}, fmt.Errorf("the action timed out on the worker: %v", err)
 			}
 			opName = "" // the operation is over: a retry executes anew
 		}
@@ -275,7 +286,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 				e.c.CAS.Forget(d)
 			}
 			if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
-				return nil, fmt.Errorf("uploading inputs again: %w", err)
+				return nil, time.Time{}, fmt.Errorf("uploading inputs again: %w", err)
 			}
 			opName = ""
 		case code == codes.Unavailable && opName == "":
@@ -290,9 +301,9 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 				p.Hint = fmt.Sprintf("the server has no worker for the platform properties [%s] thindist sent: check --remote-platform", e.platformString())
 			}
 			e.off.CompareAndSwap(nil, p)
-			return nil, p
+			return nil, time.Time{}, p
 		default:
-			return nil, fmt.Errorf("remote execution: %w", err)
+			return nil, time.Time{}, fmt.Errorf("remote execution: %w", err)
 		}
 	}
 	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", attempts, lastErr)
@@ -312,9 +323,9 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (*repb.Execute
 				"as Buildbarn does during its scheduler's platformQueueWithNoWorkersTimeout after start: check --remote-platform", e.platformString())
 		}
 		e.off.CompareAndSwap(nil, p)
-		return nil, e.off.Load() // the same error for every action, reported once
+		return nil, time.Time{}, e.off.Load() // the same error for every action, reported once
 	}
-	return nil, errors.New(msg)
+	return nil, time.Time{}, errors.New(msg)
 }
 
 // stageBound is the client's bound on how long an operation may stay in

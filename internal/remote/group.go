@@ -308,7 +308,8 @@ func (g *Grouper) execute(ctx context.Context, grp *reapi.Group) (*repb.ExecuteR
 	if err := e.c.CAS.Ensure(ctx, grp.Blobs, grp.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
-	return e.run(ctx, grp.Executable)
+	resp, _, err := e.run(ctx, grp.Executable)
+	return resp, err
 }
 
 // collect hands each member the part of the group's result that is its

@@ -75,6 +75,16 @@ func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err e
 		Name: a.ID, Cat: cat, Ph: "X", Pid: 1, Tid: slot,
 		Ts: us(begin.Sub(t.start)), Dur: us(end.Sub(begin)), Args: args,
 	})
+	if res != nil {
+		// Nested under the action's span: the viewers stack events of
+		// one thread that lie within each other.
+		for _, st := range res.Steps {
+			t.events = append(t.events, traceEvent{
+				Name: st.Name, Cat: cat, Ph: "X", Pid: 1, Tid: slot,
+				Ts: us(st.Start.Sub(t.start)), Dur: us(st.End.Sub(st.Start)), Args: map[string]any{"module": a.ID},
+			})
+		}
+	}
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
