@@ -144,9 +144,12 @@ func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, c
 	queuedAt := timestamppb.Now()
 	m.queued.Add(1)
 	raisePeak(&m.peakQueued, m.queued.Load())
+	// op.ctx ends when the server stops or when no client waits for the
+	// operation any more (a race lost): a cancelled operation frees its
+	// simulated slot at once, as a real worker's would be killed.
 	select {
 	case m.slots <- struct{}{}:
-	case <-s.ctx.Done():
+	case <-op.ctx.Done():
 		m.queued.Add(-1)
 		return stoppedResponse()
 	}
@@ -169,7 +172,7 @@ func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, c
 			m.slowed.Add(1)
 		}
 		start := timestamppb.Now()
-		if !sleepCtx(s.ctx, d) {
+		if !sleepCtx(op.ctx, d) {
 			return stoppedResponse()
 		}
 		for _, b := range rec.blobs {

@@ -1,6 +1,7 @@
 package reapitest
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,5 +295,43 @@ func TestRecordingSplitLookupByContentKey(t *testing.T) {
 	files["w/in.bc"] = digestKey(digestOf([]byte("other module\n")))
 	if other := ContentKey(nil, sp.args, sp.workDir, files, sp.outputs); other == key {
 		t.Fatal("ContentKey ignores the module's content")
+	}
+}
+
+// TestSimulationCancelFreesSlot: an operation its client gives up on (a
+// race lost) frees its simulated worker slot at once, as a killed worker
+// would, rather than holding it for the recorded time.
+func TestSimulationCancelFreesSlot(t *testing.T) {
+	needTools(t, "/bin/sh")
+	counter := filepath.Join(t.TempDir(), "runs")
+	path, _ := record(t, counter, "a")
+	rec, err := LoadRecording(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "a", the longest recorded, would hold the only slot for hours.
+	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 1, SlowFactor: 1e9}})
+	ad := stampAction(counter, "a").build(t, c)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	stream, err := c.exec.Execute(ctx, &repb.ExecuteRequest{ActionDigest: ad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		op, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("before EXECUTING: %v", err)
+		}
+		if stageOf(op) == repb.ExecutionStage_EXECUTING {
+			break
+		}
+	}
+	cancel()
+	// "b" needs the slot: it runs (for real, unrecorded) only if the
+	// cancelled "a" gave it back; else the test's deadline ends it.
+	bd := stampAction(counter, "b").build(t, c)
+	outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: bd}))
+	if st := s.SimulationStats(); st.Slowed != 1 || st.Unrecorded != 1 {
+		t.Errorf("%+v: want a slowed and cancelled, b run", st)
 	}
 }
