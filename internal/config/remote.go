@@ -160,10 +160,12 @@ func (r *Remote) register(fs *FlagSet) {
 			"compiled here are stored in the remote cache too (--remote-upload)")
 	fs.DefaultText("remote-local-jobs", "--jobs")
 	fs.Bool(&r.NoRace, "no-race", g, false,
-		"do not race the tail. By default, once every action has started and a local slot\n"+
-			"is free, the remote action that has run longest is also compiled here; the first\n"+
-			"good result is used and the other run is cancelled, so one slow or stalled worker\n"+
-			"does not hold up the link")
+		"do not race. By default the remote side's slots are taken first and this machine's\n"+
+			"race: an action long enough to bound the link alone is compiled here as well from\n"+
+			"the start, and once every action has started a free local slot takes the remote\n"+
+			"action that has run longest; the first good result is used and the other run is\n"+
+			"cancelled, so one slow or stalled worker does not hold up the link. Local tries\n"+
+			"run at nice 10")
 	fs.Int(&r.Group, "remote-group", g, 0,
 		"while all --remote-jobs executions are busy, send small backends (expected to take\n"+
 			"200 ms or less by earlier runs' records, else modules of 32 KiB or less) waiting\n"+

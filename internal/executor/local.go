@@ -43,6 +43,9 @@ type LocalOptions struct {
 	// pool's runner (whose environment must then be Env). nil means
 	// proc.Exec{}.
 	Runner proc.Runner
+	// Nice lowers the compilers' priority (proc.Cmd.Nice): for the
+	// executor that runs a race's speculative local tries.
+	Nice int
 }
 
 // NewLocal returns an executor that runs each action as a process on this
@@ -92,7 +95,7 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 		}
 		defer release()
 	}
-	pr, err := l.opts.Runner.Run(ctx, &proc.Cmd{Argv: argv, Dir: dir, Env: l.opts.Env})
+	pr, err := l.opts.Runner.Run(ctx, &proc.Cmd{Argv: argv, Dir: dir, Env: l.opts.Env, Nice: l.opts.Nice})
 	var res *Result
 	if pr != nil {
 		res = &Result{Where: Local, ExitCode: pr.ExitCode, Signal: pr.Signal, Stdout: pr.Stdout, Stderr: pr.Stderr,

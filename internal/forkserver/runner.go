@@ -30,7 +30,9 @@ type runner struct {
 }
 
 func (r *runner) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
-	if len(c.Argv) == 0 || !r.pool.hasEnv(c.Env) {
+	if len(c.Argv) == 0 || !r.pool.hasEnv(c.Env) || c.Nice > 0 {
+		// The servers fork at their own priority: a niced (speculative)
+		// job is exec'd, which costs it a few milliseconds.
 		return r.fallback.Run(ctx, c)
 	}
 	dir := c.Dir

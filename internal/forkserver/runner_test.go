@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/thindist/thindist/internal/proc"
@@ -30,5 +31,11 @@ func TestRunner(t *testing.T) {
 		if c.forked && (res.MaxRSS <= 0 || res.CPU < 0) {
 			t.Errorf("no resource usage: %+v", res)
 		}
+	}
+	// A niced (speculative) job is exec'd at its priority, not forked at
+	// the server's.
+	res, err := r.Run(t.Context(), &proc.Cmd{Argv: []string{"/bin/sh", "-c", `while [ "$(nice)" = 0 ]; do sleep 0.01; done; nice`}, Env: env, Nice: 5})
+	if err != nil || res.Forked || strings.TrimSpace(string(res.Stdout)) != "5" {
+		t.Errorf("niced job: %+v %v; want exec'd at niceness 5", res, err)
 	}
 }

@@ -205,6 +205,9 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	return nil
 }
 
+// speculativeNice is how much lower a race's local try runs (nice(1)).
+const speculativeNice = 10
+
 // chain is the executor chain of a run and what the scheduler needs with
 // it.
 type chain struct {
@@ -262,6 +265,10 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		runner = forks.Runner(runner, proc.DefaultGrace)
 	}
 	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner}))
+	// A race's local try is speculative: it runs niced, taking only the
+	// CPU that this machine's share of the work (uploads, downloads,
+	// hybrid compiles) leaves idle.
+	speculative := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner, Nice: speculativeNice}))
 	ch := &chain{ex: local, parallel: cfg.Jobs, finish: finish}
 
 	var disk *cache.Disk
@@ -286,7 +293,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	}
 
 	if cfg.Remote.Target != "" {
-		r, err := newRemote(ctx, cfg, env, console, warn, keys, local, tl)
+		r, err := newRemote(ctx, cfg, env, console, warn, keys, local, speculative, tl)
 		if err != nil {
 			if cfg.Remote.Fallback == "none" {
 				finish()

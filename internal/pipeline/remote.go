@@ -46,9 +46,9 @@ func RemoteEnv(getenv func(string) string) [][2]string {
 }
 
 // newRemote connects to the service and builds
-// Verified(remotecache(Hybrid(Fallback(Race(Verified(remote), local), local), local))),
+// Verified(remotecache(Hybrid(Fallback(Race(Verified(remote), speculative), local), local))),
 // or with --remote-cache-only Verified(remotecache(local)).
-func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local executor.Executor, tl *report.Timeline) (*remoteChain, error) {
+func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local, speculative executor.Executor, tl *report.Timeline) (*remoteChain, error) {
 	rc := &cfg.Remote
 	cpu0 := ownCPU()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -105,7 +105,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		remoteSide := func(spare executor.Spare) executor.Executor {
 			var ex executor.Executor = executor.Verified(rexec)
 			if !rc.NoRace {
-				ex = executor.Race(ex, local, spare)
+				ex = executor.Race(ex, speculative, spare)
 			}
 			fb = executor.NewFallback(ex, local, executor.FallbackOptions{
 				None: rc.Fallback == "none", What: "remote execution",

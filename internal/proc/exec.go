@@ -46,6 +46,11 @@ func (e Exec) Run(ctx context.Context, c *Cmd) (*Result, error) {
 	// remove their temporary files, ccache passes it on to its compiler.
 	p, err := Start(cmd, syscall.SIGTERM)
 	if err == nil {
+		if c.Nice > 0 {
+			// Best effort, and before the compiler has done much: what
+			// it starts inherits the priority.
+			syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, c.Nice)
+		}
 		err = p.Wait()
 		if ctx.Err() != nil {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)

@@ -27,6 +27,10 @@ type Cmd struct {
 	// linker's map printed to the user's terminal); otherwise it is
 	// captured into Result.Stdout. The standard error is always captured.
 	Stdout io.Writer
+	// Nice, if above 0, lowers the process's priority by that much (as
+	// nice(1)): a speculative run, such as a race's second try, should
+	// take only CPU the work that counts leaves idle.
+	Nice int
 }
 
 // Result is how a process ended.

@@ -184,3 +184,18 @@ func TestCapture(t *testing.T) {
 		t.Fatalf("kept %d bytes starting %q", len(c.Bytes()), c.Bytes()[:20])
 	}
 }
+
+// TestExecNice: a command with Nice runs at that lower priority (the
+// shell waits until it does; without it the test's deadline ends it).
+func TestExecNice(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	res, err := Exec{}.Run(ctx, &Cmd{Argv: []string{"/bin/sh", "-c",
+		`while [ "$(nice)" = 0 ]; do sleep 0.01; done; nice`}, Nice: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "7" {
+		t.Errorf("niceness %q, want 7", got)
+	}
+}
