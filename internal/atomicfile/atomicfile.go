@@ -9,7 +9,9 @@
 package atomicfile
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -48,6 +50,35 @@ func WriteIn(tmpDir, path string, perm os.FileMode, write func(io.Writer) error)
 	}
 	if err != nil {
 		os.Remove(f.Name())
+	}
+	return err
+}
+
+// WritePrivate writes data to path, a name that no one else reads until the
+// caller is done with it (an executor's output, whose caller renames it into
+// place only once the result is accepted): the caller's rename is the atomic
+// step, so a temporary file and a rename of our own would only cost another
+// file creation and a rename in the directory. Like Write it never writes
+// through a file already at path (a hard link into a cache): it creates a
+// new file, exclusively, after removing the old one. An error leaves nothing
+// at path.
+func WritePrivate(path string, data []byte, perm os.FileMode) error {
+	const flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	f, err := os.OpenFile(path, flags, perm)
+	if errors.Is(err, fs.ErrExist) {
+		if err = os.Remove(path); err == nil {
+			f, err = os.OpenFile(path, flags, perm)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
 	}
 	return err
 }

@@ -44,3 +44,36 @@ func TestWrite(t *testing.T) {
 		t.Errorf("%d files in the directory after a failed write, want 2", len(es))
 	}
 }
+
+// TestWritePrivate: a path that is a hard link is replaced, not written
+// through, and a path that does not exist yet is created.
+func TestWritePrivate(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(other, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(other, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePrivate(path, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "new" {
+		t.Errorf("path holds %q", got)
+	}
+	if got, _ := os.ReadFile(other); string(got) != "old" {
+		t.Errorf("the write went through the hard link: %q", got)
+	}
+	fresh := filepath.Join(dir, "fresh")
+	if err := WritePrivate(fresh, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(fresh); string(got) != "x" {
+		t.Errorf("fresh holds %q", got)
+	}
+	if err := WritePrivate(filepath.Join(dir, "missing", "f"), []byte("x"), 0o644); err == nil {
+		t.Error("a write into a missing directory succeeded")
+	}
+}

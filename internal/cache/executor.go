@@ -75,12 +75,6 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 		e.Counters.SavedCPU.Add(int64(res.CPU))
 		return res, nil
 	}
-	// The outputs placed before the entry turned out unusable (a blob
-	// missing or corrupt) are hard links into the store: take them away
-	// before anything else writes these paths.
-	for _, o := range out {
-		os.Remove(o)
-	}
 	if !errors.Is(err, ErrNotFound) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -105,7 +99,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 // lookup fetches the result for key into out. Any problem with the entry
 // (a missing or corrupt blob, a record that does not match the action) is
 // returned as an error and the action runs.
-func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Action, out []string) (*executor.Result, error) {
+func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Action, out []string) (_ *executor.Result, err error) {
 	start := time.Now()
 	inline := make([]string, len(a.Outputs))
 	for i := range inline {
@@ -122,6 +116,17 @@ func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Acti
 	for _, f := range ar.OutputFiles {
 		files[f.Path] = f
 	}
+	defer func() {
+		if err != nil {
+			// The outputs placed before the entry turned out unusable (a
+			// blob missing or corrupt) may be hard links into the store:
+			// take them away before anything else writes these paths. (A
+			// miss places nothing, and costs no removals.)
+			for _, o := range out {
+				os.Remove(o)
+			}
+		}
+	}()
 	for i := range a.Outputs {
 		f, ok := files[outputName(i)]
 		if !ok {
@@ -161,9 +166,10 @@ func (e *Executor) readOutput(ctx context.Context, f *repb.OutputFile, d digest.
 	if digest.OfBytes(f.Contents) != d {
 		return fmt.Errorf("the inline contents of %s do not match its digest %s", f.Path, d)
 	}
-	// dst may be a hard link into a cache left by an earlier attempt:
-	// replace it rather than write through it.
-	return atomicfile.WriteFile(dst, f.Contents, 0o644)
+	// dst is the caller's private output path (executor.Executor), written
+	// once; it may be a hard link into a cache left by an earlier attempt:
+	// WritePrivate replaces it rather than write through it.
+	return atomicfile.WritePrivate(dst, f.Contents, 0o644)
 }
 
 func (e *Executor) store1(ctx context.Context, key digest.Digest, res *executor.Result, out []string) error {

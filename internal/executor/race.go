@@ -21,13 +21,15 @@ type Spare interface {
 // secondary as well (as Bazel's dynamic execution does: a slow or stalled
 // remote action is caught up by a local one). The first side to succeed
 // wins and the other is cancelled: a remote side's Execute stream ends,
-// a local side's process group is killed. Each side writes its outputs to
-// a private name beside the caller's out paths; only the winner's are
-// renamed into place, once the loser has stopped, so the two never write
-// the same path and exactly one result is used. A side's own failure
-// (Final) ends the race; any other failure leaves it to the other side if
-// that has started. Both sides should be Verified: a result wins only
-// when it may be linked.
+// a local side's process group is killed. The primary writes its outputs
+// to the caller's out paths (private to the caller until it renames them:
+// most actions never race, and another name would cost each output a
+// rename), the secondary to a private name beside them; the secondary's
+// are renamed over the primary's only if it wins, once the primary has
+// stopped, so the two never write the same path and exactly one result is
+// used. A side's own failure (Final) ends the race; any other failure
+// leaves it to the other side if that has started. Both sides should be
+// Verified: a result wins only when it may be linked.
 func Race(primary, secondary Executor, spare Spare) Executor {
 	return &race{primary: primary, secondary: secondary, spare: spare}
 }
@@ -56,9 +58,12 @@ func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 	results := make(chan sideResult, 2)
 	start := func(ex Executor, suffix string) *side {
 		sctx, stop := context.WithCancel(ctx)
-		s := &side{ex: ex, stop: stop, out: make([]string, len(out))}
-		for i, o := range out {
-			s.out[i] = o + suffix
+		s := &side{ex: ex, stop: stop, out: out}
+		if suffix != "" {
+			s.out = make([]string, len(out))
+			for i, o := range out {
+				s.out[i] = o + suffix
+			}
 		}
 		go func() {
 			res, err := ex.Execute(sctx, a, s.out)
@@ -66,8 +71,13 @@ func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 		}()
 		return s
 	}
-	p := start(r.primary, ".primary")
-	defer removeAll(p.out)
+	p := start(r.primary, "")
+	won := false
+	defer func() {
+		if !won {
+			removeAll(out) // what the primary left, if anything
+		}
+	}()
 
 	// Ask for a spare slot while the primary runs; a grant that comes
 	// after the race is over goes straight back.
@@ -106,9 +116,13 @@ func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 			r.drain(results, running)
 			return p.res, ctx.Err()
 		case p.done && p.err == nil:
-			return r.finish(p, s, results, running, out, s != nil)
+			res, err := r.finish(p, s, results, running, out, s != nil)
+			won = err == nil
+			return res, err
 		case s != nil && s.done && s.err == nil:
-			return r.finish(s, p, results, running, out, true)
+			res, err := r.finish(s, p, results, running, out, true)
+			won = err == nil
+			return res, err
 		case p.done && (Final(p.err) || s == nil || s.done):
 			// The primary failed for good, or there is no one left to
 			// win: its error stands (a Fallback around the race may still
@@ -129,6 +143,9 @@ func (r *race) finish(w, l *side, results chan sideResult, running int, out []st
 	}
 	r.drain(results, running)
 	for i, o := range out {
+		if w.out[i] == o {
+			continue // the primary's, already in place
+		}
 		if err := os.Rename(w.out[i], o); err != nil {
 			return w.res, fmt.Errorf("placing the winning result: %w", err)
 		}

@@ -16,12 +16,14 @@ import (
 
 // sideFake is one side of a race: it writes content to out[0] and returns,
 // after hold is closed when hold is set. It records what it was asked to
-// write and whether it was cancelled.
+// write and whether it was cancelled. With err set it fails, after writing
+// out[0] all the same if dirty is set (a side that failed half-way).
 type sideFake struct {
 	where     Where
 	content   []byte
 	hold      chan struct{}
 	err       error
+	dirty     bool
 	started   chan struct{} // closed when Execute begins
 	startOnce sync.Once
 	mu        sync.Mutex
@@ -45,7 +47,7 @@ func (f *sideFake) Execute(ctx context.Context, a *action.Action, out []string) 
 			return nil, ctx.Err()
 		}
 	}
-	if f.err != nil {
+	if f.err != nil && !f.dirty {
 		return &Result{Where: f.where, ExitCode: 1}, f.err
 	}
 	f.mu.Lock()
@@ -53,6 +55,9 @@ func (f *sideFake) Execute(ctx context.Context, a *action.Action, out []string) 
 	f.mu.Unlock()
 	if err := os.WriteFile(out[0], f.content, 0o644); err != nil {
 		return nil, err
+	}
+	if f.err != nil {
+		return &Result{Where: f.where, ExitCode: 1}, f.err
 	}
 	return &Result{Where: f.where}, nil
 }
@@ -79,7 +84,8 @@ func raceOut(t *testing.T) []string {
 }
 
 // checkOutputs: out holds want and nothing else is left in its directory
-// (neither side's private outputs), and no side wrote the caller's path.
+// (neither side's private outputs), and no side but the primary (the first
+// of sides) wrote the caller's path.
 func checkOutputs(t *testing.T, out []string, want string, sides ...*sideFake) {
 	t.Helper()
 	got, err := os.ReadFile(out[0])
@@ -97,8 +103,8 @@ func checkOutputs(t *testing.T, out []string, want string, sides ...*sideFake) {
 	var all []string
 	for _, s := range sides {
 		for _, p := range s.wrote {
-			if p == out[0] {
-				t.Errorf("a side wrote the caller's output path itself")
+			if p == out[0] && s != sides[0] {
+				t.Errorf("the secondary wrote the caller's output path itself")
 			}
 			if slices.Contains(all, p) {
 				t.Errorf("both sides wrote %s", p)
@@ -237,4 +243,45 @@ func TestRaceCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || remote.cancelled.Load() != 1 || local.cancelled.Load() != 1 {
 		t.Errorf("%v; cancelled remote %d local %d", err, remote.cancelled.Load(), local.cancelled.Load())
 	}
+}
+
+// TestRaceDirtyPrimary: a primary that failed after writing the caller's
+// output path (not the action's own failure) loses to the secondary, whose
+// output replaces what it left; when no side wins, nothing is left there.
+func TestRaceDirtyPrimary(t *testing.T) {
+	t.Run("secondary-wins", func(t *testing.T) {
+		remote, local := newSide(Remote, "half"), newSide(Local, "local")
+		remote.err, remote.dirty = errors.New("Unavailable"), true
+		remote.hold, local.hold = make(chan struct{}), make(chan struct{})
+		spare := &spareAt{at: make(chan struct{})}
+		close(spare.at)
+		go func() {
+			<-local.started
+			close(remote.hold)
+			for !remote.stopped.Load() {
+				time.Sleep(time.Millisecond)
+			}
+			close(local.hold)
+		}()
+		out := raceOut(t)
+		res, err := Race(remote, local, spare).Execute(t.Context(), raceAction, out)
+		if err != nil || res.Where != Local {
+			t.Fatalf("%v %+v", err, res)
+		}
+		checkOutputs(t, out, "local", remote, local)
+	})
+	t.Run("no-winner", func(t *testing.T) {
+		remote, local := newSide(Remote, "half"), newSide(Local, "local")
+		remote.err, remote.dirty = errors.New("Unavailable"), true
+		out := raceOut(t)
+		if _, err := Race(remote, local, &spareAt{}).Execute(t.Context(), raceAction, out); err != remote.err {
+			t.Fatalf("%v, want the primary's error", err)
+		}
+		if len(remote.wrote) == 0 {
+			t.Fatal("the primary wrote nothing: the test tests nothing")
+		}
+		if _, err := os.Stat(out[0]); !os.IsNotExist(err) {
+			t.Errorf("the failed primary's output is left at the caller's path (%v)", err)
+		}
+	})
 }

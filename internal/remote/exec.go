@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -587,13 +588,20 @@ func (e *Executor) stdio(ctx context.Context, raw []byte, p *repb.Digest) ([]byt
 	return e.c.ReadBytes(ctx, d)
 }
 
-// writeFile writes an output or a blob to dst. It replaces dst rather than
-// write into it: dst may be a hard link into the local cache, placed by a
-// cache hit that was then not used (its other outputs were missing), and
-// writing through it would change the cached blob.
+// writeFile writes an output or a blob to dst, an executor's output path:
+// a name private to the run until its caller renames it into place
+// (executor.Executor), so it is written once, directly (a temporary file
+// and a rename cost another file creation and rename per output). It
+// replaces dst rather than write into it: dst may be a hard link into the
+// local cache, placed by a cache hit that was then not used (its other
+// outputs were missing), and writing through it would change the cached
+// blob.
 func writeFile(dst string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
+	err := atomicfile.WritePrivate(dst, data, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+			err = atomicfile.WritePrivate(dst, data, 0o644)
+		}
 	}
-	return atomicfile.WriteFile(dst, data, 0o644)
+	return err
 }

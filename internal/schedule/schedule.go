@@ -131,8 +131,9 @@ func runOne(ctx context.Context, a *action.Action, ex executor.Executor, st *sta
 		}
 		out[i] = p
 	}
+	placed := 0
 	defer func() {
-		for _, p := range out {
+		for _, p := range out[placed:] {
 			os.Remove(p) // whatever was not renamed into place
 		}
 	}()
@@ -151,6 +152,7 @@ func runOne(ctx context.Context, a *action.Action, ex executor.Executor, st *sta
 			return res, done, fmt.Errorf("%s: placing output %s: %w", a.ID, o.Path, err)
 		}
 		done = append(done, final)
+		placed++
 	}
 	return res, done, nil
 }
