@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/digest"
 )
 
 // Executor runs one action and leaves its outputs at out[i] for a.Outputs[i].
@@ -82,6 +83,11 @@ type Result struct {
 	// from a remote service (Metered): blobs uploaded and read, and the
 	// contents inlined in its action results.
 	BytesUp, BytesDown int64
+	// OutputDigests[i], when an executor sets them (the remote one, which
+	// verified each output against its digest as it wrote it), is the
+	// digest of out[i], so a cache storing the result need not read and
+	// hash the outputs again. Nil: not known.
+	OutputDigests []digest.Digest
 	// Steps are where the executor's time went, in order (remote
 	// execution: uploading inputs, queued, executing, downloading
 	// outputs), for the trace; none when it did one thing.

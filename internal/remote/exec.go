@@ -574,6 +574,7 @@ func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Exec
 		e.Counters.OutputsRead.Add(1)
 		e.Counters.OutputBytes.Add(d.Size)
 	}
+	res.OutputDigests = outD // each verified above (inline) or by ReadBlobs
 	return res, nil
 }
 
