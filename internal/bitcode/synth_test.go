@@ -118,6 +118,9 @@ func TestSyntheticModuleTable(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ModuleTable = %+v, want %+v", got, want)
 	}
+	if table, d, err := TableAndDigest(b); err != nil || !reflect.DeepEqual(table, want) || d != mustDigest(t, b) {
+		t.Fatalf("TableAndDigest = %+v, %x, %v; want ModuleTable's and NormalizedDigest's", table, d, err)
+	}
 
 	// The same file inside a bitcode wrapper.
 	hdr := make([]byte, 20)

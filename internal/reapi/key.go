@@ -147,11 +147,7 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the index shard: %w", err)
 	}
-	table, err := bitcode.ModuleTable(shard)
-	if err != nil {
-		return nil, nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
-	}
-	norm, err := bitcode.NormalizedDigest(shard)
+	table, norm, err := bitcode.TableAndDigest(shard)
 	if err != nil {
 		return nil, nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
 	}
