@@ -2,6 +2,7 @@ package reapi
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -111,11 +112,22 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 		}
 		b.Inputs[i] = action.Input{Path: name, Source: a.Abs(in.Local()), Role: in.Role}
 	}
-	var shard []byte // the rewritten shard, if relocation changed it
+	// The shard goes to the CAS from memory, as a blob: it is read once
+	// and hashed once here (a file input is hashed, then read and hashed
+	// again when uploaded; the shard is new for every action, so it is
+	// always uploaded, and nothing else shares its digest).
+	var shard []byte
 	if shardIdx >= 0 {
 		var err error
-		if shard, err = reloc.shard(b.Inputs[shardIdx].Source); err != nil {
+		if shard, err = os.ReadFile(b.Inputs[shardIdx].Source); err != nil {
 			return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+		}
+		rewritten, err := reloc.shard(shard)
+		if err != nil {
+			return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+		}
+		if rewritten != nil {
+			shard = rewritten
 		}
 	}
 	layout, err := b.Layout()
@@ -131,7 +143,7 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	files := map[digest.Digest]string{}
 	var shardDigest digest.Digest
 	for _, f := range layout.Files {
-		if f.Input == shardIdx && shard != nil {
+		if f.Input == shardIdx {
 			shardDigest = digest.OfBytes(shard)
 			if err := tree.AddFile(f.RootPath, shardDigest, false); err != nil {
 				return nil, err
@@ -152,7 +164,7 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	if err != nil {
 		return nil, err
 	}
-	if shard != nil {
+	if shardIdx >= 0 {
 		blobs[shardDigest] = shard
 	}
 

@@ -58,8 +58,11 @@ func TestExecutableStable(t *testing.T) {
 	if e1.Command.WorkingDirectory != "w" || !slices.Equal(e1.Outputs, []string{".thindist/out/0.o"}) {
 		t.Errorf("working directory %q, outputs %q", e1.Command.WorkingDirectory, e1.Outputs)
 	}
-	if n := len(e1.Files); n != 3 {
-		t.Errorf("%d input files, want 3", n)
+	if n := len(e1.Files); n != 2 {
+		t.Errorf("%d input files, want 2 (the module and its import)", n)
+	}
+	if shard, ok := e1.Blobs[digest.OfBytes([]byte("shard"))]; !ok || string(shard) != "shard" {
+		t.Errorf("the shard is not among the blobs, read once (%q)", shard)
 	}
 	o.Platform = Platform([][2]string{{"OSFamily", "Windows"}})
 	e3, _ := BuildExecutable(backend(t, t.TempDir(), "1"), o)
@@ -69,8 +72,7 @@ func TestExecutableStable(t *testing.T) {
 }
 
 func TestExecutableAbsoluteShard(t *testing.T) {
-	// An absolute shard path is fine: the shard gets a stable name, and
-	// is not read when no module is relocated.
+	// An absolute shard path is fine: the shard gets a stable name.
 	a := backend(t, t.TempDir(), "1")
 	a.Inputs[1].Path = filepath.Join(a.Dir, a.Inputs[1].Path)
 	if _, err := BuildExecutable(a, ExecOptions{Files: digest.NewFiles()}); err != nil {

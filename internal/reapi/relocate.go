@@ -2,7 +2,6 @@ package reapi
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -50,19 +49,15 @@ func (r *relocation) name(in action.Input, d digest.Digest) string {
 	return name
 }
 
-// shard returns the index shard at path rewritten so that its module table
+// shard returns the index shard data rewritten so that its module table
 // names every relocated module by its new name, or nil when no entry
 // changes. An absolute entry that names no input of the action (the
 // backend cannot need it: lld lists every import) is renamed to a path
 // that is absent from the input root, so the worker never reads a file of
 // its own machine that happens to lie at that path.
-func (r *relocation) shard(path string) ([]byte, error) {
+func (r *relocation) shard(data []byte) ([]byte, error) {
 	if len(r.byPath) == 0 {
 		return nil, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
 	}
 	changed := false
 	out, err := bitcode.RewriteModulePaths(data, func(m bitcode.Module) string {
