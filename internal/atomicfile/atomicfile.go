@@ -14,6 +14,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // WriteFile writes data to path with permissions perm, atomically.
@@ -63,21 +65,13 @@ func WriteIn(tmpDir, path string, perm os.FileMode, write func(io.Writer) error)
 // new file, exclusively, after removing the old one. An error leaves nothing
 // at path.
 func WritePrivate(path string, data []byte, perm os.FileMode) error {
-	const flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	f, err := os.OpenFile(path, flags, perm)
+	err := plainfile.Create(path, data, perm)
 	if errors.Is(err, fs.ErrExist) {
 		if err = os.Remove(path); err == nil {
-			f, err = os.OpenFile(path, flags, perm)
+			err = plainfile.Create(path, data, perm)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrExist) {
 		os.Remove(path)
 	}
 	return err

@@ -8,13 +8,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // Digest identifies a blob by content.
@@ -40,13 +41,10 @@ func OfMessage(m proto.Message) (Digest, []byte, error) {
 
 // OfFile digests the file at path.
 func OfFile(path string) (Digest, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Digest{}, err
-	}
-	defer f.Close()
 	h := sha256.New()
-	n, err := Copy(h, f)
+	b := bufs.Get().(*[]byte)
+	defer bufs.Put(b)
+	n, err := plainfile.Copy(h, path, *b)
 	if err != nil {
 		return Digest{}, err
 	}

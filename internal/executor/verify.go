@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // BackendErrorMarker is what clang prints when a ThinLTO backend fails in a
@@ -56,19 +58,11 @@ func Check(a *action.Action, res *Result, obj string) error {
 
 // CheckObject requires a non-empty ELF relocatable object or COFF object.
 func CheckObject(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return fmt.Errorf("the compiler exited 0 but wrote no object file")
-		}
-		return fmt.Errorf("cannot read the object file: %v", err)
-	}
-	defer f.Close()
 	var hdr [64]byte
-	n, err := io.ReadFull(f, hdr[:])
-	if err != nil && err != io.ErrUnexpectedEOF {
-		if err == io.EOF {
-			return fmt.Errorf("the compiler exited 0 but wrote an empty object file (0 bytes)")
+	n, err := plainfile.ReadHead(path, hdr[:])
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("the compiler exited 0 but wrote no object file")
 		}
 		return fmt.Errorf("cannot read the object file: %v", err)
 	}

@@ -2,7 +2,6 @@ package reapi
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // Stable names, relative to the working directory, of the files whose
@@ -119,7 +119,7 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	var shard []byte
 	if shardIdx >= 0 {
 		var err error
-		if shard, err = os.ReadFile(b.Inputs[shardIdx].Source); err != nil {
+		if shard, err = plainfile.ReadFile(b.Inputs[shardIdx].Source); err != nil {
 			return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
 		}
 		rewritten, err := reloc.shard(shard)

@@ -58,6 +58,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/bitcode"
 	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // keyVersion changes whenever the key's construction does, so old entries
@@ -143,7 +144,7 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 		return nil, nil, fmt.Errorf("no index shard among the inputs")
 	}
 	shardPath := a.Abs(a.Inputs[shardIdx].Local())
-	shard, err := os.ReadFile(shardPath)
+	shard, err := plainfile.ReadFile(shardPath)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the index shard: %w", err)
 	}

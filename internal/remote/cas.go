@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // perBlobOverhead is what one blob adds to a batch request besides its
@@ -271,7 +271,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		if b, ok := blobs[d]; ok {
 			return b, nil
 		}
-		data, err := os.ReadFile(files[d])
+		data, err := plainfile.ReadFile(files[d])
 		if err != nil {
 			return nil, err
 		}
