@@ -124,7 +124,9 @@ func (r *Recorder) Finished(a *action.Action, slot int, res *executor.Result, er
 	case err != nil:
 		rec.Where, rec.Error = WhereFailed, err.Error()
 	default:
-		if fi, serr := os.Stat(a.Abs(a.Outputs[0].Path)); serr == nil {
+		if res != nil && len(res.OutputDigests) > 0 {
+			rec.ObjectSize = res.OutputDigests[0].Size // known: no stat
+		} else if fi, serr := os.Stat(a.Abs(a.Outputs[0].Path)); serr == nil {
 			rec.ObjectSize = fi.Size()
 		}
 	}

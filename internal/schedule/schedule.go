@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
@@ -148,7 +149,11 @@ func runOne(ctx context.Context, a *action.Action, ex executor.Executor, st *sta
 	var done []string
 	for i, o := range a.Outputs {
 		final := a.Abs(o.Path)
-		if err := os.Rename(out[i], final); err != nil {
+		// syscall.Rename, not os.Rename, which first lstats final to
+		// refuse a directory there (rename(2) refuses it too, EISDIR):
+		// a system call per output.
+		if err := syscall.Rename(out[i], final); err != nil {
+			err = &os.LinkError{Op: "rename", Old: out[i], New: final, Err: err}
 			return res, done, fmt.Errorf("%s: placing output %s: %w", a.ID, o.Path, err)
 		}
 		done = append(done, final)
