@@ -9,6 +9,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Module is one entry of a shard's module string table.
@@ -138,8 +139,9 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 	// summaries being replaced by the identities too).
 	var mods []Module
 	tb := &tableBuilder{}
-	var held []heldEvent
-	var arena holdArena
+	sc := scratches.Get().(*scratch)
+	defer sc.put()
+	held, arena := sc.held[:0], &sc.arena
 	holding, holdDepth, summaries := false, 0, 0
 	if _, err := walk(c, func(ev *event) error {
 		if err := tb.add(ev, func(m Module) error {
@@ -175,9 +177,10 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 	if summaries == 1 && identsOK {
 		canon, canonOK = canonicalSummary(held, idents)
 	}
-	held = nil
+	sc.held = held // to be reused, however far it grew
 
-	d := &digester{h: sha256.New(), out: make([]byte, 0, 4096)}
+	d := &digester{h: sha256.New(), out: sc.out[:0]}
+	defer func() { sc.out = d.out }()
 	d.write([]byte(digestDomain))
 	d.tag(tagContainer)
 	if c.wrapped {
@@ -248,6 +251,24 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 	d.tag(tagTrailing)
 	d.uint(uint64(trailing))
 	return mods, d.sum(), nil
+}
+
+// scratch is what TableAndDigest needs only while it runs: kept for the
+// next call (a shard's held events and their operands were most of the
+// key's allocations, and so of the garbage thindist makes per action).
+type scratch struct {
+	held  []heldEvent
+	arena holdArena
+	out   []byte
+}
+
+var scratches = sync.Pool{New: func() any { return &scratch{out: make([]byte, 0, 4096)} }}
+
+func (sc *scratch) put() {
+	clear(sc.held) // no stale references into the shard
+	sc.held = sc.held[:0]
+	sc.arena.reset()
+	scratches.Put(sc)
 }
 
 // moduleIdents renders each module's identity without its modid: its

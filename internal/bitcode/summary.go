@@ -79,6 +79,10 @@ func hold(ev *event) heldEvent {
 // than one allocation per event.
 type holdArena struct{ ops []uint64 }
 
+// reset makes the arena's last (largest) chunk free for reuse: call it
+// only once no held event refers to it any more.
+func (a *holdArena) reset() { a.ops = a.ops[:0] }
+
 func (a *holdArena) hold(ev *event) heldEvent {
 	h := heldEvent{
 		kind: ev.kind, blockID: ev.blockID, depth: ev.depth, code: ev.code, hasBlob: ev.hasBlob,
