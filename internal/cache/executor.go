@@ -143,7 +143,7 @@ func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Acti
 	if err := executor.CheckObject(out[0]); err != nil {
 		return nil, fmt.Errorf("cached object: %v", err)
 	}
-	res := &executor.Result{Where: e.opts.Where, CPU: cpuOf(ar)}
+	res := &executor.Result{Where: e.opts.Where, CPU: cpuOf(ar), ObjectChecked: true}
 	if d, err := digest.FromProto(ar.StderrDigest); err == nil && d.Size > 0 {
 		// Inlined (stderr_raw) when the store could; read otherwise.
 		if res.Stderr = ar.StderrRaw; int64(len(res.Stderr)) != d.Size || digest.OfBytes(res.Stderr) != d {

@@ -88,6 +88,11 @@ type Result struct {
 	// digest of out[i], so a cache storing the result need not read and
 	// hash the outputs again. Nil: not known.
 	OutputDigests []digest.Digest
+	// ObjectChecked: a Verified below found the object at out[0] well
+	// formed, so a Verified above (a cache around the remote side) need
+	// not read it again. Executors that move outputs (Race) move them
+	// whole, with the result they belong to.
+	ObjectChecked bool
 	// Steps are where the executor's time went, in order (remote
 	// execution: uploading inputs, queued, executing, downloading
 	// outputs), for the trace; none when it did one thing.

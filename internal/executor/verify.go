@@ -28,12 +28,13 @@ func Verified(next Executor) Executor {
 		if err != nil {
 			return res, err
 		}
-		if err := Check(a, res, out[0]); err != nil {
+		if err := check(a, res, out[0], !res.ObjectChecked); err != nil {
 			for _, o := range out {
 				os.Remove(o)
 			}
 			return res, err
 		}
+		res.ObjectChecked = true
 		return res, nil
 	})
 }
@@ -41,6 +42,11 @@ func Verified(next Executor) Executor {
 // Check applies the checks of Verified to one result whose primary output is
 // at obj.
 func Check(a *action.Action, res *Result, obj string) error {
+	return check(a, res, obj, true)
+}
+
+// check is Check, reading the object only when object is set.
+func check(a *action.Action, res *Result, obj string, object bool) error {
 	fail := func(format string, args ...any) error {
 		return &BackendError{Action: a, Result: res, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -50,8 +56,10 @@ func Check(a *action.Action, res *Result, obj string) error {
 	if bytes.Contains(res.Stderr, []byte(BackendErrorMarker)) {
 		return fail("the compiler exited 0 but reported %q", BackendErrorMarker)
 	}
-	if err := CheckObject(obj); err != nil {
-		return fail("%v", err)
+	if object {
+		if err := CheckObject(obj); err != nil {
+			return fail("%v", err)
+		}
 	}
 	return nil
 }

@@ -95,3 +95,30 @@ func TestVerifiedRejectsAndRemoves(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifiedOnce: a result that a Verified below has checked is marked
+// so, and a Verified above does not read its object again (the remote
+// side's Verified under the remote cache's); the other checks still apply.
+func TestVerifiedOnce(t *testing.T) {
+	out := []string{filepath.Join(t.TempDir(), "m.o")}
+	a := &action.Action{ID: "m.o"}
+	writes := Func(func(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+		return &Result{}, os.WriteFile(out[0], elfHeader(1), 0o644)
+	})
+	res, err := Verified(writes).Execute(t.Context(), a, out)
+	if err != nil || !res.ObjectChecked {
+		t.Fatalf("%v, %+v: the checked result is not marked", err, res)
+	}
+	stale := &Result{ObjectChecked: true}
+	if _, err := Verified(Func(func(context.Context, *action.Action, []string) (*Result, error) {
+		return stale, os.Remove(out[0])
+	})).Execute(t.Context(), a, out); err != nil {
+		t.Errorf("the object of a checked result was read again: %v", err)
+	}
+	stale.ExitCode, stale.ObjectChecked = 1, true
+	if _, err := Verified(Func(func(context.Context, *action.Action, []string) (*Result, error) {
+		return stale, nil
+	})).Execute(t.Context(), a, out); err == nil {
+		t.Error("a failed compile passed as checked")
+	}
+}
