@@ -52,6 +52,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
@@ -84,6 +85,19 @@ type Keyer struct {
 	// run's record keeps them to tell why the next run's key differs).
 	// Called from several goroutines.
 	Observe func(a *action.Action, key digest.Digest, parts *Parts)
+
+	// The key of each action already asked for: the local cache and the
+	// remote one both ask for every action's key, and the key (decoding
+	// the shard) is most of the CPU thindist spends on an action. Its
+	// fields above are set before the first action and not changed
+	// after.
+	mu   sync.Mutex
+	memo map[*action.Action]memoKey
+}
+
+type memoKey struct {
+	d   digest.Digest
+	err error
 }
 
 // Parts are the named components of a key: what a changed key is explained
@@ -115,6 +129,23 @@ type Parts struct {
 // could be made (for example an unreadable shard); the action must then run
 // uncached.
 func (k *Keyer) Key(a *action.Action) (digest.Digest, error) {
+	k.mu.Lock()
+	m, ok := k.memo[a]
+	k.mu.Unlock()
+	if ok {
+		return m.d, m.err
+	}
+	d, err := k.key(a)
+	k.mu.Lock()
+	if k.memo == nil {
+		k.memo = map[*action.Action]memoKey{}
+	}
+	k.memo[a] = memoKey{d, err}
+	k.mu.Unlock()
+	return d, err
+}
+
+func (k *Keyer) key(a *action.Action) (digest.Digest, error) {
 	var parts *Parts
 	if k.Observe != nil {
 		parts = &Parts{Inputs: map[string]string{}}

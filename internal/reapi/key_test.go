@@ -222,3 +222,28 @@ func TestKeyRepeats(t *testing.T) {
 		t.Error("the key ignores CCC_OVERRIDE_OPTIONS")
 	}
 }
+
+// TestKeyOncePerAction: the local and the remote cache both ask for an
+// action's key; the second time it comes from the first (the shard is not
+// read again, the record hears of it once).
+func TestKeyOncePerAction(t *testing.T) {
+	p := program(t, testprog.Options{Modules: 3, Seed: 5})
+	a := capture(t, p, "prog")[0]
+	k := newKeyer()
+	observed := 0
+	k.Observe = func(*action.Action, digest.Digest, *Parts) { observed++ }
+	first := key(t, k, a)
+	for _, in := range a.Inputs {
+		if in.Role == action.RoleIndex {
+			if err := os.Remove(a.Abs(in.Local())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if again := key(t, k, a); again != first || observed != 1 {
+		t.Errorf("second key %v (first %v), observed %d times", again, first, observed)
+	}
+	if _, err := newKeyer().Key(a); err == nil {
+		t.Error("a fresh Keyer computed a key without the shard: the test tests nothing")
+	}
+}
