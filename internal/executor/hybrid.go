@@ -105,7 +105,11 @@ func (h *Hybrid) Stats() HybridStats {
 
 // Plan implements Planner: it ranks the actions in the order given and
 // marks the critical ones. It must be called before the first Execute.
-func (h *Hybrid) Plan(order []*action.Action) {
+// The long actions at the head of the order (Critical without a limit)
+// get a head start: on a cluster wide enough for the link's length to be
+// theirs, their inputs are then hashed and uploaded before hundreds of
+// others compete with them for this machine's CPU and the link.
+func (h *Hybrid) Plan(order []*action.Action) int {
 	h.rank = make(map[*action.Action]int, len(order))
 	for i, a := range order {
 		h.rank[a] = i
@@ -113,6 +117,15 @@ func (h *Hybrid) Plan(order []*action.Action) {
 	if h.o.Races {
 		h.critical = Critical(order, h.o.RemoteSlots+h.o.LocalSlots, h.o.LocalSlots)
 	}
+	long := Critical(order, h.o.RemoteSlots+h.o.LocalSlots, len(order))
+	head := 0
+	for head < len(order) && long[order[head]] {
+		head++
+	}
+	if head == len(order) {
+		return 0 // all of them: nothing to wait for
+	}
+	return head
 }
 
 // Critical returns the actions, at most limit of them, whose length alone

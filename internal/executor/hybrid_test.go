@@ -206,7 +206,9 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 	localWork := newHeld(Local) // what the local slot takes from the queue
 	h := NewHybrid(func(spare Spare) Executor { return Race(remote, local, spare) }, localWork,
 		HybridOptions{RemoteSlots: 2, LocalSlots: 1, Races: true})
-	h.Plan(append([]*action.Action{big}, waiting...))
+	if head := h.Plan(append([]*action.Action{big}, waiting...)); head != 1 {
+		t.Errorf("head start for %d actions, want 1 (big)", head)
+	}
 	if !h.critical[big] || len(h.critical) != 1 {
 		t.Fatalf("critical %v, want big alone", h.critical)
 	}

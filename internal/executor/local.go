@@ -95,6 +95,7 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 		}
 		defer release()
 	}
+	Begun(ctx)
 	pr, err := l.opts.Runner.Run(ctx, &proc.Cmd{Argv: argv, Dir: dir, Env: l.opts.Env, Nice: l.opts.Nice})
 	var res *Result
 	if pr != nil {

@@ -8,6 +8,9 @@ import "github.com/thindist/thindist/internal/action"
 // Hybrid is one: it races the actions that bound the link's length from
 // the start, and spends idle local slots on races once drained.
 type Planner interface {
-	Plan(order []*action.Action)
+	// Plan returns how many of the first actions get a head start: the
+	// scheduler starts the others once each of those has begun (Begun)
+	// or ended.
+	Plan(order []*action.Action) (headStart int)
 	Drained()
 }

@@ -58,6 +58,12 @@ func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 	results := make(chan sideResult, 2)
 	start := func(ex Executor, suffix string) *side {
 		sctx, stop := context.WithCancel(ctx)
+		if suffix == ".secondary" {
+			// A speculative try: the action has begun when its
+			// primary has (a head start lasts until the remote
+			// side's inputs are up).
+			sctx = WithBegun(sctx, nil)
+		}
 		s := &side{ex: ex, stop: stop, out: out}
 		if suffix != "" {
 			s.out = make([]string, len(out))

@@ -131,6 +131,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	}
 	uploaded := time.Now()
 	e.Counters.UploadWall.Add(int64(uploaded.Sub(start)))
+	executor.Begun(ctx)
 	resp, executing, err := e.run(ctx, ex)
 	if err != nil {
 		return nil, err

@@ -38,9 +38,11 @@ type Options struct {
 	// Observer, if set, hears every start and finish.
 	Observer Observer
 	// Planner, if set, is told the actions in the order they will start,
-	// before the first one does, and is told once when every action has
-	// been started (or none will be, after a failure): an executor with
-	// spare capacity may then spend it on the actions in flight (races).
+	// before the first one does, and says how many of the first get a
+	// head start (the others wait until those have begun); it is told
+	// once when every action has been started (or none will be, after a
+	// failure): an executor with spare capacity may then spend it on the
+	// actions in flight (races).
 	Planner executor.Planner
 }
 
@@ -63,8 +65,27 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 		obs = nopObserver{}
 	}
 	obs.Planned(len(order))
+	head := 0
 	if opts.Planner != nil {
-		opts.Planner.Plan(order)
+		head = min(opts.Planner.Plan(order), len(order))
+	}
+	// The first head actions have a head start: the others start once
+	// each of those has begun its real work (executor.Begun) or ended.
+	headStarted := make(chan struct{})
+	var pending atomic.Int64
+	pending.Store(int64(head))
+	if head == 0 {
+		close(headStarted)
+	}
+	begun := func() func() {
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				if pending.Add(-1) == 0 {
+					close(headStarted)
+				}
+			})
+		}
 	}
 
 	var drained sync.Once
@@ -95,8 +116,23 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 					return
 				}
 				a := order[i]
+				actx := ctx
+				var began func()
+				if i < head {
+					began = begun()
+					actx = executor.WithBegun(ctx, began)
+				} else {
+					select {
+					case <-headStarted:
+					case <-ctx.Done():
+						return
+					}
+				}
 				obs.Started(a, slot)
-				res, done, err := runSafe(ctx, a, ex, st)
+				res, done, err := runSafe(actx, a, ex, st)
+				if began != nil {
+					began()
+				}
 				obs.Finished(a, slot, res, err)
 				mu.Lock()
 				committed = append(committed, done...)

@@ -115,14 +115,16 @@ func TestPreflightNamesMissingInputs(t *testing.T) {
 
 // planner counts Drained calls and keeps the order Plan was given.
 type planner struct {
+	head    int
 	order   []string
 	drained atomic.Int64
 }
 
-func (p *planner) Plan(order []*action.Action) {
+func (p *planner) Plan(order []*action.Action) int {
 	for _, a := range order {
 		p.order = append(p.order, a.ID)
 	}
+	return p.head
 }
 func (p *planner) Drained() { p.drained.Add(1) }
 
@@ -152,5 +154,47 @@ func TestPlanner(t *testing.T) {
 	}
 	if fmt.Sprint(p.order) != fmt.Sprint([]string{as[1].ID, as[2].ID, as[0].ID}) {
 		t.Errorf("planned order %v", p.order)
+	}
+}
+
+// TestHeadStart: the others wait until the head-start actions have begun
+// their real work (executor.Begun), not until they end; a head-start action
+// that ends without saying so (a cache hit) releases them too.
+func TestHeadStart(t *testing.T) {
+	for _, begins := range []bool{true, false} {
+		dir := t.TempDir()
+		as := actions(t, dir, 4) // started m3, m2, m1, m0
+		release := make(chan struct{})
+		var early atomic.Int64 // others started before the head had begun
+		var headBegun atomic.Bool
+		ex := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+			if a.ID == "m3.o" {
+				if begins {
+					executor.Begun(ctx)
+					headBegun.Store(true)
+					<-release // still running while the others go
+				} else {
+					headBegun.Store(true)
+				}
+			} else {
+				if !headBegun.Load() {
+					early.Add(1)
+				}
+				if begins {
+					select {
+					case <-release:
+					default:
+						close(release) // the head is still running: let it end
+					}
+				}
+			}
+			return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
+		})
+		if err := Run(t.Context(), as, ex, Options{Parallel: 4, Planner: &planner{head: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if early.Load() != 0 {
+			t.Errorf("begins=%v: %d actions started before the head-start one had begun", begins, early.Load())
+		}
 	}
 }
