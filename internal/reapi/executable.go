@@ -56,6 +56,10 @@ type Executable struct {
 	// Outputs[i] is where output i appears in the ActionResult (relative to
 	// the working directory, as OutputFile.path is).
 	Outputs []string
+	// Priority is the execution's ExecutionPolicy priority: lower runs
+	// sooner among the queued actions of a run (Buildbarn's scheduler
+	// orders an invocation's queued operations so). Not part of the key.
+	Priority int32
 }
 
 // Sizes returns the number and total size of the distinct blobs the action

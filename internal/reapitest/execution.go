@@ -132,6 +132,9 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 	s := e.s
 	s.executeCalls.Add(1)
 	s.noteInstance(req.GetInstanceName())
+	s.mu.Lock()
+	s.priorities = append(s.priorities, req.GetExecutionPolicy().GetPriority())
+	s.mu.Unlock()
 	if err := checkDigestFunction(req.GetDigestFunction()); err != nil {
 		return err
 	}
@@ -209,7 +212,7 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 		}
 		var resp *repb.ExecuteResponse
 		if s.sim != nil {
-			resp = s.sim.execute(s, op, action, command, req.GetInstanceName())
+			resp = s.sim.execute(s, op, action, command, req.GetInstanceName(), req.GetExecutionPolicy().GetPriority())
 		} else {
 			resp = s.run(op.ctx, req.GetInstanceName(), action, command, nil)
 		}

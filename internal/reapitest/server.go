@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -174,10 +175,12 @@ type FakeServer struct {
 	partials map[string]*partialWrite
 	faults   map[string]map[Fault]int
 	calls    []CallRecord
-	inst     []string
-	instSeen map[string]bool
-	uploads  []UploadRecord
-	rpcs     map[string]int64
+	// priorities are the Execute requests' ExecutionPolicy priorities.
+	priorities []int32
+	inst       []string
+	instSeen   map[string]bool
+	uploads    []UploadRecord
+	rpcs       map[string]int64
 
 	wg   sync.WaitGroup // background executions
 	down chan struct{}  // closed when Stop has finished
@@ -471,6 +474,14 @@ func (s *FakeServer) HeaderValues(key string) []string {
 // InstanceNames returns the distinct instance names seen in requests and
 // ByteStream resource names, in first-seen order ("" is the default
 // instance).
+// ExecutePriorities returns the ExecutionPolicy priority of every Execute
+// request, in the order they came.
+func (s *FakeServer) ExecutePriorities() []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.priorities)
+}
+
 func (s *FakeServer) InstanceNames() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -494,6 +505,7 @@ func (s *FakeServer) ResetStats() {
 	}
 	s.mu.Lock()
 	s.calls = nil
+	s.priorities = nil
 	s.inst = nil
 	s.instSeen = map[string]bool{}
 	s.uploads = nil

@@ -104,7 +104,7 @@ func (m *simulator) replayGroup(s *FakeServer, action *repb.Action, command *rep
 	}
 	m.replayed.Add(int64(len(recs)))
 	ar.ExecutionMetadata = &repb.ExecutedActionMetadata{
-		Worker:                      fmt.Sprintf("reapitest-simulated-worker (%d slots), a group of %d", cap(m.slots), len(recs)),
+		Worker:                      fmt.Sprintf("reapitest-simulated-worker (%d slots), a group of %d", m.slots.size, len(recs)),
 		QueuedTimestamp:             queuedAt,
 		WorkerStartTimestamp:        start,
 		ExecutionStartTimestamp:     start,

@@ -80,7 +80,7 @@ type SimulationStats struct {
 // simulator is a FakeServer's Simulation at work.
 type simulator struct {
 	sim   Simulation
-	slots chan struct{}
+	slots *simSlots
 	up    link
 	down  link
 	slow  string // digestKey of the action SlowFactor slows, or ""
@@ -95,7 +95,7 @@ func newSimulator(sim *Simulation) *simulator {
 	if sim == nil {
 		return nil
 	}
-	m := &simulator{sim: *sim, slots: make(chan struct{}, max(1, sim.Workers))}
+	m := &simulator{sim: *sim, slots: newSimSlots(max(1, sim.Workers))}
 	if m.sim.Recording == nil {
 		m.sim.Recording = NewRecording()
 	}
@@ -139,23 +139,22 @@ func (m *simulator) roundTrip(ctx context.Context) {
 // execute runs one non-cached execution for the simulation: from the
 // recording when it holds the action (and the simulation does not record),
 // else for real through run, recorded. It holds a worker slot while the
-// action runs, and waits for one in stage QUEUED.
-func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, command *repb.Command, instance string) *repb.ExecuteResponse {
+// action runs, and waits for one in stage QUEUED, behind the queued
+// executions of a lower priority value (ExecutionPolicy).
+func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, command *repb.Command, instance string, priority int32) *repb.ExecuteResponse {
 	queuedAt := timestamppb.Now()
 	m.queued.Add(1)
 	raisePeak(&m.peakQueued, m.queued.Load())
 	// op.ctx ends when the server stops or when no client waits for the
 	// operation any more (a race lost): a cancelled operation frees its
 	// simulated slot at once, as a real worker's would be killed.
-	select {
-	case m.slots <- struct{}{}:
-	case <-op.ctx.Done():
+	if !m.slots.acquire(op.ctx, priority) {
 		m.queued.Add(-1)
 		return stoppedResponse()
 	}
 	m.queued.Add(-1)
 	raisePeak(&m.peakBusy, m.busy.Add(1))
-	defer func() { m.busy.Add(-1); <-m.slots }()
+	defer func() { m.busy.Add(-1); m.slots.release() }()
 	op.setStage(repb.ExecutionStage_EXECUTING)
 
 	if resp, ok := m.replayGroup(s, action, command, queuedAt); ok {
@@ -181,7 +180,7 @@ func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, c
 		m.replayed.Add(1)
 		ar := cloneResult(rec.Result)
 		ar.ExecutionMetadata = &repb.ExecutedActionMetadata{
-			Worker:                      fmt.Sprintf("reapitest-simulated-worker (%d slots)", cap(m.slots)),
+			Worker:                      fmt.Sprintf("reapitest-simulated-worker (%d slots)", m.slots.size),
 			QueuedTimestamp:             queuedAt,
 			WorkerStartTimestamp:        start,
 			ExecutionStartTimestamp:     start,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	if err != nil {
 		return nil, fmt.Errorf("preparing the remote action: %w", err)
 	}
+	ex.Priority = int32(min(a.Rank, math.MaxInt32))
 	// Look the executable action up first, as Bazel does: servers such
 	// as Buildbarn never consult their ActionCache in Execute.
 	if res, ok := e.lookup(ctx, a, ex, out); ok {
@@ -213,7 +215,8 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.Ex
 			stream, err = e.c.exec().Execute(sctx, &repb.ExecuteRequest{
 				InstanceName: e.c.opts.Instance, ActionDigest: ex.ActionDigest.Proto(),
 				SkipCacheLookup: e.o.SkipCacheLookup, DigestFunction: repb.DigestFunction_SHA256,
-				InlineStdout: true, InlineStderr: true, InlineOutputFiles: ex.Outputs,
+				ExecutionPolicy: &repb.ExecutionPolicy{Priority: ex.Priority},
+				InlineStdout:    true, InlineStderr: true, InlineOutputFiles: ex.Outputs,
 			})
 		} else {
 			e.Counters.WaitCalls.Add(1)

@@ -3,6 +3,7 @@ package remote_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,24 @@ func TestExecStreamsOwnConnections(t *testing.T) {
 	cancel()
 	for i := 0; i < n; i++ {
 		<-done
+	}
+}
+
+// TestExecPriority: an action's place in its run's order goes to the
+// server as the execution's priority (lower first), as Buildbarn's
+// scheduler orders an invocation's queued operations by it.
+func TestExecPriority(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	c := dial(t, addr, remote.Options{})
+	ex := remote.NewExecutor(c, remote.ExecOptions{})
+	as, outs := shellActions(t, 3, -1)
+	for i, a := range as {
+		a.Rank = 10 * (i + 1)
+		if _, err := ex.Execute(t.Context(), a, outs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := srv.ExecutePriorities(); !slices.Equal(got, []int32{10, 20, 30}) {
+		t.Errorf("priorities sent %v, want [10 20 30]", got)
 	}
 }

@@ -57,6 +57,9 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 	order := make([]*action.Action, len(actions))
 	copy(order, actions)
 	sort.SliceStable(order, func(i, j int) bool { return order[i].Precedes(order[j]) })
+	for i, a := range order {
+		a.Rank = i
+	}
 
 	st := newStaging()
 	defer st.removeAll()

@@ -155,6 +155,9 @@ func TestPlanner(t *testing.T) {
 	if fmt.Sprint(p.order) != fmt.Sprint([]string{as[1].ID, as[2].ID, as[0].ID}) {
 		t.Errorf("planned order %v", p.order)
 	}
+	if as[1].Rank != 0 || as[2].Rank != 1 || as[0].Rank != 2 {
+		t.Errorf("ranks %d %d %d, want each action's place in the order (2 0 1)", as[0].Rank, as[1].Rank, as[2].Rank)
+	}
 }
 
 // TestHeadStart: the others wait until the head-start actions have begun
