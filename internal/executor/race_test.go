@@ -198,28 +198,7 @@ func TestRaceFailures(t *testing.T) {
 			t.Errorf("%v; local cancelled %d times", err, local.cancelled.Load())
 		}
 	})
-	t.Run("remote-unavailable", func(t *testing.T) {
-		remote, local := newSide(Remote, "remote"), newSide(Local, "local")
-		local.hold = make(chan struct{})
-		remote.hold = make(chan struct{})
-		remote.err = errors.New("Unavailable")
-		spare := &spareAt{at: make(chan struct{})}
-		close(spare.at)
-		go func() {
-			<-local.started
-			close(remote.hold)
-			for !remote.stopped.Load() {
-				time.Sleep(time.Millisecond)
-			}
-			close(local.hold)
-		}()
-		out := raceOut(t)
-		res, err := Race(remote, local, spare).Execute(t.Context(), raceAction, out)
-		if err != nil || res.Where != Local {
-			t.Fatalf("%v %+v", err, res)
-		}
-		checkOutputs(t, out, "local", remote, local)
-	})
+	t.Run("remote-unavailable", func(t *testing.T) { localWinsAfterRemoteFails(t, false) })
 	t.Run("remote-unavailable-alone", func(t *testing.T) {
 		remote, local := newSide(Remote, "remote"), newSide(Local, "local")
 		remote.err = errors.New("Unavailable")
@@ -249,27 +228,7 @@ func TestRaceCancel(t *testing.T) {
 // output path (not the action's own failure) loses to the secondary, whose
 // output replaces what it left; when no side wins, nothing is left there.
 func TestRaceDirtyPrimary(t *testing.T) {
-	t.Run("secondary-wins", func(t *testing.T) {
-		remote, local := newSide(Remote, "half"), newSide(Local, "local")
-		remote.err, remote.dirty = errors.New("Unavailable"), true
-		remote.hold, local.hold = make(chan struct{}), make(chan struct{})
-		spare := &spareAt{at: make(chan struct{})}
-		close(spare.at)
-		go func() {
-			<-local.started
-			close(remote.hold)
-			for !remote.stopped.Load() {
-				time.Sleep(time.Millisecond)
-			}
-			close(local.hold)
-		}()
-		out := raceOut(t)
-		res, err := Race(remote, local, spare).Execute(t.Context(), raceAction, out)
-		if err != nil || res.Where != Local {
-			t.Fatalf("%v %+v", err, res)
-		}
-		checkOutputs(t, out, "local", remote, local)
-	})
+	t.Run("secondary-wins", func(t *testing.T) { localWinsAfterRemoteFails(t, true) })
 	t.Run("no-winner", func(t *testing.T) {
 		remote, local := newSide(Remote, "half"), newSide(Local, "local")
 		remote.err, remote.dirty = errors.New("Unavailable"), true
@@ -284,4 +243,29 @@ func TestRaceDirtyPrimary(t *testing.T) {
 			t.Errorf("the failed primary's output is left at the caller's path (%v)", err)
 		}
 	})
+}
+
+// localWinsAfterRemoteFails: the remote side fails (Unavailable, after
+// writing half an output when dirty) while the local one runs; the local
+// one then wins and its output is the one left.
+func localWinsAfterRemoteFails(t *testing.T, dirty bool) {
+	remote, local := newSide(Remote, "half"), newSide(Local, "local")
+	remote.err, remote.dirty = errors.New("Unavailable"), dirty
+	remote.hold, local.hold = make(chan struct{}), make(chan struct{})
+	spare := &spareAt{at: make(chan struct{})}
+	close(spare.at)
+	go func() {
+		<-local.started
+		close(remote.hold)
+		for !remote.stopped.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		close(local.hold)
+	}()
+	out := raceOut(t)
+	res, err := Race(remote, local, spare).Execute(t.Context(), raceAction, out)
+	if err != nil || res.Where != Local {
+		t.Fatalf("%v %+v", err, res)
+	}
+	checkOutputs(t, out, "local", remote, local)
 }
