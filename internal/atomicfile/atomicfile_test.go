@@ -11,15 +11,7 @@ import (
 // TestWrite: a hard-linked path is replaced, not written through; a failed
 // write leaves the path as it was and no temporary file behind.
 func TestWrite(t *testing.T) {
-	dir := t.TempDir()
-	other := filepath.Join(dir, "other")
-	path := filepath.Join(dir, "f")
-	if err := os.WriteFile(other, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Link(other, path); err != nil {
-		t.Fatal(err)
-	}
+	dir, other, path := hardLinked(t)
 	if err := WriteFile(path, []byte("new"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -48,15 +40,7 @@ func TestWrite(t *testing.T) {
 // TestWritePrivate: a path that is a hard link is replaced, not written
 // through, and a path that does not exist yet is created.
 func TestWritePrivate(t *testing.T) {
-	dir := t.TempDir()
-	other := filepath.Join(dir, "other")
-	path := filepath.Join(dir, "f")
-	if err := os.WriteFile(other, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Link(other, path); err != nil {
-		t.Fatal(err)
-	}
+	dir, other, path := hardLinked(t)
 	if err := WritePrivate(path, []byte("new"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -76,4 +60,20 @@ func TestWritePrivate(t *testing.T) {
 	if err := WritePrivate(filepath.Join(dir, "missing", "f"), []byte("x"), 0o644); err == nil {
 		t.Error("a write into a missing directory succeeded")
 	}
+}
+
+// hardLinked returns a directory holding other, with content "old", and
+// path, a hard link to it (as an output linked from the cache is).
+func hardLinked(t *testing.T) (dir, other, path string) {
+	t.Helper()
+	dir = t.TempDir()
+	other = filepath.Join(dir, "other")
+	path = filepath.Join(dir, "f")
+	if err := os.WriteFile(other, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(other, path); err != nil {
+		t.Fatal(err)
+	}
+	return dir, other, path
 }

@@ -122,8 +122,7 @@ var raceAction = &action.Action{ID: "m.o"}
 func TestRaceLocalWins(t *testing.T) {
 	remote, local := newSide(Remote, "remote"), newSide(Local, "local")
 	remote.hold = make(chan struct{}) // stalls
-	spare := &spareAt{at: make(chan struct{})}
-	close(spare.at)
+	spare := grantedSpare()
 	out := raceOut(t)
 	res, err := Race(remote, local, spare).Execute(t.Context(), raceAction, out)
 	if err != nil {
@@ -163,8 +162,7 @@ func TestRacePrimaryWinsAlone(t *testing.T) {
 func TestRaceRemoteWins(t *testing.T) {
 	remote, local := newSide(Remote, "remote"), newSide(Local, "local")
 	remote.hold, local.hold = make(chan struct{}), make(chan struct{})
-	spare := &spareAt{at: make(chan struct{})}
-	close(spare.at)
+	spare := grantedSpare()
 	go func() {
 		<-local.started
 		close(remote.hold)
@@ -190,8 +188,7 @@ func TestRaceFailures(t *testing.T) {
 		local.hold = make(chan struct{})
 		remote.hold = make(chan struct{})
 		remote.err = compileError
-		spare := &spareAt{at: make(chan struct{})}
-		close(spare.at)
+		spare := grantedSpare()
 		go func() { <-local.started; close(remote.hold) }()
 		_, err := Race(remote, local, spare).Execute(t.Context(), raceAction, raceOut(t))
 		if err != compileError || local.cancelled.Load() != 1 {
@@ -214,8 +211,7 @@ func TestRaceFailures(t *testing.T) {
 func TestRaceCancel(t *testing.T) {
 	remote, local := newSide(Remote, "remote"), newSide(Local, "local")
 	remote.hold, local.hold = make(chan struct{}), make(chan struct{})
-	spare := &spareAt{at: make(chan struct{})}
-	close(spare.at)
+	spare := grantedSpare()
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-local.started; cancel() }()
 	_, err := Race(remote, local, spare).Execute(ctx, raceAction, raceOut(t))
@@ -252,8 +248,7 @@ func localWinsAfterRemoteFails(t *testing.T, dirty bool) {
 	remote, local := newSide(Remote, "half"), newSide(Local, "local")
 	remote.err, remote.dirty = errors.New("Unavailable"), dirty
 	remote.hold, local.hold = make(chan struct{}), make(chan struct{})
-	spare := &spareAt{at: make(chan struct{})}
-	close(spare.at)
+	spare := grantedSpare()
 	go func() {
 		<-local.started
 		close(remote.hold)
@@ -268,4 +263,11 @@ func localWinsAfterRemoteFails(t *testing.T, dirty bool) {
 		t.Fatalf("%v %+v", err, res)
 	}
 	checkOutputs(t, out, "local", remote, local)
+}
+
+// grantedSpare grants a slot at once.
+func grantedSpare() *spareAt {
+	s := &spareAt{at: make(chan struct{})}
+	close(s.at)
+	return s
 }
