@@ -210,9 +210,13 @@ func gbit(bps float64) string { return strconv.FormatFloat(bps/1e9, 'f', -1, 64)
 
 // clusterRun is one replay link.
 type clusterRun struct {
-	wall    time.Duration // the whole link
-	dist    time.Duration // the distributor process
-	self    time.Duration // thindist's own CPU
+	wall time.Duration // the whole link
+	dist time.Duration // the distributor process
+	self time.Duration // thindist's own CPU
+	// server is the simulated cluster's CPU during the link: it shares
+	// this machine's cores with thindist and lld, which a real cluster
+	// would not.
+	server  time.Duration
 	sim     reapitest.SimulationStats
 	stats   reapitest.Stats
 	summary string
@@ -371,10 +375,10 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 			keptTrace := filepath.Join(dir, fmt.Sprintf("trace-%d-%d.json", i, run))
 			os.Rename(filepath.Join(dir, "trace.json"), keptTrace)
 			id := res.ideal(pt, r)
-			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action, %d replayed, %d unrecorded, "+
+			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action, simulated server's CPU %.3f ms/action, %d replayed, %d unrecorded, "+
 				"peak %d slots busy, %d queued on the server, trace %s\n",
 				b.Name, pt, sec(r.wall), sec(id), sec(r.lldSide()), ratio(r.wall, id),
-				perAction(r.self, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, keptTrace)
+				perAction(r.self, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, keptTrace)
 		}
 	}
 	if o.clusterPprof != "" {
@@ -478,9 +482,11 @@ func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out
 	waitQuiet(ctx, o.maxBusy, o.settle)
 	srv0 := srv.cpu()
 	tm, err := timed(ctx, p.build.Dir, nil, t.tc.Clang, p.build.LinkArgs(out, args...)...)
-	if srvCPU := srv.cpu() - srv0; srvCPU > 0 && tm.wall > 0 {
+	srvCPU := srv.cpu() - srv0
+	if srvCPU > 0 && tm.wall > 0 {
 		tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
 	}
+	r.server = srvCPU
 	if err == nil {
 		err = p.check(ctx, filepath.Join(p.build.Dir, out))
 	}
@@ -508,7 +514,7 @@ func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out
 	return r, nil
 }
 
-var jobsSummary = regexp.MustCompile(`(?m)^thindist: \d+ jobs.*$`)
+var jobsSummary = regexp.MustCompile(`(?m)^thindist: (?:.*: )?\d+ jobs, .*$`)
 
 // localBackends are the wall times of the backends thindist ran on this
 // machine, from its trace.
