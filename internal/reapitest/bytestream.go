@@ -120,17 +120,22 @@ func (b byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_Re
 	}
 	b.s.blobsRead.Add(1)
 	b.s.bytesReadRaw.Add(int64(len(data)))
-	if b.s.takeFault(MethodRead, FaultCorruptRead) {
+	corrupted := b.s.takeFault(MethodRead, FaultCorruptRead)
+	if corrupted {
 		data = corrupt(data)
 	}
 	if req.GetReadOffset() > int64(len(data)) {
 		return status.Errorf(codes.OutOfRange, "read_offset %d beyond blob size %d", req.GetReadOffset(), len(data))
 	}
+	whole := req.GetReadOffset() == 0 && (req.GetReadLimit() <= 0 || req.GetReadLimit() >= int64(len(data)))
 	data = data[req.GetReadOffset():]
 	if l := req.GetReadLimit(); l > 0 && l < int64(len(data)) {
 		data = data[:l]
 	}
-	if r.compressed {
+	switch {
+	case r.compressed && whole && !corrupted:
+		data = b.s.cas.zstd(r.digest, data)
+	case r.compressed:
 		data = zstdCompress(data)
 	}
 	for len(data) > 0 {

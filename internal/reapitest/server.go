@@ -223,6 +223,9 @@ func NewFakeServer(opts Options) *FakeServer {
 		down:     make(chan struct{}),
 		sim:      newSimulator(opts.Simulation),
 	}
+	if s.sim != nil && opts.Zstd && !s.sim.sim.Record {
+		s.sim.sim.Recording.pack()
+	}
 	s.queueFor.Store(int64(opts.QueueFor))
 	s.inlineOutputs.Store(opts.InlineOutputs)
 	s.executingFor.Store(int64(opts.ExecutingFor))

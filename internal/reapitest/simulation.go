@@ -174,8 +174,12 @@ func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, c
 		if !sleepCtx(op.ctx, d) {
 			return stoppedResponse()
 		}
-		for _, b := range rec.blobs {
-			s.cas.put(b)
+		for i, b := range rec.blobs {
+			if rec.packed != nil {
+				s.cas.putPacked(b, rec.packed[i])
+			} else {
+				s.cas.put(b)
+			}
 		}
 		m.replayed.Add(1)
 		ar := cloneResult(rec.Result)
@@ -382,6 +386,26 @@ type recordedAction struct {
 	Result *repb.ActionResult
 	CPU    time.Duration
 	blobs  [][]byte
+	packed [][]byte // blobs' zstd forms, for a server that serves zstd (pack)
+}
+
+// pack compresses every recorded blob ahead of the replay, so that
+// serving a result compressed costs the simulated server no more than a
+// real one that stores blobs compressed: the simulation runs on the
+// client's machine, and compressing every output at every read took a
+// third of its CPU (7-Zip) away from the client it measures.
+func (r *Recording) pack() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.actions {
+		if a.packed != nil {
+			continue
+		}
+		a.packed = make([][]byte, len(a.blobs))
+		for i, b := range a.blobs {
+			a.packed[i] = zstdCompress(b)
+		}
+	}
 }
 
 // NewRecording returns an empty recording.

@@ -1,6 +1,7 @@
 package reapitest
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -334,4 +335,52 @@ func TestSimulationCancelFreesSlot(t *testing.T) {
 	if st := s.SimulationStats(); st.Slowed != 1 || st.Unrecorded != 1 {
 		t.Errorf("%+v: want a slowed and cancelled, b run", st)
 	}
+}
+
+// A replay on a server that serves zstd hands out the recording's blobs
+// compressed ahead of the replay (Recording.pack), not compressed again at
+// every read, and they decompress to the recorded outputs.
+func TestSimulationServesPackedBlobs(t *testing.T) {
+	needTools(t, "/bin/sh")
+	counter := filepath.Join(t.TempDir(), "runs")
+	path, outs := record(t, counter, "a")
+	rec, err := LoadRecording(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, c := startFake(t, Options{Zstd: true, Simulation: &Simulation{Recording: rec, Workers: 1}})
+	ad := stampAction(counter, "a").build(t, c)
+	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})
+	if got := outputOf(t, s, resp); got != outs["a"] {
+		t.Fatalf("replay returned %q, want the recorded %q", got, outs["a"])
+	}
+	d := resp.GetResult().GetOutputFiles()[0].GetDigest()
+	packed := rec.actions[mustOne(t, rec)].packed
+	if len(packed) == 0 {
+		t.Fatal("the recording was not packed for a zstd server")
+	}
+	read, err := c.cas.BatchReadBlobs(ctxT(t), &repb.BatchReadBlobsRequest{
+		Digests: []*repb.Digest{d}, AcceptableCompressors: []repb.Compressor_Value{repb.Compressor_ZSTD}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := read.GetResponses()[0]
+	if r.GetCompressor() != repb.Compressor_ZSTD || !bytes.Equal(r.GetData(), packed[0]) {
+		t.Fatalf("read %d bytes (compressor %v), want the %d packed ahead of the replay", len(r.GetData()), r.GetCompressor(), len(packed[0]))
+	}
+	if plain, err := zstdDecompress(r.GetData()); err != nil || string(plain) != outs["a"] {
+		t.Fatalf("the packed blob decompresses to %q (%v), want %q", plain, err, outs["a"])
+	}
+}
+
+// mustOne returns the key of the recording's only action.
+func mustOne(t *testing.T, r *Recording) string {
+	t.Helper()
+	if len(r.actions) != 1 {
+		t.Fatalf("recording holds %d actions, want 1", len(r.actions))
+	}
+	for k := range r.actions {
+		return k
+	}
+	return ""
 }
