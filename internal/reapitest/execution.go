@@ -201,7 +201,7 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 		// A worker took the action and went silent (SIGKILLed): the server
 		// keeps reporting it EXECUTING.
 		s.stall(op.ctx, time.Duration(s.executingFor.Load()))
-		if s.takeStall() {
+		if s.takeStall() || s.stalls(action, command) {
 			s.stall(op.ctx, -1)
 		}
 		if op.ctx.Err() != nil {

@@ -200,10 +200,11 @@ type FakeServer struct {
 	acUpdates       atomic.Int64
 	execRejections  atomic.Int64
 	batchRejections atomic.Int64
-	queueFor        atomic.Int64 // Options.QueueFor, changeable with SetQueueFor
-	inlineOutputs   atomic.Bool  // Options.InlineOutputs, changeable with SetInlineOutputs
-	executingFor    atomic.Int64 // Options.ExecutingFor, changeable with SetExecutingFor
-	stallNext       atomic.Int64 // executions still to stall (StallNext)
+	queueFor        atomic.Int64                                           // Options.QueueFor, changeable with SetQueueFor
+	inlineOutputs   atomic.Bool                                            // Options.InlineOutputs, changeable with SetInlineOutputs
+	executingFor    atomic.Int64                                           // Options.ExecutingFor, changeable with SetExecutingFor
+	stallNext       atomic.Int64                                           // executions still to stall (StallNext)
+	stallIf         atomic.Pointer[func(*repb.Action, *repb.Command) bool] // StallIf
 	cancellations   atomic.Int64
 	workers         chan struct{} // Options.Workers slots, nil without a bound
 }
@@ -239,6 +240,23 @@ func NewFakeServer(opts Options) *FakeServer {
 // EXECUTING until their client cancels them or the server stops, as on a
 // worker that hangs: a stalled action on an otherwise healthy cluster.
 func (s *FakeServer) StallNext(n int) { s.stallNext.Add(int64(n)) }
+
+// StallIf makes every execution whose action pick chooses stall as
+// StallNext's do: a worker that hangs on one action, wherever it runs
+// and whoever sends it. nil: none.
+func (s *FakeServer) StallIf(pick func(*repb.Action, *repb.Command) bool) {
+	if pick == nil {
+		s.stallIf.Store(nil)
+		return
+	}
+	s.stallIf.Store(&pick)
+}
+
+// stalls reports whether StallIf picks this execution.
+func (s *FakeServer) stalls(a *repb.Action, c *repb.Command) bool {
+	p := s.stallIf.Load()
+	return p != nil && (*p)(a, c)
+}
 
 // takeStall reports whether this execution is one StallNext asked for.
 func (s *FakeServer) takeStall() bool {

@@ -59,8 +59,10 @@ type Simulation struct {
 	BytesPerSecond float64
 
 	// SlowFactor, if above 1, makes one worker slot that many times slower
-	// for one action: the recorded action with the longest CPU time takes
-	// SlowFactor times its time in a replay.
+	// for one action: the first execution of the recorded action with the
+	// longest CPU time takes SlowFactor times its time in a replay. Any
+	// other execution of it (a second one, sent while the first runs) is
+	// on another slot and takes its recorded time.
 	SlowFactor float64
 }
 
@@ -84,6 +86,8 @@ type simulator struct {
 	up    link
 	down  link
 	slow  string // digestKey of the action SlowFactor slows, or ""
+	// slowTaken is set once an execution of slow has taken the slow slot.
+	slowTaken atomic.Bool
 
 	busy, queued           atomic.Int64
 	peakBusy, peakQueued   atomic.Int64
@@ -166,7 +170,9 @@ func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, c
 	}
 	if rec, ok := m.sim.Recording.get(key); ok && !m.sim.Record {
 		d := rec.CPU
-		if key == m.slow {
+		if key == m.slow && m.slowTaken.CompareAndSwap(false, true) {
+			// The slot this execution took is the slow one; another
+			// execution of the action (a hedge) runs on another slot.
 			d = time.Duration(float64(d) * m.sim.SlowFactor)
 			m.slowed.Add(1)
 		}

@@ -384,3 +384,24 @@ func mustOne(t *testing.T, r *Recording) string {
 	}
 	return ""
 }
+
+// TestSimulationSlowSlotOnce: SlowFactor slows the slot the first
+// execution of the longest action lands on; executing it again (a hedge)
+// takes another slot, at the recorded speed.
+func TestSimulationSlowSlotOnce(t *testing.T) {
+	needTools(t, "/bin/sh")
+	counter := filepath.Join(t.TempDir(), "runs")
+	path, _ := record(t, counter, "a")
+	rec, err := LoadRecording(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 2, SlowFactor: 2}})
+	ad := stampAction(counter, "a").build(t, c)
+	for i := 0; i < 3; i++ {
+		outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad, SkipCacheLookup: true}))
+	}
+	if st := s.SimulationStats(); st.Replayed != 3 || st.Slowed != 1 {
+		t.Fatalf("%+v: want 3 replayed, the first of them slowed", st)
+	}
+}
