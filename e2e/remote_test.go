@@ -786,7 +786,8 @@ func TestRemoteRace(t *testing.T) {
 	srv, addr := fakeRemote(t, reapitest.Options{})
 	srv.StallNext(1)
 	trace := filepath.Join(t.TempDir(), "trace.json")
-	stderr, err := remoteLink(t, p, addr, "--remote-local-jobs=1", "--remote-fallback=none", "--trace="+trace)
+	// --no-hedge: a second worker would catch the stalled action up too.
+	stderr, err := remoteLink(t, p, addr, "--remote-local-jobs=1", "--remote-fallback=none", "--no-hedge", "--trace="+trace)
 	if !wantCorrectOrFailed(t, p, stderr, err) {
 		t.Fatalf("link failed:\n%s", stderr)
 	}

@@ -53,6 +53,9 @@ type Remote struct {
 	// NoRace turns off racing: running a remote action locally as well
 	// once nothing is left to start and a local slot is free.
 	NoRace bool
+	// NoHedge turns off hedging: running the critical actions (those
+	// raced from the start) on a second worker as well.
+	NoHedge bool
 	// Group is the most small actions run as one remote execution (0 or
 	// 1: none grouped).
 	Group int
@@ -166,6 +169,12 @@ func (r *Remote) register(fs *FlagSet) {
 			"action that has run longest; the first good result is used and the other run is\n"+
 			"cancelled, so one slow or stalled worker does not hold up the link. Local tries\n"+
 			"run at nice 10")
+	fs.Bool(&r.NoHedge, "no-hedge", g, false,
+		"do not hedge. By default each action raced from the start (above) also runs on a\n"+
+			"second worker at once, as an uncached action (do_not_cache) that the server does\n"+
+			"not merge with the first: one slow worker, or this machine's few busy cores, do\n"+
+			"not hold up the link, for one more execution of at most --jobs actions. The\n"+
+			"summary counts them (\"hedged on a second worker\"). Off with --no-race too")
 	fs.Int(&r.Group, "remote-group", g, 0,
 		"while all --remote-jobs executions are busy, send small backends (expected to take\n"+
 			"200 ms or less by earlier runs' records, else modules of 32 KiB or less) waiting\n"+

@@ -79,6 +79,9 @@ type Result struct {
 	// Raced: a second executor ran the action at the same time (Race);
 	// Where says whose result won.
 	Raced bool
+	// Hedged: a second remote execution ran at the same time (Hedge);
+	// HedgeWon: its result is the one used.
+	Hedged, HedgeWon bool
 	// BytesUp and BytesDown are what the action sent to and received
 	// from a remote service (Metered): blobs uploaded and read, and the
 	// contents inlined in its action results.

@@ -61,6 +61,7 @@ type Hybrid struct {
 	// Set by Plan before the first Execute, read-only after.
 	rank     map[*action.Action]int
 	critical map[*action.Action]bool
+	hedge    map[*action.Action]bool
 
 	mu      sync.Mutex
 	free    [2]int          // free slots: [remoteSide], [localSide]
@@ -115,7 +116,10 @@ func (h *Hybrid) Plan(order []*action.Action) int {
 		h.rank[a] = i
 	}
 	if h.o.Races {
-		h.critical = Critical(order, h.o.RemoteSlots+h.o.LocalSlots, h.o.LocalSlots)
+		// At least one: with no local slot it may still be hedged on a
+		// second worker (Hedges).
+		h.critical = Critical(order, h.o.RemoteSlots+h.o.LocalSlots, max(h.o.LocalSlots, 1))
+		h.hedge = withinBudget(order, h.critical, HedgeBudget)
 	}
 	long := Critical(order, h.o.RemoteSlots+h.o.LocalSlots, len(order))
 	head := 0
@@ -128,6 +132,62 @@ func (h *Hybrid) Plan(order []*action.Action) int {
 	return head
 }
 
+// IsCritical reports whether a is one of the critical actions Plan chose
+// (with races only): those raced here from the start.
+func (h *Hybrid) IsCritical(a *action.Action) bool { return h.critical[a] }
+
+// HedgeBudget is the share of a link's work (Σ lengths) that hedges may
+// add: a second execution of the critical actions pays on a link of
+// hundreds of actions, where the longest few are a small part of the
+// work and alone bound its length, not on one of six, where the longest
+// is a third of the work and a second run of it a third more.
+const HedgeBudget = 0.05
+
+// Hedges reports whether a should run on a second worker as well
+// (Hedge): it is critical (Plan, with races) and, with the critical
+// actions longer than it, no more than HedgeBudget of the link's work.
+func (h *Hybrid) Hedges(a *action.Action) bool { return h.hedge[a] }
+
+// withinBudget returns the longest of the chosen actions whose lengths
+// (as Critical measures them) add up to at most budget × the sum over
+// all actions.
+func withinBudget(actions []*action.Action, chosen map[*action.Action]bool, budget float64) map[*action.Action]bool {
+	length := lengthOf(actions)
+	var sum float64
+	var picked []*action.Action
+	for _, a := range actions {
+		sum += length(a)
+		if chosen[a] {
+			picked = append(picked, a)
+		}
+	}
+	sort.SliceStable(picked, func(i, j int) bool { return length(picked[i]) > length(picked[j]) })
+	out := map[*action.Action]bool{}
+	var spent float64
+	for _, a := range picked {
+		if spent += length(a); spent > budget*sum {
+			break
+		}
+		out[a] = true
+	}
+	return out
+}
+
+// lengthOf returns how Critical measures an action: its Expected time
+// when every action has one (history), else its Weight (module size).
+func lengthOf(actions []*action.Action) func(*action.Action) float64 {
+	timed := true
+	for _, a := range actions {
+		timed = timed && a.Expected > 0
+	}
+	return func(a *action.Action) float64 {
+		if timed {
+			return float64(a.Expected)
+		}
+		return float64(a.Weight)
+	}
+}
+
 // Critical returns the actions, at most limit of them, whose length alone
 // is over half the makespan expected on slots slots: max(longest,
 // Σ lengths / slots). Lengths are the actions' Expected times when every
@@ -137,16 +197,7 @@ func Critical(actions []*action.Action, slots, limit int) map[*action.Action]boo
 	if limit <= 0 || len(actions) == 0 {
 		return nil
 	}
-	timed := true
-	for _, a := range actions {
-		timed = timed && a.Expected > 0
-	}
-	length := func(a *action.Action) float64 {
-		if timed {
-			return float64(a.Expected)
-		}
-		return float64(a.Weight)
-	}
+	length := lengthOf(actions)
 	byLength := make([]*action.Action, len(actions))
 	copy(byLength, actions)
 	sort.SliceStable(byLength, func(i, j int) bool { return length(byLength[i]) > length(byLength[j]) })

@@ -306,3 +306,28 @@ func TestCritical(t *testing.T) {
 		t.Errorf("by history: critical %v, want [1]", got)
 	}
 }
+
+// TestHybridHedgesWithinBudget: the critical actions are hedged only
+// while their second executions add at most HedgeBudget to the link's
+// work: on a long link the largest action is, on a short one it is not.
+func TestHybridHedgesWithinBudget(t *testing.T) {
+	plan := func(small int) (*Hybrid, *action.Action) {
+		big := &action.Action{ID: "big", Weight: 40}
+		order := []*action.Action{big}
+		for i := 0; i < small; i++ {
+			order = append(order, &action.Action{ID: "s", Weight: 10})
+		}
+		h := NewHybrid(func(Spare) Executor { return newSide(Remote, "") }, newSide(Local, ""),
+			HybridOptions{RemoteSlots: 256, LocalSlots: 2, Races: true})
+		h.Plan(order)
+		return h, big
+	}
+	// 40 of 40 + 1000: under 5%.
+	if h, big := plan(100); !h.IsCritical(big) || !h.Hedges(big) || len(h.hedge) != 1 {
+		t.Errorf("long link: critical %v, hedged %v; want the big action both, alone", h.IsCritical(big), h.hedge)
+	}
+	// 40 of 40 + 50: far over.
+	if h, big := plan(5); !h.IsCritical(big) || h.Hedges(big) {
+		t.Errorf("short link: critical %v, hedged %v; want the big action critical, not hedged", h.IsCritical(big), h.Hedges(big))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/thindist/thindist/internal/action"
 )
@@ -31,12 +32,20 @@ type Spare interface {
 // leaves it to the other side if that has started. Both sides should be
 // Verified: a result wins only when it may be linked.
 func Race(primary, secondary Executor, spare Spare) Executor {
-	return &race{primary: primary, secondary: secondary, spare: spare}
+	return &race{primary: primary, secondary: secondary, spare: spare, suffix: ".secondary"}
 }
 
 type race struct {
 	primary, secondary Executor
 	spare              Spare
+	// suffix names the secondary's private outputs (out[i] + suffix):
+	// distinct for races nested in one another.
+	suffix string
+	// hedge marks the results of a Hedge.
+	hedge bool
+
+	seconds   atomic.Int64 // secondaries started
+	secondWon atomic.Int64 // ... whose result was used
 }
 
 type side struct {
@@ -58,7 +67,7 @@ func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 	results := make(chan sideResult, 2)
 	start := func(ex Executor, suffix string) *side {
 		sctx, stop := context.WithCancel(ctx)
-		if suffix == ".secondary" {
+		if suffix != "" {
 			// A speculative try: the action has begun when its
 			// primary has (a head start lasts until the remote
 			// side's inputs are up).
@@ -108,8 +117,9 @@ func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 		select {
 		case release := <-granted:
 			defer release()
-			s = start(r.secondary, ".secondary")
+			s = start(r.secondary, r.suffix)
 			defer removeAll(s.out)
+			r.seconds.Add(1)
 			running++
 			continue
 		case sr := <-results:
@@ -122,11 +132,11 @@ func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 			r.drain(results, running)
 			return p.res, ctx.Err()
 		case p.done && p.err == nil:
-			res, err := r.finish(p, s, results, running, out, s != nil)
+			res, err := r.finish(p, s, results, running, out, s != nil, false)
 			won = err == nil
 			return res, err
 		case s != nil && s.done && s.err == nil:
-			res, err := r.finish(s, p, results, running, out, true)
+			res, err := r.finish(s, p, results, running, out, true, true)
 			won = err == nil
 			return res, err
 		case p.done && (Final(p.err) || s == nil || s.done):
@@ -141,9 +151,9 @@ func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 	}
 }
 
-// finish makes w the winner: it stops the other side, waits for it, and
-// renames w's outputs into out.
-func (r *race) finish(w, l *side, results chan sideResult, running int, out []string, raced bool) (*Result, error) {
+// finish makes w the winner (second: the secondary): it stops the other
+// side, waits for it, and renames w's outputs into out.
+func (r *race) finish(w, l *side, results chan sideResult, running int, out []string, raced, second bool) (*Result, error) {
 	if l != nil {
 		l.stop()
 	}
@@ -156,7 +166,14 @@ func (r *race) finish(w, l *side, results chan sideResult, running int, out []st
 			return w.res, fmt.Errorf("placing the winning result: %w", err)
 		}
 	}
-	w.res.Raced = raced
+	if r.hedge {
+		w.res.Hedged, w.res.HedgeWon = raced, second
+	} else {
+		w.res.Raced = raced
+	}
+	if second {
+		r.secondWon.Add(1)
+	}
 	return w.res, nil
 }
 

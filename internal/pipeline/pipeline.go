@@ -224,7 +224,7 @@ type chain struct {
 // buildChain composes the executors cfg asks for, innermost first:
 //
 //	local processes                 Verified(local)
-//	remote execution, else local    Fallback(Race(Verified(remote), Verified(local)), Verified(local))   (--remote)
+//	remote execution, else local    Fallback(Race(Hedge(Verified(remote), Verified(remote, do_not_cache)), Verified(local)), Verified(local))   (--remote)
 //	both sides at once              Hybrid(remote side above, Verified(local))                          (--remote)
 //	remote cache                    Verified(remotecache(...))                                          (--remote)
 //	local cache                     Verified(localcache(...))

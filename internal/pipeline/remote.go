@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
@@ -78,6 +79,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	var rex *remote.Executor
 	var fb *executor.Fallback
 	var hybrid *executor.Hybrid
+	var hedge *executor.Hedged
 	var grouper *remote.Grouper
 	if !cacheOnly {
 		keys.Platform = reapi.Platform(rc.Platform)
@@ -104,6 +106,16 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		}
 		remoteSide := func(spare executor.Spare) executor.Executor {
 			var ex executor.Executor = executor.Verified(rexec)
+			if !rc.NoRace && !rc.NoHedge {
+				// The critical actions, which alone bound the link,
+				// run on two workers at once, and here as well (the
+				// Race below, from the start): one slow worker, or this
+				// machine's few busy cores, cannot hold the link. The
+				// premium is one more execution of at most --jobs
+				// actions, within 5% of the link's work.
+				hedge = executor.Hedge(ex, executor.Verified(rex.Hedging()), func(a *action.Action) bool { return hybrid.Hedges(a) })
+				ex = hedge
+			}
 			if !rc.NoRace {
 				ex = executor.Race(ex, speculative, spare)
 			}
@@ -167,6 +179,10 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 				fs.Fallbacks+fs.Unsupported)
 			line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
 				hs.Local, hs.Races, hs.RacesWonHere, hs.RacedAtStart)
+			if hedge != nil {
+				gs := hedge.Stats()
+				line += fmt.Sprintf("; %d hedged on a second worker (%d won there)", gs.Hedged, gs.Won)
+			}
 			if grouper != nil {
 				gs := grouper.Stats()
 				line += fmt.Sprintf("; %d grouped into %d executions (%d sent alone again)", gs.Grouped, gs.Groups, gs.Reruns)

@@ -42,6 +42,11 @@ type ExecOptions struct {
 	Env []*repb.Command_EnvironmentVariable
 	// Timeout bounds the execution on the worker; 0 leaves it to the server.
 	Timeout time.Duration
+	// DoNotCache marks the Action do_not_cache: the server neither stores
+	// its result nor merges it with an execution of the same action in
+	// flight, and, the field being part of the Action, its digest is
+	// another than the cacheable action's.
+	DoNotCache bool
 }
 
 // Executable is the Action a remote worker runs for a backend action.
@@ -198,6 +203,7 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 		CommandDigest:   cmdDigest.Proto(),
 		InputRootDigest: rootDigest.Proto(),
 		Platform:        o.Platform,
+		DoNotCache:      o.DoNotCache,
 	}
 	if o.Timeout > 0 {
 		act.Timeout = durationpb.New(o.Timeout)

@@ -109,6 +109,24 @@ func NewExecutor(c *Client, o ExecOptions) *Executor {
 
 // Execute implements executor.Executor.
 func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	return e.execute(ctx, a, out, false)
+}
+
+// Hedging returns an executor that runs each action as a second execution
+// of a computation already running (executor.Hedge), with e's connection,
+// counters and circuit breaker. Its actions are do_not_cache
+// (reapi.ExecOptions.DoNotCache): the server runs each on a worker of its
+// own instead of merging it with the first execution, and stores nothing
+// under it; nothing is looked up for them either.
+func (e *Executor) Hedging() executor.Executor { return hedging{e} }
+
+type hedging struct{ e *Executor }
+
+func (h hedging) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	return h.e.execute(ctx, a, out, true)
+}
+
+func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, hedge bool) (*executor.Result, error) {
 	start := time.Now()
 	e.Counters.Actions.Add(1)
 	if p := e.off.Load(); p != nil {
@@ -116,7 +134,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 		return nil, p
 	}
 	ex, err := reapi.BuildExecutable(a, reapi.ExecOptions{
-		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout,
+		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout, DoNotCache: hedge,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("preparing the remote action: %w", err)
@@ -124,7 +142,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	ex.Priority = int32(min(a.Rank, math.MaxInt32))
 	// Look the executable action up first, as Bazel does: servers such
 	// as Buildbarn never consult their ActionCache in Execute.
-	if res, ok := e.lookup(ctx, a, ex, out); ok {
+	if res, ok := e.lookup(ctx, a, ex, out, hedge); ok {
 		res.Wall = time.Since(start)
 		return res, nil
 	}
@@ -163,8 +181,8 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 // lookup serves ex from the server's ActionCache if it holds a usable
 // result for the executable action (checked like an executed one).
 // Anything else is a miss.
-func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Executable, out []string) (*executor.Result, bool) {
-	if e.o.SkipCacheLookup || e.o.NoLookup {
+func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Executable, out []string, hedge bool) (*executor.Result, bool) {
+	if e.o.SkipCacheLookup || e.o.NoLookup || hedge {
 		return nil, false
 	}
 	ar, err := NewStore(e.c).GetActionResult(ctx, ex.ActionDigest, ex.Outputs)

@@ -66,6 +66,13 @@ func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err e
 			// Run on both sides at once (executor.Race): the winner.
 			args["raced"] = "won by " + cat
 		}
+		if res.Hedged {
+			// Run on two workers at once (executor.Hedge).
+			args["hedged"] = "won by the first execution"
+			if res.HedgeWon {
+				args["hedged"] = "won by the second execution"
+			}
+		}
 	}
 	if err != nil {
 		cat = "failed"

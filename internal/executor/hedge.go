@@ -1,0 +1,49 @@
+package executor
+
+import (
+	"context"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// HedgeStats are what a Hedge did in a run.
+type HedgeStats struct {
+	Hedged int64 // actions run twice at once
+	Won    int64 // ... whose second execution's result was used
+}
+
+// Hedged is the executor Hedge returns.
+type Hedged struct{ r *race }
+
+// Hedge runs each action that pick chooses on primary and second at once
+// (a hedged request), and the others on primary alone: for the few long
+// actions that bound a link's length, a second worker of a cluster costs
+// little, while one slow or failing worker would otherwise hold the
+// whole link. The first verified result wins and the other execution is
+// cancelled, as in a Race; second writes to private names until it wins.
+// Both should be Verified.
+func Hedge(primary, second Executor, pick func(*action.Action) bool) *Hedged {
+	return &Hedged{r: &race{primary: primary, secondary: second, spare: pickSpare(pick), suffix: ".hedge", hedge: true}}
+}
+
+// Execute implements Executor.
+func (h *Hedged) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+	return h.r.Execute(ctx, a, out)
+}
+
+// Stats returns the counts of the run so far.
+func (h *Hedged) Stats() HedgeStats {
+	return HedgeStats{Hedged: h.r.seconds.Load(), Won: h.r.secondWon.Load()}
+}
+
+// pickSpare grants a second try at once to the actions it picks, and
+// never to others.
+type pickSpare func(*action.Action) bool
+
+func (p pickSpare) Wait(ctx context.Context, a *action.Action) (func(), error) {
+	if p(a) {
+		return func() {}, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}

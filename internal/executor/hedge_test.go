@@ -1,0 +1,111 @@
+package executor
+
+import (
+	"context"
+	"testing"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// TestHedgeSecondWins: a picked action runs on both executors at once; the
+// second one's result is used when the first stalls, the first is
+// cancelled, and the result and the stats say so.
+func TestHedgeSecondWins(t *testing.T) {
+	first, second := newSide(Remote, "first"), newSide(Remote, "second")
+	first.hold = make(chan struct{}) // a slow worker: never done
+	h := Hedge(first, second, func(a *action.Action) bool { return a == raceAction })
+	out := raceOut(t)
+	res, err := h.Execute(context.Background(), raceAction, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Hedged || !res.HedgeWon || res.Raced {
+		t.Errorf("result hedged=%v hedgeWon=%v raced=%v, want a hedge won by the second execution (not a race)", res.Hedged, res.HedgeWon, res.Raced)
+	}
+	if first.cancelled.Load() != 1 || !first.stopped.Load() {
+		t.Errorf("the stalled first execution: cancelled %d times, stopped %v; want cancelled and stopped", first.cancelled.Load(), first.stopped.Load())
+	}
+	checkOutputs(t, out, "second", first, second)
+	if st := h.Stats(); st != (HedgeStats{Hedged: 1, Won: 1}) {
+		t.Errorf("stats %+v, want 1 hedged, 1 won by the second", st)
+	}
+}
+
+// TestHedgeFirstWins: when the first execution ends first, its result is
+// used in place and the second is cancelled.
+func TestHedgeFirstWins(t *testing.T) {
+	first, second := newSide(Remote, "first"), newSide(Remote, "second")
+	second.hold = make(chan struct{})
+	first.hold = make(chan struct{})
+	h := Hedge(first, second, func(*action.Action) bool { return true })
+	out := raceOut(t)
+	go func() {
+		<-second.started // both run before the first ends
+		close(first.hold)
+	}()
+	res, err := h.Execute(context.Background(), raceAction, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Hedged || res.HedgeWon {
+		t.Errorf("result hedged=%v hedgeWon=%v, want a hedge the first execution won", res.Hedged, res.HedgeWon)
+	}
+	if second.cancelled.Load() != 1 {
+		t.Errorf("second execution cancelled %d times, want once", second.cancelled.Load())
+	}
+	checkOutputs(t, out, "first", first, second)
+	if st := h.Stats(); st != (HedgeStats{Hedged: 1, Won: 0}) {
+		t.Errorf("stats %+v, want 1 hedged, none won by the second", st)
+	}
+}
+
+// TestHedgeOnlyPicked: an action pick does not choose runs once, on the
+// first executor.
+func TestHedgeOnlyPicked(t *testing.T) {
+	first, second := newSide(Remote, "first"), newSide(Remote, "second")
+	h := Hedge(first, second, func(*action.Action) bool { return false })
+	out := raceOut(t)
+	res, err := h.Execute(context.Background(), raceAction, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second.started:
+		t.Error("the second executor ran an action that was not picked")
+	default:
+	}
+	if res.Hedged {
+		t.Error("result says hedged")
+	}
+	checkOutputs(t, out, "first", first, second)
+	if st := h.Stats(); st != (HedgeStats{}) {
+		t.Errorf("stats %+v, want none", st)
+	}
+}
+
+// TestHedgeInsideRace: a hedge is the primary side of a Race (as the
+// pipeline composes them): three executions at once, each writing a path
+// of its own; the local one wins and both remote ones are cancelled.
+func TestHedgeInsideRace(t *testing.T) {
+	first, second, local := newSide(Remote, "first"), newSide(Remote, "second"), newSide(Local, "local")
+	first.hold, second.hold = make(chan struct{}), make(chan struct{})
+	local.hold = make(chan struct{})
+	go func() {
+		<-first.started
+		<-second.started
+		close(local.hold) // all three run at once before one ends
+	}()
+	ex := Race(Hedge(first, second, func(*action.Action) bool { return true }), local, grantedSpare())
+	out := raceOut(t)
+	res, err := ex.Execute(context.Background(), raceAction, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Where != Local || !res.Raced {
+		t.Errorf("result where=%v raced=%v, want the local side's, raced", res.Where, res.Raced)
+	}
+	if first.cancelled.Load() != 1 || second.cancelled.Load() != 1 {
+		t.Errorf("remote executions cancelled %d and %d times, want once each", first.cancelled.Load(), second.cancelled.Load())
+	}
+	checkOutputs(t, out, "local", first, second, local)
+}
