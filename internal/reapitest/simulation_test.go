@@ -303,13 +303,7 @@ func TestRecordingSplitLookupByContentKey(t *testing.T) {
 // race lost) frees its simulated worker slot at once, as a killed worker
 // would, rather than holding it for the recorded time.
 func TestSimulationCancelFreesSlot(t *testing.T) {
-	needTools(t, "/bin/sh")
-	counter := filepath.Join(t.TempDir(), "runs")
-	path, _ := record(t, counter, "a")
-	rec, err := LoadRecording(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	counter, rec, _ := recordedA(t)
 	// "a", the longest recorded, would hold the only slot for hours.
 	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 1, SlowFactor: 1e9}})
 	ad := stampAction(counter, "a").build(t, c)
@@ -341,18 +335,12 @@ func TestSimulationCancelFreesSlot(t *testing.T) {
 // compressed ahead of the replay (Recording.pack), not compressed again at
 // every read, and they decompress to the recorded outputs.
 func TestSimulationServesPackedBlobs(t *testing.T) {
-	needTools(t, "/bin/sh")
-	counter := filepath.Join(t.TempDir(), "runs")
-	path, outs := record(t, counter, "a")
-	rec, err := LoadRecording(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	counter, rec, want := recordedA(t)
 	s, c := startFake(t, Options{Zstd: true, Simulation: &Simulation{Recording: rec, Workers: 1}})
 	ad := stampAction(counter, "a").build(t, c)
 	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})
-	if got := outputOf(t, s, resp); got != outs["a"] {
-		t.Fatalf("replay returned %q, want the recorded %q", got, outs["a"])
+	if got := outputOf(t, s, resp); got != want {
+		t.Fatalf("replay returned %q, want the recorded %q", got, want)
 	}
 	d := resp.GetResult().GetOutputFiles()[0].GetDigest()
 	packed := rec.actions[mustOne(t, rec)].packed
@@ -368,8 +356,8 @@ func TestSimulationServesPackedBlobs(t *testing.T) {
 	if r.GetCompressor() != repb.Compressor_ZSTD || !bytes.Equal(r.GetData(), packed[0]) {
 		t.Fatalf("read %d bytes (compressor %v), want the %d packed ahead of the replay", len(r.GetData()), r.GetCompressor(), len(packed[0]))
 	}
-	if plain, err := zstdDecompress(r.GetData()); err != nil || string(plain) != outs["a"] {
-		t.Fatalf("the packed blob decompresses to %q (%v), want %q", plain, err, outs["a"])
+	if plain, err := zstdDecompress(r.GetData()); err != nil || string(plain) != want {
+		t.Fatalf("the packed blob decompresses to %q (%v), want %q", plain, err, want)
 	}
 }
 
@@ -389,13 +377,7 @@ func mustOne(t *testing.T, r *Recording) string {
 // execution of the longest action lands on; executing it again (a hedge)
 // takes another slot, at the recorded speed.
 func TestSimulationSlowSlotOnce(t *testing.T) {
-	needTools(t, "/bin/sh")
-	counter := filepath.Join(t.TempDir(), "runs")
-	path, _ := record(t, counter, "a")
-	rec, err := LoadRecording(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	counter, rec, _ := recordedA(t)
 	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 2, SlowFactor: 2}})
 	ad := stampAction(counter, "a").build(t, c)
 	for i := 0; i < 3; i++ {
@@ -404,4 +386,19 @@ func TestSimulationSlowSlotOnce(t *testing.T) {
 	if st := s.SimulationStats(); st.Replayed != 3 || st.Slowed != 1 {
 		t.Fatalf("%+v: want 3 replayed, the first of them slowed", st)
 	}
+}
+
+// recordedA records action "a" once (record) and loads the recording, as
+// a replay process does; it returns the action's run counter and its
+// recorded output too.
+func recordedA(t *testing.T) (string, *Recording, string) {
+	t.Helper()
+	needTools(t, "/bin/sh")
+	counter := filepath.Join(t.TempDir(), "runs")
+	path, outs := record(t, counter, "a")
+	rec, err := LoadRecording(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return counter, rec, outs["a"]
 }
