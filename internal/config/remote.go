@@ -170,11 +170,12 @@ func (r *Remote) register(fs *FlagSet) {
 			"cancelled, so one slow or stalled worker does not hold up the link. Local tries\n"+
 			"run at nice 10")
 	fs.Bool(&r.NoHedge, "no-hedge", g, false,
-		"do not hedge. By default each action raced from the start (above) also runs on a\n"+
-			"second worker at once, as an uncached action (do_not_cache) that the server does\n"+
-			"not merge with the first: one slow worker, or this machine's few busy cores, do\n"+
-			"not hold up the link, for one more execution of at most --jobs actions. The\n"+
-			"summary counts them (\"hedged on a second worker\"). Off with --no-race too")
+		"do not hedge. By default each action raced from the start (above; one at least,\n"+
+			"even with --remote-local-jobs=0) also runs on a second worker at once, as an\n"+
+			"uncached action (do_not_cache) that the server does not merge with the first, while\n"+
+			"those second runs add at most 5% to the link's work: one slow worker, or this\n"+
+			"machine's few busy cores, then do not hold up the link. The summary counts them\n"+
+			"(\"hedged on a second worker\"). Off with --no-race too")
 	fs.Int(&r.Group, "remote-group", g, 0,
 		"while all --remote-jobs executions are busy, send small backends (expected to take\n"+
 			"200 ms or less by earlier runs' records, else modules of 32 KiB or less) waiting\n"+

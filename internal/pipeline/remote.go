@@ -111,8 +111,8 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 				// run on two workers at once, and here as well (the
 				// Race below, from the start): one slow worker, or this
 				// machine's few busy cores, cannot hold the link. The
-				// premium is one more execution of at most --jobs
-				// actions, within 5% of the link's work.
+				// premium is one more execution of at most one action
+				// per local slot, within 5% of the link's work.
 				hedge = executor.Hedge(ex, executor.Verified(rex.Hedging()), func(a *action.Action) bool { return hybrid.Hedges(a) })
 				ex = hedge
 			}
