@@ -63,11 +63,19 @@ type Hybrid struct {
 	critical map[*action.Action]bool
 	hedge    map[*action.Action]bool
 
-	mu      sync.Mutex
-	free    [2]int          // free slots: [remoteSide], [localSide]
-	queue   []*hybridWaiter // actions waiting to start, in plan order
-	spares  []*hybridWaiter // races waiting for a local slot, oldest first
-	drained bool
+	mu sync.Mutex
+	// settled[r] says that the head-start action of rank r has arrived
+	// here or ended elsewhere (Ended); every rank below settledUpTo has.
+	// An action takes a slot only if as many remain for the head-start
+	// actions ranked before it that have not: those start together, and
+	// the largest, whose key takes longest to compute, would otherwise
+	// arrive last and find this machine's few slots taken.
+	settled     []bool
+	settledUpTo int
+	free        [2]int          // free slots: [remoteSide], [localSide]
+	queue       []*hybridWaiter // actions waiting to start, in plan order
+	spares      []*hybridWaiter // races waiting for a local slot, oldest first
+	drained     bool
 
 	started  [2]atomic.Int64
 	races    atomic.Int64
@@ -127,9 +135,48 @@ func (h *Hybrid) Plan(order []*action.Action) int {
 		head++
 	}
 	if head == len(order) {
-		return 0 // all of them: nothing to wait for
+		head = 0 // all of them: nothing to wait for
 	}
+	h.mu.Lock()
+	h.settled, h.settledUpTo = make([]bool, head), 0
+	h.mu.Unlock()
 	return head
+}
+
+// settle marks the head-start action of rank r settled (Plan). h.mu is
+// held.
+func (h *Hybrid) settle(r int) {
+	if r < 0 || r >= len(h.settled) {
+		return
+	}
+	h.settled[r] = true
+	for h.settledUpTo < len(h.settled) && h.settled[h.settledUpTo] {
+		h.settledUpTo++
+	}
+}
+
+// unsettledBefore is how many head-start actions ranked before r have
+// neither arrived nor ended. h.mu is held.
+func (h *Hybrid) unsettledBefore(r int) int {
+	n := 0
+	for k := h.settledUpTo; k < min(r, len(h.settled)); k++ {
+		if !h.settled[k] {
+			n++
+		}
+	}
+	return n
+}
+
+// Ended implements Planner.
+func (h *Hybrid) Ended(a *action.Action) {
+	r, ok := h.rank[a]
+	if !ok {
+		return
+	}
+	h.mu.Lock()
+	h.settle(r)
+	h.dispatch()
+	h.mu.Unlock()
 }
 
 // IsCritical reports whether a is one of the critical actions Plan chose
@@ -219,6 +266,9 @@ func Critical(actions []*action.Action, slots, limit int) map[*action.Action]boo
 // Execute implements Executor.
 func (h *Hybrid) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
 	w := h.waiter(a)
+	h.mu.Lock()
+	h.settle(w.rank)
+	h.mu.Unlock()
 	side, err := h.enqueue(ctx, w, &h.queue)
 	if err != nil {
 		return nil, err
@@ -315,7 +365,8 @@ func (h *Hybrid) release(side int) {
 }
 
 // dispatch hands free slots to waiters: local slots to the races of
-// critical actions first; then slots to actions to start, in rank order,
+// critical actions first; then slots to actions to start, in rank order
+// (leaving one for each better-ranked head-start action not yet here),
 // remote slots before local ones when racing, local first otherwise (a
 // critical action takes a remote one only); then, once drained, free
 // local slots to races, oldest first. h.mu is held.
@@ -329,15 +380,19 @@ func (h *Hybrid) dispatch() {
 	}
 	for i := 0; i < len(h.queue) && h.free[remoteSide]+h.free[localSide] > 0; {
 		w := h.queue[i]
+		// A slot is left for each action ranked before w that has yet
+		// to arrive (settle).
+		p := h.unsettledBefore(w.rank)
+		local, remote := h.free[localSide] > p, h.free[remoteSide] > p
 		switch {
-		case !h.o.Races && h.free[localSide] > 0:
+		case !h.o.Races && local:
 			h.grant(&h.queue, i, localSide)
-		case h.free[remoteSide] > 0:
+		case remote:
 			h.grant(&h.queue, i, remoteSide)
-		case !w.critical:
+		case !w.critical && local:
 			h.grant(&h.queue, i, localSide)
 		default:
-			i++ // waits for a remote slot; the next may take the local one
+			i++ // waits for a slot; the next may take another
 		}
 	}
 	for h.drained && len(h.spares) > 0 && h.free[localSide] > 0 {

@@ -331,3 +331,56 @@ func TestHybridHedgesWithinBudget(t *testing.T) {
 		t.Errorf("short link: critical %v, hedged %v; want the big action critical, not hedged", h.IsCritical(big), h.Hedges(big))
 	}
 }
+
+// TestHybridHeadArrivesInRank: the head-start actions start together, and
+// the largest, whose key takes longest, may reach the Hybrid last; an
+// action ranked after it waits for it rather than take the slot it should
+// have (here this machine's one, without races). One that ends without
+// reaching the Hybrid (a cache hit above it, Ended) releases the others
+// too.
+func TestHybridHeadArrivesInRank(t *testing.T) {
+	for _, arrives := range []bool{true, false} {
+		remote, local := newHeld(Remote), newHeld(Local)
+		close(remote.release)
+		close(local.release)
+		h := NewHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 1, LocalSlots: 1})
+		big, mid, small := &action.Action{ID: "big", Weight: 100}, &action.Action{ID: "mid", Weight: 90}, &action.Action{ID: "small", Weight: 1}
+		if head := h.Plan([]*action.Action{big, mid, small}); head != 2 {
+			t.Fatalf("head start for %d actions, want 2 (big, mid)", head)
+		}
+		midDone := make(chan *Result, 1)
+		go func() {
+			res, err := h.Execute(t.Context(), mid, raceOut(t))
+			if err != nil {
+				t.Error(err)
+			}
+			midDone <- res
+		}()
+		// mid must not start before big has arrived or ended; a start
+		// now would show on one side or the other.
+		select {
+		case id := <-local.started:
+			t.Fatalf("arrives=%v: %s started here before big arrived", arrives, id)
+		case id := <-remote.started:
+			t.Fatalf("arrives=%v: %s started remotely before big arrived", arrives, id)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if !arrives {
+			h.Ended(big) // served above the Hybrid
+			if res := <-midDone; res.Where != Local {
+				t.Errorf("mid ran on %v once big ended elsewhere, want here (local first without races)", res.Where)
+			}
+			continue
+		}
+		res, err := h.Execute(t.Context(), big, raceOut(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Where != Local {
+			t.Errorf("big ran on %v, want this machine's slot, which mid, arriving first, must leave to it", res.Where)
+		}
+		if r := <-midDone; r.Where != Remote {
+			t.Errorf("mid ran on %v, want the remote slot", r.Where)
+		}
+	}
+}

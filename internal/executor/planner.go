@@ -4,7 +4,8 @@ import "github.com/thindist/thindist/internal/action"
 
 // Planner is an executor that schedules better knowing the whole run: the
 // scheduler tells it every action, in the order it will start them, before
-// the first Execute, and tells it when every action has started (Drained).
+// the first Execute, and tells it when every action has started (Drained)
+// and when each has ended (Ended).
 // Hybrid is one: it races the actions that bound the link's length from
 // the start, and spends idle local slots on races once drained.
 type Planner interface {
@@ -13,4 +14,8 @@ type Planner interface {
 	// or ended.
 	Plan(order []*action.Action) (headStart int)
 	Drained()
+	// Ended says that a has ended, whether or not it reached the
+	// planner's Execute (an executor above it, a cache, may have served
+	// it).
+	Ended(a *action.Action)
 }

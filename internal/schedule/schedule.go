@@ -136,6 +136,9 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 				if began != nil {
 					began()
 				}
+				if opts.Planner != nil {
+					opts.Planner.Ended(a)
+				}
 				obs.Finished(a, slot, res, err)
 				mu.Lock()
 				committed = append(committed, done...)

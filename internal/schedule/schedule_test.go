@@ -118,6 +118,7 @@ type planner struct {
 	head    int
 	order   []string
 	drained atomic.Int64
+	ended   atomic.Int64
 }
 
 func (p *planner) Plan(order []*action.Action) int {
@@ -127,6 +128,8 @@ func (p *planner) Plan(order []*action.Action) int {
 	return p.head
 }
 func (p *planner) Drained() { p.drained.Add(1) }
+
+func (p *planner) Ended(*action.Action) { p.ended.Add(1) }
 
 // TestPlanner: the planner hears the actions in the order they start
 // (largest first), before any starts; Drained is called once, when the last
@@ -157,6 +160,9 @@ func TestPlanner(t *testing.T) {
 	}
 	if as[1].Rank != 0 || as[2].Rank != 1 || as[0].Rank != 2 {
 		t.Errorf("ranks %d %d %d, want each action's place in the order (2 0 1)", as[0].Rank, as[1].Rank, as[2].Rank)
+	}
+	if n := p.ended.Load(); n != 3 {
+		t.Errorf("Ended called %d times, want once per action (3)", n)
 	}
 }
 
