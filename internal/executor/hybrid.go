@@ -170,8 +170,8 @@ func (h *Hybrid) unsettledBefore(r int) int {
 // Ended implements Planner.
 func (h *Hybrid) Ended(a *action.Action) {
 	r, ok := h.rank[a]
-	if !ok {
-		return
+	if !ok || r >= len(h.settled) {
+		return // not a head-start action: nothing waits for it (settled is set by Plan)
 	}
 	h.mu.Lock()
 	h.settle(r)
