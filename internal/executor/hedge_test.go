@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/thindist/thindist/internal/action"
 )
@@ -15,7 +16,7 @@ func TestHedgeSecondWins(t *testing.T) {
 	first.hold = make(chan struct{}) // a slow worker: never done
 	h := Hedge(first, second, func(a *action.Action) bool { return a == raceAction })
 	out := raceOut(t)
-	res, err := h.Execute(context.Background(), raceAction, out)
+	res, err := h.Execute(boundedCtx(t), raceAction, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestHedgeFirstWins(t *testing.T) {
 		<-second.started // both run before the first ends
 		close(first.hold)
 	}()
-	res, err := h.Execute(context.Background(), raceAction, out)
+	res, err := h.Execute(boundedCtx(t), raceAction, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func TestHedgeOnlyPicked(t *testing.T) {
 	first, second := newSide(Remote, "first"), newSide(Remote, "second")
 	h := Hedge(first, second, func(*action.Action) bool { return false })
 	out := raceOut(t)
-	res, err := h.Execute(context.Background(), raceAction, out)
+	res, err := h.Execute(boundedCtx(t), raceAction, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestHedgeInsideRace(t *testing.T) {
 	}()
 	ex := Race(Hedge(first, second, func(*action.Action) bool { return true }), local, grantedSpare())
 	out := raceOut(t)
-	res, err := ex.Execute(context.Background(), raceAction, out)
+	res, err := ex.Execute(boundedCtx(t), raceAction, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,4 +109,13 @@ func TestHedgeInsideRace(t *testing.T) {
 		t.Errorf("remote executions cancelled %d and %d times, want once each", first.cancelled.Load(), second.cancelled.Load())
 	}
 	checkOutputs(t, out, "local", first, second, local)
+}
+
+// boundedCtx ends a test's executions after a minute, so that a hedge
+// that never starts fails the test instead of hanging it: every side
+// held here waits for its context.
+func boundedCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }

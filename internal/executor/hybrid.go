@@ -179,10 +179,6 @@ func (h *Hybrid) Ended(a *action.Action) {
 	h.mu.Unlock()
 }
 
-// IsCritical reports whether a is one of the critical actions Plan chose
-// (with races only): those raced here from the start.
-func (h *Hybrid) IsCritical(a *action.Action) bool { return h.critical[a] }
-
 // HedgeBudget is the share of a link's work (Σ lengths) that hedges may
 // add: a second execution of the critical actions pays on a link of
 // hundreds of actions, where the longest few are a small part of the

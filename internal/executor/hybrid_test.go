@@ -323,12 +323,12 @@ func TestHybridHedgesWithinBudget(t *testing.T) {
 		return h, big
 	}
 	// 40 of 40 + 1000: under 5%.
-	if h, big := plan(100); !h.IsCritical(big) || !h.Hedges(big) || len(h.hedge) != 1 {
-		t.Errorf("long link: critical %v, hedged %v; want the big action both, alone", h.IsCritical(big), h.hedge)
+	if h, big := plan(100); !h.critical[big] || !h.Hedges(big) || len(h.hedge) != 1 {
+		t.Errorf("long link: critical %v, hedged %v; want the big action both, alone", h.critical[big], h.hedge)
 	}
 	// 40 of 40 + 50: far over.
-	if h, big := plan(5); !h.IsCritical(big) || h.Hedges(big) {
-		t.Errorf("short link: critical %v, hedged %v; want the big action critical, not hedged", h.IsCritical(big), h.Hedges(big))
+	if h, big := plan(5); !h.critical[big] || h.Hedges(big) {
+		t.Errorf("short link: critical %v, hedged %v; want the big action critical, not hedged", h.critical[big], h.Hedges(big))
 	}
 }
 
