@@ -52,8 +52,13 @@ func TestOfRealProcess(t *testing.T) {
 	}
 	// Start returns once the child is forked, maybe before it has exec'd
 	// sleep: until then /proc shows the test's own name and command line.
+	// The kernel sets the new name before it maps the new arguments, so in
+	// between the name is "sleep" and the command line is empty: wait for
+	// both.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if name, _ := Name(cmd.Process.Pid); name == "sleep" {
+		name, _ := Name(cmd.Process.Pid)
+		args, _ := Cmdline(cmd.Process.Pid)
+		if name == "sleep" && len(args) == 2 {
 			break
 		}
 	}
