@@ -64,7 +64,7 @@ func TestRemoteBench(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "program: %d modules (%d in a static archive), clang 22, test double on loopback, zstd\n", n, n/10)
+	fmt.Fprintf(&b, "program: %d modules (%d in a static archive), clang 22, test double on loopback, zstd downloads\n", n, n/10)
 	fmt.Fprintf(&b, "local link (--jobs = all CPUs, no cache): %v\n", local.Round(time.Millisecond))
 	fmt.Fprintf(&b, "%s; this machine has %d CPUs, shared by thindist, lld and the test double's workers\n", remoteJobs, runtime.NumCPU())
 	fmt.Fprintf(&b, "cold remote link: %v (%.2fx local); %d executions\n", cold.Round(time.Millisecond), float64(cold)/float64(local), st.Executions)

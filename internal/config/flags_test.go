@@ -211,8 +211,12 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--no-such"}, nil, `unknown flag --no-such`},
 		{[]string{"--trace"}, nil, `--trace: expected a value`},
 		{nil, map[string]string{"THINDIST_JOBS": "abc"}, `THINDIST_JOBS="abc": expected a number`},
+		{[]string{"--remote=grpc://h:1", "--remote-compress=fast"}, nil, `--remote-compress must be downloads, all or none, not "fast"`},
 	} {
-		_, _, err := parse(t, c.args, c.env)
+		cfg, _, err := parse(t, c.args, c.env)
+		if err == nil {
+			err = cfg.Check()
+		}
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("%v %v: error %v, want it to start with %q", c.args, c.env, err, c.want)
 		}

@@ -26,10 +26,17 @@ type remoteChain struct {
 
 // RemoteOptions turns the configuration into the client's options.
 func RemoteOptions(r *config.Remote) remote.Options {
+	compress := remote.CompressDownloads
+	switch r.Compress {
+	case "all":
+		compress = remote.CompressAll
+	case "none":
+		compress = remote.CompressNone
+	}
 	return remote.Options{
 		Target: r.Target, Instance: r.Instance, CA: r.CA, Cert: r.Cert, Key: r.Key,
 		Headers: r.Headers, RPCTimeout: r.Timeout, MaxAttempts: r.Attempts,
-		ExecStreams: r.Jobs,
+		ExecStreams: r.Jobs, Compression: compress,
 	}
 }
 

@@ -132,6 +132,9 @@ func (b byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_Re
 	if l := req.GetReadLimit(); l > 0 && l < int64(len(data)) {
 		data = data[:l]
 	}
+	if r.compressed {
+		b.s.blobsReadZstd.Add(1)
+	}
 	switch {
 	case r.compressed && whole && !corrupted:
 		data = b.s.cas.zstd(r.digest, data)

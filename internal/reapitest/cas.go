@@ -340,6 +340,9 @@ func (c casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobs
 			data = corrupt(data)
 		}
 		r.Status = grpcStatus(nil)
+		if useZstd {
+			c.s.blobsReadZstd.Add(1)
+		}
 		switch {
 		case useZstd && corruptThis:
 			r.Compressor = repb.Compressor_ZSTD

@@ -197,6 +197,7 @@ type FakeServer struct {
 	opCounter       atomic.Int64
 	blobsRead       atomic.Int64
 	bytesReadRaw    atomic.Int64
+	blobsReadZstd   atomic.Int64
 	acUpdates       atomic.Int64
 	execRejections  atomic.Int64
 	batchRejections atomic.Int64
@@ -435,6 +436,7 @@ type Stats struct {
 	BytesUploadedWire     int64 // their size as sent (compressed when zstd)
 	BlobsRead             int64 // blobs served via BatchReadBlobs or ByteStream Read
 	BytesReadRaw          int64 // uncompressed bytes served
+	BlobsReadZstd         int64 // of BlobsRead: served compressed
 	// Cancellations counts Execute and WaitExecution streams that the
 	// client cancelled before their operation finished. The server then
 	// cancels the execution (as Buildbarn drops an operation nobody
@@ -460,6 +462,7 @@ func (s *FakeServer) Stats() Stats {
 		BytesUploadedWire:     s.bytesWire.Load(),
 		BlobsRead:             s.blobsRead.Load(),
 		BytesReadRaw:          s.bytesReadRaw.Load(),
+		BlobsReadZstd:         s.blobsReadZstd.Load(),
 		Cancellations:         s.cancellations.Load(),
 		RPCs:                  map[string]int64{},
 	}
@@ -521,7 +524,7 @@ func (s *FakeServer) Uploads() []UploadRecord {
 func (s *FakeServer) ResetStats() {
 	for _, c := range []*atomic.Int64{&s.executions, &s.executeCalls, &s.waitCalls,
 		&s.execRejections, &s.acHits, &s.acMisses, &s.acUpdates, &s.findMissing,
-		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.batchRejections, &s.cancellations} {
+		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.blobsReadZstd, &s.batchRejections, &s.cancellations} {
 		c.Store(0)
 	}
 	s.mu.Lock()

@@ -68,13 +68,58 @@ func roundTrip(t *testing.T, c *remote.Client, blobs ...[]byte) {
 	}
 }
 
+// TestCompressionModes: by default blobs come down in zstd and go up as
+// they are; CompressAll compresses uploads too; CompressNone neither. Both
+// batched and ByteStream transfers follow the mode.
+func TestCompressionModes(t *testing.T) {
+	compressible := func(n int, tag byte) []byte { return bytes.Repeat([]byte{tag, 1, 2, 3}, n/4) }
+	for _, tc := range []struct {
+		name               string
+		mode               remote.Compression
+		upZstd, downZstd   bool
+		wantCompressionMsg string
+	}{
+		{"downloads", remote.CompressDownloads, false, true, "zstd for downloads"},
+		{"all", remote.CompressAll, true, true, "zstd both ways"},
+		{"none", remote.CompressNone, false, false, "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, addr := fake(t, reapitest.Options{MaxBatchTotalSizeBytes: 1 << 20, Zstd: true})
+			c := dial(t, addr, remote.Options{Compression: tc.mode})
+			if got := c.Compression(); got != tc.wantCompressionMsg {
+				t.Errorf("Compression() = %q, want %q", got, tc.wantCompressionMsg)
+			}
+			// One small blob (batched) and one over the batch limit
+			// (ByteStream), each way; roundTrip reads each twice.
+			roundTrip(t, c, compressible(64<<10, 1), compressible(3<<20, 2))
+			st := srv.Stats()
+			if st.BlobsUploaded != 2 || st.BlobsRead != 4 {
+				t.Fatalf("%d blobs uploaded, %d read; want 2 and 4", st.BlobsUploaded, st.BlobsRead)
+			}
+			if up := st.BytesUploadedWire < st.BytesUploadedRaw; up != tc.upZstd {
+				t.Errorf("uploads compressed %v (%d bytes sent for %d), want %v", up, st.BytesUploadedWire, st.BytesUploadedRaw, tc.upZstd)
+			}
+			if want := map[bool]int64{true: 4}[tc.downZstd]; st.BlobsReadZstd != want {
+				t.Errorf("%d blobs read compressed, want %d", st.BlobsReadZstd, want)
+			}
+		})
+	}
+	// A server without zstd gets plain transfers whatever the mode.
+	srv, addr := fake(t, reapitest.Options{})
+	c := dial(t, addr, remote.Options{Compression: remote.CompressAll})
+	roundTrip(t, c, compressible(64<<10, 3))
+	if st := srv.Stats(); st.BytesUploadedWire != st.BytesUploadedRaw || st.BlobsReadZstd != 0 || c.Compression() != "none" {
+		t.Errorf("zstd used with a server that does not offer it: %+v, %q", st, c.Compression())
+	}
+}
+
 // TestBatchLimitUnadvertised: a server that advertises no batch limit but
 // enforces a 2 MiB message size (stock Buildbarn) gets batches of at most
 // 1 MiB and larger blobs over ByteStream: nothing is refused.
 func TestBatchLimitUnadvertised(t *testing.T) {
 	for _, zstd := range []bool{false, true} {
 		srv, addr := fake(t, reapitest.Options{MaxMessageSizeBytes: 2 << 20, Zstd: zstd})
-		c := dial(t, addr, remote.Options{})
+		c := dial(t, addr, remote.Options{Compression: remote.CompressAll})
 		if got := c.BatchLimit(); got != 1<<20 {
 			t.Errorf("batch limit with none advertised: %d, want 1 MiB", got)
 		}
@@ -95,7 +140,7 @@ func TestBatchLimitUnadvertised(t *testing.T) {
 // ByteStream, and the batch limit drops for the rest of the run.
 func TestBatchRefusedFallsBackToByteStream(t *testing.T) {
 	srv, addr := fake(t, reapitest.Options{MaxBatchTotalSizeBytes: 4 << 20, MaxMessageSizeBytes: 2 << 20, Zstd: true})
-	c := dial(t, addr, remote.Options{})
+	c := dial(t, addr, remote.Options{Compression: remote.CompressAll})
 	if got := c.BatchLimit(); got != 4<<20 {
 		t.Fatalf("batch limit %d, want the advertised 4 MiB", got)
 	}
