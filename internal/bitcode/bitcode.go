@@ -175,7 +175,7 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 	var canon []byte
 	canonOK := false
 	if summaries == 1 && identsOK {
-		canon, canonOK = canonicalSummary(held, idents)
+		canon, canonOK = sc.summary.canonical(held, idents)
 	}
 	sc.held = held // to be reused, however far it grew
 
@@ -257,9 +257,10 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 // next call (a shard's held events and their operands were most of the
 // key's allocations, and so of the garbage thindist makes per action).
 type scratch struct {
-	held  []heldEvent
-	arena holdArena
-	out   []byte
+	held    []heldEvent
+	arena   holdArena
+	out     []byte
+	summary summaryScratch
 }
 
 var scratches = sync.Pool{New: func() any { return &scratch{out: make([]byte, 0, 4096)} }}
@@ -268,6 +269,7 @@ func (sc *scratch) put() {
 	clear(sc.held) // no stale references into the shard
 	sc.held = sc.held[:0]
 	sc.arena.reset()
+	sc.summary.reset()
 	scratches.Put(sc)
 }
 

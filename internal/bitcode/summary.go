@@ -169,8 +169,43 @@ type summaryOp struct {
 // the rendering does not depend on the module table's order either; a modid
 // missing from the table refuses the block.
 func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, ok bool) {
-	ids := map[uint64]uint64{}
-	guids := map[uint64]bool{}
+	return new(summaryScratch).canonical(evs, modules)
+}
+
+// summaryScratch is what canonicalSummary builds while it runs, kept for
+// the next shard: one slice of units and one of operands instead of a
+// slice per summary (which was most of a shard's garbage).
+type summaryScratch struct {
+	ids     map[uint64]uint64 // value id -> GUID
+	sorted  []uint64          // the GUIDs
+	units   []summaryUnit
+	aliases []summaryUnit
+	ops     []summaryOp // the units' operands, end to end
+	rest    []heldEvent
+	order   []int
+	out     []byte
+}
+
+// reset drops what the last call left, keeping the memory. The events and
+// module identities it referred to belong to the caller.
+func (sc *summaryScratch) reset() {
+	clear(sc.ids)
+	clear(sc.units)
+	clear(sc.aliases)
+	clear(sc.ops)
+	clear(sc.rest)
+	sc.sorted, sc.units, sc.aliases, sc.ops, sc.rest, sc.order, sc.out =
+		sc.sorted[:0], sc.units[:0], sc.aliases[:0], sc.ops[:0], sc.rest[:0], sc.order[:0], sc.out[:0]
+}
+
+// canonical is canonicalSummary with sc's memory; out is valid until the
+// next call.
+func (sc *summaryScratch) canonical(evs []heldEvent, modules map[uint64][]byte) (out []byte, ok bool) {
+	sc.reset()
+	if sc.ids == nil {
+		sc.ids = map[uint64]uint64{}
+	}
+	ids := sc.ids
 	phase := -1
 	sawVersion := false
 	for _, ev := range evs {
@@ -196,21 +231,27 @@ func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, o
 				return nil, false
 			}
 			g := ev.ops[1]<<32 | ev.ops[2]
-			if _, dup := ids[ev.ops[0]]; dup || guids[g] {
+			if _, dup := ids[ev.ops[0]]; dup {
 				return nil, false
 			}
 			ids[ev.ops[0]] = g
-			guids[g] = true
+			sc.sorted = append(sc.sorted, g)
 		}
 	}
 	if !sawVersion {
 		return nil, false
 	}
+	slices.Sort(sc.sorted)
+	for i := 1; i < len(sc.sorted); i++ {
+		if sc.sorted[i] == sc.sorted[i-1] {
+			return nil, false // two value ids for one GUID
+		}
+	}
 
-	units := make([]summaryUnit, 0, len(evs))
-	var aliases []summaryUnit
-	var rest []heldEvent // abbreviations and records without value ids, in order
+	units, aliases := sc.units, sc.aliases
+	rest := sc.rest      // abbreviations and records without value ids, in order
 	var meta []heldEvent // type metadata waiting for its function summary
+	defer func() { sc.units, sc.aliases, sc.rest = units, aliases, rest }()
 	for seq, ev := range evs {
 		if ev.kind != evRecord {
 			rest = append(rest, ev)
@@ -259,36 +300,40 @@ func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, o
 			}
 			continue
 		}
-		u := summaryUnit{seq: seq, code: ev.code, ops: make([]summaryOp, 0, len(ops))}
+		u := summaryUnit{seq: seq, code: ev.code}
 		if ev.code == fsCombinedProfile {
 			u.meta, meta = meta, nil
 		}
+		start := len(sc.ops)
 		for i, v := range ops {
 			if i == 1 { // modid, in every layout above
 				m, ok := modules[v]
 				if !ok {
 					return nil, false
 				}
-				u.ops = append(u.ops, summaryOp{module: m})
+				sc.ops = append(sc.ops, summaryOp{module: m})
 				continue
 			}
 			if !isID(i) {
-				u.ops = append(u.ops, summaryOp{v: v})
+				sc.ops = append(sc.ops, summaryOp{v: v})
 				continue
 			}
 			if v == 0 && ev.code == fsCombinedAlias && i == 3 {
-				u.ops = append(u.ops, summaryOp{isGUID: true}) // aliasee not in the index
+				sc.ops = append(sc.ops, summaryOp{isGUID: true}) // aliasee not in the index
 				continue
 			}
 			g, ok := ids[v]
 			if !ok {
 				return nil, false
 			}
-			u.ops = append(u.ops, summaryOp{isGUID: true, v: g + 1}) // +1: never the "no value" 0
+			sc.ops = append(sc.ops, summaryOp{isGUID: true, v: g + 1}) // +1: never the "no value" 0
 			if i == 0 {
 				u.guid = g
 			}
 		}
+		// A later append may move sc.ops; what this unit's slice
+		// points at stays as written.
+		u.ops = sc.ops[start:len(sc.ops):len(sc.ops)]
 		if ev.code == fsCombinedAlias {
 			aliases = append(aliases, u)
 		} else {
@@ -302,28 +347,25 @@ func canonicalSummary(evs []heldEvent, modules map[uint64][]byte) (out []byte, o
 
 	// Render. The digester frames every field, so the rendering is
 	// unambiguous.
-	d := &digester{}
+	d := &digester{out: sc.out}
+	defer func() { sc.out = d.out }()
 	d.uint(uint64(len(rest)))
 	for i := range rest {
 		ev := rest[i].event()
 		d.event(&ev)
 	}
-	sorted := make([]uint64, 0, len(guids))
-	for g := range guids {
-		sorted = append(sorted, g)
-	}
-	slices.Sort(sorted)
-	d.uint(uint64(len(sorted)))
-	for _, g := range sorted {
+	d.uint(uint64(len(sc.sorted)))
+	for _, g := range sc.sorted {
 		d.uint(g)
 	}
 	for _, list := range [][]summaryUnit{units, aliases} {
 		// A stable sort by GUID, of indexes (moving the units themselves
 		// was most of the function's time).
-		order := make([]int, len(list))
-		for i := range order {
-			order[i] = i
+		order := sc.order[:0]
+		for i := range list {
+			order = append(order, i)
 		}
+		sc.order = order
 		slices.SortFunc(order, func(a, b int) int {
 			if c := cmp.Compare(list[a].guid, list[b].guid); c != 0 {
 				return c
