@@ -189,6 +189,11 @@ type summaryScratch struct {
 // reset drops what the last call left, keeping the memory. The events and
 // module identities it referred to belong to the caller.
 func (sc *summaryScratch) reset() {
+	if len(sc.ids) > 4096 {
+		// Clearing costs what the map once held: a big shard's map
+		// would slow every small one after it.
+		sc.ids = nil
+	}
 	clear(sc.ids)
 	clear(sc.units)
 	clear(sc.aliases)
