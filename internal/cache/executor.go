@@ -34,10 +34,11 @@ type Options struct {
 	Warn func(format string, args ...any)
 }
 
-// Counters are what one run of a cache executor saw.
-type Counters struct {
-	Hits, Misses, Stores, Uncacheable atomic.Int64
-	SavedCPU                          atomic.Int64 // nanoseconds
+// ExecutorStats are what one run of a cache executor saw.
+type ExecutorStats struct {
+	Hits, Misses int64
+	// SavedCPU is the compile CPU time of the results served.
+	SavedCPU time.Duration
 }
 
 // Executor is an executor.Executor that serves results from a Store and
@@ -45,11 +46,17 @@ type Counters struct {
 // (executor.Verified): a failure is never stored, because it comes back
 // from next as an error.
 type Executor struct {
-	store    Store
-	keys     *reapi.Keyer
-	next     executor.Executor
-	opts     Options
-	Counters Counters
+	store Store
+	keys  *reapi.Keyer
+	next  executor.Executor
+	opts  Options
+
+	hits, misses, savedCPU atomic.Int64
+}
+
+// Stats returns what e has seen so far.
+func (e *Executor) Stats() ExecutorStats {
+	return ExecutorStats{Hits: e.hits.Load(), Misses: e.misses.Load(), SavedCPU: time.Duration(e.savedCPU.Load())}
 }
 
 // NewExecutor returns the decorator.
@@ -65,14 +72,13 @@ func NewExecutor(store Store, keys *reapi.Keyer, next executor.Executor, opts Op
 func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
 	key, err := e.keys.Key(a)
 	if err != nil {
-		e.Counters.Uncacheable.Add(1)
 		e.opts.Warn("%s: not cached: %v", a.ID, err)
 		return e.next.Execute(ctx, a, out)
 	}
 	res, err := e.lookup(ctx, key, a, out)
 	if err == nil {
-		e.Counters.Hits.Add(1)
-		e.Counters.SavedCPU.Add(int64(res.CPU))
+		e.hits.Add(1)
+		e.savedCPU.Add(int64(res.CPU))
 		return res, nil
 	}
 	if !errors.Is(err, ErrNotFound) {
@@ -81,17 +87,13 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 		}
 		e.opts.Warn("%s: cache entry unusable, recompiling: %v", a.ID, err)
 	}
-	e.Counters.Misses.Add(1)
+	e.misses.Add(1)
 	res, err = e.next.Execute(ctx, a, out)
 	if err != nil || res.Failed() || e.opts.ReadOnly || e.opts.StoreFrom != nil && !e.opts.StoreFrom(res.Where) {
 		return res, err
 	}
-	if err := e.store1(ctx, key, res, out); err != nil {
-		if ctx.Err() == nil {
-			e.opts.Warn("%s: could not store the result in the cache: %v", a.ID, err)
-		}
-	} else {
-		e.Counters.Stores.Add(1)
+	if err := e.store1(ctx, key, res, out); err != nil && ctx.Err() == nil {
+		e.opts.Warn("%s: could not store the result in the cache: %v", a.ID, err)
 	}
 	return res, nil
 }

@@ -87,8 +87,8 @@ func TestExecutorHitMiss(t *testing.T) {
 	if got, _ := os.ReadFile(out2); string(got) != string(elfObject("one")) {
 		t.Error("the hit materialised other content")
 	}
-	if ex2.Counters.Hits.Load() != 1 || ex2.Counters.SavedCPU.Load() != int64(1500*time.Millisecond) {
-		t.Errorf("counters: %d hits, %d saved", ex2.Counters.Hits.Load(), ex2.Counters.SavedCPU.Load())
+	if st := ex2.Stats(); st.Hits != 1 || st.SavedCPU != 1500*time.Millisecond {
+		t.Errorf("stats: %+v, want 1 hit saving 1.5s", st)
 	}
 
 	// A damaged object in the cache: recompiled, replaced.

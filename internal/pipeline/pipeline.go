@@ -316,8 +316,8 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
 	}
 	finishers = append(finishers, func() {
-		c := &cached.Counters
-		run := cache.Stats{Hits: c.Hits.Load(), Misses: c.Misses.Load(), SavedCPU: time.Duration(c.SavedCPU.Load())}
+		c := cached.Stats()
+		run := cache.Stats{Hits: c.Hits, Misses: c.Misses, SavedCPU: c.SavedCPU}
 		if err := disk.Finish(run, cfg.CacheLimit()); err != nil {
 			warn("cache %s: %v", dir, err)
 		}

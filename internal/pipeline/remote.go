@@ -165,9 +165,9 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			rec.Update(func(run *record.Run) {
 				// The sums of the actions' BytesUp and BytesDown
 				// (executor.Metered), and what failed actions moved.
-				c := &client.CAS.Counters
-				run.BytesUp = c.BytesUploaded.Load()
-				run.BytesDown = c.BytesRead.Load() + c.BytesInlined.Load()
+				c := client.Stats()
+				run.BytesUp = c.BytesUploaded
+				run.BytesDown = c.BytesRead + c.BytesInlined
 				if fb != nil {
 					run.FellBack = fb.Stats().Fallbacks
 				}
@@ -176,14 +176,12 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		if quiet {
 			return
 		}
-		c := &client.CAS.Counters
-		line := fmt.Sprintf("thindist: remote %s: %d cache hits, %d misses", rc.Target,
-			rcache.Counters.Hits.Load(), rcache.Counters.Misses.Load())
+		c, cs := client.Stats(), rcache.Stats()
+		line := fmt.Sprintf("thindist: remote %s: %d cache hits, %d misses", rc.Target, cs.Hits, cs.Misses)
 		if rex != nil {
-			fs, hs := fb.Stats(), hybrid.Stats()
+			es, fs, hs := rex.Stats(), fb.Stats(), hybrid.Stats()
 			line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
-				rex.Counters.Executed.Load(), rex.Counters.ServerCacheHits.Load(), rex.Counters.Retries.Load(),
-				fs.Fallbacks+fs.Unsupported)
+				es.Executed, es.ServerCacheHits, es.Retries, fs.Fallbacks+fs.Unsupported)
 			line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
 				hs.Local, hs.Races, hs.RacesWonHere, hs.RacedAtStart)
 			if hedge != nil {
@@ -196,12 +194,11 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			}
 		}
 		line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
-			c.BlobsUploaded.Load(), mib(c.BytesUploaded.Load()), mib(c.WireBytesUploaded.Load()),
-			mib(c.BytesRequested.Load()))
+			c.BlobsUploaded, mib(c.BytesUploaded), mib(c.WireBytesUploaded), mib(c.BytesRequested))
 		// thindist's own CPU since it dialled (every RPC, protobuf,
 		// hashing and file I/O; not the compilers it ran here), per action
 		// that reached the remote cache.
-		if n := rcache.Counters.Hits.Load() + rcache.Counters.Misses.Load(); n > 0 {
+		if n := cs.Hits + cs.Misses; n > 0 {
 			cpu := ownCPU() - cpu0
 			line += fmt.Sprintf("; thindist CPU %s, %.2f ms per action", cpu.Round(time.Millisecond),
 				float64(cpu.Microseconds())/1e3/float64(n))

@@ -100,10 +100,10 @@ server_main()`, repo)
 	if err := c.CAS.Ensure(ctx, blobs, files); err != nil {
 		t.Fatalf("upload: %v", err)
 	}
-	cn := &c.CAS.Counters
-	t.Logf("uploaded %d blobs, %d bytes; %d batches, %d streams", cn.BlobsUploaded.Load(), cn.BytesUploaded.Load(),
-		cn.BatchUpdateCalls.Load(), cn.StreamWrites.Load())
-	if cn.StreamWrites.Load() < 2 || cn.BatchUpdateCalls.Load() < 1 {
+	cn := c.Stats()
+	t.Logf("uploaded %d blobs, %d bytes; %d batches, %d streams", cn.BlobsUploaded, cn.BytesUploaded,
+		cn.BatchUpdateCalls, cn.StreamWrites)
+	if cn.StreamWrites < 2 || cn.BatchUpdateCalls < 1 {
 		t.Errorf("expected both batched and streamed uploads")
 	}
 	var all []digest.Digest
@@ -134,7 +134,7 @@ server_main()`, repo)
 	}
 	// A second Ensure of the same blobs uploads nothing; a fresh client
 	// asks and uploads nothing either.
-	before := cn.BlobsUploaded.Load()
+	before := c.Stats().BlobsUploaded
 	c.CAS.Ensure(ctx, blobs, files)
 	c2, err := remote.Dial(ctx, remote.Options{Target: "grpc://127.0.0.1:" + port})
 	if err != nil {
@@ -144,7 +144,7 @@ server_main()`, repo)
 	if err := c2.CAS.Ensure(ctx, blobs, files); err != nil {
 		t.Fatal(err)
 	}
-	if n := cn.BlobsUploaded.Load() - before + c2.CAS.Counters.BlobsUploaded.Load(); n != 0 {
+	if n := c.Stats().BlobsUploaded - before + c2.Stats().BlobsUploaded; n != 0 {
 		t.Errorf("%d blobs uploaded again", n)
 	}
 	unknown := digest.OfBytes([]byte(fmt.Sprint(time.Now().UnixNano())))

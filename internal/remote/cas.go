@@ -33,17 +33,38 @@ const findMissingChunk = 4096
 // streamChunk is the size of one ByteStream message.
 const streamChunk = 1 << 20
 
-// Counters are what the CAS client did in a run (for bench figures and
-// `--trace`-style reports).
-type Counters struct {
-	FindMissingCalls, BatchUpdateCalls, StreamWrites atomic.Int64
-	BatchReadCalls, StreamReads                      atomic.Int64
-	BlobsRequested, BytesRequested                   atomic.Int64 // distinct blobs the run needed in the CAS
-	BlobsUploaded, BytesUploaded, WireBytesUploaded  atomic.Int64
-	BlobsRead, BytesRead                             atomic.Int64
-	// BytesInlined is what came inlined in action results (outputs,
-	// stdout, stderr) rather than read as blobs.
-	BytesInlined atomic.Int64
+// TransferStats are the CAS transfers of a run.
+type TransferStats struct {
+	// BytesRequested is the size of the distinct blobs the run needed
+	// in the CAS, present or not.
+	BytesRequested int64
+	// Uploads: blobs, their size, and what was sent for them (less with
+	// zstd); BatchUpdateCalls and StreamWrites are the calls that sent
+	// them.
+	BlobsUploaded, BytesUploaded, WireBytesUploaded int64
+	BatchUpdateCalls, StreamWrites                  int64
+	// BytesRead is what was read as blobs; BytesInlined what came
+	// inlined in action results (outputs, stdout, stderr).
+	BytesRead, BytesInlined int64
+}
+
+// transferCounters are TransferStats as they are counted.
+type transferCounters struct {
+	bytesRequested                                  atomic.Int64
+	blobsUploaded, bytesUploaded, wireBytesUploaded atomic.Int64
+	batchUpdateCalls, streamWrites                  atomic.Int64
+	bytesRead, bytesInlined                         atomic.Int64
+}
+
+// Stats returns the CAS transfers of c so far.
+func (c *Client) Stats() TransferStats {
+	t := &c.transfers
+	return TransferStats{
+		BytesRequested: t.bytesRequested.Load(),
+		BlobsUploaded:  t.blobsUploaded.Load(), BytesUploaded: t.bytesUploaded.Load(), WireBytesUploaded: t.wireBytesUploaded.Load(),
+		BatchUpdateCalls: t.batchUpdateCalls.Load(), StreamWrites: t.streamWrites.Load(),
+		BytesRead: t.bytesRead.Load(), BytesInlined: t.bytesInlined.Load(),
+	}
 }
 
 // Uploader makes blobs present in the CAS: it asks FindMissingBlobs and
@@ -51,10 +72,9 @@ type Counters struct {
 // however many actions need it (concurrent requests for one blob wait for
 // the first).
 type Uploader struct {
-	c        *Client
-	mu       sync.Mutex
-	m        map[digest.Digest]*upload
-	Counters Counters
+	c  *Client
+	mu sync.Mutex
+	m  map[digest.Digest]*upload
 	// The FindMissingBlobs and BatchUpdateBlobs calls of the actions in
 	// flight, coalesced.
 	finds   *coalescer[[]digest.Digest, found]
@@ -111,7 +131,6 @@ func (u *Uploader) findMissing(ctx context.Context, reqs [][]digest.Digest) []fo
 		all = append(all, r...)
 	}
 	missing, err := u.c.FindMissing(ctx, all)
-	u.Counters.FindMissingCalls.Add(1)
 	out := make([]found, len(reqs))
 	if err != nil {
 		for i := range out {
@@ -143,7 +162,7 @@ func (u *Uploader) batchUpdate(ctx context.Context, reqs []blobBatch) []error {
 	}
 	err := u.c.batchUpdate(ctx, ds, data)
 	if err == nil {
-		u.Counters.BatchUpdateCalls.Add(1)
+		u.c.transfers.batchUpdateCalls.Add(1)
 	}
 	out := make([]error, len(reqs))
 	for i := range out {
@@ -196,8 +215,7 @@ func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 		u.m[d] = e
 		mineSet[d] = e
 		mine = append(mine, d)
-		u.Counters.BlobsRequested.Add(1)
-		u.Counters.BytesRequested.Add(d.Size)
+		u.c.transfers.bytesRequested.Add(d.Size)
 	}
 	for d := range blobs {
 		claim(d)
@@ -290,9 +308,9 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 			errs[d] = fmt.Errorf("uploading %s: %w", d, err)
 			return
 		}
-		u.Counters.StreamWrites.Add(1)
+		u.c.transfers.streamWrites.Add(1)
 		u.uploaded(ctx, d)
-		u.Counters.WireBytesUploaded.Add(wire)
+		u.c.transfers.wireBytesUploaded.Add(wire)
 	}
 	flush := func() {
 		if len(batch) == 0 {
@@ -349,15 +367,14 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 // ctx: the one that claimed it in Ensure, i.e. the first action of the run
 // to need it (others needing it at the same time wait and count nothing).
 func (u *Uploader) uploaded(ctx context.Context, d digest.Digest) {
-	u.Counters.BlobsUploaded.Add(1)
-	u.Counters.BytesUploaded.Add(d.Size)
+	u.c.transfers.blobsUploaded.Add(1)
+	u.c.transfers.bytesUploaded.Add(d.Size)
 	executor.Sent(ctx, d.Size)
 }
 
 // read counts blob d as read, for the run and for the action of ctx.
 func (c *Client) read(ctx context.Context, d digest.Digest) {
-	c.CAS.Counters.BlobsRead.Add(1)
-	c.CAS.Counters.BytesRead.Add(d.Size)
+	c.transfers.bytesRead.Add(d.Size)
 	executor.Received(ctx, d.Size)
 }
 
@@ -368,7 +385,7 @@ func (c *Client) inlined(ctx context.Context, ar *repb.ActionResult) {
 	for _, f := range ar.GetOutputFiles() {
 		n += int64(len(f.GetContents()))
 	}
-	c.CAS.Counters.BytesInlined.Add(n)
+	c.transfers.bytesInlined.Add(n)
 	executor.Received(ctx, n)
 }
 
@@ -426,7 +443,7 @@ func (c *Client) batchUpdate(ctx context.Context, ds []digest.Digest, data [][]b
 		return nil
 	})
 	if err == nil {
-		c.CAS.Counters.WireBytesUploaded.Add(wire)
+		c.transfers.wireBytesUploaded.Add(wire)
 	}
 	return err
 }
@@ -739,7 +756,6 @@ func (c *Client) batchReadNow(ctx context.Context, ds []digest.Digest) (map[dige
 		req.AcceptableCompressors = []repb.Compressor_Value{repb.Compressor_ZSTD}
 	}
 	resp, err := c.cas.BatchReadBlobs(ctx, req)
-	c.CAS.Counters.BatchReadCalls.Add(1)
 	if tooLarge(err) {
 		return nil, nil, &batchRejected{err}
 	}
@@ -781,7 +797,6 @@ func (c *Client) batchReadNow(ctx context.Context, ds []digest.Digest) (map[dige
 
 func (c *Client) streamRead(ctx context.Context, d digest.Digest) ([]byte, error) {
 	stream, err := c.bs.Read(ctx, &bytestream.ReadRequest{ResourceName: c.resource("", d, c.zstdRead)})
-	c.CAS.Counters.StreamReads.Add(1)
 	if err != nil {
 		return nil, err
 	}

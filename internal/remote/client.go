@@ -93,7 +93,8 @@ type Client struct {
 	dec        *zstd.Decoder
 
 	// CAS is the uploader shared by every action of the run.
-	CAS *Uploader
+	CAS       *Uploader
+	transfers transferCounters
 	// reads coalesces the BatchReadBlobs calls of the actions in flight.
 	reads *coalescer[[]digest.Digest, read]
 }

@@ -69,16 +69,17 @@ type ExecOptions struct {
 	NoLookup bool
 }
 
-// ExecCounters are what the remote executor did in a run.
-type ExecCounters struct {
-	Actions, Executed, ServerCacheHits atomic.Int64
-	ExecuteCalls, WaitCalls, Retries   atomic.Int64
-	UploadWall, ExecWall, DownloadWall atomic.Int64 // nanoseconds, summed over actions
-	OutputsRead, OutputBytes           atomic.Int64
-	Skipped                            atomic.Int64 // actions not sent after a permanent failure
-	QueueTimeouts                      atomic.Int64
-	ExecStalls                         atomic.Int64 // actions given up while EXECUTING (ExecStall, Timeout+ExecGrace)
-	ACLookupHits                       atomic.Int64 // of ServerCacheHits: found by GetActionResult before Execute
+// ExecStats are what the remote executor did in a run.
+type ExecStats struct {
+	// Executed and ServerCacheHits count the results it collected: run
+	// on a worker, or found in the server's ActionCache (by its own
+	// lookup or the server's).
+	Executed, ServerCacheHits int64
+	// Retries counts executions sent again after a transient failure.
+	Retries int64
+	// QueueTimeouts and ExecStalls count the actions it gave up on while
+	// QUEUED (QueueTimeout) or EXECUTING (ExecStall, Timeout+ExecGrace).
+	QueueTimeouts, ExecStalls int64
 }
 
 // Executor runs actions on the service's workers.
@@ -88,8 +89,17 @@ type Executor struct {
 	platform *repb.Platform
 	env      []*repb.Command_EnvironmentVariable
 	// off is set by the first permanent failure: the circuit breaker.
-	off      atomic.Pointer[Permanent]
-	Counters ExecCounters
+	off atomic.Pointer[Permanent]
+
+	executed, serverCacheHits, retries, queueTimeouts, execStalls atomic.Int64
+}
+
+// Stats returns what e has done so far.
+func (e *Executor) Stats() ExecStats {
+	return ExecStats{
+		Executed: e.executed.Load(), ServerCacheHits: e.serverCacheHits.Load(), Retries: e.retries.Load(),
+		QueueTimeouts: e.queueTimeouts.Load(), ExecStalls: e.execStalls.Load(),
+	}
 }
 
 // DefaultExecGrace is ExecOptions.ExecGrace's default.
@@ -128,9 +138,7 @@ func (h hedging) Execute(ctx context.Context, a *action.Action, out []string) (*
 
 func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, hedge bool) (*executor.Result, error) {
 	start := time.Now()
-	e.Counters.Actions.Add(1)
 	if p := e.off.Load(); p != nil {
-		e.Counters.Skipped.Add(1)
 		return nil, p
 	}
 	ex, err := reapi.BuildExecutable(a, reapi.ExecOptions{
@@ -150,7 +158,6 @@ func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, 
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
 	uploaded := time.Now()
-	e.Counters.UploadWall.Add(int64(uploaded.Sub(start)))
 	executor.Begun(ctx)
 	resp, executing, err := e.run(ctx, ex)
 	if err != nil {
@@ -158,10 +165,8 @@ func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, 
 	}
 	e.c.inlined(ctx, resp.GetResult())
 	ran := time.Now()
-	e.Counters.ExecWall.Add(int64(ran.Sub(uploaded)))
 	res, err := e.collect(ctx, a, ex, resp, out)
 	end := time.Now()
-	e.Counters.DownloadWall.Add(int64(end.Sub(ran)))
 	if err != nil {
 		return nil, fmt.Errorf("remote result rejected: %w", err)
 	}
@@ -193,7 +198,6 @@ func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Execu
 	if err != nil || res.Failed() {
 		return nil, false
 	}
-	e.Counters.ACLookupHits.Add(1)
 	return res, true
 }
 
@@ -216,7 +220,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.Ex
 			} else if !ok {
 				break
 			}
-			e.Counters.Retries.Add(1)
+			e.retries.Add(1)
 		}
 		if p := e.off.Load(); p != nil && opName == "" {
 			// Another action tripped the breaker (maybe while this one
@@ -227,7 +231,6 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.Ex
 		sctx, cancel := context.WithCancel(e.c.withMD(ctx))
 		var stream grpc.ServerStreamingClient[longrunningpb.Operation]
 		if opName == "" {
-			e.Counters.ExecuteCalls.Add(1)
 			// The outputs come back in the response where the server
 			// inlines them: no read after the execution.
 			stream, err = e.c.exec().Execute(sctx, &repb.ExecuteRequest{
@@ -237,7 +240,6 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.Ex
 				InlineStdout:    true, InlineStderr: true, InlineOutputFiles: ex.Outputs,
 			})
 		} else {
-			e.Counters.WaitCalls.Add(1)
 			stream, err = e.c.exec().WaitExecution(sctx, &repb.WaitExecutionRequest{Name: opName})
 		}
 		var expired atomic.Int32 // the stage whose bound passed, cancelling the stream
@@ -376,10 +378,10 @@ func (e *Executor) stageBound(st repb.ExecutionStage_Value) (time.Duration, stri
 func (e *Executor) stageExpired(st repb.ExecutionStage_Value) error {
 	bound, what := e.stageBound(st)
 	if st == repb.ExecutionStage_QUEUED {
-		e.Counters.QueueTimeouts.Add(1)
+		e.queueTimeouts.Add(1)
 		return fmt.Errorf("the action stayed queued on the server for more than %v (%s): no worker took it", bound, what)
 	}
-	e.Counters.ExecStalls.Add(1)
+	e.execStalls.Add(1)
 	return fmt.Errorf("the action stayed EXECUTING on the server for more than %v (%s) without finishing: "+
 		"its worker has probably died, and the server has not noticed yet", bound, what)
 }
@@ -518,9 +520,9 @@ func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Exec
 	res := &executor.Result{Where: executor.Remote, ExitCode: int(ar.ExitCode)}
 	if resp.CachedResult {
 		res.Where = executor.RemoteCache
-		e.Counters.ServerCacheHits.Add(1)
+		e.serverCacheHits.Add(1)
 	} else {
-		e.Counters.Executed.Add(1)
+		e.executed.Add(1)
 	}
 	md := ar.GetExecutionMetadata()
 	if s, c := md.GetExecutionStartTimestamp(), md.GetExecutionCompletedTimestamp(); s != nil && c != nil {
@@ -593,8 +595,6 @@ func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Exec
 			return nil, err
 		}
 		e.c.CAS.MarkPresent(d)
-		e.Counters.OutputsRead.Add(1)
-		e.Counters.OutputBytes.Add(d.Size)
 	}
 	res.OutputDigests = outD // each verified above (inline) or by ReadBlobs
 	return res, nil

@@ -44,7 +44,7 @@ func TestExecStall(t *testing.T) {
 			if d < 300*time.Millisecond || d > 5*time.Second {
 				t.Errorf("given up after %v, want soon after 300ms", d)
 			}
-			if n := ex.Counters.ExecStalls.Load(); n != 1 {
+			if n := ex.Stats().ExecStalls; n != 1 {
 				t.Errorf("%d stalls counted, want 1", n)
 			}
 			if st := srv.Stats(); st.ExecuteCalls != 1 || st.WaitExecutionCalls != 1 {

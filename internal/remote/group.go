@@ -142,7 +142,6 @@ func (g *Grouper) Execute(ctx context.Context, a *action.Action, out []string) (
 		g.singles.Add(1)
 		return g.e.Execute(ctx, a, out)
 	}
-	g.e.Counters.Actions.Add(1)
 	select {
 	case <-m.done:
 	case <-ctx.Done():
@@ -153,7 +152,6 @@ func (g *Grouper) Execute(ctx context.Context, a *action.Action, out []string) (
 		return nil, ctx.Err()
 	}
 	if m.alone {
-		g.e.Counters.Actions.Add(-1) // counted again by Executor.Execute
 		return g.single(ctx, a, out)
 	}
 	return m.res, m.err
