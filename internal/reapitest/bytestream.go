@@ -223,7 +223,7 @@ func (b byteStreamService) Write(stream bspb.ByteStream_WriteServer) error {
 	if err := verify(r.digest, data); err != nil {
 		return err
 	}
-	b.s.cas.put(data)
+	b.s.cas.keep(r.digest, data)
 	b.s.noteUpload(UploadRecord{
 		Method:     MethodWrite,
 		Hash:       r.digest.Hash,

@@ -1,6 +1,7 @@
 package reapitest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -46,16 +47,29 @@ func digestOf(data []byte) *repb.Digest {
 func (c *casStore) put(data []byte) *repb.Digest {
 	d := digestOf(data)
 	c.mu.Lock()
-	c.blobs[digestKey(d)] = append([]byte{}, data...)
+	c.blobs[digestKey(d)] = bytes.Clone(data)
 	c.mu.Unlock()
 	return d
 }
 
-// putPacked stores data, whose zstd form is packed.
-func (c *casStore) putPacked(data, packed []byte) {
-	d := c.put(data)
+// keep stores an uploaded blob that verify has checked against d, taking
+// data over (the caller's request owns it and drops it): an upload costs
+// the server no second hash and no copy, as a real server's would not.
+func (c *casStore) keep(d *repb.Digest, data []byte) {
 	c.mu.Lock()
-	c.packed[digestKey(d)] = packed
+	c.blobs[digestKey(d)] = data
+	c.mu.Unlock()
+}
+
+// keepRecorded stores a recorded blob, digest d, and its zstd form packed
+// (nil: none made), as they are: a recording's blobs are never changed.
+func (c *casStore) keepRecorded(d *repb.Digest, data, packed []byte) {
+	k := digestKey(d)
+	c.mu.Lock()
+	c.blobs[k] = data
+	if packed != nil {
+		c.packed[k] = packed
+	}
 	c.mu.Unlock()
 }
 
@@ -280,7 +294,7 @@ func (c casService) updateOne(r *repb.BatchUpdateBlobsRequest_Request) error {
 	if err := verify(r.GetDigest(), data); err != nil {
 		return err
 	}
-	c.s.cas.put(data)
+	c.s.cas.keep(r.GetDigest(), data)
 	c.s.noteUpload(UploadRecord{
 		Method:     MethodBatchUpdateBlobs,
 		Hash:       r.GetDigest().GetHash(),

@@ -225,8 +225,8 @@ func NewFakeServer(opts Options) *FakeServer {
 		down:     make(chan struct{}),
 		sim:      newSimulator(opts.Simulation),
 	}
-	if s.sim != nil && opts.Zstd && !s.sim.sim.Record {
-		s.sim.sim.Recording.pack()
+	if s.sim != nil && !s.sim.sim.Record {
+		s.sim.sim.Recording.prepare(opts.Zstd)
 	}
 	s.queueFor.Store(int64(opts.QueueFor))
 	s.inlineOutputs.Store(opts.InlineOutputs)

@@ -181,11 +181,11 @@ func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, c
 			return stoppedResponse()
 		}
 		for i, b := range rec.blobs {
+			var packed []byte
 			if rec.packed != nil {
-				s.cas.putPacked(b, rec.packed[i])
-			} else {
-				s.cas.put(b)
+				packed = rec.packed[i]
 			}
+			s.cas.keepRecorded(rec.digests[i], b, packed)
 		}
 		m.replayed.Add(1)
 		ar := cloneResult(rec.Result)
@@ -392,24 +392,34 @@ type recordedAction struct {
 	Result *repb.ActionResult
 	CPU    time.Duration
 	blobs  [][]byte
-	packed [][]byte // blobs' zstd forms, for a server that serves zstd (pack)
+	// Made by prepare: the blobs' digests, and their zstd forms for a
+	// server that serves zstd.
+	digests []*repb.Digest
+	packed  [][]byte
 }
 
-// pack compresses every recorded blob ahead of the replay, so that
-// serving a result compressed costs the simulated server no more than a
-// real one that stores blobs compressed: the simulation runs on the
-// client's machine, and compressing every output at every read took a
-// third of its CPU (7-Zip) away from the client it measures.
-func (r *Recording) pack() {
+// prepare digests every recorded blob, and compresses it for a server
+// that serves zstd, ahead of the replay. A replayed execution then stores
+// its outputs in the CAS as they are, and serving one compressed costs no
+// more than on a real server that keeps blobs compressed: the simulation
+// runs on the client's machine, and compressing every output at every read
+// took a third of its CPU (7-Zip) from the client it measures; hashing and
+// copying every output at every execution, a sixth.
+func (r *Recording) prepare(zstd bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, a := range r.actions {
-		if a.packed != nil {
-			continue
+		if a.digests == nil {
+			a.digests = make([]*repb.Digest, len(a.blobs))
+			for i, b := range a.blobs {
+				a.digests[i] = digestOf(b)
+			}
 		}
-		a.packed = make([][]byte, len(a.blobs))
-		for i, b := range a.blobs {
-			a.packed[i] = zstdCompress(b)
+		if zstd && a.packed == nil {
+			a.packed = make([][]byte, len(a.blobs))
+			for i, b := range a.blobs {
+				a.packed[i] = zstdCompress(b)
+			}
 		}
 	}
 }
