@@ -69,7 +69,7 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 	b.WriteString(clusterBeginMarker + "\n")
 	fmt.Fprintf(b, "### A SIMULATED cluster (issue 10), measured %s\n\n", rep.when.Format("2006-01-02 15:04 MST"))
 	for _, m := range rep.machine {
-		if strings.HasPrefix(m, "thindist:") || strings.HasPrefix(m, "nproc:") || strings.HasPrefix(m, "clang:") {
+		if strings.HasPrefix(m, "thindist:") || strings.HasPrefix(m, "nproc:") || strings.HasPrefix(m, "clang:") || strings.HasPrefix(m, "work directory:") {
 			fmt.Fprintf(b, "- %s\n", m)
 		}
 	}

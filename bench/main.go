@@ -172,7 +172,7 @@ func run(ctx context.Context, o *options) error {
 		}
 		return profileOverhead(ctx, tools, o, filepath.Join(o.work, "profile"))
 	}
-	rep := &report{machine: describeMachine(tools), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
+	rep := &report{machine: append(describeMachine(tools), "work directory: "+describeFS(o.work)), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
 	for _, name := range o.projects {
 		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") {
 			break // no part measures the projects: do not build them

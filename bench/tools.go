@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/thindist/thindist/internal/realproj"
@@ -109,4 +110,36 @@ func describeMachine(t *tools) []string {
 		fmt.Sprintf("go: %s", first("go", "env", "GOVERSION")),
 		fmt.Sprintf("thindist: %s", commit),
 	}
+}
+
+// describeFS names the file system dir is on, from /proc/self/mountinfo:
+// its type and device. The builds, lld's outputs and thindist's live
+// there, and creating a file costs very different CPU on different file
+// systems (on ext4 without a journal, a scan of recently deleted inodes).
+func describeFS(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "?"
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "?"
+	}
+	best, desc := -1, "?"
+	for _, line := range strings.Split(string(data), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPEROPTIONS
+		f := strings.Fields(line)
+		sep := slices.Index(f, "-")
+		if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
+			continue
+		}
+		mp := f[4]
+		if (abs == mp || strings.HasPrefix(abs, strings.TrimSuffix(mp, "/")+"/")) && len(mp) > best {
+			best, desc = len(mp), fmt.Sprintf("%s on %s (%s, mounted on %s)", abs, f[sep+1], f[sep+2], mp)
+		}
+	}
+	return desc
 }
