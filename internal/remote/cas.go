@@ -298,24 +298,29 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		}
 		return data, nil
 	}
-	limit := u.c.batchData()
-	var batch []digest.Digest
-	var batchData [][]byte
-	var batchSize int64
+	// A batch goes while the next is read: an action that imports
+	// hundreds of modules (a program's main module, often its longest
+	// backend) sends several batches, and one after the other they cost a
+	// round trip each before its execution can start.
+	var mu sync.Mutex // guards errs once batches are in flight
+	setErr := func(d digest.Digest, err error) {
+		mu.Lock()
+		errs[d] = err
+		mu.Unlock()
+	}
+	inFlight := make(chan struct{}, batchesInFlight)
+	var wg sync.WaitGroup
 	stream := func(d digest.Digest, content func() ([]byte, error)) {
 		wire, err := u.c.streamWrite(ctx, d, content)
 		if err != nil {
-			errs[d] = fmt.Errorf("uploading %s: %w", d, err)
+			setErr(d, fmt.Errorf("uploading %s: %w", d, err))
 			return
 		}
 		u.c.transfers.streamWrites.Add(1)
 		u.uploaded(ctx, d)
 		u.c.transfers.wireBytesUploaded.Add(wire)
 	}
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
+	send := func(batch []digest.Digest, batchData [][]byte, batchSize int64) {
 		err, werr := u.updates.do(ctx, blobBatch{ds: batch, data: batchData, size: batchSize})
 		if werr != nil {
 			err = werr
@@ -327,21 +332,38 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 			// limit is below what it advertised, or it advertised none):
 			// send these blobs one by one and smaller batches from now on.
 			u.c.lowerBatchLimit(batchSize)
-			limit = u.c.batchData()
 			for i, d := range batch {
 				data := batchData[i]
 				stream(d, func() ([]byte, error) { return data, nil })
 			}
 		case err != nil:
-			failAll(batch, err)
+			for _, d := range batch {
+				setErr(d, err)
+			}
 		default:
 			for _, d := range batch {
 				u.uploaded(ctx, d)
 			}
 		}
+	}
+	var batch []digest.Digest
+	var batchData [][]byte
+	var batchSize int64
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		b, data, size := batch, batchData, batchSize
 		batch, batchData, batchSize = nil, nil, 0
+		inFlight <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-inFlight; wg.Done() }()
+			send(b, data, size)
+		}()
 	}
 	for _, d := range missing {
+		limit := u.c.batchData() // lowered by a refused batch
 		if d.Size+perBlobOverhead > limit {
 			flush()
 			stream(d, func() ([]byte, error) { return content(d) })
@@ -349,7 +371,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		}
 		data, err := content(d)
 		if err != nil {
-			errs[d] = err
+			setErr(d, err)
 			continue
 		}
 		if batchSize+d.Size+perBlobOverhead > limit {
@@ -360,8 +382,14 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		batchSize += d.Size + perBlobOverhead
 	}
 	flush()
+	wg.Wait()
 	return errs
 }
+
+// batchesInFlight bounds the batches one action's upload has in flight at
+// once: reading the next overlaps sending the last, without one action's
+// thousands of imports holding every connection.
+const batchesInFlight = 4
 
 // uploaded counts blob d as uploaded, for the run and for the action of
 // ctx: the one that claimed it in Ensure, i.e. the first action of the run

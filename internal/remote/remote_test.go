@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/reapitest"
@@ -110,6 +113,45 @@ func TestCompressionModes(t *testing.T) {
 	roundTrip(t, c, compressible(64<<10, 3))
 	if st := srv.Stats(); st.BytesUploadedWire != st.BytesUploadedRaw || st.BlobsReadZstd != 0 || c.Compression() != "none" {
 		t.Errorf("zstd used with a server that does not offer it: %+v, %q", st, c.Compression())
+	}
+}
+
+// TestBatchesOfOneUploadOverlap: an upload of several batches (an action
+// importing hundreds of modules) has more than one in flight, so that it
+// costs about one round trip rather than one per batch; and no more than
+// the bound, so that one action does not take every connection.
+func TestBatchesOfOneUploadOverlap(t *testing.T) {
+	var mu sync.Mutex
+	inFlight, peak := 0, 0
+	srv, addr := fake(t, reapitest.Options{MaxBatchTotalSizeBytes: 64 << 10, Hook: func(method string, _ metadata.MD) error {
+		if method != reapitest.MethodBatchUpdateBlobs {
+			return nil
+		}
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		// A round trip long enough for the client to send the next
+		// batch meanwhile, if it does not wait for this one.
+		time.Sleep(200 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return nil
+	}})
+	c := dial(t, addr, remote.Options{})
+	var blobs [][]byte
+	for range 10 {
+		blobs = append(blobs, randomBlob(40<<10)) // one per batch
+	}
+	roundTrip(t, c, blobs...)
+	if n := srv.Stats().RPCs[reapitest.MethodBatchUpdateBlobs]; n < 10 {
+		t.Fatalf("%d BatchUpdateBlobs calls for 10 blobs of 40 KiB under a 64 KiB limit; the test needs one each", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak < 2 || peak > 4 {
+		t.Errorf("at most %d batches of one upload in flight at once, want 2 to 4", peak)
 	}
 }
 
