@@ -266,7 +266,10 @@ func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 // digest that could not be made present is in the map.
 func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string) map[digest.Digest]error {
 	errs := map[digest.Digest]error{}
-	failAll := func(ds []digest.Digest, err error) {
+	var mu sync.Mutex // guards errs: batches go up concurrently (below)
+	fail := func(err error, ds ...digest.Digest) {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, d := range ds {
 			errs[d] = err
 		}
@@ -279,7 +282,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 			err = f.err
 		}
 		if err != nil {
-			failAll(chunk, fmt.Errorf("FindMissingBlobs: %w", err))
+			fail(fmt.Errorf("FindMissingBlobs: %w", err), chunk...)
 			continue
 		}
 		missing = append(missing, f.missing...)
@@ -302,18 +305,12 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 	// hundreds of modules (a program's main module, often its longest
 	// backend) sends several batches, and one after the other they cost a
 	// round trip each before its execution can start.
-	var mu sync.Mutex // guards errs once batches are in flight
-	setErr := func(d digest.Digest, err error) {
-		mu.Lock()
-		errs[d] = err
-		mu.Unlock()
-	}
 	inFlight := make(chan struct{}, batchesInFlight)
 	var wg sync.WaitGroup
 	stream := func(d digest.Digest, content func() ([]byte, error)) {
 		wire, err := u.c.streamWrite(ctx, d, content)
 		if err != nil {
-			setErr(d, fmt.Errorf("uploading %s: %w", d, err))
+			fail(fmt.Errorf("uploading %s: %w", d, err), d)
 			return
 		}
 		u.c.transfers.streamWrites.Add(1)
@@ -337,9 +334,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 				stream(d, func() ([]byte, error) { return data, nil })
 			}
 		case err != nil:
-			for _, d := range batch {
-				setErr(d, err)
-			}
+			fail(err, batch...)
 		default:
 			for _, d := range batch {
 				u.uploaded(ctx, d)
@@ -371,7 +366,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		}
 		data, err := content(d)
 		if err != nil {
-			setErr(d, err)
+			fail(err, d)
 			continue
 		}
 		if batchSize+d.Size+perBlobOverhead > limit {
