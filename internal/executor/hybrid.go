@@ -117,8 +117,9 @@ func (h *Hybrid) Stats() HybridStats {
 // The long actions at the head of the order (Critical without a limit)
 // get a head start: on a cluster wide enough for the link's length to be
 // theirs, their inputs are then hashed and uploaded before hundreds of
-// others compete with them for this machine's CPU and the link.
-func (h *Hybrid) Plan(order []*action.Action) int {
+// others compete with them for this machine's CPU and the link. They
+// start in tiers of length (headTiers).
+func (h *Hybrid) Plan(order []*action.Action) []int {
 	h.rank = make(map[*action.Action]int, len(order))
 	for i, a := range order {
 		h.rank[a] = i
@@ -140,7 +141,38 @@ func (h *Hybrid) Plan(order []*action.Action) int {
 	h.mu.Lock()
 	h.settled, h.settledUpTo = make([]bool, head), 0
 	h.mu.Unlock()
-	return head
+	return headTiers(order[:head], lengthOf(order))
+}
+
+// headTierWidth is the share of the longest action's length that the
+// actions of one head-start tier span.
+const headTierWidth = 1.0 / 8
+
+// headTiers splits the head-start actions (longest first) into tiers for
+// the scheduler (Planner.Plan): an action a fraction f shorter than the
+// longest may begin f × that length later without making the link
+// longer, so tier k, the actions between k/8 and (k+1)/8 shorter, waits
+// for the tiers before it to begin. Each tier then prepares while the ones
+// before it run, instead of every long action preparing at once and the
+// longest, which bounds the link, finishing no sooner than the shortest.
+func headTiers(head []*action.Action, length func(*action.Action) float64) []int {
+	if len(head) == 0 {
+		return nil
+	}
+	longest := length(head[0])
+	var tiers []int
+	tier := 0
+	for i, a := range head {
+		k := tier
+		if longest > 0 {
+			k = max(tier, int((longest-length(a))/(longest*headTierWidth)))
+		}
+		if k > tier {
+			tiers = append(tiers, i)
+			tier = k
+		}
+	}
+	return append(tiers, len(head))
 }
 
 // settle marks the head-start action of rank r settled (Plan). h.mu is

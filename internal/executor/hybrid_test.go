@@ -206,8 +206,8 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 	localWork := newHeld(Local) // what the local slot takes from the queue
 	h := NewHybrid(func(spare Spare) Executor { return Race(remote, local, spare) }, localWork,
 		HybridOptions{RemoteSlots: 2, LocalSlots: 1, Races: true})
-	if head := h.Plan(append([]*action.Action{big}, waiting...)); head != 1 {
-		t.Errorf("head start for %d actions, want 1 (big)", head)
+	if tiers := h.Plan(append([]*action.Action{big}, waiting...)); fmt.Sprint(tiers) != "[1]" {
+		t.Errorf("head start tiers %v, want [1] (big)", tiers)
 	}
 	if !h.critical[big] || len(h.critical) != 1 {
 		t.Fatalf("critical %v, want big alone", h.critical)
@@ -345,8 +345,8 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 		close(local.release)
 		h := NewHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 1, LocalSlots: 1})
 		big, mid, small := &action.Action{ID: "big", Weight: 100}, &action.Action{ID: "mid", Weight: 90}, &action.Action{ID: "small", Weight: 1}
-		if head := h.Plan([]*action.Action{big, mid, small}); head != 2 {
-			t.Fatalf("head start for %d actions, want 2 (big, mid)", head)
+		if tiers := h.Plan([]*action.Action{big, mid, small}); fmt.Sprint(tiers) != "[2]" {
+			t.Fatalf("head start tiers %v, want [2] (big and mid, one tier)", tiers)
 		}
 		midDone := make(chan *Result, 1)
 		go func() {
@@ -382,5 +382,24 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 		if r := <-midDone; r.Where != Remote {
 			t.Errorf("mid ran on %v, want the remote slot", r.Where)
 		}
+	}
+}
+
+// TestHeadTiers: the head-start actions fall into tiers by how much
+// shorter than the longest they are, in eighths of its length.
+func TestHeadTiers(t *testing.T) {
+	var head []*action.Action
+	for _, w := range []int64{100, 95, 85, 60, 55} {
+		head = append(head, &action.Action{Weight: w})
+	}
+	length := lengthOf(head)
+	if got := fmt.Sprint(headTiers(head, length)); got != "[2 3 5]" {
+		t.Errorf("tiers %s, want [2 3 5]: {100, 95} {85} {60, 55}", got)
+	}
+	if got := fmt.Sprint(headTiers(head[:1], length)); got != "[1]" {
+		t.Errorf("one action: tiers %s, want [1]", got)
+	}
+	if got := headTiers(nil, length); got != nil {
+		t.Errorf("no head: tiers %v, want none", got)
 	}
 }

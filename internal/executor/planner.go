@@ -9,10 +9,12 @@ import "github.com/thindist/thindist/internal/action"
 // Hybrid is one: it races the actions that bound the link's length from
 // the start, and spends idle local slots on races once drained.
 type Planner interface {
-	// Plan returns how many of the first actions get a head start: the
-	// scheduler starts the others once each of those has begun (Begun)
-	// or ended.
-	Plan(order []*action.Action) (headStart int)
+	// Plan returns the head start's tiers: tier k is the actions before
+	// index tiers[k] and from tiers[k-1] on (tiers increase). The scheduler
+	// starts a tier's actions once every action of the tiers before it has
+	// begun (Begun) or ended, and the actions after the last tier once
+	// every tier's have. None: every action may start at once.
+	Plan(order []*action.Action) (tiers []int)
 	Drained()
 	// Ended says that a has ended, whether or not it reached the
 	// planner's Execute (an executor above it, a cache, may have served

@@ -38,8 +38,9 @@ type Options struct {
 	// Observer, if set, hears every start and finish.
 	Observer Observer
 	// Planner, if set, is told the actions in the order they will start,
-	// before the first one does, and says how many of the first get a
-	// head start (the others wait until those have begun); it is told
+	// before the first one does, and says which of the first get a head
+	// start, in tiers (headStart: each tier waits until those before it
+	// have begun, the others until all have); it is told
 	// once when every action has been started (or none will be, after a
 	// failure): an executor with spare capacity may then spend it on the
 	// actions in flight (races).
@@ -68,29 +69,11 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 		obs = nopObserver{}
 	}
 	obs.Planned(len(order))
-	head := 0
+	var tiers []int
 	if opts.Planner != nil {
-		head = min(opts.Planner.Plan(order), len(order))
+		tiers = opts.Planner.Plan(order)
 	}
-	// The first head actions have a head start: the others start once
-	// each of those has begun its real work (executor.Begun) or ended.
-	headStarted := make(chan struct{})
-	var pending atomic.Int64
-	pending.Store(int64(head))
-	if head == 0 {
-		close(headStarted)
-	}
-	begun := func() func() {
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				if pending.Add(-1) == 0 {
-					close(headStarted)
-				}
-			})
-		}
-	}
-
+	gate := newHeadStart(tiers, len(order))
 	var drained sync.Once
 	drain := func() {
 		if opts.Planner != nil {
@@ -121,15 +104,14 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 				a := order[i]
 				actx := ctx
 				var began func()
-				if i < head {
-					began = begun()
+				select {
+				case <-gate.wait(i):
+				case <-ctx.Done():
+					return
+				}
+				if gate.counts(i) {
+					began = gate.begun(i)
 					actx = executor.WithBegun(ctx, began)
-				} else {
-					select {
-					case <-headStarted:
-					case <-ctx.Done():
-						return
-					}
 				}
 				obs.Started(a, slot)
 				res, done, err := runSafe(actx, a, ex, st)

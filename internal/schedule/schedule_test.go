@@ -115,17 +115,17 @@ func TestPreflightNamesMissingInputs(t *testing.T) {
 
 // planner counts Drained calls and keeps the order Plan was given.
 type planner struct {
-	head    int
+	tiers   []int
 	order   []string
 	drained atomic.Int64
 	ended   atomic.Int64
 }
 
-func (p *planner) Plan(order []*action.Action) int {
+func (p *planner) Plan(order []*action.Action) []int {
 	for _, a := range order {
 		p.order = append(p.order, a.ID)
 	}
-	return p.head
+	return p.tiers
 }
 func (p *planner) Drained() { p.drained.Add(1) }
 
@@ -199,11 +199,78 @@ func TestHeadStart(t *testing.T) {
 			}
 			return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
 		})
-		if err := Run(t.Context(), as, ex, Options{Parallel: 4, Planner: &planner{head: 1}}); err != nil {
+		if err := Run(t.Context(), as, ex, Options{Parallel: 4, Planner: &planner{tiers: []int{1}}}); err != nil {
 			t.Fatal(err)
 		}
 		if early.Load() != 0 {
 			t.Errorf("begins=%v: %d actions started before the head-start one had begun", begins, early.Load())
+		}
+	}
+}
+
+// TestHeadStartTiers: each tier of the head start waits until every action
+// of the tiers before it has begun, and the rest wait for all tiers; an
+// action begun releases the next tier while it still runs.
+func TestHeadStartTiers(t *testing.T) {
+	dir := t.TempDir()
+	as := actions(t, dir, 5) // started m4, m3, m2, m1, m0
+	var mu sync.Mutex
+	begun := map[string]bool{}
+	var events []string
+	hold := make(chan struct{})
+	ex := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		mu.Lock()
+		// What had begun when a started: the tiers before it, all of them.
+		var before []string
+		for _, id := range []string{"m4.o", "m3.o", "m2.o", "m1.o", "m0.o"} {
+			if begun[id] {
+				before = append(before, id)
+			}
+		}
+		events = append(events, fmt.Sprintf("%s after %v", a.ID, before))
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond) // preparing: the next tier waits
+		mu.Lock()
+		begun[a.ID] = true
+		mu.Unlock()
+		executor.Begun(ctx)
+		if a.ID == "m4.o" || a.ID == "m3.o" {
+			<-hold // the head runs on while the others start
+		}
+		return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
+	})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(t.Context(), as, ex, Options{Parallel: 5, Planner: &planner{tiers: []int{1, 3}}})
+	}()
+	// m0 and m1 start only after the second tier (m3, m2) has begun;
+	// wait for both, then let the head end.
+	for {
+		mu.Lock()
+		n := len(events)
+		mu.Unlock()
+		if n == 5 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		var want string
+		switch e[:4] {
+		case "m4.o":
+			want = "m4.o after []"
+		case "m3.o", "m2.o":
+			want = e[:4] + " after [m4.o]"
+		default:
+			want = e[:4] + " after [m4.o m3.o m2.o]"
+		}
+		// Later tiers may see more begun (their own tier's), never less.
+		if !strings.HasPrefix(e, strings.TrimSuffix(want, "]")) {
+			t.Errorf("%q, want %q", e, want)
 		}
 	}
 }
