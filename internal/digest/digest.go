@@ -4,6 +4,7 @@
 package digest
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/protobuf/proto"
@@ -129,4 +131,23 @@ func (f *Files) Get(path string) (Digest, error) {
 	f.mu.Unlock()
 	e.once.Do(func() { e.d, e.err = OfFile(path) })
 	return e.d, e.err
+}
+
+// Prefetch digests the files at paths (absolute) in the background, in
+// order, with up to workers at a time, and returns at once; a Get for one
+// of them waits for its digest or computes it first. It stops early when
+// ctx ends.
+func (f *Files) Prefetch(ctx context.Context, paths []string, workers int) {
+	var next atomic.Int64
+	for range max(workers, 1) {
+		go func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(paths) {
+					return
+				}
+				f.Get(paths[i]) // an error is the Get's again, for its caller
+			}
+		}()
+	}
 }

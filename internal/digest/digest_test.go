@@ -2,11 +2,14 @@ package digest
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // OfFile must agree with OfBytes and with crypto/sha256 at the sizes around
@@ -59,5 +62,54 @@ func TestFilesHashOnce(t *testing.T) {
 	b, err := f.Get(p)
 	if err != nil || a != b || a != OfBytes([]byte("one")) {
 		t.Errorf("second Get %s (%v), want the first %s", b, err, a)
+	}
+}
+
+// TestPrefetch: Prefetch digests every path in the background, without a
+// Get asking; a Get then returns the same digest as OfFile. With its
+// context ended it digests nothing.
+func TestPrefetch(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for i := range 20 {
+		p := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.WriteFile(p, bytes.Repeat([]byte{byte(i)}, 1000*i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	idle := NewFiles()
+	idle.Prefetch(ctx, paths, 2)
+	time.Sleep(20 * time.Millisecond)
+	idle.mu.Lock()
+	if n := len(idle.m); n != 0 {
+		t.Errorf("with its context ended, Prefetch digested %d files", n)
+	}
+	idle.mu.Unlock()
+
+	f := NewFiles()
+	f.Prefetch(t.Context(), append(paths, filepath.Join(dir, "absent")), 2)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		f.mu.Lock()
+		n := len(f.m)
+		f.mu.Unlock()
+		if n == len(paths)+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Prefetch reached %d of %d files", n, len(paths)+1)
+		}
+	}
+	for _, p := range paths {
+		got, err := f.Get(p)
+		want, werr := OfFile(p)
+		if err != nil || werr != nil || got != want {
+			t.Errorf("%s: Get %v, %v; OfFile %v, %v", p, got, err, want, werr)
+		}
+	}
+	if _, err := f.Get(filepath.Join(dir, "absent")); !os.IsNotExist(err) {
+		t.Errorf("absent file: %v, want not-exist", err)
 	}
 }

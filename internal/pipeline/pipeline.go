@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -115,7 +116,18 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	warn := func(format string, args ...any) {
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
 	}
-	ch, err := buildChain(ctx, cfg, env, console, warn, tl, len(actions))
+	files := digest.NewFiles()
+	if !cfg.NoCache || cfg.Remote.Target != "" {
+		// Every input's digest goes into the cache keys and the remote
+		// actions: hashing them from now on overlaps connecting to the
+		// remote service and reading the history, where the first
+		// actions' keys would otherwise wait for them (a program's main
+		// module imports hundreds).
+		pctx, stopPrefetch := context.WithCancel(ctx)
+		defer stopPrefetch()
+		files.Prefetch(pctx, inputPaths(actions), runtime.GOMAXPROCS(0))
+	}
+	ch, err := buildChain(ctx, cfg, env, console, warn, tl, len(actions), files)
 	if err != nil {
 		return err
 	}
@@ -221,6 +233,22 @@ type chain struct {
 	finish func()
 }
 
+// inputPaths lists the distinct input files of actions, in the order the
+// actions are given.
+func inputPaths(actions []*action.Action) []string {
+	seen := map[string]bool{}
+	var paths []string
+	for _, a := range actions {
+		for _, in := range a.Inputs {
+			if p := a.Abs(in.Local()); !seen[p] {
+				seen[p] = true
+				paths = append(paths, p)
+			}
+		}
+	}
+	return paths
+}
+
 // buildChain composes the executors cfg asks for, innermost first:
 //
 //	local processes                 Verified(local)
@@ -230,8 +258,8 @@ type chain struct {
 //	local cache                     Verified(localcache(...))
 //
 // Every producer is wrapped in Verified, so nothing unverified is stored or
-// linked.
-func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions int) (*chain, error) {
+// linked. files memoises the inputs' digests.
+func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions int, files *digest.Files) (*chain, error) {
 	limiter, closeLimiter, err := localLimiter(cfg, env, warn)
 	if err != nil {
 		return nil, err
@@ -287,7 +315,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		idDir = filepath.Join(dir, "compilers")
 	}
 	ids := cache.NewCompilerIDs(idDir)
-	keys := &reapi.Keyer{Files: digest.NewFiles(), CompilerID: ids.ID, Getenv: env.Getenv}
+	keys := &reapi.Keyer{Files: files, CompilerID: ids.ID, Getenv: env.Getenv}
 	if env.Record != nil {
 		keys.Observe = env.Record.Key
 	}
