@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -142,6 +143,10 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 	sc := scratches.Get().(*scratch)
 	defer sc.put()
 	held, arena := sc.held[:0], &sc.arena
+	// A summary block holds about one event per 15 bytes of shard: sized
+	// for that at once, a main module's (thousands of imports) is not
+	// grown and copied a dozen times over.
+	held = slices.Grow(held, len(shard)/12)
 	holding, holdDepth, summaries := false, 0, 0
 	if _, err := walk(c, func(ev *event) error {
 		if err := tb.add(ev, func(m Module) error {

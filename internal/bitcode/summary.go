@@ -138,11 +138,21 @@ type summaryUnit struct {
 	meta []heldEvent
 }
 
+// summaryOp is one operand of a summary record, 16 bytes: a main
+// module's summary block holds one per operand of hundreds of thousands of
+// records (gen5000's: 420,000).
 type summaryOp struct {
-	isGUID bool   // v is a GUID standing for a value id (0 with isGUID: "no value")
-	module []byte // the identity of the module a modid names (v unused)
-	v      uint64
+	kind opKind
+	v    uint64
 }
+
+type opKind uint8
+
+const (
+	opValue  opKind = iota // v as written
+	opGUID                 // v is a GUID + 1 standing for a value id (0: "no value")
+	opModule               // v is a modid, rendered as its module's identity
+)
 
 // canonicalSummary renders the events of a combined index's summary block
 // (those between its ENTER and EXIT) so that the value ids the thin link
@@ -253,6 +263,16 @@ func (sc *summaryScratch) canonical(evs []heldEvent, modules map[uint64][]byte) 
 		}
 	}
 
+	// Sized once: grown by appending, the operands of a main module's
+	// summaries (tens of MB on a first shard, whose memory is all fresh)
+	// were copied and allocated twice over.
+	records, operands := 0, 0
+	for i := range evs {
+		records++
+		operands += len(evs[i].ops)
+	}
+	sc.ops = slices.Grow(sc.ops, operands)
+	sc.units = slices.Grow(sc.units, records)
 	units, aliases := sc.units, sc.aliases
 	rest := sc.rest      // abbreviations and records without value ids, in order
 	var meta []heldEvent // type metadata waiting for its function summary
@@ -312,26 +332,25 @@ func (sc *summaryScratch) canonical(evs []heldEvent, modules map[uint64][]byte) 
 		start := len(sc.ops)
 		for i, v := range ops {
 			if i == 1 { // modid, in every layout above
-				m, ok := modules[v]
-				if !ok {
+				if _, ok := modules[v]; !ok {
 					return nil, false
 				}
-				sc.ops = append(sc.ops, summaryOp{module: m})
+				sc.ops = append(sc.ops, summaryOp{kind: opModule, v: v})
 				continue
 			}
 			if !isID(i) {
-				sc.ops = append(sc.ops, summaryOp{v: v})
+				sc.ops = append(sc.ops, summaryOp{kind: opValue, v: v})
 				continue
 			}
 			if v == 0 && ev.code == fsCombinedAlias && i == 3 {
-				sc.ops = append(sc.ops, summaryOp{isGUID: true}) // aliasee not in the index
+				sc.ops = append(sc.ops, summaryOp{kind: opGUID}) // aliasee not in the index
 				continue
 			}
 			g, ok := ids[v]
 			if !ok {
 				return nil, false
 			}
-			sc.ops = append(sc.ops, summaryOp{isGUID: true, v: g + 1}) // +1: never the "no value" 0
+			sc.ops = append(sc.ops, summaryOp{kind: opGUID, v: g + 1}) // +1: never the "no value" 0
 			if i == 0 {
 				u.guid = g
 			}
@@ -383,12 +402,12 @@ func (sc *summaryScratch) canonical(evs []heldEvent, modules map[uint64][]byte) 
 			d.uint(u.code)
 			d.uint(uint64(len(u.ops)))
 			for _, op := range u.ops {
-				switch {
-				case op.module != nil:
+				switch op.kind {
+				case opModule:
 					d.tag('m')
-					d.bytes(op.module)
+					d.bytes(modules[op.v])
 					continue
-				case op.isGUID:
+				case opGUID:
 					d.tag('g')
 				default:
 					d.tag('v')
