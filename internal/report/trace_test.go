@@ -76,3 +76,35 @@ func TestTraceSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeTraceIsJSON: the hand-written encoding of a trace is byte for
+// byte what encoding/json gives, whatever the names, numbers and
+// arguments.
+func TestEncodeTraceIsJSON(t *testing.T) {
+	events := []traceEvent{
+		{Name: "process_name", Ph: "M", Pid: 1, Args: map[string]any{"name": "thindist"}},
+		{Name: "b/c/Bench.o", Cat: "remote", Ph: "X", Ts: 13306.392, Dur: 2002489.512, Pid: 1, Tid: 128,
+			Args: map[string]any{"bytes": int64(451060), "cpu_ms": int64(1545), "forked": true, "module": "b/c/Bench.o", "n": 3, "ratio": 0.25}},
+		{Name: "quote \" back\\slash <tag> & tab\t nul\x00 é ü 字 \xff", Ph: "X", Ts: 0, Dur: 1e-7, Tid: 2,
+			Args: map[string]any{"error": "line1\nline2 \u2028", "html": "<a & b>", "z": nil, "list": []string{"a"}}},
+		{Name: "big", Ph: "X", Ts: 1e21, Dur: 123456789012.5, Tid: 3},
+		{Name: "tiny", Ph: "X", Ts: 0.000001, Dur: 0.5},
+	}
+	for _, meta := range []map[string]any{nil, {"command": "ld.lld -o a.out", "messages": []string{"x"}}} {
+		got, err := encodeTrace(events, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := map[string]any{"traceEvents": events, "displayTimeUnit": "ms"}
+		if meta != nil {
+			file["otherData"] = meta
+		}
+		want, err := json.Marshal(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("meta %v:\n got  %s\n want %s", meta, got, want)
+		}
+	}
+}
