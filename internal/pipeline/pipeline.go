@@ -127,7 +127,19 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		defer stopPrefetch()
 		files.Prefetch(pctx, inputPaths(actions), runtime.GOMAXPROCS(0))
 	}
+	// The history orders the actions (Expected); reading it overlaps
+	// connecting to the remote service, which takes a round trip or more.
+	planned := make(chan struct{})
+	if rec := env.Record; rec != nil && !cfg.NoRecord {
+		go func() {
+			defer close(planned)
+			rec.Plan(record.Open(CacheDir(cfg, env)), actions)
+		}()
+	} else {
+		close(planned)
+	}
 	ch, err := buildChain(ctx, cfg, env, console, warn, tl, len(actions), files)
+	<-planned
 	if err != nil {
 		return err
 	}
@@ -157,9 +169,6 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 	if rec := env.Record; rec != nil {
 		rec.Update(func(run *record.Run) { run.Jobs = cfg.Jobs })
-		if !cfg.NoRecord {
-			rec.Plan(record.Open(CacheDir(cfg, env)), actions)
-		}
 		observers = append(observers, rec)
 	}
 
