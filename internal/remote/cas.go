@@ -301,6 +301,25 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		}
 		return data, nil
 	}
+	// pooled is content for a batch: a file is read into a pooled buffer
+	// (buf, nil for a blob in memory), given back once its batch call has
+	// returned.
+	pooled := func(d digest.Digest) (data []byte, buf *[]byte, err error) {
+		if b, ok := blobs[d]; ok {
+			return b, nil, nil
+		}
+		// One byte more than the digest's size: a file that grew shows.
+		buf = u.c.bufs.get(int(d.Size) + 1)
+		n, err := plainfile.ReadHead(files[d], *buf)
+		if err == nil && (int64(n) != d.Size || digest.OfBytes((*buf)[:n]) != d) {
+			err = fmt.Errorf("%s changed while thindist was running", files[d])
+		}
+		if err != nil {
+			u.c.bufs.put(buf)
+			return nil, nil, err
+		}
+		return (*buf)[:n], buf, nil
+	}
 	// A batch goes while the next is read: an action that imports
 	// hundreds of modules (a program's main module, often its longest
 	// backend) sends several batches, and one after the other they cost a
@@ -317,11 +336,18 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		u.uploaded(ctx, d)
 		u.c.transfers.wireBytesUploaded.Add(wire)
 	}
-	send := func(batch []digest.Digest, batchData [][]byte, batchSize int64) {
+	send := func(batch []digest.Digest, batchData [][]byte, batchSize int64, bufs []*[]byte) {
 		err, werr := u.updates.do(ctx, blobBatch{ds: batch, data: batchData, size: batchSize})
 		if werr != nil {
-			err = werr
+			// This action gave up; the coalesced call it joined may still
+			// be sending its data: the buffers are not reused.
+			err, bufs = werr, nil
 		}
+		defer func() {
+			for _, b := range bufs {
+				u.c.bufs.put(b)
+			}
+		}()
 		var rej *batchRejected
 		switch {
 		case errors.As(err, &rej):
@@ -343,18 +369,19 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 	}
 	var batch []digest.Digest
 	var batchData [][]byte
+	var batchBufs []*[]byte
 	var batchSize int64
 	flush := func() {
 		if len(batch) == 0 {
 			return
 		}
-		b, data, size := batch, batchData, batchSize
-		batch, batchData, batchSize = nil, nil, 0
+		b, data, size, bufs := batch, batchData, batchSize, batchBufs
+		batch, batchData, batchSize, batchBufs = nil, nil, 0, nil
 		inFlight <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-inFlight; wg.Done() }()
-			send(b, data, size)
+			send(b, data, size, bufs)
 		}()
 	}
 	for _, d := range missing {
@@ -364,7 +391,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 			stream(d, func() ([]byte, error) { return content(d) })
 			continue
 		}
-		data, err := content(d)
+		data, buf, err := pooled(d)
 		if err != nil {
 			fail(err, d)
 			continue
@@ -374,6 +401,9 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		}
 		batch = append(batch, d)
 		batchData = append(batchData, data)
+		if buf != nil {
+			batchBufs = append(batchBufs, buf)
+		}
 		batchSize += d.Size + perBlobOverhead
 	}
 	flush()

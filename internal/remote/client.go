@@ -94,6 +94,7 @@ type Client struct {
 
 	// CAS is the uploader shared by every action of the run.
 	CAS       *Uploader
+	bufs      readBufs
 	transfers transferCounters
 	// reads coalesces the BatchReadBlobs calls of the actions in flight.
 	reads *coalescer[[]digest.Digest, read]
