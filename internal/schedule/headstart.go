@@ -19,15 +19,14 @@ type headStart struct {
 	pending []int           // per tier, its actions not yet begun
 	ready   []chan struct{} // ready[k] is closed once tiers 0..k have all begun
 	next    int             // the first tier not yet wholly begun
+	open    chan struct{}   // closed: the first tier's wait
 }
-
-// open is a closed channel: the wait of the first tier.
-var open = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // newHeadStart returns the gate for n actions in tiers ending at ends
 // (increasing, at most n; empty: no head start).
 func newHeadStart(ends []int, n int) *headStart {
-	h := &headStart{}
+	h := &headStart{open: make(chan struct{})}
+	close(h.open)
 	prev := 0
 	for _, e := range ends {
 		e = min(e, n)
@@ -57,7 +56,7 @@ func (h *headStart) wait(i int) <-chan struct{} {
 	if t := h.tier(i); t > 0 {
 		return h.ready[t-1]
 	}
-	return open
+	return h.open
 }
 
 // counts reports whether action i's beginning is waited for.
