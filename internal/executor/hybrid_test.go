@@ -222,6 +222,10 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 		res <- r
 	}()
 	<-stalled.started // on the cluster first
+	// Not drained, nothing else started: the critical race takes this
+	// machine's slot at once. (Waited for before the others start, or
+	// one of them could take the slot before the race asks for it.)
+	<-local.started
 	var wg sync.WaitGroup
 	for i, a := range waiting {
 		wg.Add(1)
@@ -237,8 +241,7 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 			waitQueued(t, h, a) // s2 and s3 wait
 		}
 	}
-	<-local.started // not drained, others waiting: the critical race runs here
-	close(local.hold)
+	close(local.hold) // the others wait while the race runs here
 	r := <-res
 	if r == nil || r.Where != Local || !r.Raced {
 		t.Fatalf("result %+v, want the local side of a race", r)
