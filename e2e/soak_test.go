@@ -25,10 +25,11 @@ import (
 // some links have thindist killed with SIGKILL and some are interrupted
 // with SIGINT at random moments. Afterwards every link that exited 0 made
 // a correct program, every other one failed with a message or was killed,
-// no thindist or compiler process is left, no staging directory or native
-// object is left (a SIGKILLed run's staging directory goes at the next run
-// in its directory), the cache verifies clean, and a final relink of every
-// program is correct. THINDIST_SOAK_SEED replays a run.
+// no thindist or compiler process is left, no staging directory, native
+// object or index shard is left (a SIGKILLed run's staging directory goes
+// at the next run in its directory; lld's own shards of a link interrupted
+// before thindist started are lld's), the cache verifies clean, and a final
+// relink of every program is correct. THINDIST_SOAK_SEED replays a run.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the soak test takes minutes")
@@ -103,6 +104,14 @@ func TestSoak(t *testing.T) {
 		kill   string
 	}
 	results := make([]result, links)
+	// lld 22 leaves the index shards it has written so far when SIGINT
+	// reaches it while it writes them, before it starts the distributor
+	// (measured: a link of 600 modules interrupted 0.17-0.19 s in, with a
+	// distributor that only sleeps, leaves m100.3.<pid>.native.o.thinlto.bc
+	// and more). Those shards are lld's, named after its PID: they are
+	// excused for a link interrupted before thindist ran, and for no other.
+	var excusedMu sync.Mutex
+	excused := map[string]bool{} // lld PIDs
 	var wg sync.WaitGroup
 	for i := 0; i < links; i++ {
 		kill := map[int]string{0: "SIGKILL", 1: "SIGKILL", 2: "SIGINT", 3: "SIGINT"}[i]
@@ -126,7 +135,23 @@ func TestSoak(t *testing.T) {
 				go func() {
 					time.Sleep(killAt)
 					if kill == "SIGINT" {
+						var lld []int
+						distributing := false
+						for _, pid := range processesBelow(cmd.Process.Pid) {
+							exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+							distributing = distributing || exe == thindist
+							if filepath.Base(exe) == "lld" {
+								lld = append(lld, pid)
+							}
+						}
 						syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+						if !distributing {
+							excusedMu.Lock()
+							for _, pid := range lld {
+								excused[strconv.Itoa(pid)] = true
+							}
+							excusedMu.Unlock()
+						}
 						return
 					}
 					for _, pid := range processesBelow(cmd.Process.Pid) {
@@ -194,7 +219,19 @@ func TestSoak(t *testing.T) {
 			t.Errorf("final relink %d prints %q, want %q", i, got, p.Want)
 		}
 	}
-	noLeftovers(t, p.Dir)
+	var bad []string
+	for _, path := range leftovers(t, p.Dir) {
+		// m83.85.369.native.o.thinlto.bc: module, task, lld's PID.
+		name := strings.TrimSuffix(filepath.Base(path), ".native.o.thinlto.bc")
+		if name != filepath.Base(path) && excused[name[strings.LastIndexByte(name, '.')+1:]] {
+			t.Logf("left by lld, interrupted while it wrote its shards (not thindist's): %s", path)
+			continue
+		}
+		bad = append(bad, path)
+	}
+	if len(bad) > 0 {
+		t.Errorf("left behind after the run: %q", bad)
+	}
 	noProcessesLeft(t, tag)
 	if code, out := runThindist(t, p.Dir, nil, "cache", "verify", "--cache-dir", cacheDir); code != 0 {
 		t.Errorf("thindist cache verify after the relinks: exit %d\n%s", code, out)
