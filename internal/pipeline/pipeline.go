@@ -174,9 +174,10 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 
 	endBackends := tl.Begin("backends")
 	runErr := schedule.Run(ctx, actions, ch.ex, schedule.Options{
-		Parallel: ch.parallel,
-		Observer: report.Tee(observers...),
-		Planner:  ch.planner,
+		Parallel:  ch.parallel,
+		Preparing: ch.preparing,
+		Observer:  report.Tee(observers...),
+		Planner:   ch.planner,
 	})
 	endBackends()
 	if progress != nil {
@@ -233,8 +234,9 @@ const speculativeNice = 10
 // it.
 type chain struct {
 	ex executor.Executor
-	// parallel is how many actions may be in flight.
-	parallel int
+	// parallel is how many actions may be in flight, preparing how many
+	// of them may prepare at once (schedule.Options).
+	parallel, preparing int
 	// planner, if set, hears the actions' order and when every action has
 	// started.
 	planner executor.Planner
@@ -338,7 +340,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 			}
 			warn("%v; compiling locally", err)
 		} else {
-			ch.ex, ch.parallel, ch.planner = r.chain, r.parallel, r.planner
+			ch.ex, ch.parallel, ch.preparing, ch.planner = r.chain, r.parallel, r.preparing, r.planner
 			if env.Record != nil {
 				env.Record.Update(func(run *record.Run) { run.Remote, run.RemoteJobs = cfg.Remote.Target, cfg.Remote.Jobs })
 			}

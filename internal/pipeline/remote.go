@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -18,10 +19,30 @@ import (
 
 // remoteChain is the remote part of the executor chain.
 type remoteChain struct {
-	chain    executor.Executor
-	parallel int
-	planner  executor.Planner
-	finish   func(quiet bool)
+	chain     executor.Executor
+	parallel  int
+	preparing int // schedule.Options.Preparing
+	planner   executor.Planner
+	finish    func(quiet bool)
+}
+
+// Preparing is how many actions prepare at once on a remote chain
+// (schedule.Options.Preparing) over a service with this round-trip time:
+// enough for this machine's cores to stay busy while each waits out the
+// round trips of its preparation (the ActionCache lookup,
+// FindMissingBlobs, the upload, and one to spare) at about
+// preparingCPU each, and no fewer than minPreparing. Measured on the
+// simulated cluster (bench/RESULTS.md): with every action preparing at
+// once, a 500-module link's first executions began 240 ms after its
+// start on 2 cores at 0.2 ms; 32 at a time, 100 ms sooner; 32 at a time
+// at 25 ms starved the cluster (1.38 → 1.78 × ideal), 128 did not.
+func Preparing(rtt time.Duration, cores int) int {
+	const (
+		roundTrips   = 4
+		preparingCPU = time.Millisecond
+		minPreparing = 32
+	)
+	return max(minPreparing, cores*(1+int(roundTrips*rtt/preparingCPU)))
 }
 
 // RemoteOptions turns the configuration into the client's options.
@@ -205,7 +226,11 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		}
 		console.Printf("%s", line)
 	}
-	return &remoteChain{chain: executor.Verified(rcache), parallel: parallel, planner: planner, finish: finish}, nil
+	rch := &remoteChain{chain: executor.Verified(rcache), parallel: parallel, planner: planner, finish: finish}
+	if !cacheOnly {
+		rch.preparing = Preparing(client.RTT, runtime.GOMAXPROCS(0))
+	}
+	return rch, nil
 }
 
 // ownCPU is the user and system CPU this process has used: thindist's own

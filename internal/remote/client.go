@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	backoffpkg "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -75,6 +76,11 @@ type Client struct {
 	opts Options
 	conn *grpc.ClientConn
 	Caps *repb.ServerCapabilities
+	// RTT is how long GetCapabilities took once connected: a round trip
+	// and the server's first call (measured on the simulated cluster:
+	// 5.7 ms at 0.2 ms, 11 ms at 5 ms, 35 ms at 25 ms). An upper estimate
+	// of the round trip.
+	RTT time.Duration
 
 	cas repb.ContentAddressableStorageClient
 	ac  repb.ActionCacheClient
@@ -172,7 +178,17 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	// the whole retry window: the link then compiles locally.
 	err = c.retryWhile(ctx, min(dialWindow, o.RetryWindow), transient, func(ctx context.Context) error {
 		var err error
+		// Connected first, the call times a round trip, not the
+		// connection's setup (20 ms even on loopback): RTT.
+		conn.Connect()
+		for st := conn.GetState(); st == connectivity.Idle || st == connectivity.Connecting; st = conn.GetState() {
+			if !conn.WaitForStateChange(ctx, st) {
+				break
+			}
+		}
+		start := time.Now()
 		caps, err = repb.NewCapabilitiesClient(conn).GetCapabilities(ctx, &repb.GetCapabilitiesRequest{InstanceName: o.Instance})
+		c.RTT = time.Since(start)
 		return err
 	})
 	if err != nil {

@@ -37,6 +37,16 @@ type Options struct {
 	Parallel int
 	// Observer, if set, hears every start and finish.
 	Observer Observer
+	// Preparing, if above 0, bounds the actions preparing at once: started
+	// and not yet begun (executor.Begun) or ended, i.e. computing keys,
+	// looking up caches, uploading inputs. They are let in in order. With
+	// hundreds preparing together on this machine's few cores, each
+	// finishes its preparation only as late as the last: a remote cluster
+	// then idles until hundreds of actions reach it at once, instead of
+	// filling as each is ready. The bound must cover the round trips of a
+	// preparation (see the pipeline), or actions reach the cluster more
+	// slowly than they could.
+	Preparing int
 	// Planner, if set, is told the actions in the order they will start,
 	// before the first one does, and says which of the first get a head
 	// start, in tiers (headStart: each tier waits until those before it
@@ -89,6 +99,10 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 		wg        sync.WaitGroup
 	)
 	workers := min(max(opts.Parallel, 1), len(order))
+	var preparing chan struct{} // a token per action preparing
+	if opts.Preparing > 0 && opts.Preparing < workers {
+		preparing = make(chan struct{}, opts.Preparing)
+	}
 	for slot := 0; slot < workers; slot++ {
 		wg.Add(1)
 		go func() {
@@ -102,22 +116,22 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 					return
 				}
 				a := order[i]
-				actx := ctx
-				var began func()
 				select {
 				case <-gate.wait(i):
 				case <-ctx.Done():
 					return
 				}
-				if gate.counts(i) {
-					began = gate.begun(i)
-					actx = executor.WithBegun(ctx, began)
+				if preparing != nil {
+					select {
+					case preparing <- struct{}{}:
+					case <-ctx.Done():
+						return
+					}
 				}
+				began := beganFunc(gate, i, preparing)
 				obs.Started(a, slot)
-				res, done, err := runSafe(actx, a, ex, st)
-				if began != nil {
-					began()
-				}
+				res, done, err := runSafe(executor.WithBegun(ctx, began), a, ex, st)
+				began()
 				if opts.Planner != nil {
 					opts.Planner.Ended(a)
 				}
@@ -144,6 +158,27 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 		return errors.Join(errs...)
 	}
 	return nil
+}
+
+// beganFunc returns what marks action i begun, at most once however often
+// it is called (a race's two sides, then its end): for the head start if
+// it waits for i, and giving back i's preparing token if it holds one.
+func beganFunc(gate *headStart, i int, preparing chan struct{}) func() {
+	var head func()
+	if gate.counts(i) {
+		head = gate.begun(i)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if head != nil {
+				head()
+			}
+			if preparing != nil {
+				<-preparing
+			}
+		})
+	}
 }
 
 // runOne executes a into staged outputs and renames them into place.

@@ -274,3 +274,53 @@ func TestHeadStartTiers(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparing: with Preparing 2, at most two actions are between their
+// start and their beginning at once; one that has begun (and runs on), or
+// that ended without beginning (a cache hit), lets the next in; and every
+// action still runs, more of them at once than are preparing.
+func TestPreparing(t *testing.T) {
+	dir := t.TempDir()
+	as := actions(t, dir, 8)
+	var preparing, most, running, mostRunning atomic.Int32
+	peak := func(v *atomic.Int32, n int32) {
+		for m := v.Load(); n > m && !v.CompareAndSwap(m, n); m = v.Load() {
+		}
+	}
+	release := make(chan struct{})
+	ex := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		peak(&most, preparing.Add(1))
+		time.Sleep(5 * time.Millisecond) // preparing
+		preparing.Add(-1)
+		if a.ID == "m0.o" || a.ID == "m1.o" {
+			// Cache hits: they end without beginning.
+			return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
+		}
+		executor.Begun(ctx)
+		peak(&mostRunning, running.Add(1))
+		defer running.Add(-1)
+		select {
+		case <-release: // the rest run on until the last has begun
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
+	})
+	go func() {
+		for mostRunning.Load() < 6 {
+			time.Sleep(time.Millisecond)
+		}
+		close(release)
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := Run(ctx, as, ex, Options{Parallel: 8, Preparing: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := most.Load(); got != 2 {
+		t.Errorf("at most %d actions prepared at once, want 2", got)
+	}
+	if got := mostRunning.Load(); got != 6 {
+		t.Errorf("at most %d begun actions ran at once, want all 6", got)
+	}
+}
