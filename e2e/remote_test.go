@@ -636,6 +636,13 @@ func TestRemoteDoctor(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "warn  the server does not let clients write its ActionCache") {
 		t.Errorf("doctor against a Buildbarn-like server: exit %d\n%s", code, out)
 	}
+	// No local compiler and no --remote-compiler: nothing is sent to the
+	// workers with an empty argv[0] (as a real Buildbarn showed).
+	noSrv, noAddr := fakeRemote(t, reapitest.Options{})
+	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+noAddr, "--compiler="+filepath.Join(dir, "no-such-clang"))
+	if code != 1 || !strings.Contains(out, "skip  workers' compiler check") || noSrv.Stats().RPCs[reapitest.MethodExecute] != 0 {
+		t.Errorf("doctor without a local compiler: exit %d, %d Execute calls\n%s", code, noSrv.Stats().RPCs[reapitest.MethodExecute], out)
+	}
 	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://127.0.0.1:1", "--remote-retries=1")
 	if code != 1 || !strings.Contains(out, "FAIL") {
 		t.Errorf("doctor against nothing: exit %d\n%s", code, out)

@@ -123,13 +123,19 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	}
 	step("CAS upload, FindMissingBlobs and read back (a small and a 3 MiB blob)", client.CheckCAS(ctx), "")
 
-	if rc.CacheOnly || !client.ExecEnabled() {
+	remoteCompiler := rc.Compiler
+	if remoteCompiler == "" {
+		remoteCompiler = local
+	}
+	switch {
+	case rc.CacheOnly || !client.ExecEnabled():
 		fmt.Fprintf(stdout, "skip  remote compiler check (no remote execution)\n")
-	} else {
-		remoteCompiler := rc.Compiler
-		if remoteCompiler == "" {
-			remoteCompiler = local
-		}
+	case remoteCompiler == "":
+		// The local compiler was not found (a failure above): there is
+		// no name to run on the workers, and an action with an empty
+		// argv[0] would only fail there.
+		fmt.Fprintf(stdout, "skip  workers' compiler check: no compiler to ask for (pass --compiler or --remote-compiler)\n")
+	default:
 		rex := remote.NewExecutor(client, remote.ExecOptions{Compiler: rc.Compiler, Platform: rc.Platform,
 			Env: pipeline.RemoteEnv(env.Getenv), Timeout: rc.ExecTimeout, ExecStall: rc.ExecStall})
 		res, err := rex.RunCommand(ctx, []string{remoteCompiler, "--version"})
