@@ -251,7 +251,7 @@ func (s *FakeServer) streamOperation(op *operation, stream grpc.ServerStreamingS
 		return err
 	}
 	if msg.Done {
-		return nil
+		return s.sentDone(stream)
 	}
 	if method == MethodExecute {
 		if s.takeFault(MethodExecute, FaultDropExecuteStream) {
@@ -270,7 +270,10 @@ func (s *FakeServer) streamOperation(op *operation, stream grpc.ServerStreamingS
 				return status.Errorf(codes.Internal, "snapshot: %v", err)
 			}
 			if m.Done {
-				return stream.Send(m)
+				if err := stream.Send(m); err != nil {
+					return err
+				}
+				return s.sentDone(stream)
 			}
 			if err := stream.Send(m); err != nil {
 				return err
@@ -293,7 +296,28 @@ func (s *FakeServer) streamOperation(op *operation, stream grpc.ServerStreamingS
 	if err != nil {
 		return status.Errorf(codes.Internal, "snapshot: %v", err)
 	}
-	return stream.Send(msg)
+	if err := stream.Send(msg); err != nil {
+		return err
+	}
+	return s.sentDone(stream)
+}
+
+// sentDone ends a stream whose finished operation has been sent: at once,
+// or after Options.LingerAfterDone, counting a client that cancels the
+// stream meanwhile.
+func (s *FakeServer) sentDone(stream grpc.ServerStreamingServer[longrunningpb.Operation]) error {
+	if s.opts.LingerAfterDone <= 0 {
+		return nil
+	}
+	t := time.NewTimer(s.opts.LingerAfterDone)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-stream.Context().Done():
+		s.lateCancels.Add(1)
+		return status.FromContextError(stream.Context().Err()).Err()
+	}
 }
 
 // stageOf is the stage in an Operation's metadata (UNKNOWN if none).

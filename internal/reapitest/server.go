@@ -44,6 +44,12 @@ const (
 // Options configures a FakeServer. The zero value is usable: no batch size
 // limit, no compression, any platform accepted, plaintext gRPC.
 type Options struct {
+	// LingerAfterDone keeps an Execute or WaitExecution handler this long
+	// after it has sent the finished operation, as a real server's
+	// returns through more code after its last message, and counts a
+	// client that cancels the stream meanwhile (Stats.CancelledAfterDone):
+	// Buildbarn records those as cancelled executions.
+	LingerAfterDone time.Duration
 	// MaxBatchTotalSizeBytes is advertised in CacheCapabilities and
 	// enforced by BatchUpdateBlobs and BatchReadBlobs (sum of digest sizes).
 	// 0 means "no limit" as in the REAPI spec.
@@ -207,6 +213,7 @@ type FakeServer struct {
 	stallNext       atomic.Int64                                           // executions still to stall (StallNext)
 	stallIf         atomic.Pointer[func(*repb.Action, *repb.Command) bool] // StallIf
 	cancellations   atomic.Int64
+	lateCancels     atomic.Int64  // Stats.CancelledAfterDone
 	workers         chan struct{} // Options.Workers slots, nil without a bound
 }
 
@@ -442,7 +449,11 @@ type Stats struct {
 	// cancels the execution (as Buildbarn drops an operation nobody
 	// waits for).
 	Cancellations int64
-	RPCs          map[string]int64 // per full method name
+	// CancelledAfterDone counts streams the client cancelled after their
+	// finished operation but before the handler returned
+	// (Options.LingerAfterDone).
+	CancelledAfterDone int64
+	RPCs               map[string]int64 // per full method name
 }
 
 // Stats returns a snapshot of all counters.
@@ -464,6 +475,7 @@ func (s *FakeServer) Stats() Stats {
 		BytesReadRaw:          s.bytesReadRaw.Load(),
 		BlobsReadZstd:         s.blobsReadZstd.Load(),
 		Cancellations:         s.cancellations.Load(),
+		CancelledAfterDone:    s.lateCancels.Load(),
 		RPCs:                  map[string]int64{},
 	}
 	s.mu.Lock()
@@ -524,7 +536,7 @@ func (s *FakeServer) Uploads() []UploadRecord {
 func (s *FakeServer) ResetStats() {
 	for _, c := range []*atomic.Int64{&s.executions, &s.executeCalls, &s.waitCalls,
 		&s.execRejections, &s.acHits, &s.acMisses, &s.acUpdates, &s.findMissing,
-		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.blobsReadZstd, &s.batchRejections, &s.cancellations} {
+		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.blobsReadZstd, &s.batchRejections, &s.cancellations, &s.lateCancels} {
 		c.Store(0)
 	}
 	s.mu.Lock()

@@ -272,6 +272,9 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.Ex
 				opName = name
 				retries.progress() // the server took the action: the retry window starts anew
 			}
+			if err == nil && resp != nil {
+				drain(stream, cancel)
+			}
 		}
 		if timer != nil {
 			timer.Stop()
@@ -453,6 +456,24 @@ func (e *Executor) platformString() string {
 		return "none"
 	}
 	return strings.Join(s, " ")
+}
+
+// drainBound bounds how long drain waits for a stream's end.
+const drainBound = 200 * time.Millisecond
+
+// drain reads a stream whose finished operation has arrived to its end
+// (the server's status), or cancels it after drainBound. Cancelled right
+// after its last message, while the server's handler is still returning,
+// the execution shows as cancelled on the server though its result is
+// used: a real Buildbarn counted 2 to 4 of 41 Execute calls as Canceled.
+func drain(stream grpc.ServerStreamingClient[longrunningpb.Operation], cancel context.CancelFunc) {
+	t := time.AfterFunc(drainBound, cancel)
+	defer t.Stop()
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return
+		}
+	}
 }
 
 // follow reads operations until one is done, passing each one's stage to

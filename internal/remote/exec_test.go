@@ -150,3 +150,30 @@ func TestExecPriority(t *testing.T) {
 		t.Errorf("priorities sent %v, want [10 20 30]", got)
 	}
 }
+
+// TestExecReadsStreamToItsEnd: the executor lets an Execute stream go only
+// once the server has ended it, not right after its finished operation,
+// so no used execution shows as cancelled on the server (a real Buildbarn
+// counted 2 to 4 of 41 so); and a server that holds the stream open after
+// it does not hold the action (here for an hour, past the deadline given).
+func TestExecReadsStreamToItsEnd(t *testing.T) {
+	for _, c := range []struct {
+		linger        time.Duration
+		wantCancelled bool
+	}{{50 * time.Millisecond, false}, {time.Hour, true}} {
+		srv, addr := fake(t, reapitest.Options{LingerAfterDone: c.linger})
+		cl := dial(t, addr, remote.Options{})
+		ex := remote.NewExecutor(cl, remote.ExecOptions{})
+		as, outs := shellActions(t, 4, -1)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		for i, a := range as {
+			if res, err := ex.Execute(ctx, a, outs[i]); err != nil || res.Failed() {
+				t.Fatalf("linger %v: %v %+v", c.linger, err, res)
+			}
+		}
+		cancel()
+		if got := srv.Stats().CancelledAfterDone; (got > 0) != c.wantCancelled || c.wantCancelled && got != int64(len(as)) {
+			t.Errorf("linger %v: %d of %d streams cancelled after their finished operation", c.linger, got, len(as))
+		}
+	}
+}
