@@ -190,6 +190,10 @@ func distribute(ctx context.Context, args []string, env pipeline.Env, start time
 		fmt.Fprintf(env.Stderr, "thindist: %v\n", err)
 		return 2
 	}
+	// Connecting to the remote service takes round trips and needs
+	// nothing from the job file: it goes on while the file is read.
+	sess.Env.Dialing = pipeline.StartDial(ctx, &cfg)
+	defer sess.Env.Dialing.Close() // if the run did not take it
 	jf, err := jobfile.Load(rest[0], dir)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "thindist: error: %v\n", err)

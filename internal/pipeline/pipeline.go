@@ -48,6 +48,10 @@ type Env struct {
 	// Record, when set, hears the run (its actions, keys and settings) and
 	// orders the actions by its history; the caller finishes and saves it.
 	Record *record.Recorder
+	// Dialing, when set, is the connection to the remote service, begun
+	// before the run (StartDial); the caller closes it if the run did not
+	// take it.
+	Dialing *Dialing
 }
 
 // Diagnostic is an error or warning of a run, for Env.Diag.

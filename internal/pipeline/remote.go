@@ -80,10 +80,17 @@ func RemoteEnv(getenv func(string) string) [][2]string {
 func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local, speculative executor.Executor, tl *report.Timeline) (*remoteChain, error) {
 	rc := &cfg.Remote
 	cpu0 := ownCPU()
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	endConnect := tl.Begin("connecting")
-	client, err := remote.Dial(dctx, RemoteOptions(rc))
+	opts := RemoteOptions(rc)
+	endConnect := tl.Begin("connecting") // or waiting for the dial begun before the run
+	var client *remote.Client
+	var err error
+	if env.Dialing.claim(opts) {
+		client, err = env.Dialing.wait(ctx)
+	} else {
+		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		defer cancel()
+		client, err = remote.Dial(dctx, opts)
+	}
 	endConnect()
 	if err != nil {
 		return nil, err
