@@ -28,7 +28,7 @@ type Dialing struct {
 	err    error
 
 	mu    sync.Mutex
-	taken bool // by a run (take) or for closing (Close)
+	taken bool // by a run (claim) or for closing (Close)
 }
 
 // StartDial begins connecting to the remote service cfg names; nil if it
@@ -40,11 +40,16 @@ func StartDial(ctx context.Context, cfg *config.Config) *Dialing {
 	d := &Dialing{opts: RemoteOptions(&cfg.Remote), done: make(chan struct{})}
 	go func() {
 		defer close(d.done)
-		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-		defer cancel()
-		d.client, d.err = remote.Dial(dctx, d.opts)
+		d.client, d.err = dial(ctx, d.opts)
 	}()
 	return d
+}
+
+// dial connects to the remote service within dialTimeout.
+func dial(ctx context.Context, opts remote.Options) (*remote.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	return remote.Dial(ctx, opts)
 }
 
 // claim hands the dial over to the caller if it was made with opts and

@@ -87,9 +87,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	if env.Dialing.claim(opts) {
 		client, err = env.Dialing.wait(ctx)
 	} else {
-		dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-		defer cancel()
-		client, err = remote.Dial(dctx, opts)
+		client, err = dial(ctx, opts)
 	}
 	endConnect()
 	if err != nil {
