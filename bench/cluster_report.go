@@ -77,7 +77,8 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 		"in a process of its own on this machine, loopback). A recording link executed every action once for real " +
 		"(2 at a time) and kept its outputs and CPU time; in each replay link W simulated worker slots return each recorded result " +
 		"after the recorded CPU time (an action waits for a free slot), every RPC is held one round-trip time (RTT), and every " +
-		"message crosses a link of the given bandwidth each way, shared by all calls. thindist runs as lld's DTLTO distributor with " +
+		"message crosses a link of the given bandwidth each way, shared by all calls in 16 KiB frames taken in turn (as HTTP/2 " +
+		"shares a connection among its streams). thindist runs as lld's DTLTO distributor with " +
 		"`--no-cache --remote=... --remote-fallback=none` and its defaults otherwise (--jobs = this machine's cores). " +
 		"**Ideal** = lld's own side (the link's wall time minus the distributor process's, in the same link) + " +
 		"max(largest backend, Σ backends / W), the backends being the recorded CPU times (and, for actions thindist kept on this " +

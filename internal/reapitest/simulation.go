@@ -52,8 +52,9 @@ type Simulation struct {
 	RTT time.Duration
 
 	// BytesPerSecond is the capacity of the link between client and
-	// server, each direction shared by all calls: every message takes its
-	// size / BytesPerSecond on the link, after the messages before it. 0:
+	// server, each direction shared by all calls as HTTP/2 shares a
+	// connection among its streams: messages cross it in 16 KiB frames,
+	// taken in turn, each frame taking its size / BytesPerSecond. 0:
 	// unlimited. The size is the protobuf message's, so blobs count as
 	// sent (compressed with zstd).
 	BytesPerSecond float64
@@ -313,33 +314,55 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// link is one direction of the simulated network link: messages cross it
-// one after the other, each taking its size / bytesPerSecond.
+// linkFrame is how much of a message the link carries before it turns to
+// the next message waiting: HTTP/2's default frame size (the initial
+// SETTINGS_MAX_FRAME_SIZE), in which gRPC's transport takes the concurrent
+// streams of a connection in turn.
+const linkFrame = 16 << 10
+
+// link is one direction of the simulated network link. Messages share it
+// as the streams of an HTTP/2 connection do: frame by frame, in turn, each
+// frame taking its size / bytesPerSecond. A small message sent while a
+// large one crosses is not held until the large one has crossed whole.
 type link struct {
 	bytesPerSecond float64
 	bytes          atomic.Int64
 
 	mu   sync.Mutex
-	free time.Time // when the link has sent everything queued so far
+	free time.Time // when the link has sent every frame queued so far
 }
 
-// transfer holds the caller until n bytes, queued behind the messages
-// before them, have crossed the link.
+// transfer holds the caller until n bytes have crossed the link, each
+// frame queued behind the frames queued before it.
 func (l *link) transfer(ctx context.Context, n int) {
 	l.bytes.Add(int64(n))
 	if l.bytesPerSecond <= 0 || n == 0 {
 		return
 	}
-	now := time.Now()
-	l.mu.Lock()
-	start := l.free
-	if start.Before(now) {
-		start = now
+	var prev time.Time // the end of this message's frame before
+	for n > 0 {
+		f := min(n, linkFrame)
+		n -= f
+		now := time.Now()
+		l.mu.Lock()
+		// A frame starts once the link is free, and not before the
+		// message's frame before it has ended: as it was meant to,
+		// however late the timer woke this caller, so that a message
+		// alone on the link takes its size / bytesPerSecond.
+		start := now
+		if !prev.IsZero() {
+			start = prev
+		}
+		if start.Before(l.free) {
+			start = l.free
+		}
+		l.free = start.Add(time.Duration(float64(f) / l.bytesPerSecond * float64(time.Second)))
+		prev = l.free
+		l.mu.Unlock()
+		if !sleepCtx(ctx, prev.Sub(now)) {
+			return
+		}
 	}
-	l.free = start.Add(time.Duration(float64(n) / l.bytesPerSecond * float64(time.Second)))
-	end := l.free
-	l.mu.Unlock()
-	sleepCtx(ctx, end.Sub(now))
 }
 
 func protoSize(m any) int {

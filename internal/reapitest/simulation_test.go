@@ -402,3 +402,34 @@ func recordedA(t *testing.T) (string, *Recording, string) {
 	}
 	return counter, rec, outs["a"]
 }
+
+// The link shares its capacity among the messages crossing it, frame by
+// frame, as an HTTP/2 connection shares it among its streams: a small
+// message sent while a large one crosses arrives long before the large
+// one, not after it.
+func TestSimulationLinkInterleavesMessages(t *testing.T) {
+	l := &link{bytesPerSecond: 1 << 20}
+	large, small := 1<<20, 2*linkFrame // one second, and 1/32 of it alone
+	start := time.Now()
+	largeDone := make(chan time.Duration, 1)
+	go func() {
+		l.transfer(context.Background(), large)
+		largeDone <- time.Since(start)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	l.transfer(context.Background(), small)
+	smallTook := time.Since(start)
+	largeTook := <-largeDone
+	if smallTook >= largeTook {
+		t.Fatalf("the %d-byte message sent 100ms into a %d-byte one arrived after it (%v, the large one %v): the link carries whole messages in turn", small, large, smallTook, largeTook)
+	}
+	// Lower bounds only (the machine may add any amount): the large
+	// message alone takes a second, and shared with the small one, its
+	// frames' time on the link more.
+	if min := time.Duration(float64(large+small) / l.bytesPerSecond * float64(time.Second)); largeTook < min {
+		t.Fatalf("the large message took %v, less than the two messages' time on the link (%v)", largeTook, min)
+	}
+	if got := l.bytes.Load(); got != int64(large+small) {
+		t.Fatalf("link counted %d bytes, want %d", got, large+small)
+	}
+}
