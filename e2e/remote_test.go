@@ -78,7 +78,7 @@ func wantCorrectOrFailed(t *testing.T, p *testprog.Program, stderr string, err e
 	return true
 }
 
-var remoteLine = regexp.MustCompile(`remote grpcs?://\S+: (\d+) cache hits, (\d+) misses(?:; (\d+) executed, (\d+) server cache hits, (\d+) retries, (\d+) ran locally)?[^\n]*`)
+var remoteLine = regexp.MustCompile(`remote grpcs?://\S+ \(invocation [0-9a-f-]+\): (\d+) cache hits, (\d+) misses(?:; (\d+) executed, (\d+) server cache hits, (\d+) retries, (\d+) ran locally)?[^\n]*`)
 
 type remoteSummary struct{ hits, misses, executed, serverHits, retries, local int }
 

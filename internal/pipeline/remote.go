@@ -192,6 +192,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 				// The sums of the actions' BytesUp and BytesDown
 				// (executor.Metered), and what failed actions moved.
 				c := client.Stats()
+				run.Invocation = client.Invocation()
 				run.BytesUp = c.BytesUploaded
 				run.BytesDown = c.BytesRead + c.BytesInlined
 				if fb != nil {
@@ -203,7 +204,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			return
 		}
 		c, cs := client.Stats(), rcache.Stats()
-		line := fmt.Sprintf("thindist: remote %s: %d cache hits, %d misses", rc.Target, cs.Hits, cs.Misses)
+		line := fmt.Sprintf("thindist: remote %s (invocation %s): %d cache hits, %d misses", rc.Target, client.Invocation(), cs.Hits, cs.Misses)
 		if rex != nil {
 			es, fs, hs := rex.Stats(), fb.Stats(), hybrid.Stats()
 			line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",

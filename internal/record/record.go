@@ -49,6 +49,9 @@ type Run struct {
 	Jobs       int    `json:"jobs"`
 	RemoteJobs int    `json:"remote_jobs,omitempty"`
 	Remote     string `json:"remote,omitempty"` // the service, when used
+	// Invocation is the tool_invocation_id in the RequestMetadata of
+	// every call to the service: what its pages list the run under.
+	Invocation string `json:"invocation,omitempty"`
 	// LocalCache says whether the local cache was consulted; CacheLimit
 	// is the size limit the run applied to it, in bytes.
 	LocalCache bool  `json:"local_cache"`

@@ -26,7 +26,6 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/thindist/thindist/internal/digest"
@@ -69,6 +68,9 @@ type Options struct {
 	// StreamsPerConn is the streams one connection is counted on to
 	// carry (default 100).
 	StreamsPerConn int
+	// Invocation is the run's tool_invocation_id in the RequestMetadata
+	// of every call; "" makes a new one (a random UUID).
+	Invocation string
 }
 
 // Client is a connection to the service with its capabilities.
@@ -81,6 +83,11 @@ type Client struct {
 	// 5.7 ms at 0.2 ms, 11 ms at 5 ms, 35 ms at 25 ms). An upper estimate
 	// of the round trip.
 	RTT time.Duration
+
+	// invocation is the run's tool_invocation_id; md the header pairs
+	// every call carries (callMetadata).
+	invocation string
+	md         []string
 
 	cas repb.ContentAddressableStorageClient
 	ac  repb.ActionCacheClient
@@ -151,8 +158,11 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote %s: %w", o.Target, err)
 	}
+	if o.Invocation == "" {
+		o.Invocation = uuid()
+	}
 	c := &Client{
-		opts: o, conn: conn,
+		opts: o, conn: conn, invocation: o.Invocation, md: callMetadata(o, o.Invocation),
 		cas: repb.NewContentAddressableStorageClient(conn),
 		ac:  repb.NewActionCacheClient(conn),
 		bs:  bytestream.NewByteStreamClient(conn),
@@ -339,18 +349,6 @@ func transport(o Options) (string, credentials.TransportCredentials, error) {
 		return strings.TrimPrefix(o.Target, "grpcs://"), credentials.NewTLS(cfg), nil
 	}
 	return "", nil, fmt.Errorf("--remote %q: use grpc://HOST:PORT or grpcs://HOST:PORT", o.Target)
-}
-
-// withMD adds the configured headers to ctx.
-func (c *Client) withMD(ctx context.Context) context.Context {
-	if len(c.opts.Headers) == 0 {
-		return ctx
-	}
-	kv := make([]string, 0, 2*len(c.opts.Headers))
-	for _, h := range c.opts.Headers {
-		kv = append(kv, strings.ToLower(h[0]), h[1])
-	}
-	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
 // transient reports whether a failed call may succeed if tried again.

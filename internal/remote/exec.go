@@ -148,6 +148,7 @@ func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, 
 		return nil, fmt.Errorf("preparing the remote action: %w", err)
 	}
 	ex.Priority = int32(min(a.Rank, math.MaxInt32))
+	ctx = forAction(ctx, a.ID, ex.ActionDigest)
 	// Look the executable action up first, as Bazel does: servers such
 	// as Buildbarn never consult their ActionCache in Execute.
 	if res, ok := e.lookup(ctx, a, ex, out, hedge); ok {

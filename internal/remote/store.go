@@ -36,7 +36,7 @@ var _ cache.Store = (*Store)(nil)
 // GetActionResult implements cache.Store.
 func (s *Store) GetActionResult(ctx context.Context, key digest.Digest, inline []string) (*repb.ActionResult, error) {
 	var ar *repb.ActionResult
-	err := s.c.retry(ctx, func(ctx context.Context) error {
+	err := s.c.retry(forAction(ctx, "", key), func(ctx context.Context) error {
 		var err error
 		ar, err = s.c.ac.GetActionResult(ctx, &repb.GetActionResultRequest{
 			InstanceName: s.c.opts.Instance, ActionDigest: key.Proto(), DigestFunction: repb.DigestFunction_SHA256,
@@ -59,7 +59,7 @@ func (s *Store) UpdateActionResult(ctx context.Context, key digest.Digest, res *
 	if s.updateDenied.Load() {
 		return nil
 	}
-	err := s.c.retry(ctx, func(ctx context.Context) error {
+	err := s.c.retry(forAction(ctx, "", key), func(ctx context.Context) error {
 		_, err := s.c.ac.UpdateActionResult(ctx, &repb.UpdateActionResultRequest{
 			InstanceName: s.c.opts.Instance, ActionDigest: key.Proto(), ActionResult: res,
 			DigestFunction: repb.DigestFunction_SHA256,

@@ -76,6 +76,9 @@ func WriteText(w io.Writer, run *record.Run) {
 	if run.Remote != "" {
 		settings += fmt.Sprintf(", --remote=%s (%d in flight; %s up, %s down", run.Remote, run.RemoteJobs,
 			Bytes(run.BytesUp), Bytes(run.BytesDown))
+		if run.Invocation != "" {
+			settings += "; invocation " + run.Invocation
+		}
 		if run.FellBack > 0 {
 			settings += fmt.Sprintf("; %d fell back to local", run.FellBack)
 		}

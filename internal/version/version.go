@@ -12,10 +12,15 @@ import (
 // -ldflags "-X github.com/thindist/thindist/internal/version.Version=...".
 var Version = "dev"
 
-// Line is thindist's version: the one set at build time, else the module's
-// (go install ...@v1.2.3), with the VCS revision of a source build and the
-// Go version.
+// Line is thindist's version (Short) and the Go version.
 func Line() string {
+	return "thindist " + Short() + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+}
+
+// Short is thindist's version: the one set at build time, else the
+// module's (go install ...@v1.2.3), with the VCS revision of a source
+// build.
+func Short() string {
 	v := Version
 	rev := ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -35,9 +40,8 @@ func Line() string {
 			rev += ", modified"
 		}
 	}
-	line := "thindist " + v
 	if rev != "" {
-		line += " (" + rev + ")"
+		v += " (" + rev + ")"
 	}
-	return line + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+	return v
 }
