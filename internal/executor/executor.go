@@ -91,9 +91,10 @@ type Result struct {
 	// digest of out[i], so a cache storing the result need not read and
 	// hash the outputs again. Nil: not known.
 	OutputDigests []digest.Digest
-	// ObjectChecked: a Verified below found the object at out[0] well
-	// formed, so a Verified above (a cache around the remote side) need
-	// not read it again. Executors that move outputs (Race) move them
+	// ObjectChecked: the object at out[0] is known to be well formed: a
+	// Verified below found it so, or the executor checked the bytes it
+	// wrote there (CheckObjectBytes); a Verified above need not read it
+	// again. Executors that move outputs (Race) move them
 	// whole, with the result they belong to.
 	ObjectChecked bool
 	// Steps are where the executor's time went, in order (remote

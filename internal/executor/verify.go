@@ -77,6 +77,12 @@ func CheckObject(path string) error {
 	return checkHeader(hdr[:n])
 }
 
+// CheckObjectBytes is CheckObject on the contents of an object file, for
+// an executor that has them in memory as it writes them.
+func CheckObjectBytes(data []byte) error {
+	return checkHeader(data[:min(len(data), 64)])
+}
+
 func checkHeader(h []byte) error {
 	if len(h) >= 18 && bytes.Equal(h[:4], []byte("\x7fELF")) {
 		var et uint16

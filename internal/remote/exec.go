@@ -617,6 +617,11 @@ func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Exec
 			return nil, err
 		}
 		e.c.CAS.MarkPresent(d)
+		if i == 0 {
+			// Checked here, from memory; if not well formed, Verified
+			// reads the file and reports it.
+			res.ObjectChecked = executor.CheckObjectBytes(data) == nil
+		}
 	}
 	res.OutputDigests = outD // each verified above (inline) or by ReadBlobs
 	return res, nil
