@@ -12,6 +12,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/testprog"
 )
@@ -130,8 +131,8 @@ func TestExecutorNeverCachesFailures(t *testing.T) {
 		obj  []byte
 		res  executor.Result
 	}{
-		{"exit 1", elfObject("x"), executor.Result{ExitCode: 1}},
-		{"signal", elfObject("x"), executor.Result{Signal: "killed"}},
+		{"exit 1", elfObject("x"), executor.Result{Exit: proc.Exit{ExitCode: 1}}},
+		{"signal", elfObject("x"), executor.Result{Exit: proc.Exit{Signal: "killed"}}},
 		{"backend error", elfObject("x"), executor.Result{Stderr: []byte("error: Error running ThinLTO backend: x\n")}},
 		{"empty object", []byte{}, executor.Result{}},
 		{"not an object", []byte("#!/bin/sh\n"), executor.Result{}},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/proc"
 )
 
 // Executor runs one action and leaves its outputs at out[i] for a.Outputs[i].
@@ -61,11 +62,10 @@ func (w Where) Cached() bool { return w == LocalCache || w == RemoteCache }
 
 // Result is how an action ended.
 type Result struct {
-	ExitCode int
-	Signal   string // the signal that killed the compiler, if any
-	Stdout   []byte
-	Stderr   []byte
-	Where    Where
+	proc.Exit // how the compiler ended
+	Stdout    []byte
+	Stderr    []byte
+	Where     Where
 	// CPU is the compiler's user+system time (for a cache hit: the time the
 	// original run took, i.e. what the hit saved).
 	CPU time.Duration
@@ -107,17 +107,6 @@ type Result struct {
 type Step struct {
 	Name       string
 	Start, End time.Time
-}
-
-// Failed reports whether the command did not exit 0.
-func (r *Result) Failed() bool { return r.ExitCode != 0 || r.Signal != "" }
-
-// Status describes how the command ended, for messages.
-func (r *Result) Status() string {
-	if r.Signal != "" {
-		return "killed by signal " + r.Signal
-	}
-	return fmt.Sprintf("exit status %d", r.ExitCode)
 }
 
 // BackendError is a backend compilation that ran and failed or produced an

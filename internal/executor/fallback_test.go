@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/proc"
 )
 
 // counting is a fake executor that counts its calls and returns what f
@@ -57,10 +58,10 @@ func TestFallbackWarningKeepsHint(t *testing.T) {
 func TestFallbackFinal(t *testing.T) {
 	a := &action.Action{ID: "bad.o", Dir: "/src"}
 	compileError := &BackendError{Action: a, Reason: "exit status 1",
-		Result: &Result{ExitCode: 1, Where: Remote, Stderr: []byte("bad.c:1: error: expected ';'")}}
+		Result: &Result{Exit: proc.Exit{ExitCode: 1}, Where: Remote, Stderr: []byte("bad.c:1: error: expected ';'")}}
 	emptyObject := &BackendError{Action: a, Reason: "the compiler exited 0 but wrote an empty object file (0 bytes)",
 		Result: &Result{Where: Remote}}
-	killed := &BackendError{Action: a, Reason: "killed", Result: &Result{ExitCode: -1, Signal: "killed"}}
+	killed := &BackendError{Action: a, Reason: "killed", Result: &Result{Exit: proc.Exit{ExitCode: -1, Signal: "killed"}}}
 	for _, tc := range []struct {
 		name     string
 		err      error

@@ -99,7 +99,7 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 	pr, err := l.opts.Runner.Run(ctx, &proc.Cmd{Argv: argv, Dir: dir, Env: l.opts.Env, Nice: l.opts.Nice})
 	var res *Result
 	if pr != nil {
-		res = &Result{Where: Local, ExitCode: pr.ExitCode, Signal: pr.Signal, Stdout: pr.Stdout, Stderr: pr.Stderr,
+		res = &Result{Where: Local, Exit: pr.Exit, Stdout: pr.Stdout, Stderr: pr.Stderr,
 			CPU: pr.CPU, Wall: pr.Wall, Forked: pr.Forked, MaxRSS: pr.MaxRSS}
 	}
 	if ctx.Err() != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/proc"
 )
 
 // sideFake is one side of a race: it writes content to out[0] and returns,
@@ -48,7 +49,7 @@ func (f *sideFake) Execute(ctx context.Context, a *action.Action, out []string) 
 		}
 	}
 	if f.err != nil && !f.dirty {
-		return &Result{Where: f.where, ExitCode: 1}, f.err
+		return &Result{Where: f.where, Exit: proc.Exit{ExitCode: 1}}, f.err
 	}
 	f.mu.Lock()
 	f.wrote = append(f.wrote, out...)
@@ -57,7 +58,7 @@ func (f *sideFake) Execute(ctx context.Context, a *action.Action, out []string) 
 		return nil, err
 	}
 	if f.err != nil {
-		return &Result{Where: f.where, ExitCode: 1}, f.err
+		return &Result{Where: f.where, Exit: proc.Exit{ExitCode: 1}}, f.err
 	}
 	return &Result{Where: f.where}, nil
 }
@@ -182,7 +183,7 @@ func TestRaceRemoteWins(t *testing.T) {
 // at once; a failure that is not the action's own (the remote side could
 // not run it) leaves the race to the other side.
 func TestRaceFailures(t *testing.T) {
-	compileError := &BackendError{Action: raceAction, Reason: "exit status 1", Result: &Result{ExitCode: 1, Where: Remote}}
+	compileError := &BackendError{Action: raceAction, Reason: "exit status 1", Result: &Result{Exit: proc.Exit{ExitCode: 1}, Where: Remote}}
 	t.Run("remote-compile-error", func(t *testing.T) {
 		remote, local := newSide(Remote, "remote"), newSide(Local, "local")
 		local.hold = make(chan struct{})

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/proc"
 )
 
 func elfHeader(etype uint16) []byte {
@@ -80,8 +81,8 @@ func TestVerifiedRejectsAndRemoves(t *testing.T) {
 		res  *Result
 		want string
 	}{
-		"exit":   {elfHeader(1), &Result{ExitCode: 3}, "exit status 3"},
-		"signal": {elfHeader(1), &Result{ExitCode: -1, Signal: "segmentation fault"}, "killed by signal"},
+		"exit":   {elfHeader(1), &Result{Exit: proc.Exit{ExitCode: 3}}, "exit status 3"},
+		"signal": {elfHeader(1), &Result{Exit: proc.Exit{ExitCode: -1, Signal: "segmentation fault"}}, "killed by signal"},
 		"marker": {elfHeader(1), &Result{Stderr: []byte("x\nError running ThinLTO backend: y\n")}, BackendErrorMarker},
 		"empty":  {[]byte{}, &Result{}, "empty object"},
 	} {

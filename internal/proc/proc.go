@@ -33,10 +33,28 @@ type Cmd struct {
 	Nice int
 }
 
-// Result is how a process ended.
-type Result struct {
+// Exit is how a command ended: its exit code, or the signal that killed
+// it. A process run here ends so (Result), and so does a backend action
+// wherever it ran (executor.Result).
+type Exit struct {
 	ExitCode int    // -1 when killed by a signal
 	Signal   string // the signal that killed it, if any
+}
+
+// Failed reports whether the command did not exit 0.
+func (e Exit) Failed() bool { return e.ExitCode != 0 || e.Signal != "" }
+
+// Status describes how the command ended, for messages.
+func (e Exit) Status() string {
+	if e.Signal != "" {
+		return "killed by signal " + e.Signal
+	}
+	return fmt.Sprintf("exit status %d", e.ExitCode)
+}
+
+// Result is how a process ended.
+type Result struct {
+	Exit
 	// Stdout and Stderr hold the first CaptureLimit bytes of each stream.
 	Stdout, Stderr []byte
 	CPU            time.Duration // user + system time
@@ -48,17 +66,6 @@ type Result struct {
 	Wall   time.Duration
 	// Forked: the process was forked from a fork server, not exec'd.
 	Forked bool
-}
-
-// Failed reports whether the process did not exit 0.
-func (r *Result) Failed() bool { return r.ExitCode != 0 || r.Signal != "" }
-
-// Status describes how the process ended, for messages.
-func (r *Result) Status() string {
-	if r.Signal != "" {
-		return "killed by signal " + r.Signal
-	}
-	return fmt.Sprintf("exit status %d", r.ExitCode)
 }
 
 // Runner runs a command to its end.

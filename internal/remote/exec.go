@@ -24,6 +24,7 @@ import (
 	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/reapi"
 )
 
@@ -539,7 +540,7 @@ func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Exec
 		}
 		got[i] = f
 	}
-	res := &executor.Result{Where: executor.Remote, ExitCode: int(ar.ExitCode)}
+	res := &executor.Result{Where: executor.Remote, Exit: proc.Exit{ExitCode: int(ar.ExitCode)}}
 	if resp.CachedResult {
 		res.Where = executor.RemoteCache
 		e.serverCacheHits.Add(1)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/proc"
 )
 
 // fakeClock is a clock that moves only when told.
@@ -67,7 +68,7 @@ func TestSummaryLine(t *testing.T) {
 		}, `^thindist: 6 jobs, 0 failed, 0 cached, 2 remote, 4 local \(2 raced, 1 won here\) in `},
 		{"a failure stops the run", []fin{
 			{&executor.Result{Where: executor.Local}, nil},
-			{&executor.Result{ExitCode: 1}, errors.New("m1.o: exit status 1")},
+			{&executor.Result{Exit: proc.Exit{ExitCode: 1}}, errors.New("m1.o: exit status 1")},
 			{&executor.Result{Where: executor.Local}, nil},
 		}, `^thindist: 6 jobs, 1 failed, 0 cached, 0 remote, 2 local, 3 not started in `},
 		{"an interrupt is not a failure", []fin{

@@ -14,6 +14,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/proc"
 )
 
 func actions(t *testing.T, dir string, n int) []*action.Action {
@@ -80,7 +81,7 @@ func TestRunStopsAtFirstFailureAndRemovesOutputs(t *testing.T) {
 	ex := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
 		ran.Add(1)
 		if a.ID == "m4.o" {
-			return nil, &executor.BackendError{Action: a, Result: &executor.Result{ExitCode: 1}, Reason: "exit status 1"}
+			return nil, &executor.BackendError{Action: a, Result: &executor.Result{Exit: proc.Exit{ExitCode: 1}}, Reason: "exit status 1"}
 		}
 		return &executor.Result{}, os.WriteFile(out[0], []byte("x"), 0o644)
 	})
