@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/protobuf/proto"
@@ -43,17 +44,23 @@ func OfMessage(m proto.Message) (Digest, []byte, error) {
 
 // OfFile digests the file at path.
 func OfFile(path string) (Digest, error) {
+	d, _, err := ofFile(path)
+	return d, err
+}
+
+// ofFile is OfFile, with the file's stamp taken before it was read.
+func ofFile(path string) (Digest, plainfile.Stamp, error) {
 	h := sha256.New()
 	b := bufs.Get().(*[]byte)
 	defer bufs.Put(b)
-	n, err := plainfile.Copy(h, path, *b)
+	n, stamp, err := plainfile.Copy(h, path, *b)
 	if err != nil {
-		return Digest{}, err
+		return Digest{}, stamp, err
 	}
 	var d Digest
 	copy(d.Hash[:], h.Sum(nil))
 	d.Size = n
-	return d, nil
+	return d, stamp, nil
 }
 
 // bufs holds copy buffers: io.Copy from an *os.File into a hash allocates
@@ -115,6 +122,11 @@ type fileEntry struct {
 	once sync.Once
 	d    Digest
 	err  error
+	// stamp is the file's, taken before it was read for d; trusted
+	// unless racy (plainfile.Stamp.Racy) as of when it was taken.
+	stamp   plainfile.Stamp
+	trusted bool
+	ready   atomic.Bool // set once the fields above are
 }
 
 // NewFiles returns an empty memo.
@@ -129,8 +141,35 @@ func (f *Files) Get(path string) (Digest, error) {
 		f.m[path] = e
 	}
 	f.mu.Unlock()
-	e.once.Do(func() { e.d, e.err = OfFile(path) })
+	e.once.Do(func() {
+		at := time.Now()
+		e.d, e.stamp, e.err = ofFile(path)
+		e.trusted = e.err == nil && !e.stamp.Racy(at)
+		e.ready.Store(true)
+	})
 	return e.d, e.err
+}
+
+// Unchanged reports whether the file at path, now stamped now (taken after
+// reading it again), still holds what Get found in it, d, without hashing
+// it again: Get has digested it to d, the stamp it took before reading it
+// is equal to now, and was not racy. False means "not known", and the
+// caller hashes. An uploader reads each input again to send it, and
+// hashing it twice was about 6% of thindist's CPU on a C++ project.
+func (f *Files) Unchanged(path string, d Digest, now plainfile.Stamp) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	e, ok := f.m[path]
+	f.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if !e.ready.Load() {
+		return false // still being digested
+	}
+	return e.err == nil && e.trusted && e.d == d && e.stamp == now
 }
 
 // Prefetch digests the files at paths (absolute) in the background, in

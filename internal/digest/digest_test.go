@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // OfFile must agree with OfBytes and with crypto/sha256 at the sizes around
@@ -111,5 +113,50 @@ func TestPrefetch(t *testing.T) {
 	}
 	if _, err := f.Get(filepath.Join(dir, "absent")); !os.IsNotExist(err) {
 		t.Errorf("absent file: %v, want not-exist", err)
+	}
+}
+
+// Unchanged vouches for a file only if Get digested it to that digest from
+// a stamp that was not racy and that the file still has.
+func TestFilesUnchanged(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "m.o")
+	if err := os.WriteFile(p, []byte("bitcode"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFiles()
+	d, err := f.Get(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := func() plainfile.Stamp {
+		_, s, err := plainfile.ReadHeadStamped(p, make([]byte, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	now := stamp()
+	if f.Unchanged(p, d, now) {
+		t.Error("a file digested right after it was written was vouched for")
+	}
+	// As if digested long after it was written.
+	e := f.m[p]
+	e.trusted = !e.stamp.Racy(time.Unix(0, e.stamp.Ctime).Add(plainfile.RacyWindow))
+	if !f.Unchanged(p, d, now) {
+		t.Error("an unchanged file, digested long after it was written, was not vouched for")
+	}
+	if f.Unchanged(p, OfBytes([]byte("other")), now) || f.Unchanged(p+".x", d, now) {
+		t.Error("vouched for another digest or path")
+	}
+	time.Sleep(10 * time.Millisecond) // past the file system's clock tick
+	if err := os.WriteFile(p, []byte("BITCODE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f.Unchanged(p, d, stamp()) {
+		t.Error("a rewritten file was vouched for")
+	}
+	var none *Files
+	if none.Unchanged(p, d, now) {
+		t.Error("a nil memo vouched for a file")
 	}
 }

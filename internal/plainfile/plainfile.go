@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"syscall"
+	"time"
 )
 
 func open(path string) (int, error) {
@@ -64,28 +65,86 @@ func ReadFile(path string) ([]byte, error) {
 	}
 }
 
+// Stamp is what the file system says of a file's identity and last
+// change: the device and inode, the size, and the modification and
+// status-change times. A write changes the status-change time (ctime),
+// which no process can set back, so two equal stamps of a path taken far
+// enough apart in time from the write before them mean the same content
+// (Racy tells when they are not).
+type Stamp struct {
+	Dev, Ino     uint64
+	Size         int64
+	Mtime, Ctime int64 // nanoseconds since the epoch
+}
+
+func stampOf(st *syscall.Stat_t) Stamp {
+	return Stamp{Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size,
+		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}
+}
+
+// Racy reports whether a write made soon after the one that set s could
+// leave the stamp unchanged: file systems keep times at a coarse
+// granularity (the kernel's clock tick, or whole seconds on some), so a
+// stamp whose ctime is within RacyWindow of when it was taken, at, proves
+// nothing (git's "racily clean" entries).
+func (s Stamp) Racy(at time.Time) bool { return at.UnixNano()-s.Ctime < int64(RacyWindow) }
+
+// RacyWindow is how far a stamp's ctime must be from when the stamp was
+// taken for the stamp to tell the content (Stamp.Racy): the coarsest
+// common timestamp granularity (FAT's 2 s).
+const RacyWindow = 2 * time.Second
+
+func fstamp(fd int, path string) (Stamp, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return stampOf(&st), nil
+}
+
 // Copy writes the content of the file at path to w, through buf, and
-// returns its size.
-func Copy(w io.Writer, path string, buf []byte) (int64, error) {
+// returns its size and the file's stamp, taken before it is read.
+func Copy(w io.Writer, path string, buf []byte) (int64, Stamp, error) {
 	fd, err := open(path)
 	if err != nil {
-		return 0, err
+		return 0, Stamp{}, err
 	}
 	defer syscall.Close(fd)
+	stamp, err := fstamp(fd, path)
+	if err != nil {
+		return 0, stamp, err
+	}
 	var total int64
 	for {
 		n, err := read(fd, buf)
 		if err != nil {
-			return total, &fs.PathError{Op: "read", Path: path, Err: err}
+			return total, stamp, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
 		if n == 0 {
-			return total, nil
+			return total, stamp, nil
 		}
 		if _, err := w.Write(buf[:n]); err != nil {
-			return total, err
+			return total, stamp, err
 		}
 		total += int64(n)
 	}
+}
+
+// ReadHeadStamped is ReadHead that also returns the file's stamp, taken
+// once the bytes are read: equal to a stamp taken before an earlier read
+// (Copy), and not racy then, it says the file has not changed since.
+func ReadHeadStamped(path string, b []byte) (int, Stamp, error) {
+	fd, err := open(path)
+	if err != nil {
+		return 0, Stamp{}, err
+	}
+	defer syscall.Close(fd)
+	got, err := readHead(fd, path, b)
+	if err != nil {
+		return got, Stamp{}, err
+	}
+	stamp, err := fstamp(fd, path)
+	return got, stamp, err
 }
 
 // ReadHead reads up to len(b) bytes from the start of the file at path and
@@ -96,6 +155,10 @@ func ReadHead(path string, b []byte) (int, error) {
 		return 0, err
 	}
 	defer syscall.Close(fd)
+	return readHead(fd, path, b)
+}
+
+func readHead(fd int, path string, b []byte) (int, error) {
 	got := 0
 	for got < len(b) {
 		n, err := read(fd, b[got:])

@@ -79,7 +79,17 @@ type Uploader struct {
 	// flight, coalesced.
 	finds   *coalescer[[]digest.Digest, found]
 	updates *coalescer[blobBatch, error]
+	// digested is the run's memo of input digests (UseDigests): a file
+	// it has digested and that has not changed since is sent without
+	// being hashed again.
+	digested atomic.Pointer[digest.Files]
 }
+
+// UseDigests gives u the run's memo of file digests (the one the actions'
+// keys and remote actions are built with), so that a file read for an
+// upload is hashed again only if its stamp does not show it unchanged
+// since the memo digested it (digest.Files.Unchanged).
+func (u *Uploader) UseDigests(f *digest.Files) { u.digested.Store(f) }
 
 // found is the answer of a coalesced FindMissingBlobs to one request.
 type found struct {
@@ -288,6 +298,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		missing = append(missing, f.missing...)
 	}
 	sort.Slice(missing, func(i, j int) bool { return missing[i].Size < missing[j].Size })
+	digested := u.digested.Load()
 	content := func(d digest.Digest) ([]byte, error) {
 		if b, ok := blobs[d]; ok {
 			return b, nil
@@ -310,8 +321,9 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 		}
 		// One byte more than the digest's size: a file that grew shows.
 		buf = u.c.bufs.get(int(d.Size) + 1)
-		n, err := plainfile.ReadHead(files[d], *buf)
-		if err == nil && (int64(n) != d.Size || digest.OfBytes((*buf)[:n]) != d) {
+		n, stamp, err := plainfile.ReadHeadStamped(files[d], *buf)
+		if err == nil && (int64(n) != d.Size ||
+			!digested.Unchanged(files[d], d, stamp) && digest.OfBytes((*buf)[:n]) != d) {
 			err = fmt.Errorf("%s changed while thindist was running", files[d])
 		}
 		if err != nil {

@@ -115,6 +115,9 @@ func NewExecutor(c *Client, o ExecOptions) *Executor {
 	if o.Files == nil {
 		e.o.Files = digest.NewFiles()
 	}
+	// The files its actions' inputs were digested from are the ones the
+	// uploader then reads: it need not hash those again.
+	c.CAS.UseDigests(e.o.Files)
 	return e
 }
 

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/plainfile"
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
 )
@@ -275,5 +279,48 @@ func TestRetryAcrossRestart(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUploadTrustsUnchangedDigests: a file the run's memo digested, long
+// enough after its last write for its stamp to tell (plainfile.RacyWindow),
+// is uploaded as it is; a file written since it was digested is caught,
+// not sent under its old digest, whether or not its stamp could be trusted.
+func TestUploadTrustsUnchangedDigests(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	c := dial(t, addr, remote.Options{})
+	files := digest.NewFiles()
+	c.CAS.UseDigests(files)
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	kept, racy, old := write("kept.o", randomBlob(5000)), write("racy.o", randomBlob(5000)), write("old.o", randomBlob(5000))
+	time.Sleep(plainfile.RacyWindow + 100*time.Millisecond)
+	dKept, _ := files.Get(kept)
+	dOld, _ := files.Get(old)
+	racy = write("racy.o", randomBlob(5000)) // written just now: its stamp is racy
+	dRacy, _ := files.Get(racy)
+	if err := c.CAS.Ensure(t.Context(), nil, map[digest.Digest]string{dKept: kept}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := srv.Blob(dKept.Proto()); !ok || digest.OfBytes(got) != dKept {
+		t.Fatalf("the unchanged file did not arrive whole")
+	}
+	time.Sleep(10 * time.Millisecond) // past the file system's clock tick
+	write("old.o", randomBlob(5000))
+	write("racy.o", randomBlob(5000))
+	for p, d := range map[string]digest.Digest{old: dOld, racy: dRacy} {
+		err := c.CAS.Ensure(t.Context(), nil, map[digest.Digest]string{d: p})
+		if err == nil || !strings.Contains(err.Error(), "changed while thindist was running") {
+			t.Errorf("%s, rewritten after it was digested: %v", filepath.Base(p), err)
+		}
+		if _, ok := srv.Blob(d.Proto()); ok {
+			t.Errorf("%s: the server holds a blob under its old digest", filepath.Base(p))
+		}
 	}
 }
