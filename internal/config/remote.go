@@ -46,6 +46,10 @@ type Remote struct {
 	// Compress is which blob transfers use zstd: "downloads", "all" or
 	// "none".
 	Compress string
+	// BuildID names the build the link belongs to in every call's
+	// RequestMetadata (correlated_invocations_id; Bazel's
+	// --build_request_id); "" for none.
+	BuildID string
 
 	// cacheImplied: CacheOnly was set by Bazel's --remote_cache alone.
 	cacheImplied bool
@@ -220,6 +224,12 @@ func (r *Remote) register(fs *FlagSet) {
 			"are, because compressing bitcode costs this machine about a core-second per 120 MB\n"+
 			"for 30% fewer bytes: more CPU than the transfer time it saves on links faster than\n"+
 			"about 250 Mbit/s. all: compress uploads too, for slower links. none: neither")
+	fs.String(&r.BuildID, "remote-build-id", g, "ID", "",
+		"the build this link belongs to (e.g. a CI job's id), sent with every call as the\n"+
+			"correlated_invocations_id of its RequestMetadata, as Bazel's --build_request_id:\n"+
+			"the server sees the links of one build together (Buildbarn queues builds fairly,\n"+
+			"then the links of a build). Each link is an invocation of its own either way\n"+
+			"(tool_invocation_id, shown in the remote summary line)")
 	fs.Int(&r.Attempts, "remote-retries", g, 10,
 		"try a call that fails transiently (Unavailable, ResourceExhausted, DeadlineExceeded)\n"+
 			"at most N times, with exponential backoff, and for at most 30s")
@@ -231,6 +241,7 @@ func (r *Remote) register(fs *FlagSet) {
 	fs.Alias("remote_header", "remote-header")
 	fs.Alias("remote_timeout", "remote-timeout")
 	fs.Alias("remote_upload_local_results", "remote-upload")
+	fs.Alias("build_request_id", "remote-build-id")
 	fs.Secret("remote-header")
 }
 

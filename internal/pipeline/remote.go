@@ -57,7 +57,7 @@ func RemoteOptions(r *config.Remote) remote.Options {
 	return remote.Options{
 		Target: r.Target, Instance: r.Instance, CA: r.CA, Cert: r.Cert, Key: r.Key,
 		Headers: r.Headers, RPCTimeout: r.Timeout, MaxAttempts: r.Attempts,
-		ExecStreams: r.Jobs, Compression: compress,
+		ExecStreams: r.Jobs, Compression: compress, Build: r.BuildID,
 	}
 }
 

@@ -71,6 +71,9 @@ type Options struct {
 	// Invocation is the run's tool_invocation_id in the RequestMetadata
 	// of every call; "" makes a new one (a random UUID).
 	Invocation string
+	// Build is the correlated_invocations_id in the RequestMetadata of
+	// every call: the build the run belongs to; "" for none.
+	Build string
 }
 
 // Client is a connection to the service with its capabilities.
@@ -84,10 +87,8 @@ type Client struct {
 	// of the round trip.
 	RTT time.Duration
 
-	// invocation is the run's tool_invocation_id; md the header pairs
-	// every call carries (callMetadata).
-	invocation string
-	md         []string
+	// md is the header pairs every call carries (callMetadata).
+	md []string
 
 	cas repb.ContentAddressableStorageClient
 	ac  repb.ActionCacheClient
@@ -162,7 +163,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		o.Invocation = uuid()
 	}
 	c := &Client{
-		opts: o, conn: conn, invocation: o.Invocation, md: callMetadata(o, o.Invocation),
+		opts: o, conn: conn, md: callMetadata(o),
 		cas: repb.NewContentAddressableStorageClient(conn),
 		ac:  repb.NewActionCacheClient(conn),
 		bs:  bytestream.NewByteStreamClient(conn),

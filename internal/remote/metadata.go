@@ -27,21 +27,22 @@ const ActionMnemonic = "ThinLTOBackend"
 
 // callMetadata returns the header pairs every call of the run carries:
 // the configured headers, and the run's RequestMetadata.
-func callMetadata(o Options, invocation string) []string {
+func callMetadata(o Options) []string {
 	kv := make([]string, 0, 2*len(o.Headers)+2)
 	for _, h := range o.Headers {
 		kv = append(kv, strings.ToLower(h[0]), h[1])
 	}
-	return append(kv, requestMetadataHeader, string(requestMetadata(invocation, "", "")))
+	return append(kv, requestMetadataHeader, string(requestMetadata(o, "", "")))
 }
 
-func requestMetadata(invocation, target, actionID string) []byte {
+func requestMetadata(o Options, target, actionID string) []byte {
 	b, err := proto.Marshal(&repb.RequestMetadata{
-		ToolDetails:      &repb.ToolDetails{ToolName: "thindist", ToolVersion: version.Short()},
-		ToolInvocationId: invocation,
-		ActionMnemonic:   ActionMnemonic,
-		TargetId:         target,
-		ActionId:         actionID,
+		ToolDetails:             &repb.ToolDetails{ToolName: "thindist", ToolVersion: version.Short()},
+		ToolInvocationId:        o.Invocation,
+		CorrelatedInvocationsId: o.Build,
+		ActionMnemonic:          ActionMnemonic,
+		TargetId:                target,
+		ActionId:                actionID,
 	})
 	if err != nil {
 		panic(err) // strings only: it cannot fail
@@ -51,7 +52,7 @@ func requestMetadata(invocation, target, actionID string) []byte {
 
 // Invocation is the run's tool_invocation_id: what the server's pages
 // list this link under.
-func (c *Client) Invocation() string { return c.invocation }
+func (c *Client) Invocation() string { return c.opts.Invocation }
 
 type actionKey struct{}
 
@@ -70,7 +71,7 @@ func forAction(ctx context.Context, target string, d digest.Digest) context.Cont
 func (c *Client) withMD(ctx context.Context) context.Context {
 	if am, ok := ctx.Value(actionKey{}).(actionMetadata); ok {
 		kv := append([]string(nil), c.md...)
-		kv[len(kv)-1] = string(requestMetadata(c.invocation, am.target, am.actionID))
+		kv[len(kv)-1] = string(requestMetadata(c.opts, am.target, am.actionID))
 		return metadata.AppendToOutgoingContext(ctx, kv...)
 	}
 	return metadata.AppendToOutgoingContext(ctx, c.md...)

@@ -13,13 +13,14 @@ import (
 	"github.com/thindist/thindist/internal/remote"
 )
 
-// Every call names thindist and the run in its RequestMetadata, as servers
-// expect of a REAPI client (Buildbarn queues each invocation on its own,
-// BuildBuddy and EngFlow list them); Execute names the backend and the
-// action it runs; the configured headers go along.
+// Every call names thindist, the run and its build (--remote-build-id) in
+// its RequestMetadata, as servers expect of a REAPI client (Buildbarn
+// queues each invocation on its own, BuildBuddy and EngFlow list them);
+// Execute names the backend and the action it runs; the configured
+// headers go along.
 func TestRequestMetadata(t *testing.T) {
 	srv, addr := fake(t, reapitest.Options{})
-	c := dial(t, addr, remote.Options{Headers: [][2]string{{"X-Api-Key", "k"}}})
+	c := dial(t, addr, remote.Options{Headers: [][2]string{{"X-Api-Key", "k"}}, Build: "ci-job-7"})
 	if c.Invocation() == "" {
 		t.Fatal("no invocation id")
 	}
@@ -47,7 +48,8 @@ func TestRequestMetadata(t *testing.T) {
 		}
 		methods[call.Method] = true
 		if rm.GetToolDetails().GetToolName() != "thindist" || rm.GetToolDetails().GetToolVersion() == "" ||
-			rm.GetToolInvocationId() != c.Invocation() || rm.GetActionMnemonic() != remote.ActionMnemonic {
+			rm.GetToolInvocationId() != c.Invocation() || rm.GetCorrelatedInvocationsId() != "ci-job-7" ||
+			rm.GetActionMnemonic() != remote.ActionMnemonic {
 			t.Errorf("%s: RequestMetadata %v, want thindist's, invocation %s", call.Method, &rm, c.Invocation())
 		}
 		if strings.HasSuffix(call.Method, "/Execute") {
