@@ -59,10 +59,16 @@ type actionKey struct{}
 type actionMetadata struct{ target, actionID string }
 
 // forAction returns ctx whose calls (made through the client) name the
-// action they serve: the backend (target_id, e.g. "lib.a(m.o)") and the
-// action's digest (action_id), as Bazel names the target and action of its
-// calls. Batched calls serve several actions and name none.
+// action they serve: the backend (target_id, e.g. "lib.a(m.o)"; "" keeps
+// the one ctx names, if any) and the digest the call is about (action_id),
+// as Bazel names the target and action of its calls. Batched calls serve
+// several actions and name none.
 func forAction(ctx context.Context, target string, d digest.Digest) context.Context {
+	if target == "" {
+		if am, ok := ctx.Value(actionKey{}).(actionMetadata); ok {
+			target = am.target
+		}
+	}
 	return context.WithValue(ctx, actionKey{}, actionMetadata{target, d.HexHash()})
 }
 

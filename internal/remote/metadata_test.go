@@ -32,6 +32,7 @@ func TestRequestMetadata(t *testing.T) {
 		}
 	}
 	executed := map[string]string{} // target_id -> action_id
+	looked := map[string]string{}   // the same, of the executor's lookups
 	methods := map[string]bool{}
 	for _, call := range srv.Calls() {
 		if got := call.Metadata.Get("x-api-key"); len(got) != 1 || got[0] != "k" {
@@ -52,8 +53,11 @@ func TestRequestMetadata(t *testing.T) {
 			rm.GetActionMnemonic() != remote.ActionMnemonic {
 			t.Errorf("%s: RequestMetadata %v, want thindist's, invocation %s", call.Method, &rm, c.Invocation())
 		}
-		if strings.HasSuffix(call.Method, "/Execute") {
+		switch {
+		case strings.HasSuffix(call.Method, "/Execute"):
 			executed[rm.GetTargetId()] = rm.GetActionId()
+		case strings.HasSuffix(call.Method, "/GetActionResult"):
+			looked[rm.GetTargetId()] = rm.GetActionId()
 		}
 	}
 	for _, a := range as {
@@ -63,6 +67,9 @@ func TestRequestMetadata(t *testing.T) {
 		}
 		if got, ok := executed[a.ID]; !ok || got != want.ActionDigest.HexHash() {
 			t.Errorf("Execute of %s named action %q, want %s (all: %v)", a.ID, got, want.ActionDigest.HexHash(), executed)
+		}
+		if got, ok := looked[a.ID]; !ok || got != want.ActionDigest.HexHash() {
+			t.Errorf("the lookup of %s named action %q, want %s (all: %v)", a.ID, got, want.ActionDigest.HexHash(), looked)
 		}
 	}
 	for _, m := range []string{"GetCapabilities", "GetActionResult", "FindMissingBlobs", "Execute"} {

@@ -6,6 +6,7 @@ package version
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 )
 
 // Version is set at build time with
@@ -19,8 +20,10 @@ func Line() string {
 
 // Short is thindist's version: the one set at build time, else the
 // module's (go install ...@v1.2.3), with the VCS revision of a source
-// build.
-func Short() string {
+// build. Read once: every remote call names it.
+var Short = sync.OnceValue(short)
+
+func short() string {
 	v := Version
 	rev := ""
 	if bi, ok := debug.ReadBuildInfo(); ok {
