@@ -6,12 +6,15 @@ import (
 )
 
 // FuzzParse: Parse never panics, every error is an *Error, and every file it
-// accepts yields actions that pass Action.Validate and render a command.
+// accepts yields actions that pass Action.Validate and render a command;
+// where the one-pass path (scan.go) takes a file, the general path gives
+// the same result.
 // The seed corpus is in testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(lldFile))
 	f.Add([]byte(`{"common": {"args": ["clang"]}, "jobs": []}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		agree(t, data) // the one-pass path agrees with the general one
 		jf, err := Parse(data, "/w")
 		if err != nil {
 			var je *Error

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/thindist/thindist/internal/action"
@@ -81,6 +82,22 @@ func Load(path, dir string) (*File, error) {
 
 // Parse parses a job file's content. dir must be absolute.
 func Parse(data []byte, dir string) (*File, error) {
+	p := &parser{dir: dir}
+	// lld's files, whole and well formed, in one pass (scan.go); any other
+	// file, or any problem, takes the general path, which accepts exactly
+	// the same files with the same result and names what is wrong.
+	if sh, ok := scanLLD(data); ok {
+		if f, err := p.buildLLD(sh); err == nil {
+			if err := checkOutputs(f.Actions); err == nil {
+				return f, nil
+			}
+		}
+	}
+	return p.parse(data)
+}
+
+// parse is Parse's general path: every schema, every error.
+func (p *parser) parse(data []byte) (*File, error) {
 	var top map[string]json.RawMessage
 	if err := decode(data, &top, ""); err != nil {
 		return nil, err
@@ -96,7 +113,6 @@ func Parse(data []byte, dir string) (*File, error) {
 	_, hasVersion := top["version"]
 	_, hasTool := common["codegen-tool"]
 	_, hasModules := common["modules"]
-	p := &parser{dir: dir}
 	var f *File
 	var err error
 	if hasVersion || hasTool || hasModules {
@@ -114,30 +130,40 @@ func Parse(data []byte, dir string) (*File, error) {
 // one of their own inputs: each output is staged and renamed into place, so
 // the last job would silently win and lld would link one object twice.
 func checkOutputs(actions []*action.Action) error {
-	owner := map[string]int{}
+	owner := make(map[string]int, len(actions))
 	for i, a := range actions {
-		inputs := map[string]bool{}
-		for _, in := range a.Inputs {
-			inputs[a.Abs(in.Path)] = true
-			inputs[a.Abs(in.Local())] = true
-		}
 		for k, o := range a.Outputs {
 			p := a.Abs(o.Path)
-			field := fmt.Sprintf("jobs[%d].outputs[%d]", i, k)
-			if inputs[p] {
-				return &Error{Job: i, Label: a.ID, Field: field, Msg: fmt.Sprintf("%q is also an input of the job", o.Path)}
+			field := func() string { return fmt.Sprintf("jobs[%d].outputs[%d]", i, k) }
+			base := filepath.Base(p)
+			for _, in := range a.Inputs {
+				if same(a, in.Path, p, base) || in.Source != "" && same(a, in.Source, p, base) {
+					return &Error{Job: i, Label: a.ID, Field: field(), Msg: fmt.Sprintf("%q is also an input of the job", o.Path)}
+				}
 			}
 			if j, ok := owner[p]; ok {
 				msg := fmt.Sprintf("%q is also an output of job %d", o.Path, j)
 				if j == i {
 					msg = fmt.Sprintf("%q is listed twice", o.Path)
 				}
-				return &Error{Job: i, Label: a.ID, Field: field, Msg: msg}
+				return &Error{Job: i, Label: a.ID, Field: field(), Msg: msg}
 			}
 			owner[p] = i
 		}
 	}
 	return nil
+}
+
+// same reports whether name, relative to a's directory or absolute, is the
+// file at abs, whose base name is base. Only a name with that base can be,
+// and most are not: they cost no absolute path (a 5,000-module program's
+// main module alone imports every other module). A name whose last
+// element is "." or ".." is resolved in full.
+func same(a *action.Action, name, abs, base string) bool {
+	if b := filepath.Base(name); b != base && b != "." && b != ".." {
+		return false
+	}
+	return a.Abs(name) == abs
 }
 
 type parser struct {
@@ -285,28 +311,29 @@ const emptyCompilerFix = "the compiler is empty: ld.lld leaves it empty without 
 	"or add --thinlto-remote-compiler=<path to clang> to the ld.lld command"
 
 func (p *parser) parseLLD(top, common map[string]json.RawMessage) (*File, error) {
-	f := &File{Schema: "lld"}
+	var sh lldShape
 	if raw, ok := common["linker_output"]; ok {
-		if err := decode(raw, &f.LinkerOutput, "common.linker_output"); err != nil {
+		if err := decode(raw, &sh.linkerOutput, "common.linker_output"); err != nil {
 			return nil, err
 		}
 	}
-	cargs, err := stringsAt(common, "args", "common.args", true)
+	var err error
+	if sh.cargs, err = stringsAt(common, "args", "common.args", true); err != nil {
+		return nil, err
+	}
+	f, err := p.lldFile(&sh)
 	if err != nil {
 		return nil, err
 	}
-	if len(cargs) == 0 {
-		return nil, fieldErr(-1, "common.args", "is empty: its first entry must be the compiler")
-	}
-	if strings.TrimSpace(cargs[0]) == "" {
-		return nil, fieldErr(-1, "common.args[0]", "%s", emptyCompilerFix)
-	}
-	cinputs, err := stringsAt(common, "inputs", "common.inputs", false)
-	if err != nil {
+	if sh.cinputs, err = stringsAt(common, "inputs", "common.inputs", false); err != nil {
 		return nil, err
 	}
 	err = eachJob(top, func(i int, job map[string]json.RawMessage) error {
-		a, err := p.lldJob(i, job, cargs, cinputs)
+		var j lldJobShape
+		if err := lldJobFields(i, job, &j); err != nil {
+			return err
+		}
+		a, err := p.lldJob(i, &j, &sh)
 		if err != nil {
 			return err
 		}
@@ -316,45 +343,88 @@ func (p *parser) parseLLD(top, common map[string]json.RawMessage) (*File, error)
 	if err != nil {
 		return nil, err
 	}
-	if f.Actions == nil {
-		f.Actions = []*action.Action{}
+	return f, nil
+}
+
+// lldShape is what an lld job file holds, decoded.
+type lldShape struct {
+	linkerOutput   string
+	cargs, cinputs []string
+	jobs           []lldJobShape
+}
+
+type lldJobShape struct {
+	args, inputs, outputs []string
+}
+
+// buildLLD turns a decoded lld job file into actions.
+func (p *parser) buildLLD(sh *lldShape) (*File, error) {
+	f, err := p.lldFile(sh)
+	if err != nil {
+		return nil, err
+	}
+	f.Actions = make([]*action.Action, 0, len(sh.jobs))
+	for i := range sh.jobs {
+		a, err := p.lldJob(i, &sh.jobs[i], sh)
+		if err != nil {
+			return nil, err
+		}
+		f.Actions = append(f.Actions, a)
 	}
 	return f, nil
 }
 
-func (p *parser) lldJob(i int, job map[string]json.RawMessage, cargs, cinputs []string) (*action.Action, error) {
+// lldFile checks the common part.
+func (p *parser) lldFile(sh *lldShape) (*File, error) {
+	if len(sh.cargs) == 0 {
+		return nil, fieldErr(-1, "common.args", "is empty: its first entry must be the compiler")
+	}
+	if strings.TrimSpace(sh.cargs[0]) == "" {
+		return nil, fieldErr(-1, "common.args[0]", "%s", emptyCompilerFix)
+	}
+	return &File{Schema: "lld", LinkerOutput: sh.linkerOutput, Actions: []*action.Action{}}, nil
+}
+
+// lldJobFields decodes job i's fields into j.
+func lldJobFields(i int, job map[string]json.RawMessage, j *lldJobShape) error {
 	field := func(k string) string { return fmt.Sprintf("jobs[%d].%s", i, k) }
-	inputs, err := stringsAt(job, "inputs", field("inputs"), true)
-	if err != nil {
-		return nil, withJob(err, i, "")
+	var err error
+	if j.inputs, err = stringsAt(job, "inputs", field("inputs"), true); err != nil {
+		return withJob(err, i, "")
 	}
 	label := ""
-	if len(inputs) > 0 {
-		label = inputs[0]
+	if len(j.inputs) > 0 {
+		label = j.inputs[0]
 	}
-	args, err := stringsAt(job, "args", field("args"), true)
-	if err != nil {
-		return nil, withJob(err, i, label)
+	if j.args, err = stringsAt(job, "args", field("args"), true); err != nil {
+		return withJob(err, i, label)
 	}
-	outputs, err := stringsAt(job, "outputs", field("outputs"), true)
-	if err != nil {
-		return nil, withJob(err, i, label)
+	if j.outputs, err = stringsAt(job, "outputs", field("outputs"), true); err != nil {
+		return withJob(err, i, label)
 	}
-	a := &action.Action{Dir: p.dir}
-	for k, in := range inputs {
+	return nil
+}
+
+func (p *parser) lldJob(i int, j *lldJobShape, sh *lldShape) (*action.Action, error) {
+	a := &action.Action{Dir: p.dir,
+		Inputs:  make([]action.Input, 0, len(j.inputs)+len(sh.cinputs)),
+		Outputs: make([]action.Output, 0, len(j.outputs)),
+		Args:    make([]action.Arg, 0, len(sh.cargs)+len(j.args)),
+	}
+	for k, in := range j.inputs {
 		a.Inputs = append(a.Inputs, action.Input{Path: in, Role: roleOf(k)})
 	}
-	for _, in := range cinputs {
+	for _, in := range sh.cinputs {
 		a.Inputs = append(a.Inputs, action.Input{Path: in, Role: action.RoleCommon})
 	}
-	for _, o := range outputs {
+	for _, o := range j.outputs {
 		a.Outputs = append(a.Outputs, action.Output{Path: o})
 	}
-	a.Args = append(a.Args, action.Lit(cargs[0]))
-	for _, s := range cargs[1:] {
+	a.Args = append(a.Args, action.Lit(sh.cargs[0]))
+	for _, s := range sh.cargs[1:] {
 		a.Args = append(a.Args, refer(a, s))
 	}
-	for _, s := range args {
+	for _, s := range j.args {
 		a.Args = append(a.Args, refer(a, s))
 	}
 	return a, p.finish(a, i)
