@@ -74,7 +74,8 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 		}
 	}
 	b.WriteString("\nNot a cluster: a SIMULATION of one (the REAPI test double's simulation mode, `reapitest.Simulation`, " +
-		"in a process of its own on this machine, loopback). A recording link executed every action once for real " +
+		"in a process of its own on this machine, loopback, started for each link and warmed by one call of each kind a link begins with, " +
+		"as a running service is). A recording link executed every action once for real " +
 		"(2 at a time) and kept its outputs and CPU time; in each replay link W simulated worker slots return each recorded result " +
 		"after the recorded CPU time (an action waits for a free slot), every RPC is held one round-trip time (RTT), and every " +
 		"message crosses a link of the given bandwidth each way, shared by all calls in 16 KiB frames taken in turn (as HTTP/2 " +
