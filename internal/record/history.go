@@ -6,17 +6,25 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
 )
 
 // History is what earlier runs in the same directory recorded of the
-// modules of this one: the last record of each (to explain a miss) and its
-// last compile time (to order the work).
+// modules of this one: the last compile time of each (to order the work),
+// and on demand its last record (to explain a miss).
 type History struct {
-	last map[string]past // module -> its newest record
 	took map[string]time.Duration
+
+	// For the last records, read by loadLast once a miss needs them.
+	store    *Store
+	dir      string
+	want     map[string]bool
+	lastOnce sync.Once
+	lastDone chan struct{}   // closed once last is read (startLast)
+	last     map[string]past // module -> its newest record
 }
 
 // Bounds of History's reading.
@@ -30,54 +38,157 @@ type past struct {
 	act *Action
 }
 
-// History reads the records of runs in dir, newest first, until every
-// module is found, or it has read historyRuns of that directory's records
-// or historyReads records in all (a module new to the link must not make
-// every link read every record). A record that cannot be read is skipped:
-// history only ever improves a run.
+// History reads what the records of runs in dir say of modules, newest
+// first, until every module is found, or it has read historyRuns of that
+// directory's records or historyReads records in all (a module new to the
+// link must not make every link read every record). It reads each record's
+// compile times only (Run.Times, at its head: a 10,000-module record is
+// megabytes of JSON, whose whole took 0.5-1 s to read); the records
+// themselves are read only if a miss needs explaining (Explain). A record
+// that cannot be read is skipped: history only ever improves a run.
 func (s *Store) History(dir string, modules []string) *History {
-	h := &History{last: map[string]past{}, took: map[string]time.Duration{}}
-	want := map[string]bool{}
+	return s.history(dir, modules, nil)
+}
+
+// history is History with the newest record of dir already read (ahead),
+// if it is not nil.
+func (s *Store) history(dir string, modules []string, ahead *ReadAhead) *History {
+	h := &History{took: map[string]time.Duration{}, store: s, dir: dir, want: map[string]bool{}, last: map[string]past{}}
 	for _, m := range modules {
-		want[m] = true
+		h.want[m] = true
 	}
 	es, _ := s.List()
 	same := 0
-	for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads && same < historyRuns &&
-		(len(h.last) < len(want) || len(h.took) < len(want)); i-- {
-		// Records of other directories are skipped by their header alone:
-		// a record of a 5,000-module link is megabytes of JSON.
-		if d, err := recordDir(es[i].Path); err != nil || d != dir {
+	for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads && same < historyRuns && len(h.took) < len(h.want); i-- {
+		var times map[string]int64
+		var ok bool
+		var err error
+		if ahead != nil && ahead.path == es[i].Path {
+			times, ok, err = ahead.times, true, ahead.err
+		} else {
+			times, ok, err = readTimes(es[i].Path, dir)
+		}
+		if err != nil || !ok {
+			continue
+		}
+		same++
+		for m, us := range times {
+			if _, seen := h.took[m]; h.want[m] && !seen {
+				h.took[m] = time.Duration(us) * time.Microsecond
+			}
+		}
+	}
+	return h
+}
+
+// readTimes reads the compile times the record at path kept (Run.Times)
+// if it is a record of dir (ok), from its head alone; a record written
+// before records kept them is read whole.
+func readTimes(path, dir string) (times map[string]int64, ok bool, err error) {
+	d, times, err := recordHead(path, dir)
+	if err != nil || d != dir {
+		return nil, false, err
+	}
+	if times == nil {
+		run, err := ReadFile(path)
+		if err != nil {
+			return nil, false, err
+		}
+		times = timesOf(run)
+	}
+	return times, true, nil
+}
+
+// timesOf is what History orders by for each module run compiled or found
+// in a cache, in microseconds: the compile's CPU time (a backend is
+// single-threaded, so it is its wall time on an idle machine, without the
+// waits for a busy machine or a fork server's start; a hit records the
+// original compile's), else its wall time.
+func timesOf(run *Run) map[string]int64 {
+	times := map[string]int64{}
+	for i := range run.Actions {
+		a := &run.Actions[i]
+		if _, seen := times[a.Module]; seen {
+			continue
+		}
+		switch {
+		case a.CPU > 0 && (a.Compiled() || a.Where == WhereLocalCache || a.Where == WhereRemoteCache):
+			times[a.Module] = a.CPU
+		case a.Compiled():
+			times[a.Module] = a.Duration().Microseconds()
+		}
+	}
+	return times
+}
+
+// startLast begins reading the modules' last records, for Explain, in the
+// background: the run calls it at its first miss, so that they are read
+// while it compiles, and only if some miss will need them.
+func (h *History) startLast() {
+	if h == nil {
+		return
+	}
+	h.lastOnce.Do(func() {
+		h.lastDone = make(chan struct{})
+		if h.store == nil {
+			close(h.lastDone) // nothing to read: last is what it holds
+			return
+		}
+		go func() {
+			defer close(h.lastDone)
+			h.loadLast()
+		}()
+	})
+}
+
+// loadLast reads the newest record of each module, within History's
+// bounds.
+func (h *History) loadLast() {
+	es, _ := h.store.List()
+	same := 0
+	for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads && same < historyRuns && len(h.last) < len(h.want); i-- {
+		if d, err := recordDir(es[i].Path); err != nil || d != h.dir {
 			continue
 		}
 		run, err := ReadFile(es[i].Path)
-		if err != nil || run.Dir != dir {
+		if err != nil || run.Dir != h.dir {
 			continue
 		}
 		same++
 		for j := range run.Actions {
 			a := &run.Actions[j]
-			if !want[a.Module] {
-				continue
-			}
-			if _, ok := h.last[a.Module]; !ok && a.Key != "" {
+			if _, seen := h.last[a.Module]; h.want[a.Module] && !seen && a.Key != "" {
 				h.last[a.Module] = past{run, a}
-			}
-			if _, ok := h.took[a.Module]; !ok {
-				switch {
-				// The compile's CPU time: a backend is single-threaded, so
-				// it is its wall time on an idle machine, without the
-				// waits for a busy machine or a fork server's start. A
-				// hit records the original compile's.
-				case a.CPU > 0 && (a.Compiled() || a.Where == WhereLocalCache || a.Where == WhereRemoteCache):
-					h.took[a.Module] = time.Duration(a.CPU) * time.Microsecond
-				case a.Compiled():
-					h.took[a.Module] = a.Duration()
-				}
 			}
 		}
 	}
-	return h
+}
+
+// ReadAhead is the compile times of the newest record of a directory, read
+// while the run they help plan is still reading its job file
+// (Recorder.ReadAhead).
+type ReadAhead struct {
+	done  chan struct{}
+	path  string // "" if there is none
+	times map[string]int64
+	err   error
+}
+
+// readAhead begins reading the newest record of dir, as History would
+// read it first.
+func (s *Store) readAhead(dir string) *ReadAhead {
+	ra := &ReadAhead{done: make(chan struct{})}
+	go func() {
+		defer close(ra.done)
+		es, _ := s.List()
+		for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads; i-- {
+			if times, ok, err := readTimes(es[i].Path, dir); ok && err == nil {
+				ra.path, ra.times, ra.err = es[i].Path, times, err
+				return
+			}
+		}
+	}()
+	return ra
 }
 
 // Expect sets each action's Expected duration from history, so the
@@ -129,6 +240,15 @@ func (h *History) Expect(actions []*action.Action) int {
 // not a cache hit, by comparing its key's parts with the module's last
 // record. h may be nil (no history).
 func (h *History) Explain(run *Run) {
+	if h != nil && (run.LocalCache || run.Remote != "") {
+		for i := range run.Actions {
+			if a := &run.Actions[i]; a.Compiled() && a.Key != "" {
+				h.startLast()
+				<-h.lastDone
+				break
+			}
+		}
+	}
 	for i := range run.Actions {
 		a := &run.Actions[i]
 		if a.Compiled() {

@@ -1,7 +1,9 @@
 package record
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,5 +149,110 @@ func TestHistoryBounded(t *testing.T) {
 	}
 	if _, ok := h.took["old.o"]; ok {
 		t.Errorf("old.o, last seen %d runs ago, was found: History read beyond %d runs", historyRuns+1, historyRuns)
+	}
+}
+
+// TestReadAhead: Plan uses the newest record of the directory as
+// ReadAhead read it (rewritten since, the file says otherwise), and still
+// reads the older ones it needs; a read-ahead of another store is ignored.
+func TestReadAhead(t *testing.T) {
+	dir := t.TempDir()
+	as := moduleActions(t, dir, map[string]int{"a.o": 10, "b.o": 10})
+	s := Open(t.TempDir())
+	write := func(at time.Time, took map[string]int64) *Run {
+		run := &Run{Schema: Schema, ID: NewID(at, 1), Dir: dir}
+		for name, ms := range took {
+			run.Actions = append(run.Actions, Action{Module: name, Where: WhereLocal, CPU: ms * 1000})
+		}
+		if err := s.Write(run); err != nil {
+			t.Fatal(err)
+		}
+		return run
+	}
+	write(time.Now().Add(-2*time.Hour), map[string]int64{"b.o": 70})
+	newest := write(time.Now().Add(-time.Hour), map[string]int64{"a.o": 30})
+
+	rec := New(Run{Dir: dir})
+	rec.ReadAhead(s)
+	<-rec.ahead.done
+	// The newest record now says otherwise: Plan must not read it again.
+	newest.Actions[0].CPU = 999_000
+	if err := s.Write(newest); err != nil {
+		t.Fatal(err)
+	}
+	rec.Plan(s, as)
+	for _, a := range as {
+		want := map[string]time.Duration{"a.o": 30 * time.Millisecond, "b.o": 70 * time.Millisecond}[a.ID]
+		if a.Expected != want {
+			t.Errorf("%s: expected %v, want %v", a.ID, a.Expected, want)
+		}
+	}
+
+	// Read ahead in another store: Plan reads its own.
+	other := New(Run{Dir: dir})
+	other.ReadAhead(Open(t.TempDir()))
+	as = moduleActions(t, dir, map[string]int{"a.o": 10, "b.o": 10})
+	other.Plan(s, as)
+	for _, a := range as {
+		if want := map[string]time.Duration{"a.o": 999 * time.Millisecond, "b.o": 70 * time.Millisecond}[a.ID]; a.Expected != want {
+			t.Errorf("read ahead elsewhere: %s: expected %v, want %v", a.ID, a.Expected, want)
+		}
+	}
+}
+
+// TestHistoryReadsTheHead: planning reads the compile times at a record's
+// head and no further (a record cut short after them still plans); one
+// written before records kept them is read whole; the last records are
+// read only when a miss is explained.
+func TestHistoryReadsTheHead(t *testing.T) {
+	s := Open(t.TempDir())
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old := &Run{Schema: Schema, ID: NewID(base, 1), Dir: "/p",
+		Actions: []Action{{Module: "old.o", Where: WhereLocal, CPU: 40_000, Key: "k-old"}}}
+	data, err := json.Marshal(old) // as an older thindist wrote it: no times
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.path(old.ID), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cut := &Run{Schema: Schema, ID: NewID(base.Add(time.Minute), 1), Dir: "/p",
+		Actions: []Action{{Module: "new.o", Where: WhereRemote, CPU: 25_000, Key: "k1"}}}
+	if err := s.Write(cut); err != nil {
+		t.Fatal(err)
+	}
+	data, err = os.ReadFile(s.path(cut.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := bytes.Index(data, []byte(`"times":{"new.o":25000}`))
+	if end < 0 {
+		t.Fatalf("the record has no times after its dir: %s", data)
+	}
+	whole := data
+	if err := os.WriteFile(s.path(cut.ID), data[:end+len(`"times":{"new.o":25000}`)+1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	h := s.History("/p", []string{"new.o", "old.o"})
+	if h.took["new.o"] != 25*time.Millisecond || h.took["old.o"] != 40*time.Millisecond {
+		t.Fatalf("took %v, want new.o 25ms (from the head), old.o 40ms (read whole)", h.took)
+	}
+	if len(h.last) != 0 {
+		t.Errorf("planning read the last records: %v", h.last)
+	}
+
+	// A miss is explained from the module's last record, read then.
+	if err := os.WriteFile(s.path(cut.ID), whole, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cur := &Run{ID: "cur", Dir: "/p", Remote: "grpc://x",
+		Actions: []Action{{Module: "new.o", Key: "k1", Where: WhereRemote}}}
+	h.Explain(cur)
+	if got := strings.Join(cur.Actions[0].Miss, "; "); !strings.Contains(got, "the key is the same as in run "+cut.ID) {
+		t.Errorf("miss explained as %q, want it found in run %s", got, cut.ID)
 	}
 }

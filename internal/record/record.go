@@ -28,7 +28,12 @@ type Run struct {
 	Entry string   `json:"entry"`
 	Args  []string `json:"args"` // thindist's own command line (the plugin's: the linker's)
 	Dir   string   `json:"dir"`  // its working directory
-	PID   int      `json:"pid"`
+	// Times is each module's compile time in µs, as History orders by
+	// (its CPU time, else its wall time; a hit's is the original
+	// compile's), filled by Store.Write. It comes first after Dir, so that
+	// planning a link reads a record no further (recordHead).
+	Times map[string]int64 `json:"times,omitempty"`
+	PID   int              `json:"pid"`
 	// Linker is the command line of the linker that ran thindist as its
 	// DTLTO distributor (the link as the user ran it: Args only names the
 	// job file), when it could be read.

@@ -46,7 +46,11 @@ func (s *Store) Write(run *Run) error {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return fmt.Errorf("record directory: %w", err)
 	}
-	data, err := json.Marshal(run)
+	// The times History orders by, at the record's head, so that it
+	// reads no further (recordHead).
+	withTimes := *run
+	withTimes.Times = timesOf(run)
+	data, err := json.Marshal(&withTimes)
 	if err != nil {
 		return fmt.Errorf("record %s: %w", run.ID, err)
 	}
@@ -191,31 +195,49 @@ func ReadFile(path string) (*Run, error) {
 // the writer puts among the first fields, so that finding the records of
 // one directory does not parse every action of every other.
 func recordDir(path string) (string, error) {
+	d, _, err := recordHead(path, "")
+	return d, err
+}
+
+// recordHead reads a record's working directory and, if that is want, the
+// compile times that follow it (Run.Times), and no further: nil times for
+// a record written before records kept them.
+func recordHead(path, want string) (dir string, times map[string]int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer f.Close()
-	dec := json.NewDecoder(bufio.NewReaderSize(f, 4096))
+	dec := json.NewDecoder(bufio.NewReaderSize(f, 64<<10))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", fmt.Errorf("record %s: not a JSON object", path)
+		return "", nil, fmt.Errorf("record %s: not a JSON object", path)
 	}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return "", fmt.Errorf("record %s: %w", path, err)
+			return "", nil, fmt.Errorf("record %s: %w", path, err)
 		}
-		if t == "dir" {
-			var dir string
+		switch t {
+		case "dir":
 			if err := dec.Decode(&dir); err != nil {
-				return "", fmt.Errorf("record %s: %w", path, err)
+				return "", nil, fmt.Errorf("record %s: %w", path, err)
 			}
-			return dir, nil
+			if dir != want || want == "" {
+				return dir, nil, nil
+			}
+			continue
+		case "times":
+			if err := dec.Decode(&times); err != nil {
+				return "", nil, fmt.Errorf("record %s: %w", path, err)
+			}
+			return dir, times, nil
+		case "actions":
+			return dir, nil, nil // past the head: no times
 		}
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return "", fmt.Errorf("record %s: %w", path, err)
+			return "", nil, fmt.Errorf("record %s: %w", path, err)
 		}
 	}
-	return "", nil
+	return dir, nil, nil
 }
