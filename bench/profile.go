@@ -36,7 +36,7 @@ func profileOverhead(ctx context.Context, t *tools, o *options, dir string) erro
 		return err
 	}
 	runtime.MemProfileRate = 4096
-	code := cli.Main(ctx, []string{fmt.Sprintf("--jobs=%d", o.jobs), "--no-cache", jobFile}, jobserver.Inherited{})
+	code := cli.Main(ctx, []string{fmt.Sprintf("--jobs=%d", o.jobs), "--no-cache", jobFile}, jobserver.Inherited{}, nil)
 	pprof.StopCPUProfile()
 	if hf, err := os.Create(o.pprof + ".allocs"); err == nil {
 		pprof.Lookup("allocs").WriteTo(hf, 0)
@@ -68,7 +68,7 @@ func distributorProfiled(ctx context.Context, path string, args []string) int {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
-	code := cli.Main(ctx, args, jobserver.Inherited{}) // the benchmarks do not run under make
+	code := cli.Main(ctx, args, jobserver.Inherited{}, nil) // the benchmarks do not run under make
 	pprof.StopCPUProfile()
 	return code
 }

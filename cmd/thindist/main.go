@@ -6,10 +6,10 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/thindist/thindist/internal/cli"
+	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobserver"
 )
 
@@ -27,20 +27,16 @@ func main() {
 	// Later, thindist's own pipes to its compilers could be taken for
 	// make's, which is why this cannot wait until the jobs run.
 	js := jobserver.Inherit(os.Getenv("MAKEFLAGS"))
-	// thindist's heap is mostly short-lived garbage from starting
-	// processes, while its live data (the actions) is small. A lower GC
-	// target keeps its peak memory small beside the compilers it runs
-	// (10,000 jobs: 42 MiB at the default, 36 MiB here) for a CPU cost far
-	// below a millisecond per job. GOGC still overrides it.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(50)
-	}
+	// The garbage collector is set for each phase of a run (gctune): off
+	// while thindist starts, the linker waiting. GOGC or GOMEMLIMIT
+	// override it.
+	gc := gctune.Start(os.Getenv)
 	// lld's process group receives SIGINT from the terminal; a build tool
 	// may send SIGTERM; a closed terminal or a dropped ssh connection sends
 	// SIGHUP. Each cancels the run, which stops every compiler and removes
 	// every temporary file before exiting (status 130).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	code := cli.Main(ctx, os.Args[1:], js)
+	code := cli.Main(ctx, os.Args[1:], js, gc)
 	stop()
 	os.Exit(code)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobfile"
 	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/pipeline"
@@ -22,8 +23,10 @@ import (
 
 // Main runs thindist with args (without the program name) and the
 // jobserver it inherited from make, and returns the exit status.
-func Main(ctx context.Context, args []string, js jobserver.Inherited) int {
-	return run(ctx, args, pipeline.StdEnv(js), os.Stdout)
+func Main(ctx context.Context, args []string, js jobserver.Inherited, gc *gctune.Tuner) int {
+	env := pipeline.StdEnv(js)
+	env.GC = gc
+	return run(ctx, args, env, os.Stdout)
 }
 
 // run is Main with its surroundings given (for tests).
@@ -190,9 +193,11 @@ func distribute(ctx context.Context, args []string, env pipeline.Env, start time
 		fmt.Fprintf(env.Stderr, "thindist: %v\n", err)
 		return 2
 	}
-	// Connecting to the remote service takes round trips and needs
-	// nothing from the job file: it goes on while the file is read.
+	// Connecting to the remote service takes round trips, reading the
+	// history of earlier links takes milliseconds, and neither needs
+	// anything from the job file: they go on while the file is read.
 	sess.Env.Dialing = pipeline.StartDial(ctx, &cfg)
+	sess.ReadAhead(&cfg)
 	defer sess.Env.Dialing.Close() // if the run did not take it
 	jf, err := jobfile.Load(rest[0], dir)
 	if err != nil {

@@ -87,6 +87,7 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		fmt.Fprintf(env.Stderr, "thindist link: no link command given\nRun 'thindist link --help' for usage.\n")
 		return 2
 	}
+	sess.ReadAhead(&cfg) // while the thin link runs
 	// The summary covers the whole command: the thin link, the backends
 	// and the final link.
 	opts := thinlink.Options{

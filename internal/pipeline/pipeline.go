@@ -22,6 +22,7 @@ import (
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/forkserver"
+	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/reapi"
@@ -52,6 +53,9 @@ type Env struct {
 	// before the run (StartDial); the caller closes it if the run did not
 	// take it.
 	Dialing *Dialing
+	// GC, when set, is switched for the backends and for the end of the
+	// run (gctune).
+	GC *gctune.Tuner
 }
 
 // Diagnostic is an error or warning of a run, for Env.Diag.
@@ -97,6 +101,12 @@ type Options struct {
 	// after its own last step, unless cfg.Quiet. Nil: Run counts the run
 	// from its own start and prints the line.
 	Summary *report.Summary
+	// Background, when set, counts a goroutine that writes the run's
+	// trace after Run has returned, while the caller goes on (the Session
+	// writes its record meanwhile, the linker waiting for both); the caller
+	// waits for it before it exits. Nil: the trace is written before Run
+	// returns.
+	Background *sync.WaitGroup
 }
 
 // Run executes actions as cfg says and prints what happened, with a summary
@@ -177,6 +187,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 
 	endBackends := tl.Begin("backends")
+	env.GC.Backends()
 	runErr := schedule.Run(ctx, actions, ch.ex, schedule.Options{
 		Parallel:  ch.parallel,
 		Preparing: ch.preparing,
@@ -184,6 +195,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		Planner:   ch.planner,
 	})
 	endBackends()
+	env.GC.Finishing()
 	if progress != nil {
 		progress.Stop()
 	}
@@ -223,7 +235,13 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		console.Printf("%s", summary.Line())
 	}
 	if trace != nil {
-		writeTrace(cfg, env, console, trace)
+		if opts.Background != nil {
+			opts.Background.Go(func() {
+				writeTrace(cfg, env, console, trace)
+			})
+		} else {
+			writeTrace(cfg, env, console, trace)
+		}
 	}
 	if runErr != nil {
 		return &Reported{Err: runErr}

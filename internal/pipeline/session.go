@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
@@ -25,6 +26,8 @@ type Session struct {
 	Env     Env
 	rec     *record.Recorder
 	summary *report.Summary
+	// bg counts what the run still writes after Run (Options.Background).
+	bg sync.WaitGroup
 }
 
 // NewSession begins the run of entry point entry ("dtlto", "link" or
@@ -75,9 +78,18 @@ func (s *Session) SetOutput(path string) {
 	s.rec.Update(func(run *record.Run) { run.Output = path })
 }
 
+// ReadAhead begins reading what the run's history needs from the records
+// (record.Recorder.ReadAhead), unless cfg turns records off: call it as
+// soon as cfg is known, before the job file is read.
+func (s *Session) ReadAhead(cfg *config.Config) {
+	if !cfg.NoRecord {
+		s.rec.ReadAhead(record.Open(CacheDir(cfg, s.Env)))
+	}
+}
+
 // Run executes actions as cfg says (RunWith), counted in the run's summary.
 func (s *Session) Run(ctx context.Context, cfg *config.Config, actions []*action.Action) error {
-	return RunWith(ctx, cfg, s.Env, actions, Options{Summary: s.summary})
+	return RunWith(ctx, cfg, s.Env, actions, Options{Summary: s.summary, Background: &s.bg})
 }
 
 // Finish ends the run with its error: it prints the summary line (unless
@@ -86,6 +98,7 @@ func (s *Session) Run(ctx context.Context, cfg *config.Config, actions []*action
 // --no-record). A record that cannot be kept costs a warning, never the
 // link.
 func (s *Session) Finish(cfg *config.Config, runErr error) {
+	defer s.bg.Wait() // the trace, written meanwhile
 	if s.summary.Counted() && !cfg.Quiet {
 		fmt.Fprintln(s.Env.Stderr, s.summary.Line())
 	}
