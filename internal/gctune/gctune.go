@@ -7,7 +7,8 @@
 // minimum heap, scaled down by the low target the backends run at, made
 // the start of a 311-job link collect several times, 8 ms of a 33 ms
 // start (measured). Those two phases run with the collector off under a
-// memory limit, which still bounds the heap; the backends run at Percent.
+// memory limit, which still bounds the heap; the backends run at Percent,
+// as do thindist's other commands.
 package gctune
 
 import (
@@ -18,8 +19,9 @@ import (
 // Percent is the GC target while the backends run. thindist's heap is
 // mostly short-lived garbage from starting processes and moving blobs,
 // its live data (the actions) small: a low target keeps its peak memory
-// small beside the compilers it runs (10,000 jobs: 42 MiB at Go's default
-// of 100, 36 MiB at 50) for a CPU cost far below a millisecond per job.
+// small beside the compilers it runs (when it was chosen, 10,000 jobs
+// peaked at 42 MiB at Go's default of 100, 36 MiB at 50) for a CPU cost
+// far below a millisecond per job.
 const Percent = 50
 
 // Limit bounds the heap while the collector is off: past it, the runtime
@@ -45,8 +47,9 @@ func Start(getenv func(string) string) *Tuner {
 	return &Tuner{}
 }
 
-// Backends sets the collector for the backends: Percent, no limit.
-func (t *Tuner) Backends() {
+// Steady sets the collector for steady work, the backends or a command
+// that is not a link (report, stats, cache): Percent, no limit.
+func (t *Tuner) Steady() {
 	if t == nil {
 		return
 	}

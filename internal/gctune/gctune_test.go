@@ -27,9 +27,9 @@ func TestPhases(t *testing.T) {
 	if p, l := settings(); p != -1 || l != Limit {
 		t.Errorf("starting: GC %d, limit %d; want off under %d", p, l, Limit)
 	}
-	tu.Backends()
+	tu.Steady()
 	if p, l := settings(); p != Percent || l != math.MaxInt64 {
-		t.Errorf("backends: GC %d, limit %d; want %d, none", p, l, Percent)
+		t.Errorf("steady: GC %d, limit %d; want %d, none", p, l, Percent)
 	}
 	tu.Finishing()
 	if p, l := settings(); p != -1 || l != Limit {
@@ -44,7 +44,7 @@ func TestPhases(t *testing.T) {
 		t.Error("Start took over with GOGC set")
 	}
 	tu = nil
-	tu.Backends() // nil: nothing
+	tu.Steady() // nil: nothing
 	tu.Finishing()
 	if p, l := settings(); p != 123 || l != math.MaxInt64 {
 		t.Errorf("with GOGC set: GC %d, limit %d; want 123, none", p, l)

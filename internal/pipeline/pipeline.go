@@ -187,7 +187,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 
 	endBackends := tl.Begin("backends")
-	env.GC.Backends()
+	env.GC.Steady()
 	runErr := schedule.Run(ctx, actions, ch.ex, schedule.Options{
 		Parallel:  ch.parallel,
 		Preparing: ch.preparing,
