@@ -370,6 +370,21 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", pt, err)
 			}
+			// A replay that ran many actions for real measured this
+			// machine's compiles, not the simulated cluster: the recording
+			// no longer matches the objects (a rebuild that is not the same
+			// bit for bit, another compiler). A few are expected: actions
+			// the recording link kept on this machine run for real the first
+			// time a replay sends them, and are recorded then.
+			if r.sim.Unrecorded*20 > int64(max(res.recorded, 1)) {
+				src := recording
+				if o.clusterRecordings != "" {
+					src = filepath.Join(o.clusterRecordings, b.Name+".json")
+				}
+				return nil, fmt.Errorf("%s: %d of the link's executions were not in the recording and ran for real on this machine, "+
+					"so its figures are not the simulation's: the objects changed since the recording was made; remove %s to record again",
+					pt, r.sim.Unrecorded, src)
+			}
 			res.runs[i] = append(res.runs[i], r)
 			// Each point's trace stays, for the per-action costs.
 			keptTrace := filepath.Join(dir, fmt.Sprintf("trace-%d-%d.json", i, run))
