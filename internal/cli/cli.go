@@ -33,25 +33,13 @@ func Main(ctx context.Context, args []string, js jobserver.Inherited, gc *gctune
 func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
 	start := time.Now() // the run's wall time counts from here
 	if len(args) > 0 {
-		switch args[0] {
-		case "help", "cache", "config", "report", "stats", "doctor":
+		if cmd, ok := commands[args[0]]; ok {
 			// Not a link: nobody waits on its start, and reading a
-			// large record with the collector off would meet the limit.
+			// large record with the collector off would meet its limit.
 			env.GC.Steady()
+			return cmd(ctx, args[1:], env, stdout)
 		}
 		switch args[0] {
-		case "help":
-			return help(args[1:], env, stdout)
-		case "cache":
-			return cacheCmd(ctx, args[1:], env, stdout)
-		case "config":
-			return configCmd(args[1:], env, stdout)
-		case "report":
-			return reportCmd(args[1:], env, stdout)
-		case "stats":
-			return statsCmd(args[1:], env, stdout)
-		case "doctor":
-			return doctorCmd(ctx, args[1:], env, stdout)
 		case "version", "--version", "-version":
 			fmt.Fprintln(stdout, version.Line())
 			return 0
@@ -60,6 +48,24 @@ func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer)
 		}
 	}
 	return distribute(ctx, args, env, start)
+}
+
+// commands are the subcommands that are not links.
+var commands = map[string]command{
+	"help":   noContext(help),
+	"cache":  cacheCmd,
+	"config": noContext(configCmd),
+	"report": noContext(reportCmd),
+	"stats":  noContext(statsCmd),
+	"doctor": doctorCmd,
+}
+
+type command func(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int
+
+func noContext(f func(args []string, env pipeline.Env, stdout io.Writer) int) command {
+	return func(_ context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
+		return f(args, env, stdout)
+	}
 }
 
 const intro = `thindist runs LLVM ThinLTO backend compilations: locally in parallel, and never
