@@ -57,28 +57,43 @@ func (s *Store) history(dir string, modules []string, ahead *ReadAhead) *History
 	for _, m := range modules {
 		h.want[m] = true
 	}
-	es, _ := s.List()
-	same := 0
-	for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads && same < historyRuns && len(h.took) < len(h.want); i-- {
+	s.recent(func(path string) (same, done bool) {
 		var times map[string]int64
-		var ok bool
 		var err error
-		if ahead != nil && ahead.path == es[i].Path {
-			times, ok, err = ahead.times, true, ahead.err
+		if ahead != nil && ahead.path == path {
+			times, same = ahead.times, true
 		} else {
-			times, ok, err = readTimes(es[i].Path, dir)
+			times, same, err = readTimes(path, dir)
 		}
-		if err != nil || !ok {
-			continue
+		if err != nil || !same {
+			return false, false
 		}
-		same++
 		for m, us := range times {
 			if _, seen := h.took[m]; h.want[m] && !seen {
 				h.took[m] = time.Duration(us) * time.Microsecond
 			}
 		}
-	}
+		return true, len(h.took) == len(h.want)
+	})
 	return h
+}
+
+// recent calls visit with the paths of the newest records, newest first,
+// within History's bounds: historyReads records in all, historyRuns of
+// them records of the directory asked for (visit says which are), until
+// visit says it is done.
+func (s *Store) recent(visit func(path string) (same, done bool)) {
+	es, _ := s.List()
+	runs := 0
+	for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads && runs < historyRuns; i-- {
+		same, done := visit(es[i].Path)
+		if same {
+			runs++
+		}
+		if done {
+			return
+		}
+	}
 }
 
 // readTimes reads the compile times the record at path kept (Run.Times)
@@ -144,24 +159,22 @@ func (h *History) startLast() {
 // loadLast reads the newest record of each module, within History's
 // bounds.
 func (h *History) loadLast() {
-	es, _ := h.store.List()
-	same := 0
-	for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads && same < historyRuns && len(h.last) < len(h.want); i-- {
-		if d, err := recordDir(es[i].Path); err != nil || d != h.dir {
-			continue
+	h.store.recent(func(path string) (same, done bool) {
+		if d, err := recordDir(path); err != nil || d != h.dir {
+			return false, false
 		}
-		run, err := ReadFile(es[i].Path)
+		run, err := ReadFile(path)
 		if err != nil || run.Dir != h.dir {
-			continue
+			return false, false
 		}
-		same++
 		for j := range run.Actions {
 			a := &run.Actions[j]
 			if _, seen := h.last[a.Module]; h.want[a.Module] && !seen && a.Key != "" {
 				h.last[a.Module] = past{run, a}
 			}
 		}
-	}
+		return true, len(h.last) == len(h.want)
+	})
 }
 
 // ReadAhead is the compile times of the newest record of a directory, read
@@ -171,7 +184,6 @@ type ReadAhead struct {
 	done  chan struct{}
 	path  string // "" if there is none
 	times map[string]int64
-	err   error
 }
 
 // readAhead begins reading the newest record of dir, as History would
@@ -180,13 +192,13 @@ func (s *Store) readAhead(dir string) *ReadAhead {
 	ra := &ReadAhead{done: make(chan struct{})}
 	go func() {
 		defer close(ra.done)
-		es, _ := s.List()
-		for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads; i-- {
-			if times, ok, err := readTimes(es[i].Path, dir); ok && err == nil {
-				ra.path, ra.times, ra.err = es[i].Path, times, err
-				return
+		s.recent(func(path string) (same, done bool) {
+			times, ok, err := readTimes(path, dir)
+			if ok && err == nil {
+				ra.path, ra.times = path, times
 			}
-		}
+			return ok && err == nil, ok && err == nil
+		})
 	}()
 	return ra
 }

@@ -208,7 +208,7 @@ func recordHead(path, want string) (dir string, times map[string]int64, err erro
 		return "", nil, err
 	}
 	defer f.Close()
-	dec := json.NewDecoder(bufio.NewReaderSize(f, 64<<10))
+	dec := json.NewDecoder(bufio.NewReaderSize(f, 4096))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return "", nil, fmt.Errorf("record %s: not a JSON object", path)
 	}
