@@ -48,8 +48,12 @@ func (e Exec) Run(ctx context.Context, c *Cmd) (*Result, error) {
 	if err == nil {
 		if c.Nice > 0 {
 			// Best effort, and before the compiler has done much: what
-			// it starts inherits the priority.
-			syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, c.Nice)
+			// it starts inherits the priority. Relative to this process's
+			// own (getpriority(2) answers 20 - nice), so that a build run
+			// under nice(1) gets its speculative compiles lower still.
+			if p, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0); err == nil {
+				syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, min(20-p+c.Nice, 19))
+			}
 		}
 		err = p.Wait()
 		if ctx.Err() != nil {
