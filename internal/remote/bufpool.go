@@ -7,8 +7,9 @@ import (
 
 // readBufs holds the buffers that input files are read into for batch
 // uploads, by power-of-two capacity from 4 KiB to 4 MiB (grpcMax, the
-// largest blob a batch holds). A buffer goes back once its batch call has
-// returned (gRPC has copied the request by then). Reading each file into
+// largest blob a batch holds). The transport sends the blobs from these
+// buffers (codec): one goes back once the server has answered its batch
+// call OK, and is dropped after a failed one. Reading each file into
 // new memory cost more than the read itself on big links: 7-Zip uploads
 // 25 MB of bitcode, and fresh memory is zeroed and faulted in page by page
 // (on this project's VM at about 0.5 GB/s).

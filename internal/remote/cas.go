@@ -351,9 +351,14 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 	send := func(batch []digest.Digest, batchData [][]byte, batchSize int64, bufs []*[]byte) {
 		err, werr := u.updates.do(ctx, blobBatch{ds: batch, data: batchData, size: batchSize})
 		if werr != nil {
-			// This action gave up; the coalesced call it joined may still
-			// be sending its data: the buffers are not reused.
-			err, bufs = werr, nil
+			err = werr
+		}
+		if err != nil {
+			// The transport sends the blobs from these buffers (codec),
+			// and a call that failed or that this action gave up on may
+			// not be done with them: they are not reused. A call the
+			// server answered OK has had every byte read.
+			bufs = nil
 		}
 		defer func() {
 			for _, b := range bufs {

@@ -146,7 +146,8 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	newConn := func() (*grpc.ClientConn, error) {
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20),
+				grpc.ForceCodecV2(newCodec())),
 			// Reconnect soon after the connection drops (gRPC's default
 			// waits 1s, then up to 2 minutes): a restarted frontend is
 			// back within the retry window.
