@@ -30,6 +30,12 @@ type Options struct {
 	// remote workers produced, and what this machine compiled only when
 	// the user lets it (--remote-upload, on by default). Nil stores every result.
 	StoreFrom func(executor.Where) bool
+	// Ahead, if set, is called before a lookup while the lookups of the
+	// run mostly miss (no more hits than misses so far), so that next's
+	// work begins while the store answers: a remote executor uploads the
+	// action's inputs meanwhile (remote.Executor.Ahead). drop is called
+	// once the action has been served, whichever way.
+	Ahead func(ctx context.Context, a *action.Action) (drop func())
 	// Warn reports a cache problem that did not stop the action.
 	Warn func(format string, args ...any)
 }
@@ -74,6 +80,10 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	if err != nil {
 		e.opts.Warn("%s: not cached: %v", a.ID, err)
 		return e.next.Execute(ctx, a, out)
+	}
+	if e.opts.Ahead != nil && e.hits.Load() <= e.misses.Load() {
+		drop := e.opts.Ahead(ctx, a)
+		defer drop()
 	}
 	res, err := e.lookup(ctx, key, a, out)
 	if err == nil {

@@ -251,3 +251,43 @@ func TestExecutorUnusableHitLeavesNoLink(t *testing.T) {
 		t.Errorf("the stored object was written through a hard link: %v", err)
 	}
 }
+
+// TestExecutorAhead: while the run's lookups mostly miss, the next
+// executor's work is begun before each lookup (Options.Ahead), and its
+// drop comes once the action has been served; once hits outnumber misses,
+// nothing is begun ahead.
+func TestExecutorAhead(t *testing.T) {
+	ctx := context.Background()
+	as := realActions(t)
+	disk := openDisk(t)
+	comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("x"), &executor.Result{} }}
+	var ahead, dropped []string
+	opts := Options{Where: executor.LocalCache, Ahead: func(_ context.Context, a *action.Action) func() {
+		ahead = append(ahead, a.ID)
+		return func() { dropped = append(dropped, a.ID) }
+	}}
+	ex := chain(t, disk, comp, opts)
+	if _, err := ex.Execute(ctx, as[0], []string{filepath.Join(t.TempDir(), "o")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ahead) != 1 || len(dropped) != 1 {
+		t.Fatalf("a first lookup (a miss): %d begun ahead, %d dropped, want 1 and 1", len(ahead), len(dropped))
+	}
+	// Two hits: the first still begins ahead (1 miss, 0 hits so far), the
+	// second does not (1 hit, 1 miss).
+	ahead, dropped = nil, nil
+	ex2 := chain(t, disk, comp, opts)
+	ex2.misses.Store(1)
+	for range 2 {
+		if _, err := ex2.Execute(ctx, as[0], []string{filepath.Join(t.TempDir(), "o")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex2.hits.Add(5)
+	if _, err := ex2.Execute(ctx, as[1], []string{filepath.Join(t.TempDir(), "o")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ahead) != 2 || len(dropped) != 2 {
+		t.Errorf("begun ahead %v, dropped %v: want the first two lookups only", ahead, dropped)
+	}
+}

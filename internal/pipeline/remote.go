@@ -182,8 +182,14 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		warnAll("%s does not let clients write its ActionCache (update_enabled=false): results are found by "+
 			"their executable action, but those of archive members, whose action changes with every link, are not reused", rc.Target)
 	}
+	var ahead func(context.Context, *action.Action) func()
+	if rex != nil && grouper == nil {
+		// A cold action's upload goes with its lookup, not after it. (A
+		// group's members are uploaded together, as one action.)
+		ahead = rex.Ahead
+	}
 	rcache := cache.NewExecutor(remote.NewStore(client), keys, producer, cache.Options{
-		Where: executor.RemoteCache, ReadOnly: readOnly, StoreFrom: storeFrom, Warn: warn,
+		Where: executor.RemoteCache, ReadOnly: readOnly, StoreFrom: storeFrom, Warn: warn, Ahead: ahead,
 	})
 	finish := func(quiet bool) {
 		defer client.Close()
@@ -209,6 +215,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			es, fs, hs := rex.Stats(), fb.Stats(), hybrid.Stats()
 			line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
 				es.Executed, es.ServerCacheHits, es.Retries, fs.Fallbacks+fs.Unsupported)
+			line += fmt.Sprintf("; %d uploaded during their lookup (%d of them not executed here)", es.Ahead, es.AheadUnused)
 			line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
 				hs.Local, hs.Races, hs.RacesWonHere, hs.RacedAtStart)
 			if hedge != nil {

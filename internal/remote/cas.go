@@ -210,6 +210,19 @@ func (u *Uploader) Forget(d digest.Digest) {
 // Ensure makes every blob (contents in memory) and file (digest → local
 // path) present in the CAS.
 func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, files map[digest.Digest]string) error {
+	return u.ensure(ctx, blobs, files, true)
+}
+
+// EnsureNew is Ensure for blobs made for an action that the caches have
+// just missed (its Action, Command, Directory messages and index shard):
+// those are sent without asking FindMissingBlobs first, a round trip less
+// before the action's Execute. Only the files are asked about. A blob the
+// service had after all costs its bytes again, a few KiB.
+func (u *Uploader) EnsureNew(ctx context.Context, blobs map[digest.Digest][]byte, files map[digest.Digest]string) error {
+	return u.ensure(ctx, blobs, files, false)
+}
+
+func (u *Uploader) ensure(ctx context.Context, blobs map[digest.Digest][]byte, files map[digest.Digest]string, askBlobs bool) error {
 	var mine []digest.Digest
 	var wait []*upload
 	mineSet := map[digest.Digest]*upload{}
@@ -236,7 +249,19 @@ func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 	u.mu.Unlock()
 
 	if len(mine) > 0 {
-		errs := u.uploadMissing(ctx, mine, blobs, files)
+		ask := mine
+		var unasked []digest.Digest
+		if !askBlobs {
+			ask, unasked = nil, nil
+			for _, d := range mine {
+				if _, ok := blobs[d]; ok {
+					unasked = append(unasked, d)
+				} else {
+					ask = append(ask, d)
+				}
+			}
+		}
+		errs := u.uploadMissing(ctx, ask, unasked, blobs, files)
 		u.mu.Lock()
 		for _, d := range mine {
 			e := mineSet[d]
@@ -260,7 +285,7 @@ func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 				// The action uploading it gave up (a race it lost, a
 				// group whose members left), not the service: upload
 				// what is still missing for this one.
-				return u.Ensure(ctx, blobs, files)
+				return u.ensure(ctx, blobs, files, askBlobs)
 			}
 			if e.err != nil {
 				return e.err
@@ -272,9 +297,10 @@ func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 	return nil
 }
 
-// uploadMissing uploads those of ds the server lacks; the error of each
-// digest that could not be made present is in the map.
-func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string) map[digest.Digest]error {
+// uploadMissing uploads those of ds the server lacks, and every one of
+// unasked; the error of each digest that could not be made present is in
+// the map.
+func (u *Uploader) uploadMissing(ctx context.Context, ds, unasked []digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string) map[digest.Digest]error {
 	errs := map[digest.Digest]error{}
 	var mu sync.Mutex // guards errs: batches go up concurrently (below)
 	fail := func(err error, ds ...digest.Digest) {
@@ -284,7 +310,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds []digest.Digest, blobs 
 			errs[d] = err
 		}
 	}
-	var missing []digest.Digest
+	missing := unasked
 	for start := 0; start < len(ds); start += findMissingChunk {
 		chunk := ds[start:min(start+findMissingChunk, len(ds))]
 		f, err := u.finds.do(ctx, chunk)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,10 @@ type ExecStats struct {
 	// QueueTimeouts and ExecStalls count the actions it gave up on while
 	// QUEUED (QueueTimeout) or EXECUTING (ExecStall, Timeout+ExecGrace).
 	QueueTimeouts, ExecStalls int64
+	// Ahead counts the actions whose upload began during a cache's
+	// lookup (Ahead), and AheadUnused those of them that were then not
+	// executed here (a cache hit, a local run).
+	Ahead, AheadUnused int64
 }
 
 // Executor runs actions on the service's workers.
@@ -93,6 +98,10 @@ type Executor struct {
 	off atomic.Pointer[Permanent]
 
 	executed, serverCacheHits, retries, queueTimeouts, execStalls atomic.Int64
+
+	// prepared holds what Ahead began, by action, until Execute takes it.
+	prepared           sync.Map // *action.Action → *preparation
+	ahead, aheadUnused atomic.Int64
 }
 
 // Stats returns what e has done so far.
@@ -100,6 +109,7 @@ func (e *Executor) Stats() ExecStats {
 	return ExecStats{
 		Executed: e.executed.Load(), ServerCacheHits: e.serverCacheHits.Load(), Retries: e.retries.Load(),
 		QueueTimeouts: e.queueTimeouts.Load(), ExecStalls: e.execStalls.Load(),
+		Ahead: e.ahead.Load(), AheadUnused: e.aheadUnused.Load(),
 	}
 }
 
@@ -145,11 +155,19 @@ func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, 
 	if p := e.off.Load(); p != nil {
 		return nil, p
 	}
-	ex, err := reapi.BuildExecutable(a, reapi.ExecOptions{
-		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout, DoNotCache: hedge,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("preparing the remote action: %w", err)
+	var prep *preparation
+	if !hedge {
+		prep = e.take(a)
+		defer prep.release()
+	}
+	var ex *reapi.Executable
+	if prep != nil {
+		ex = prep.ex
+	} else {
+		var err error
+		if ex, err = reapi.BuildExecutable(a, e.execOptions(hedge)); err != nil {
+			return nil, fmt.Errorf("preparing the remote action: %w", err)
+		}
 	}
 	ex.Priority = int32(min(a.Rank, math.MaxInt32))
 	ctx = forAction(ctx, a.ID, ex.ActionDigest)
@@ -159,7 +177,11 @@ func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, 
 		res.Wall = time.Since(start)
 		return res, nil
 	}
-	if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
+	// The caches have just missed the action: its own messages and shard
+	// are new, and go up unasked. Its files' upload may have begun with
+	// the lookup (Ahead): this waits for what that claimed, and sends
+	// again what it failed to.
+	if err := e.c.CAS.EnsureNew(ctx, ex.Blobs, ex.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
 	uploaded := time.Now()

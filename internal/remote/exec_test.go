@@ -3,6 +3,7 @@ package remote_test
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -175,5 +176,42 @@ func TestExecReadsStreamToItsEnd(t *testing.T) {
 		if got := srv.Stats().CancelledAfterDone; (got > 0) != c.wantCancelled || c.wantCancelled && got != int64(len(as)) {
 			t.Errorf("linger %v: %d of %d streams cancelled after their finished operation", c.linger, got, len(as))
 		}
+	}
+}
+
+// TestAhead: an action whose upload Ahead began is executed without
+// uploading or asking FindMissingBlobs again; one dropped before any
+// Execute is counted unused and still executes later.
+func TestAhead(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	c := dial(t, addr, remote.Options{})
+	ex := remote.NewExecutor(c, remote.ExecOptions{NoLookup: true})
+	as, outs := shellActions(t, 2, -1)
+
+	drop := ex.Ahead(t.Context(), as[0])
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Stats().BlobsUploaded == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// The upload itself finishes in the background: Execute waits for it.
+	res, err := ex.Execute(t.Context(), as[0], outs[0])
+	drop()
+	if err != nil || res.Failed() {
+		t.Fatalf("%v %+v", err, res)
+	}
+	st := srv.Stats()
+	if st.FindMissingBlobsCalls != 1 {
+		t.Errorf("%d FindMissingBlobs calls, want 1: Execute asked again", st.FindMissingBlobsCalls)
+	}
+	if got, _ := os.ReadFile(outs[0][0]); string(got) != "object of module 0" {
+		t.Errorf("output %q", got)
+	}
+
+	ex.Ahead(t.Context(), as[1])()
+	if res, err := ex.Execute(t.Context(), as[1], outs[1]); err != nil || res.Failed() {
+		t.Fatalf("after a dropped preparation: %v %+v", err, res)
+	}
+	if es := ex.Stats(); es.Ahead != 2 || es.AheadUnused != 1 || es.Executed != 2 {
+		t.Errorf("stats %+v, want 2 begun ahead, 1 unused, 2 executed", es)
 	}
 }

@@ -261,9 +261,7 @@ func (g *Grouper) run(ctx context.Context, members []*member) {
 	var exes []*reapi.Executable
 	var ms []*member
 	for _, m := range members {
-		ex, err := reapi.BuildExecutable(m.a, reapi.ExecOptions{
-			Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout,
-		})
+		ex, err := reapi.BuildExecutable(m.a, e.execOptions(false))
 		if err != nil {
 			m.err = fmt.Errorf("preparing the remote action: %w", err)
 			close(m.done)
