@@ -33,7 +33,7 @@ type Options struct {
 	// Ahead, if set, is called before a lookup while the lookups of the
 	// run mostly miss (no more hits than misses so far), so that next's
 	// work begins while the store answers: a remote executor uploads the
-	// action's inputs meanwhile (remote.Executor.Ahead). drop is called
+	// action's input files meanwhile (remote.Executor.Ahead). drop is called
 	// once the action has been served, whichever way.
 	Ahead func(ctx context.Context, a *action.Action) (drop func())
 	// Warn reports a cache problem that did not stop the action.

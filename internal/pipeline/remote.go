@@ -215,7 +215,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			es, fs, hs := rex.Stats(), fb.Stats(), hybrid.Stats()
 			line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
 				es.Executed, es.ServerCacheHits, es.Retries, fs.Fallbacks+fs.Unsupported)
-			line += fmt.Sprintf("; %d uploaded during their lookup (%d of them not executed here)", es.Ahead, es.AheadUnused)
+			line += fmt.Sprintf("; %d uploads begun with their lookup (%d of them not executed here)", es.Ahead, es.AheadUnused)
 			line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
 				hs.Local, hs.Races, hs.RacesWonHere, hs.RacedAtStart)
 			if hedge != nil {
