@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,11 +51,12 @@ func (s *Store) Write(run *Run) error {
 	// reads no further (recordHead).
 	withTimes := *run
 	withTimes.Times = timesOf(run)
-	data, err := json.Marshal(&withTimes)
+	// Encoded straight into the file: json.Marshal would return a copy of
+	// its buffer, a large run's record held twice at the end of the run.
+	err := atomicfile.Write(s.path(run.ID), 0o644, func(w io.Writer) error {
+		return json.NewEncoder(w).Encode(&withTimes)
+	})
 	if err != nil {
-		return fmt.Errorf("record %s: %w", run.ID, err)
-	}
-	if err := atomicfile.WriteFile(s.path(run.ID), data, 0o644); err != nil {
 		return fmt.Errorf("record %s: %w", run.ID, err)
 	}
 	return s.prune(run.ID)

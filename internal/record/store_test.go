@@ -87,10 +87,10 @@ func TestConcurrentWriters(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Reading must be quick to catch a write half done: a whole
-			// record ends with its closing brace.
+			// record ends with its closing brace (and a newline).
 			for _, e := range es {
 				data, err := os.ReadFile(e.Path)
-				if err == nil && !bytes.HasSuffix(data, []byte("}")) {
+				if err == nil && !bytes.HasSuffix(data, []byte("}\n")) {
 					t.Errorf("record %s is not whole: %d bytes read", e.ID, len(data))
 				}
 				reads++
