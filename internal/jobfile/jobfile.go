@@ -168,6 +168,26 @@ func same(a *action.Action, name, abs, base string) bool {
 
 type parser struct {
 	dir string
+	// strs interns the strings that recur from job to job (a module's
+	// path in the jobs that import it, an argument's prefix): the actions
+	// live for the whole run, and a 10,000-job file's copies of them were
+	// a tenth of thindist's heap.
+	strs map[string]string
+}
+
+// intern returns s, or an equal string interned before.
+func (p *parser) intern(s string) string {
+	if s == "" {
+		return "" // not a slice of a longer string, which it would keep
+	}
+	if v, ok := p.strs[s]; ok {
+		return v
+	}
+	if p.strs == nil {
+		p.strs = map[string]string{}
+	}
+	p.strs[s] = s
+	return s
 }
 
 func fieldErr(job int, field, format string, args ...any) *Error {
@@ -412,6 +432,9 @@ func (p *parser) lldJob(i int, j *lldJobShape, sh *lldShape) (*action.Action, er
 		Args:    make([]action.Arg, 0, len(sh.cargs)+len(j.args)),
 	}
 	for k, in := range j.inputs {
+		if k != 1 { // the index shard is the job's own
+			in = p.intern(in)
+		}
 		a.Inputs = append(a.Inputs, action.Input{Path: in, Role: roleOf(k)})
 	}
 	for _, in := range sh.cinputs {
@@ -422,10 +445,10 @@ func (p *parser) lldJob(i int, j *lldJobShape, sh *lldShape) (*action.Action, er
 	}
 	a.Args = append(a.Args, action.Lit(sh.cargs[0]))
 	for _, s := range sh.cargs[1:] {
-		a.Args = append(a.Args, refer(a, s))
+		a.Args = append(a.Args, p.refer(a, s))
 	}
 	for _, s := range j.args {
-		a.Args = append(a.Args, refer(a, s))
+		a.Args = append(a.Args, p.refer(a, s))
 	}
 	return a, p.finish(a, i)
 }
@@ -443,7 +466,8 @@ func roleOf(k int) action.Role {
 // refer turns a literal argument that names one of the action's outputs or
 // inputs (whole, or after "=" as in -fthinlto-index=X) into a reference, so
 // executors can place that file elsewhere and the command still finds it.
-func refer(a *action.Action, s string) action.Arg {
+// What the argument keeps (a literal, a reference's prefix) is interned.
+func (p *parser) refer(a *action.Action, s string) action.Arg {
 	for _, cut := range []int{0, strings.IndexByte(s, '=') + 1} {
 		if cut < 0 || (cut == 0 && s == "") {
 			continue
@@ -454,16 +478,16 @@ func refer(a *action.Action, s string) action.Arg {
 		}
 		for k, o := range a.Outputs {
 			if o.Path == rest {
-				return action.Out(prefix, k)
+				return action.Out(p.intern(prefix), k)
 			}
 		}
 		for k, in := range a.Inputs {
 			if in.Path == rest {
-				return action.In(prefix, k)
+				return action.In(p.intern(prefix), k)
 			}
 		}
 	}
-	return action.Lit(s)
+	return action.Lit(p.intern(s))
 }
 
 // finish checks the reserved entries and that every output is named by an

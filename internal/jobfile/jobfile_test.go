@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/thindist/thindist/internal/action"
 )
@@ -197,5 +198,28 @@ func TestLoadNamesFile(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "none.json"), "/w"); err == nil {
 		t.Error("a missing job file loaded")
+	}
+}
+
+// TestInterned: a module's path in the jobs that import it, and what the
+// arguments keep, are one string each, not a copy per job (the actions live
+// for the whole run).
+func TestInterned(t *testing.T) {
+	f, err := Parse([]byte(lldFile), "/work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := f.Actions[0], f.Actions[1]
+	same := func(what, x, y string) {
+		t.Helper()
+		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: %q and %q are separate copies", what, x, y)
+		}
+	}
+	same("t2.o imported and compiled", a.Inputs[2].Path, b.Inputs[0].Path)
+	same("the shard argument's prefix", a.Args[6].Text, b.Args[6].Text)
+	same("the -o literal", a.Args[7].Text, b.Args[7].Text)
+	if a.Args[5].Kind != action.InputRef || a.Args[5].Text != "" {
+		t.Fatalf("t1.o's argument: %+v", a.Args[5])
 	}
 }

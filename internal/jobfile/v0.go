@@ -222,7 +222,7 @@ func (p *parser) v0Job(i int, job map[string]json.RawMessage, tool string, cargs
 	for k, t := range append(append([]template{}, cargs...), jargs...) {
 		switch t.kind {
 		case action.Literal:
-			a.Args = append(a.Args, refer(a, t.lit))
+			a.Args = append(a.Args, p.refer(a, t.lit))
 			continue
 		case action.InputRef:
 			if t.index >= len(elems) {

@@ -98,7 +98,7 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	referenced := map[int]bool{}
 	for _, arg := range a.Args {
 		if arg.Kind == action.InputRef {
-			referenced[arg.Index] = true
+			referenced[int(arg.Index)] = true
 		}
 	}
 	reloc := newRelocation(a)
