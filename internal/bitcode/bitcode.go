@@ -48,22 +48,22 @@ func ModuleTable(shard []byte) ([]Module, error) {
 // that follows them. It sees every event so that an ENTRY is flushed as soon
 // as anything other than its HASH comes next.
 type tableBuilder struct {
-	pending *Module
+	pending    Module // held until its HASH record, if one follows
+	hasPending bool
 }
 
 func (t *tableBuilder) flush(emit func(Module) error) error {
-	if t.pending == nil {
+	if !t.hasPending {
 		return nil
 	}
-	m := *t.pending
-	t.pending = nil
-	return emit(m)
+	t.hasPending = false
+	return emit(t.pending)
 }
 
 func (t *tableBuilder) add(ev *event, emit func(Module) error) error {
 	inMST := ev.kind == evRecord && ev.blockID == moduleStrtabBlockID
 	if inMST && ev.code == mstCodeHash {
-		if t.pending == nil {
+		if !t.hasPending {
 			return errorf("MST HASH record does not follow an ENTRY")
 		}
 		if len(ev.ops) != 5 || ev.hasBlob {
@@ -85,13 +85,14 @@ func (t *tableBuilder) add(ev *event, emit func(Module) error) error {
 			return errorf("MST ENTRY record without modid")
 		}
 		var b strings.Builder
+		b.Grow(len(ev.ops) - 1)
 		for _, v := range ev.ops[1:] {
 			if v > 0xFF {
 				return errorf("MST ENTRY character %d out of range", v)
 			}
 			b.WriteByte(byte(v))
 		}
-		t.pending = &Module{ID: ev.ops[0], Path: b.String()}
+		t.pending, t.hasPending = Module{ID: ev.ops[0], Path: b.String()}, true
 	}
 	return nil
 }
@@ -282,8 +283,8 @@ func (sc *scratch) put() {
 // content hash when that identifies it, else (also) its path. ok is false
 // when modids or identities repeat.
 func moduleIdents(mods []Module, count map[[5]uint32]int) (idents map[uint64][]byte, ok bool) {
-	idents = map[uint64][]byte{}
-	seen := map[string]bool{}
+	idents = make(map[uint64][]byte, len(mods))
+	seen := make(map[string]bool, len(mods))
 	ok = true
 	for _, m := range mods {
 		id := identOf(m, count)
@@ -298,7 +299,7 @@ func moduleIdents(mods []Module, count map[[5]uint32]int) (idents map[uint64][]b
 
 // identOf renders module m's identity without its modid.
 func identOf(m Module, count map[[5]uint32]int) []byte {
-	d := &digester{}
+	d := &digester{out: make([]byte, 0, 1+20+binary.MaxVarintLen64+len(m.Path))}
 	switch {
 	case !m.HasHash():
 		d.tag(keyPath)

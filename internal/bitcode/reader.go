@@ -72,6 +72,14 @@ func (r *bitReader) read(n uint) (uint64, error) {
 	if uint64(n) > r.remaining() {
 		return 0, errorf("unexpected end of stream at bit %d", r.pos)
 	}
+	byteIdx := r.pos >> 3
+	if n <= 56 && byteIdx+8 <= uint64(len(r.data)) {
+		// The field is within the 8 bytes from its first: one load.
+		w := binary.LittleEndian.Uint64(r.data[byteIdx:])
+		bit := r.pos & 7
+		r.pos += uint64(n)
+		return (w >> bit) & (1<<n - 1), nil
+	}
 	var v uint64
 	for i := uint(0); i < n; {
 		byteIdx := r.pos >> 3
@@ -93,6 +101,28 @@ func (r *bitReader) readVBR(n uint) (uint64, error) {
 		return 0, errorf("vbr width %d", n)
 	}
 	hi := uint64(1) << (n - 1)
+	if byteIdx := r.pos >> 3; byteIdx+8 <= uint64(len(r.data)) {
+		// The pieces within the 57 or more bits from the field's first
+		// byte, from one load; a value that goes on past them is read
+		// again below, from its start. Fewer than 64 data bits: no
+		// overflow to check.
+		bit := uint(r.pos & 7)
+		w := binary.LittleEndian.Uint64(r.data[byteIdx:]) >> bit
+		avail := min(uint64(64-bit), r.remaining())
+		var v uint64
+		var shift, used uint
+		for uint64(used+n) <= avail {
+			piece := w & (hi<<1 - 1)
+			w >>= n
+			used += n
+			v |= (piece & (hi - 1)) << shift
+			if piece&hi == 0 {
+				r.pos += uint64(used)
+				return v, nil
+			}
+			shift += n - 1
+		}
+	}
 	var v uint64
 	var shift uint
 	for {
@@ -202,6 +232,7 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 	var stack []scope
 	ev := &event{}
 	var ops []uint64
+	var defs []abbrevOp // the abbreviations' operands, allocated in chunks
 	curBID := int64(-1) // SETBID target inside BLOCKINFO
 	sawBlock := false
 
@@ -298,7 +329,7 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 				return 0, err
 			}
 		case abbrevDefine:
-			a, err := readAbbrevDef(r)
+			a, err := readAbbrevDef(r, &defs)
 			if err != nil {
 				return 0, err
 			}
@@ -349,15 +380,20 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 					return 0, err
 				}
 				ev.code = ops[0]
-				ops = ops[1:]
 			}
+			// ops stays the whole buffer, to be reused from its start:
+			// resliced past the code, it lost a word of capacity per
+			// record and was reallocated again and again.
 			ev.ops = ops
+			if id != abbrevUnabbrev {
+				ev.ops = ops[1:]
+			}
 			ev.end = r.pos
 			if top.blockID == blockInfoBlockID && ev.code == blockInfoSetBID {
-				if len(ops) < 1 || ops[0] > 1<<32 {
+				if len(ev.ops) < 1 || ev.ops[0] > 1<<32 {
 					return 0, errorf("bad SETBID record")
 				}
-				curBID = int64(ops[0])
+				curBID = int64(ev.ops[0])
 			}
 			if err := fn(ev); err != nil {
 				return 0, err
@@ -366,7 +402,10 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 	}
 }
 
-func readAbbrevDef(r *bitReader) (abbrev, error) {
+// readAbbrevDef reads an abbreviation definition, its operands taken from
+// the free end of *defs (an index shard defines hundreds of them, each a
+// separate allocation before).
+func readAbbrevDef(r *bitReader, defs *[]abbrevOp) (abbrev, error) {
 	n, err := r.readVBR(5)
 	if err != nil {
 		return nil, err
@@ -377,7 +416,13 @@ func readAbbrevDef(r *bitReader) (abbrev, error) {
 	if n > r.remaining() {
 		return nil, errorf("abbreviation with %d operands exceeds stream", n)
 	}
-	a := make(abbrev, 0, n)
+	if uint64(cap(*defs)-len(*defs)) < n {
+		// A new chunk; abbreviations already read keep the old one.
+		*defs = make([]abbrevOp, 0, max(n, 512))
+	}
+	at := len(*defs)
+	a := abbrev((*defs)[at : at : at+int(n)])
+	defer func() { *defs = (*defs)[:at+len(a)] }()
 	for i := uint64(0); i < n; i++ {
 		lit, err := r.read(1)
 		if err != nil {

@@ -58,7 +58,9 @@ func summaryPhase(code uint64) (int, bool) {
 	return 0, false
 }
 
-// heldEvent is a copy of an event, kept past walk's callback.
+// heldEvent is a copy of an event, kept past walk's callback. Its blob is
+// the walked data's and its abbreviation the walk's (neither is reused
+// while walk runs, nor after): valid as long as the data is unchanged.
 type heldEvent struct {
 	kind    eventKind
 	blockID uint64
@@ -86,8 +88,7 @@ func (a *holdArena) reset() { a.ops = a.ops[:0] }
 func (a *holdArena) hold(ev *event) heldEvent {
 	h := heldEvent{
 		kind: ev.kind, blockID: ev.blockID, depth: ev.depth, code: ev.code, hasBlob: ev.hasBlob,
-		abbrev: append(abbrev(nil), ev.abbrev...),
-		blob:   append([]byte(nil), ev.blob...),
+		abbrev: ev.abbrev, blob: ev.blob,
 	}
 	if n := len(ev.ops); n > 0 {
 		if cap(a.ops)-len(a.ops) < n {
