@@ -873,7 +873,9 @@ func (c *Client) batchReadNow(ctx context.Context, ds []digest.Digest) (map[dige
 		case repb.Compressor_IDENTITY:
 			got[d] = r.Data
 		case repb.Compressor_ZSTD:
-			data, err := c.dec.DecodeAll(r.Data, nil)
+			// Into a buffer of the blob's size: from nil, the decoder
+			// guesses twice the input, then grows.
+			data, err := c.dec.DecodeAll(r.Data, make([]byte, 0, d.Size))
 			if err != nil {
 				errs[d] = status.Errorf(codes.DataLoss, "zstd: %v", err)
 				continue
@@ -911,7 +913,7 @@ func (c *Client) streamRead(ctx context.Context, d digest.Digest) ([]byte, error
 		}
 	}
 	if c.zstdRead {
-		data, err := c.dec.DecodeAll(buf.Bytes(), nil)
+		data, err := c.dec.DecodeAll(buf.Bytes(), make([]byte, 0, d.Size))
 		if err != nil {
 			return nil, status.Errorf(codes.DataLoss, "zstd: %v", err)
 		}
