@@ -266,13 +266,20 @@ type chain struct {
 	finish func()
 }
 
-// inputPaths lists the distinct input files of actions, in the order the
-// actions are given.
+// inputPaths lists the distinct input files of actions whose digests the
+// keys and remote actions ask for, in the order the actions are given.
+// Index shards are not among them: the key decodes its action's shard and
+// the remote action sends it from memory, and neither asks for its file
+// digest; hashing each one ahead would read every shard once more for
+// nothing, on the cores the first actions need.
 func inputPaths(actions []*action.Action) []string {
 	seen := map[string]bool{}
 	var paths []string
 	for _, a := range actions {
 		for _, in := range a.Inputs {
+			if in.Role == action.RoleIndex {
+				continue
+			}
 			if p := a.Abs(in.Local()); !seen[p] {
 				seen[p] = true
 				paths = append(paths, p)
