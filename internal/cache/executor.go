@@ -76,11 +76,14 @@ func NewExecutor(store Store, keys *reapi.Keyer, next executor.Executor, opts Op
 // Execute serves a from the store if it can, else runs it and stores the
 // result.
 func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
-	key, err := e.keys.Key(a)
+	key, shard, err := e.keys.KeyShard(a)
 	if err != nil {
 		e.opts.Warn("%s: not cached: %v", a.ID, err)
 		return e.next.Execute(ctx, a, out)
 	}
+	// The shard just read for the key goes down with the action: a remote
+	// executor below builds its remote action from the same bytes.
+	ctx = reapi.WithShard(ctx, a, shard)
 	if e.opts.Ahead != nil && e.hits.Load() <= e.misses.Load() {
 		drop := e.opts.Ahead(ctx, a)
 		defer drop()

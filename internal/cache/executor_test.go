@@ -291,3 +291,33 @@ func TestExecutorAhead(t *testing.T) {
 		t.Errorf("begun ahead %v, dropped %v: want the first two lookups only", ahead, dropped)
 	}
 }
+
+// shardSeer is a compiler that notes the shard its context carries.
+type shardSeer struct {
+	fake
+	seen []byte
+}
+
+func (s *shardSeer) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	s.seen = reapi.ShardFrom(ctx, a)
+	return s.fake.Execute(ctx, a, out)
+}
+
+// TestExecutorPassesShard: on a miss, the shard the key was made from goes
+// down the chain with the action (a remote executor builds from it rather
+// than reading the file again).
+func TestExecutorPassesShard(t *testing.T) {
+	a := realActions(t)[0]
+	want, err := os.ReadFile(a.Abs(a.Inputs[1].Local()))
+	if err != nil || a.Inputs[1].Role != action.RoleIndex {
+		t.Fatalf("input 1 (%v) is not a readable shard: %v", a.Inputs[1].Role, err)
+	}
+	comp := &shardSeer{fake: fake{produce: func() ([]byte, *executor.Result) { return elfObject("one"), &executor.Result{} }}}
+	ex := chain(t, openDisk(t), comp, Options{Where: executor.LocalCache})
+	if _, err := ex.Execute(context.Background(), a, []string{filepath.Join(t.TempDir(), "obj")}); err != nil {
+		t.Fatal(err)
+	}
+	if string(comp.seen) != string(want) {
+		t.Errorf("the executor below got %d bytes of shard, want the file's %d", len(comp.seen), len(want))
+	}
+}

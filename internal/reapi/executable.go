@@ -47,6 +47,10 @@ type ExecOptions struct {
 	// flight, and, the field being part of the Action, its digest is
 	// another than the cacheable action's.
 	DoNotCache bool
+	// Shard, if not nil, is the action's index shard as already read (for
+	// its cache key, WithShard): the remote action is built from these
+	// bytes instead of the file's.
+	Shard []byte
 }
 
 // Executable is the Action a remote worker runs for a backend action.
@@ -121,15 +125,19 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 		}
 		b.Inputs[i] = action.Input{Path: name, Source: a.Abs(in.Local()), Role: in.Role}
 	}
-	// The shard goes to the CAS from memory, as a blob: it is read once
-	// and hashed once here (a file input is hashed, then read and hashed
-	// again when uploaded; the shard is new for every action, so it is
-	// always uploaded, and nothing else shares its digest).
+	// The shard goes to the CAS from memory, as a blob: read once, for the
+	// key when there is one (o.Shard), and hashed once here (a file input
+	// is hashed, then read again when uploaded; the shard is new for every
+	// action, so it is always uploaded, and nothing else shares its
+	// digest).
 	var shard []byte
 	if shardIdx >= 0 {
-		var err error
-		if shard, err = plainfile.ReadFile(b.Inputs[shardIdx].Source); err != nil {
-			return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+		shard = o.Shard
+		if shard == nil {
+			var err error
+			if shard, err = plainfile.ReadFile(b.Inputs[shardIdx].Source); err != nil {
+				return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+			}
 		}
 		rewritten, err := reloc.shard(shard)
 		if err != nil {

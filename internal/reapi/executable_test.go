@@ -90,3 +90,23 @@ func TestCheckOutputPath(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestExecutableSharedShard: given the shard as read for the key
+// (ExecOptions.Shard), the remote action is built from those bytes and the
+// shard's file is not read again.
+func TestExecutableSharedShard(t *testing.T) {
+	a := backend(t, t.TempDir(), "1234")
+	if err := os.Remove(a.Abs(a.Inputs[1].Path)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := BuildExecutable(a, ExecOptions{Files: digest.NewFiles()}); err == nil {
+		t.Fatal("built without the shard's file or bytes: the test tests nothing")
+	}
+	ex, err := BuildExecutable(a, ExecOptions{Files: digest.NewFiles(), Shard: []byte("shard as keyed")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := ex.Blobs[digest.OfBytes([]byte("shard as keyed"))]; !ok || string(b) != "shard as keyed" {
+		t.Errorf("the shard sent is not the one given (%q)", b)
+	}
+}

@@ -129,41 +129,54 @@ type Parts struct {
 // could be made (for example an unreadable shard); the action must then run
 // uncached.
 func (k *Keyer) Key(a *action.Action) (digest.Digest, error) {
+	d, _, err := k.KeyShard(a)
+	return d, err
+}
+
+// KeyShard is Key, and also returns the bytes of a's index shard that this
+// call read to compute the key: nil when the key was already known (or
+// could not be made). Building a's remote action from them
+// (ExecOptions.Shard, WithShard) saves reading the shard again, and sends
+// the worker the very bytes the key was made from.
+func (k *Keyer) KeyShard(a *action.Action) (digest.Digest, []byte, error) {
 	k.mu.Lock()
 	m, ok := k.memo[a]
 	k.mu.Unlock()
 	if ok {
-		return m.d, m.err
+		return m.d, nil, m.err
 	}
-	d, err := k.key(a)
+	d, shard, err := k.key(a)
 	k.mu.Lock()
 	if k.memo == nil {
 		k.memo = map[*action.Action]memoKey{}
 	}
 	k.memo[a] = memoKey{d, err}
 	k.mu.Unlock()
-	return d, err
+	return d, shard, err
 }
 
-func (k *Keyer) key(a *action.Action) (digest.Digest, error) {
+func (k *Keyer) key(a *action.Action) (digest.Digest, []byte, error) {
 	var parts *Parts
 	if k.Observe != nil {
 		parts = &Parts{Inputs: map[string]string{}}
 	}
-	act, _, err := k.canonical(a, parts)
+	act, _, shard, err := k.canonical(a, parts)
 	if err != nil {
-		return digest.Digest{}, err
+		return digest.Digest{}, nil, err
 	}
 	d, _, err := digest.OfMessage(act)
-	if err == nil && parts != nil {
+	if err != nil {
+		return d, nil, err
+	}
+	if parts != nil {
 		k.Observe(a, d, parts)
 	}
-	return d, err
+	return d, shard, nil
 }
 
 // canonical builds a's canonical Action and Command, and fills parts when
-// it is not nil.
-func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.Command, error) {
+// it is not nil; it returns the index shard it read too.
+func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.Command, []byte, error) {
 	shardIdx := -1
 	for i, in := range a.Inputs {
 		if in.Role == action.RoleIndex {
@@ -172,16 +185,16 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 		}
 	}
 	if shardIdx < 0 {
-		return nil, nil, fmt.Errorf("no index shard among the inputs")
+		return nil, nil, nil, fmt.Errorf("no index shard among the inputs")
 	}
 	shardPath := a.Abs(a.Inputs[shardIdx].Local())
 	shard, err := plainfile.ReadFile(shardPath)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the index shard: %w", err)
+		return nil, nil, nil, fmt.Errorf("reading the index shard: %w", err)
 	}
 	table, norm, err := bitcode.TableAndDigest(shard)
 	if err != nil {
-		return nil, nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+		return nil, nil, nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
 	}
 
 	tree := NewTree()
@@ -241,13 +254,13 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("module %s: %w", m.Path, err)
+			return nil, nil, nil, fmt.Errorf("module %s: %w", m.Path, err)
 		}
 		if parts != nil {
 			parts.Inputs[action.ModuleName(m.Path)] = d.HexHash()
 		}
 		if err := tree.AddFile(name, d, false); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for i, in := range a.Inputs {
@@ -267,18 +280,18 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 		}
 		d, err := k.Files.Get(a.Abs(in.Local()))
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
+			return nil, nil, nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
 		}
 		if parts != nil {
 			parts.Inputs[action.ModuleName(in.Path)] = d.HexHash()
 		}
 		if err := tree.AddFile(names[i], d, false); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for _, arg := range a.Args {
 		if arg.Kind == action.InputRef && names[arg.Index] == "" {
-			return nil, nil, fmt.Errorf("argument names input %s, which has no canonical name", a.Inputs[arg.Index].Path)
+			return nil, nil, nil, fmt.Errorf("argument names input %s, which has no canonical name", a.Inputs[arg.Index].Path)
 		}
 	}
 
@@ -300,15 +313,15 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 	})
 	cmdDigest, _, err := digest.OfMessage(cmd)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	rootDigest, _, err := tree.Build()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	id, err := k.CompilerID(a.Args[0].Text)
 	if err != nil {
-		return nil, nil, fmt.Errorf("identifying the compiler %s: %w", a.Args[0].Text, err)
+		return nil, nil, nil, fmt.Errorf("identifying the compiler %s: %w", a.Args[0].Text, err)
 	}
 	if parts != nil {
 		parts.fill(a, cmd, id)
@@ -318,7 +331,7 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 		InputRootDigest: rootDigest.Proto(),
 		Platform:        k.Platform,
 		Salt:            []byte(keyVersion + "\x00" + id),
-	}, cmd, nil
+	}, cmd, shard, nil
 }
 
 func (k *Keyer) getenv(name string) string {
@@ -330,7 +343,7 @@ func (k *Keyer) getenv(name string) string {
 
 // Describe renders the key's ingredients for `--explain`-style debugging.
 func (k *Keyer) Describe(a *action.Action) (string, error) {
-	act, cmd, err := k.canonical(a, nil)
+	act, cmd, _, err := k.canonical(a, nil)
 	if err != nil {
 		return "", err
 	}

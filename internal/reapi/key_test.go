@@ -1,6 +1,7 @@
 package reapi
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -245,5 +246,38 @@ func TestKeyOncePerAction(t *testing.T) {
 	}
 	if _, err := newKeyer().Key(a); err == nil {
 		t.Error("a fresh Keyer computed a key without the shard: the test tests nothing")
+	}
+}
+
+// TestKeyShard: the first key of an action hands back the shard it was
+// made from, byte for byte; a memoised one hands back none. The context
+// carries it to that action only.
+func TestKeyShard(t *testing.T) {
+	p := program(t, testprog.Options{Modules: 3, Seed: 5})
+	a := capture(t, p, "prog")[0]
+	want, err := os.ReadFile(a.Abs(a.Inputs[inputOf(a, action.RoleIndex)].Local()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKeyer()
+	d, shard, err := k.KeyShard(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(shard, want) {
+		t.Errorf("KeyShard handed back %d bytes, want the shard's %d", len(shard), len(want))
+	}
+	if d2, again, err := k.KeyShard(a); err != nil || d2 != d || again != nil {
+		t.Errorf("memoised KeyShard: %v, %d bytes, %v; want %v, none", d2, len(again), err, d)
+	}
+	ctx := WithShard(context.Background(), a, shard)
+	if got := ShardFrom(ctx, a); !bytes.Equal(got, want) {
+		t.Errorf("ShardFrom gave %d bytes, want %d", len(got), len(want))
+	}
+	if got := ShardFrom(ctx, clone(a)); got != nil {
+		t.Errorf("ShardFrom gave another action's shard")
+	}
+	if WithShard(ctx, a, nil) != ctx {
+		t.Errorf("WithShard of no shard changed the context")
 	}
 }

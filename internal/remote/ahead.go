@@ -32,7 +32,7 @@ func (e *Executor) Ahead(ctx context.Context, a *action.Action) (drop func()) {
 	if e.off.Load() != nil {
 		return func() {}
 	}
-	ex, err := reapi.BuildExecutable(a, e.execOptions(false))
+	ex, err := reapi.BuildExecutable(a, e.execOptions(ctx, a, false))
 	if err != nil {
 		return func() {} // Execute builds it again and says why
 	}
@@ -69,10 +69,12 @@ func (p *preparation) release() {
 	}
 }
 
-// execOptions are the options a's remote action is built with; hedge makes
-// it a second execution (do_not_cache).
-func (e *Executor) execOptions(hedge bool) reapi.ExecOptions {
+// execOptions are the options a's remote action is built with, under ctx
+// (which may carry a's shard, reapi.WithShard); hedge makes it a second
+// execution (do_not_cache).
+func (e *Executor) execOptions(ctx context.Context, a *action.Action, hedge bool) reapi.ExecOptions {
 	return reapi.ExecOptions{
 		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout, DoNotCache: hedge,
+		Shard: reapi.ShardFrom(ctx, a),
 	}
 }

@@ -165,7 +165,7 @@ func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, 
 		ex = prep.ex
 	} else {
 		var err error
-		if ex, err = reapi.BuildExecutable(a, e.execOptions(hedge)); err != nil {
+		if ex, err = reapi.BuildExecutable(a, e.execOptions(ctx, a, hedge)); err != nil {
 			return nil, fmt.Errorf("preparing the remote action: %w", err)
 		}
 	}

@@ -261,7 +261,7 @@ func (g *Grouper) run(ctx context.Context, members []*member) {
 	var exes []*reapi.Executable
 	var ms []*member
 	for _, m := range members {
-		ex, err := reapi.BuildExecutable(m.a, e.execOptions(false))
+		ex, err := reapi.BuildExecutable(m.a, e.execOptions(ctx, m.a, false))
 		if err != nil {
 			m.err = fmt.Errorf("preparing the remote action: %w", err)
 			close(m.done)
