@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -102,7 +101,11 @@ const (
 // writeMarkdown puts the figures between the markers of path, keeping
 // whatever else the file says (the findings written by hand), or creates it.
 // The cluster simulation has markers of its own, so that measuring it alone
-// (-parts cluster) keeps the other figures, and the other way round.
+// (-parts cluster) keeps the other figures, and the other way round; within
+// the other markers, each part measured (partOrder) has markers of its own
+// too, so that measuring one part alone (-parts overhead) replaces that
+// part and keeps the others, each saying when and on which commit it was
+// measured.
 func (rep *report) writeMarkdown(path string) error {
 	var withCluster []*projectResult
 	for _, r := range rep.projects {
@@ -120,62 +123,111 @@ func (rep *report) writeMarkdown(path string) error {
 	if !rep.measuredMoreThanCluster() {
 		return nil
 	}
-	var b strings.Builder
-	b.WriteString(beginMarker + "\n")
-	fmt.Fprintf(&b, "Measured %s.\n\n", rep.when.Format("2006-01-02 15:04 MST"))
-	for _, m := range rep.machine {
-		fmt.Fprintf(&b, "- %s\n", m)
-	}
-	b.WriteString("\n")
-	var withLinks []*projectResult
+	return spliceParts(path, rep.parts())
+}
+
+// parts renders the parts this run measured, in partOrder.
+func (rep *report) parts() []part {
+	var withLinks, withCache, withRemote []*projectResult
 	for _, r := range rep.projects {
 		if r.hasLinks() {
 			withLinks = append(withLinks, r)
 		}
+		if r.cache != nil {
+			withCache = append(withCache, r)
+		}
+		if r.remote != nil {
+			withRemote = append(withRemote, r)
+		}
+	}
+	var parts []part
+	add := func(name string, write func(b *strings.Builder)) {
+		var b strings.Builder
+		write(&b)
+		parts = append(parts, part{name: name, text: b.String()})
+	}
+	add("machine", func(b *strings.Builder) {
+		fmt.Fprintf(b, "The machine of the last run of any part (%s):\n\n", rep.when.Format("2006-01-02 15:04 MST"))
+		for _, m := range rep.machine {
+			fmt.Fprintf(b, "- %s\n", m)
+		}
+	})
+	// Each part but the machine's says when, and on which checkout, it was
+	// measured, under its heading.
+	stamp := fmt.Sprintf("Measured %s, thindist %s.\n\n", rep.when.Format("2006-01-02 15:04 MST"), rep.commit())
+	stamped := func(name string, write func(b *strings.Builder)) {
+		add(name, func(b *strings.Builder) {
+			var body strings.Builder
+			write(&body)
+			heading, rest, _ := strings.Cut(body.String(), "\n\n")
+			b.WriteString(heading + "\n\n" + stamp + rest)
+		})
 	}
 	if len(withLinks) > 0 {
-		fmt.Fprintf(&b, "### Link wall time, median of %d runs, N = %d\n\n", rep.runs, rep.jobs)
-		b.WriteString("| project | jobs | in-process | serial | thindist | thindist, exec | exec limit | thindist / in-process (≤ 1.05) | thindist / serial (≤ 0.55) | thindist / exec limit | thindist / thindist, exec |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, r := range withLinks {
-			total, _, _, _, _, _ := r.limit()
-			td, ip, se := median(walls(r.links[thindist])), median(walls(r.links[inProcess])), median(walls(r.links[serial]))
-			te := median(walls(r.links[thindistExec]))
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f |\n", r.p.name, len(r.backend),
-				sec(ip), sec(se), sec(td), sec(te), sec(total), ratio(td, ip), ratio(td, se), ratio(td, total), ratio(td, te))
-		}
-		b.WriteString("\n\"thindist\" forks each compiler from a server started once per compiler (the default); \"thindist, exec\" runs it with --no-fork-server. ")
-		b.WriteString("The exec limit is the least any distributor that execs one compiler per backend needs:\n")
-		b.WriteString("thin link + max(largest backend, Σ backends / N) + final link, each part measured alone (backends exec'd one at a time by the serial distributor):\n\n")
-		b.WriteString("| project | thin link | largest backend | Σ backends | final link | CPU in-process | CPU serial | CPU thindist |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, r := range withLinks {
-			_, thin, _, final, largest, sum := r.limit()
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.p.name, sec(thin), sec(largest), sec(sum), sec(final),
-				sec(median(cpus(r.links[inProcess]))), sec(median(cpus(r.links[serial]))), sec(median(cpus(r.links[thindist]))))
-		}
-		b.WriteString("\nEvery run: wall seconds (share of the machine's CPU other processes used during the run beyond what the method leaves idle by design: N-1 of N cores for the serial distributor, none otherwise):\n\n```\n")
-		for _, r := range withLinks {
-			for i, m := range methods {
-				fmt.Fprintf(&b, "%-24s %-20s", r.p.name, m.name)
-				for _, t := range r.links[i] {
-					fmt.Fprintf(&b, " %7.3f (%2.0f%%)", t.wall.Seconds(), 100*t.interference)
-				}
-				b.WriteString("\n")
-			}
-		}
-		b.WriteString("```\n")
+		stamped("links", func(b *strings.Builder) { rep.linksMarkdown(b, withLinks) })
+		stamped("thinlink", func(b *strings.Builder) { rep.thinlinkMarkdown(b, withLinks) })
 	}
-	rep.moreMarkdown(&b)
+	if len(withCache) > 0 {
+		stamped("cache", func(b *strings.Builder) { rep.cacheMarkdown(b, withCache) })
+	}
+	if len(withRemote) > 0 {
+		stamped("remote", func(b *strings.Builder) { rep.remoteMarkdown(b, withRemote) })
+	}
 	if ov := rep.overhead; ov != nil {
-		b.WriteString("\n### Distributor overhead\n\n")
-		b.WriteString(ov.markdown())
+		stamped("overhead", func(b *strings.Builder) { b.WriteString("### Distributor overhead\n\n" + ov.markdown()) })
 	}
 	if h := rep.history; h != nil {
-		b.WriteString("\n### Scheduling from history\n\n```\n" + h.text() + "```\n")
+		stamped("history", func(b *strings.Builder) {
+			b.WriteString("### Scheduling from history\n\n```\n" + h.text() + "```\n")
+		})
 	}
-	b.WriteString(endMarker + "\n")
-	return spliceMarkdown(path, beginMarker, endMarker, b.String())
+	return parts
+}
+
+// commit is the checkout the figures come from (describeMachine).
+func (rep *report) commit() string {
+	for _, m := range rep.machine {
+		if c, ok := strings.CutPrefix(m, "thindist: "); ok {
+			return c
+		}
+	}
+	return "?"
+}
+
+// linksMarkdown writes the part "links": the methods compared, and the
+// exec limit.
+func (rep *report) linksMarkdown(b *strings.Builder, withLinks []*projectResult) {
+	fmt.Fprintf(b, "### Link wall time, median of %d runs, N = %d\n\n", rep.runs, rep.jobs)
+	b.WriteString("| project | jobs | in-process | serial | thindist | thindist, exec | exec limit | thindist / in-process (≤ 1.05) | thindist / serial (≤ 0.55) | thindist / exec limit | thindist / thindist, exec |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range withLinks {
+		total, _, _, _, _, _ := r.limit()
+		td, ip, se := median(walls(r.links[thindist])), median(walls(r.links[inProcess])), median(walls(r.links[serial]))
+		te := median(walls(r.links[thindistExec]))
+		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f |\n", r.p.name, len(r.backend),
+			sec(ip), sec(se), sec(td), sec(te), sec(total), ratio(td, ip), ratio(td, se), ratio(td, total), ratio(td, te))
+	}
+	b.WriteString("\n\"thindist\" forks each compiler from a server started once per compiler (the default); \"thindist, exec\" runs it with --no-fork-server. ")
+	b.WriteString("The exec limit is the least any distributor that execs one compiler per backend needs:\n")
+	b.WriteString("thin link + max(largest backend, Σ backends / N) + final link, each part measured alone (backends exec'd one at a time by the serial distributor):\n\n")
+	b.WriteString("| project | thin link | largest backend | Σ backends | final link | CPU in-process | CPU serial | CPU thindist |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range withLinks {
+		_, thin, _, final, largest, sum := r.limit()
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.p.name, sec(thin), sec(largest), sec(sum), sec(final),
+			sec(median(cpus(r.links[inProcess]))), sec(median(cpus(r.links[serial]))), sec(median(cpus(r.links[thindist]))))
+	}
+	b.WriteString("\nEvery run: wall seconds (share of the machine's CPU other processes used during the run beyond what the method leaves idle by design: N-1 of N cores for the serial distributor, none otherwise):\n\n```\n")
+	for _, r := range withLinks {
+		for i, m := range methods {
+			fmt.Fprintf(b, "%-24s %-20s", r.p.name, m.name)
+			for _, t := range r.links[i] {
+				fmt.Fprintf(b, " %7.3f (%2.0f%%)", t.wall.Seconds(), 100*t.interference)
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("```\n")
 }
 
 func (rep *report) measuredMoreThanCluster() bool {
@@ -188,24 +240,4 @@ func (rep *report) measuredMoreThanCluster() bool {
 		}
 	}
 	return false
-}
-
-// spliceMarkdown replaces the text from begin to end (both included) in the
-// file at path by section (which starts with begin and ends with end and a
-// newline), or appends section when the markers are not there.
-func spliceMarkdown(path, begin, end, section string) error {
-	old, err := os.ReadFile(path)
-	var doc string
-	switch {
-	case err == nil && strings.Contains(string(old), begin) && strings.Contains(string(old), end):
-		s := string(old)
-		i := strings.Index(s, begin)
-		j := strings.Index(s, end) + len(end) + 1
-		doc = s[:i] + section + s[min(j, len(s)):]
-	case err == nil:
-		doc = string(old) + "\n" + section
-	default:
-		doc = "# thindist benchmark results\n\n" + section
-	}
-	return os.WriteFile(path, []byte(doc), 0o644)
 }
