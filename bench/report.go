@@ -140,28 +140,20 @@ func (rep *report) parts() []part {
 			withRemote = append(withRemote, r)
 		}
 	}
-	var parts []part
-	add := func(name string, write func(b *strings.Builder)) {
-		var b strings.Builder
-		write(&b)
-		parts = append(parts, part{name: name, text: b.String()})
+	var b strings.Builder
+	fmt.Fprintf(&b, "The machine of the last run of any part (%s):\n\n", rep.when.Format("2006-01-02 15:04 MST"))
+	for _, m := range rep.machine {
+		fmt.Fprintf(&b, "- %s\n", m)
 	}
-	add("machine", func(b *strings.Builder) {
-		fmt.Fprintf(b, "The machine of the last run of any part (%s):\n\n", rep.when.Format("2006-01-02 15:04 MST"))
-		for _, m := range rep.machine {
-			fmt.Fprintf(b, "- %s\n", m)
-		}
-	})
-	// Each part but the machine's says when, and on which checkout, it was
-	// measured, under its heading.
+	parts := []part{{name: "machine", text: b.String()}}
+	// Each other part says when, and on which checkout, it was measured,
+	// under its heading.
 	stamp := fmt.Sprintf("Measured %s, thindist %s.\n\n", rep.when.Format("2006-01-02 15:04 MST"), rep.commit())
 	stamped := func(name string, write func(b *strings.Builder)) {
-		add(name, func(b *strings.Builder) {
-			var body strings.Builder
-			write(&body)
-			heading, rest, _ := strings.Cut(body.String(), "\n\n")
-			b.WriteString(heading + "\n\n" + stamp + rest)
-		})
+		var b strings.Builder
+		write(&b)
+		heading, rest, _ := strings.Cut(b.String(), "\n\n")
+		parts = append(parts, part{name: name, text: heading + "\n\n" + stamp + rest})
 	}
 	if len(withLinks) > 0 {
 		stamped("links", func(b *strings.Builder) { rep.linksMarkdown(b, withLinks) })
