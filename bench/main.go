@@ -99,7 +99,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
 	flag.IntVar(&o.overheadJobs, "overhead-jobs", 10000, "jobs in the distributor-overhead job file (0: skip)")
 	flag.IntVar(&o.overheadRuns, "overhead-runs", 3, "runs of the overhead measurement")
-	flag.StringVar(&o.results, "results", "", "write the figures into this markdown file (between the bench markers)")
+	flag.StringVar(&o.results, "results", "", "write the figures into this markdown file, between the bench markers: each part measured replaces its own figures, the others' stay")
 	flag.StringVar(&o.python, "python", "/usr/bin/python3", "python3 that runs the serial distributor")
 	flag.Float64Var(&o.maxBusy, "quiet", 0.15, "before each timed command, wait until the machine is at most this busy (0–1)")
 	flag.DurationVar(&o.settle, "settle", 2*time.Minute, "wait at most this long for a quiet machine")
