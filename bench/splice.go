@@ -22,8 +22,11 @@ type part struct {
 // partOrder is the order of the parts in the generated section.
 var partOrder = []string{"machine", "links", "thinlink", "cache", "remote", "overhead", "history"}
 
-func partBegin(name string) string { return "<!-- bench:part " + name + " -->" }
-func partEnd(name string) string   { return "<!-- bench:part " + name + " end -->" }
+// partMarker begins every part's markers.
+const partMarker = "<!-- bench:part "
+
+func partBegin(name string) string { return partMarker + name + " -->" }
+func partEnd(name string) string   { return partMarker + name + " end -->" }
 
 func (p part) block() string { return partBegin(p.name) + "\n" + p.text + partEnd(p.name) + "\n" }
 
@@ -37,24 +40,16 @@ func spliceParts(path string, parts []part) error {
 	if err != nil {
 		return err
 	}
-	i, j := strings.Index(doc, beginMarker), strings.Index(doc, endMarker)
-	if i < 0 || j < i {
-		var b strings.Builder
-		b.WriteString(beginMarker + "\n")
-		for _, p := range parts {
-			b.WriteString(p.block())
+	inner := "\n"
+	if i, j := strings.Index(doc, beginMarker), strings.Index(doc, endMarker); i >= 0 && j > i {
+		if old := doc[i+len(beginMarker) : j]; strings.Contains(old, partMarker) {
+			inner = old
 		}
-		b.WriteString(endMarker + "\n")
-		return writeDoc(path, appendSection(doc, b.String()))
-	}
-	inner := doc[i+len(beginMarker) : j]
-	if !strings.Contains(inner, "<!-- bench:part ") {
-		inner = "\n"
 	}
 	for _, p := range parts {
 		inner = replacePart(inner, p)
 	}
-	return writeDoc(path, doc[:i+len(beginMarker)]+inner+doc[j:])
+	return writeDoc(path, splice(doc, beginMarker, endMarker, beginMarker+inner+endMarker+"\n"))
 }
 
 // replacePart puts p's block in place of its earlier one in inner, or
@@ -85,15 +80,22 @@ func spliceMarkdown(path, begin, end, section string) error {
 	if err != nil {
 		return err
 	}
+	return writeDoc(path, splice(doc, begin, end, section))
+}
+
+// splice is doc with the text from begin to end (both included, and the
+// newline after end) replaced by section, or with section appended when
+// the markers are not there.
+func splice(doc, begin, end, section string) string {
 	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
-		return writeDoc(path, appendSection(doc, section))
+		return appendSection(doc, section)
 	}
 	j += len(end)
 	if j < len(doc) && doc[j] == '\n' {
 		j++
 	}
-	return writeDoc(path, doc[:i]+section+doc[j:])
+	return doc[:i] + section + doc[j:]
 }
 
 // readDoc returns the results file's text: a title alone if there is no
