@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/forkserver"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/remote"
@@ -177,7 +178,7 @@ func checkForkServer(ctx context.Context, cfg *config.Config, env pipeline.Env, 
 	defer closePool()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	st, err := pool.Run(ctx, []string{compiler, "--version"}, "/", &stdout, &stderr, 5*time.Second)
+	st, err := pool.Run(ctx, forkserver.Job{Argv: []string{compiler, "--version"}, Dir: "/", Stdout: &stdout, Stderr: &stderr}, 5*time.Second)
 	took := time.Since(start)
 	switch {
 	case err != nil:
@@ -189,7 +190,7 @@ func checkForkServer(ctx context.Context, cfg *config.Config, env pipeline.Env, 
 	}
 	// The first fork also started the server; a second shows the cost of a job.
 	start = time.Now()
-	if _, err := pool.Run(ctx, []string{compiler, "--version"}, "/", io.Discard, io.Discard, 5*time.Second); err == nil {
+	if _, err := pool.Run(ctx, forkserver.Job{Argv: []string{compiler, "--version"}, Dir: "/", Stdout: io.Discard, Stderr: io.Discard}, 5*time.Second); err == nil {
 		took = time.Since(start)
 	}
 	return fmt.Sprintf(" (--version forked %v, exec'd %v)", took.Round(100*time.Microsecond), execTook.Round(100*time.Microsecond)), nil

@@ -326,13 +326,27 @@ func (s *Server) Close() {
 	<-s.stopped
 }
 
-// Run forks a job: argv in dir with the server's environment, its stdout
-// and stderr copied to the writers. When ctx ends the job's process group gets SIGTERM, and
-// SIGKILL killDelay later. An error wrapping ErrUnavailable means the job
-// did not run to completion through the server and may be run again
-// another way; ctx's error means it was cancelled.
-func (s *Server) Run(ctx context.Context, argv []string, dir string, stdout, stderr io.Writer, killDelay time.Duration) (Status, error) {
-	payload, err := request(argv, dir, s.env)
+// Job is a command for a server to fork.
+type Job struct {
+	Argv []string
+	Dir  string
+	// Stdout and Stderr receive the job's output.
+	Stdout, Stderr io.Writer
+	// Nice, above 0, runs the job that much lower than the server (which
+	// runs at thindist's priority), as nice(1) would start it: the job
+	// lowers itself before it starts, so nothing of it runs higher.
+	Nice int
+}
+
+// Run forks a job: its argv in its directory with the server's environment,
+// its stdout and stderr copied to its writers. When ctx ends the job's
+// process group gets SIGTERM, and SIGKILL killDelay later. An error
+// wrapping ErrUnavailable means the job did not run to completion through
+// the server and may be run again another way; ctx's error means it was
+// cancelled.
+func (s *Server) Run(ctx context.Context, cmd Job, killDelay time.Duration) (Status, error) {
+	stdout, stderr := cmd.Stdout, cmd.Stderr
+	payload, err := request(cmd, s.env)
 	if err != nil {
 		return Status{}, err
 	}
@@ -459,22 +473,24 @@ func (s *Server) Run(ctx context.Context, argv []string, dir string, stdout, std
 	return st, nil
 }
 
-// request encodes a job, leaving room for its id: the directory, argv and
-// the encoded environment. Strings are NUL-terminated and each list ends
-// with an empty one, so an empty argument cannot be sent (it would end argv
-// early): such a job runs another way.
-func request(argv []string, dir string, env []byte) ([]byte, error) {
+// request encodes a job, leaving room for its id: its niceness, the
+// directory, argv and the encoded environment. Strings are NUL-terminated
+// and each list ends with an empty one, so an empty argument cannot be sent
+// (it would end argv early): such a job runs another way.
+func request(cmd Job, env []byte) ([]byte, error) {
+	argv, dir := cmd.Argv, cmd.Dir
 	if len(argv) == 0 {
 		return nil, errors.New("forkserver: empty argv")
 	}
-	n := 4 + len(dir) + 2 + len(env)
+	n := 8 + len(dir) + 2 + len(env)
 	for _, a := range argv {
 		n += len(a) + 1
 	}
 	if n > requestMax {
 		return nil, fmt.Errorf("%w: the job's arguments and environment take %d bytes, over %d", ErrUnavailable, n, requestMax)
 	}
-	b := make([]byte, 4, n)
+	b := make([]byte, 8, n)
+	binary.LittleEndian.PutUint32(b[4:], uint32(max(0, cmd.Nice)))
 	for i, a := range append([]string{dir}, argv...) {
 		if strings.IndexByte(a, 0) >= 0 {
 			return nil, fmt.Errorf("%w: a NUL byte in %q", ErrUnavailable, a)

@@ -47,7 +47,7 @@ func start(t *testing.T, compiler string, env ...string) *Server {
 func run(t *testing.T, s *Server, ctx context.Context, dir string, argv ...string) (Status, string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	st, err := s.Run(ctx, argv, dir, &out, &errb, 2*time.Second)
+	st, err := s.Run(ctx, Job{Argv: argv, Dir: dir, Stdout: &out, Stderr: &errb}, 2*time.Second)
 	return st, out.String(), errb.String(), err
 }
 
@@ -255,7 +255,7 @@ func TestPoolBuildsOnceAndRemembersFailures(t *testing.T) {
 	var out, errb bytes.Buffer
 	clang := filepath.Join(llvmBin, "clang")
 	for range 3 {
-		if st, err := p.Run(t.Context(), []string{clang, "--version"}, "/", &out, &errb, time.Second); err != nil || st.ExitCode != 0 {
+		if st, err := p.Run(t.Context(), Job{Argv: []string{clang, "--version"}, Dir: "/", Stdout: &out, Stderr: &errb}, time.Second); err != nil || st.ExitCode != 0 {
 			t.Fatalf("%+v %v", st, err)
 		}
 	}
@@ -268,7 +268,7 @@ func TestPoolBuildsOnceAndRemembersFailures(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "cc.sh")
 	os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755)
 	for range 2 {
-		if _, err := p.Run(t.Context(), []string{script}, "/", &out, &errb, time.Second); !errors.Is(err, ErrUnavailable) {
+		if _, err := p.Run(t.Context(), Job{Argv: []string{script}, Dir: "/", Stdout: &out, Stderr: &errb}, time.Second); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("a script through the pool: %v", err)
 		}
 	}
@@ -283,7 +283,7 @@ func TestPoolBuildsOnceAndRemembersFailures(t *testing.T) {
 		t.Skipf("no static executable to test with: %v\n%s", err, out)
 	}
 	for range 2 {
-		if _, err := p.Run(t.Context(), []string{static}, "/", &out, &errb, time.Second); !errors.Is(err, ErrUnavailable) {
+		if _, err := p.Run(t.Context(), Job{Argv: []string{static}, Dir: "/", Stdout: &out, Stderr: &errb}, time.Second); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("a static executable through the pool: %v", err)
 		}
 	}
@@ -366,7 +366,7 @@ int main(int argc, char **argv) {
 	p.CC = clang
 	defer p.Close()
 	var out bytes.Buffer
-	st, err := p.Run(t.Context(), []string{standin}, dir, &out, io.Discard, time.Second)
+	st, err := p.Run(t.Context(), Job{Argv: []string{standin}, Dir: dir, Stdout: &out, Stderr: io.Discard}, time.Second)
 	if err != nil || st.ExitCode != 0 || out.String() != "stand-in\n" || len(warnings) != 0 {
 		t.Errorf("the stand-in through the pool: %+v %v %q, warnings %q", st, err, out.String(), warnings)
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,15 +149,15 @@ func NewPool(dir string, env []string, warn func(string, ...any)) *Pool {
 	return &Pool{dir: dir, env: env, warn: warn, servers: map[string]*entry{}}
 }
 
-// Run runs argv through the server of argv[0] with the pool's environment.
-// See Server.Run; errors wrapping ErrUnavailable mean the caller should
-// exec the job itself.
-func (p *Pool) Run(ctx context.Context, argv []string, dir string, stdout, stderr io.Writer, killDelay time.Duration) (Status, error) {
-	srv, err := p.Server(ctx, argv[0])
+// Run runs cmd through the server of its argv[0] with the pool's
+// environment. See Server.Run; errors wrapping ErrUnavailable mean the
+// caller should exec the job itself.
+func (p *Pool) Run(ctx context.Context, cmd Job, killDelay time.Duration) (Status, error) {
+	srv, err := p.Server(ctx, cmd.Argv[0])
 	if err != nil {
 		return Status{}, err
 	}
-	return srv.Run(ctx, argv, dir, stdout, stderr, killDelay)
+	return srv.Run(ctx, cmd, killDelay)
 }
 
 // Server returns the server of compiler, starting it on first use (the

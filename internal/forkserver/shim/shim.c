@@ -15,7 +15,7 @@
  *                  u32 1, u32 id, u32 pid, u32 errno    started (pid 0: fork failed)
  *                  u32 2, u32 pid, u32 wait status,
  *                         u64 user us, u64 system us, u64 maxrss KiB   exited
- *   to the shim:   u32 id, cwd NUL, argv NUL... NUL, env NUL... NUL,
+ *   to the shim:   u32 id, u32 nice, cwd NUL, argv NUL... NUL, env NUL... NUL,
  *                  with SCM_RIGHTS [stdout fd, stderr fd]
  * The shim exits when thindist closes its end of the socket.
  *
@@ -210,9 +210,11 @@ int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), v
 		pid_t pid = -1;
 		int err = EINVAL;
 		char **nargv = NULL, **nenv = NULL;
-		if (n > 4 && buf[n - 1] == 0 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && fds[0] >= 0 && fds[1] >= 0) {
+		uint32_t nice = 0;
+		if (n > 8 && buf[n - 1] == 0 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && fds[0] >= 0 && fds[1] >= 0) {
 			memcpy(&id, buf, 4);
-			char *s = buf + 4, *end = buf + n;
+			memcpy(&nice, buf + 4, 4);
+			char *s = buf + 8, *end = buf + n;
 			char *cwd = s;
 			s += strlen(s) + 1;
 			int na = 0, ne = 0;
@@ -237,6 +239,15 @@ int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), v
 					close(sfd);
 					sigprocmask(SIG_SETMASK, &old, NULL);
 					setpgid(0, 0);
+					if (nice > 0) {
+						/* A speculative job runs lower, as nice(1)
+						 * would start it: relative to the server's
+						 * priority, which is thindist's. */
+						errno = 0;
+						int cur = getpriority(PRIO_PROCESS, 0);
+						int want = cur + (nice > 39 ? 39 : (int)nice);
+						if (errno == 0) setpriority(PRIO_PROCESS, 0, want > 19 ? 19 : want);
+					}
 					if (chdir(cwd) != 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0) _exit(127);
 					if (fds[0] > 2) close(fds[0]);
 					if (fds[1] > 2 && fds[1] != fds[0]) close(fds[1]);
