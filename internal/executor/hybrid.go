@@ -45,7 +45,9 @@ type HybridStats struct {
 //     worker is slow on one of them nothing else can hide it. At most one
 //     per local slot.
 //   - Once the caller has started everything (Drained), a free local slot
-//     joins the remote action that has run longest.
+//     joins the remote action whose result should come last (nextRace):
+//     the newest of those still in the cluster's queue, else the one a
+//     worker has run longest.
 //
 // The first verified result wins and the other side is cancelled. Without
 // races, this machine's slots are taken first (they are few and certain).
@@ -93,6 +95,8 @@ type hybridWaiter struct {
 	rank     int
 	critical bool     // a critical action: remote only; its race starts at once
 	grant    chan int // the side granted; buffered
+	// stage, for a race's waiter, is its remote side's progress.
+	stage *remoteStage
 }
 
 // NewHybrid returns the executor. remote builds the remote side from the
@@ -330,6 +334,7 @@ func (h *Hybrid) Drained() {
 func (h *Hybrid) Wait(ctx context.Context, a *action.Action) (func(), error) {
 	w := h.waiter(a)
 	w.rank = int(h.arrivals.Add(1)) // oldest first
+	w.stage = remoteStageOf(ctx)
 	side, err := h.enqueue(ctx, w, &h.spares)
 	if err != nil {
 		return nil, err
@@ -424,8 +429,26 @@ func (h *Hybrid) dispatch() {
 		}
 	}
 	for h.drained && len(h.spares) > 0 && h.free[localSide] > 0 {
-		h.grant(&h.spares, 0, localSide)
+		h.grant(&h.spares, h.nextRace(), localSide)
 	}
+}
+
+// nextRace is the waiting race a free local slot should join: the remote
+// action whose result should come last. That is one still in the cluster's
+// queue, the newest of those (the cluster serves better-ranked actions
+// first), as long as any waits there: a worker is already running every
+// other, and cancelling one for a local run throws its progress away. On a
+// cluster slower than this machine (16 slots each ten times slower, gen500)
+// racing the longest-running first cancelled 192 executions, the link no
+// faster than on this machine alone. Once none is queued, the one executing
+// longest: a slow or stuck worker's. h.mu is held.
+func (h *Hybrid) nextRace() int {
+	for i := len(h.spares) - 1; i >= 0; i-- {
+		if !h.spares[i].stage.isExecuting() {
+			return i
+		}
+	}
+	return 0
 }
 
 // grant gives waiter i of list a slot on side and removes it from list.

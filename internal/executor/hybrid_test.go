@@ -84,8 +84,8 @@ func TestHybridFillsBothSides(t *testing.T) {
 }
 
 // TestHybridRacesOnceDrained: a free local slot goes to a race only once
-// the caller has started everything (Drained), and then to the remote
-// action that has run longest.
+// the caller has started everything (Drained), and then to the stalled
+// remote action.
 func TestHybridRacesOnceDrained(t *testing.T) {
 	remote := newSide(Remote, "remote")
 	remote.hold = make(chan struct{}) // the cluster stalls
@@ -404,5 +404,56 @@ func TestHeadTiers(t *testing.T) {
 	}
 	if got := headTiers(nil, length); got != nil {
 		t.Errorf("no head: tiers %v, want none", got)
+	}
+}
+
+// TestHybridRacesQueuedFirst: once drained, a free local slot joins the
+// newest race whose remote side no worker has taken yet (the cluster would
+// reach it last), and one a worker runs, the longest-running first, only
+// when none waits in the cluster's queue.
+func TestHybridRacesQueuedFirst(t *testing.T) {
+	busy := newHeld(Local)
+	h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, byID{"first": busy}, HybridOptions{RemoteSlots: 4, LocalSlots: 1})
+	go h.Execute(t.Context(), &action.Action{ID: "first"}, nil)
+	<-busy.started // the one local slot is taken
+	h.Drained()
+	type grant struct {
+		id      string
+		release func()
+	}
+	granted := make(chan grant, 4)
+	ids := []string{"a", "b", "c", "d"} // oldest first
+	for i, id := range ids {
+		ctx := withRemoteStage(t.Context(), new(remoteStage))
+		if id == "a" || id == "c" {
+			Executing(ctx) // a worker runs a and c; b and d wait in the cluster's queue
+		}
+		go func() {
+			release, err := h.Wait(ctx, &action.Action{ID: id})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			granted <- grant{id, release}
+		}()
+		for { // in arrival order
+			h.mu.Lock()
+			n := len(h.spares)
+			h.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(busy.release)
+	var order []string
+	for range ids {
+		g := <-granted
+		order = append(order, g.id)
+		g.release() // the race is over; the slot goes to the next
+	}
+	if want := []string{"d", "b", "a", "c"}; !slices.Equal(order, want) {
+		t.Errorf("races joined in the order %v, want %v", order, want)
 	}
 }

@@ -65,6 +65,11 @@ type sideResult struct {
 
 func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
 	results := make(chan sideResult, 2)
+	if remoteStageOf(ctx) == nil {
+		// The primary's progress, for the spare to choose what to race
+		// (a nested race, a Hedge, shares its outer race's).
+		ctx = withRemoteStage(ctx, new(remoteStage))
+	}
 	start := func(ex Executor, suffix string) *side {
 		sctx, stop := context.WithCancel(ctx)
 		if suffix != "" {

@@ -276,6 +276,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.Ex
 				stage, since = st, time.Now()
 				if st == repb.ExecutionStage_EXECUTING {
 					executing = since
+					executor.Executing(ctx)
 				}
 				if timer != nil {
 					timer.Stop()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
 )
@@ -214,4 +216,34 @@ func TestAhead(t *testing.T) {
 	if es := ex.Stats(); es.Ahead != 2 || es.AheadUnused != 1 || es.Executed != 2 {
 		t.Errorf("stats %+v, want 2 begun ahead, 1 unused, 2 executed", es)
 	}
+}
+
+// TestExecReportsExecuting: the executor tells the race of its action when
+// the server reports a worker has taken it (executor.Executing), which the
+// race's spare sees in the context of its Wait.
+func TestExecReportsExecuting(t *testing.T) {
+	_, addr := fake(t, reapitest.Options{})
+	ex := remote.NewExecutor(dial(t, addr, remote.Options{}), remote.ExecOptions{})
+	as, outs := shellActions(t, 1, -1)
+	spare := &waitingSpare{ctx: make(chan context.Context, 1)}
+	res, err := executor.Race(ex, executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}), spare).Execute(t.Context(), as[0], outs[0])
+	if err != nil || res.Failed() || res.Where != executor.Remote {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if !executor.RemoteExecuting(<-spare.ctx) {
+		t.Fatal("the race's spare did not see the action executing on a worker")
+	}
+}
+
+// waitingSpare passes on the context of the Wait it is asked, and grants
+// nothing.
+type waitingSpare struct{ ctx chan context.Context }
+
+func (s *waitingSpare) Wait(ctx context.Context, _ *action.Action) (func(), error) {
+	s.ctx <- ctx
+	<-ctx.Done()
+	return nil, ctx.Err()
 }
