@@ -163,6 +163,7 @@ type simConfig struct {
 	RTT           time.Duration `json:"rtt,omitempty"`
 	BitsPerSecond float64       `json:"bits_per_second,omitempty"`
 	SlowFactor    float64       `json:"slow_factor,omitempty"`
+	Slowdown      float64       `json:"slowdown,omitempty"`
 }
 
 func parseSimConfig(s string) (*reapitest.Simulation, simConfig, error) {
@@ -171,7 +172,7 @@ func parseSimConfig(s string) (*reapitest.Simulation, simConfig, error) {
 		return nil, c, fmt.Errorf("-simulate %q: %v", s, err)
 	}
 	sim := &reapitest.Simulation{Record: c.Record, Workers: c.Workers, RTT: c.RTT,
-		BytesPerSecond: c.BitsPerSecond / 8, SlowFactor: c.SlowFactor}
+		BytesPerSecond: c.BitsPerSecond / 8, SlowFactor: c.SlowFactor, Slowdown: c.Slowdown}
 	if !c.Record && c.Recording != "" {
 		rec, err := reapitest.LoadRecording(c.Recording)
 		if err != nil {
@@ -190,6 +191,31 @@ type clusterPoint struct {
 	slow    bool    // one worker slot 10× slower for the longest action
 	noRace  bool    // thindist --no-race
 	group   int     // thindist --remote-group=N (0: not given)
+	// slowdown, above 1, makes every worker slot that many times slower
+	// than the recording (a cluster of slower machines).
+	slowdown float64
+}
+
+// simConfig is the simulation server's configuration for a replay of
+// recording at p.
+func (p clusterPoint) simConfig(recording string, slowFactor float64) simConfig {
+	c := simConfig{Recording: recording, Workers: p.workers, RTT: p.rtt, BitsPerSecond: p.bps, Slowdown: p.slowdown}
+	if p.slow {
+		c.SlowFactor = slowFactor
+	}
+	return c
+}
+
+// vsLocalPoints are the clusters a cold remote link must not be slower on
+// than thindist on this machine alone (issue 10: "A cold remote link is
+// never slower than a local-only link, even when the cluster is slow or
+// has one worker"): one worker slot, and 16 slots each ten times slower
+// than the recording behind a long round trip. Both fall short of this
+// machine's own cores for some links, which is the point: thindist keeps
+// compiling here too, and races what the cluster is slow to return.
+var vsLocalPoints = []clusterPoint{
+	{workers: 1, rtt: 5 * time.Millisecond, bps: 1e9},
+	{workers: 16, rtt: 25 * time.Millisecond, bps: 1e9, slowdown: 10},
 }
 
 func (p clusterPoint) String() string {
@@ -202,6 +228,9 @@ func (p clusterPoint) String() string {
 	}
 	if p.group > 0 {
 		s += fmt.Sprintf(", --remote-group=%d", p.group)
+	}
+	if p.slowdown > 1 {
+		s += fmt.Sprintf(", every slot %g× slower", p.slowdown)
 	}
 	return s
 }
@@ -241,7 +270,14 @@ type clusterResult struct {
 	points        []clusterPoint
 	runs          [][]clusterRun // per point
 	raceFlag      bool           // thindist has --no-race
-	remoteJobs    string         // what thindist's --help says of --remote-jobs' default
+	// localOnly are the links with thindist on this machine alone, and
+	// vsLocal the cold remote links on each of vsLocalPoints, interleaved
+	// with them.
+	localOnly []time.Duration
+	vsLocal   [][]clusterRun
+	// vsLocalSkipped says why the comparison was left out, if it was.
+	vsLocalSkipped string
+	remoteJobs     string // what thindist's --help says of --remote-jobs' default
 }
 
 func (r *clusterResult) largestAndSum() (largest, sum time.Duration) {
@@ -355,11 +391,8 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 
 	for i, pt := range pts {
 		for run := 0; run < max(1, o.clusterRuns); run++ {
-			c := simConfig{Recording: recording, Workers: pt.workers, RTT: pt.rtt, BitsPerSecond: pt.bps}
+			c := pt.simConfig(recording, o.clusterSlow)
 			var extra []string
-			if pt.slow {
-				c.SlowFactor = o.clusterSlow
-			}
 			if pt.noRace {
 				extra = append(extra, "--no-race")
 			}
@@ -396,6 +429,14 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 				perAction(r.self, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, keptTrace)
 		}
 	}
+	if _, sum := res.largestAndSum(); o.clusterVsLocal > 0 && sum/time.Duration(max(1, o.jobs)) > o.clusterVsLocalMax {
+		res.vsLocalSkipped = fmt.Sprintf("its recorded backends take %s on %d cores, over -cluster-vs-local-max %s", sec(sum/time.Duration(max(1, o.jobs))), o.jobs, o.clusterVsLocalMax)
+		fmt.Fprintf(os.Stderr, "bench: %s: not compared with this machine alone: %s\n", b.Name, res.vsLocalSkipped)
+	} else if o.clusterVsLocal > 0 {
+		if err := res.measureVsLocal(ctx, t, o, p, dir, out, recording); err != nil {
+			return nil, err
+		}
+	}
 	if o.clusterPprof != "" {
 		// The last point of the plain grid: the widest cluster, the
 		// longest round trip, the narrowest link.
@@ -412,7 +453,7 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 		if err != nil {
 			return nil, err
 		}
-		c := simConfig{Recording: recording, Workers: pt.workers, RTT: pt.rtt, BitsPerSecond: pt.bps}
+		c := pt.simConfig(recording, 0) // pt is not slow
 		var extra []string
 		if pt.group > 0 {
 			extra = append(extra, fmt.Sprintf("--remote-group=%d", pt.group))
@@ -425,6 +466,38 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 			b.Name, pt, prof, sec(r.wall), perAction(r.self, r.remoteActions()))
 	}
 	return res, nil
+}
+
+// measureVsLocal links p with thindist on this machine alone (cold, as
+// methods[thindist]) and cold with --remote against each of
+// vsLocalPoints, o.clusterVsLocal times each, interleaved so that a drift
+// of the machine's speed touches both sides alike.
+func (res *clusterResult) measureVsLocal(ctx context.Context, t *tools, o *options, p *project, dir, out, recording string) error {
+	b := p.build
+	res.vsLocal = make([][]clusterRun, len(vsLocalPoints))
+	for run := 0; run < o.clusterVsLocal; run++ {
+		os.Remove(filepath.Join(b.Dir, out))
+		prog, args := methods[thindist].command(t, b, o.jobs, out)
+		tm, err := quietTimed(ctx, o, o.jobs, b.Dir, nil, prog, args...)
+		if err == nil {
+			err = p.check(ctx, filepath.Join(b.Dir, out))
+		}
+		if err != nil {
+			return fmt.Errorf("local-only link: %w", err)
+		}
+		res.localOnly = append(res.localOnly, tm.wall)
+		fmt.Fprintf(os.Stderr, "bench: %s thindist on this machine alone: %s\n", b.Name, sec(tm.wall))
+		for i, pt := range vsLocalPoints {
+			r, err := clusterLink(ctx, t, o, p, dir, out, pt.simConfig(recording, 0), "")
+			if err != nil {
+				return fmt.Errorf("%s: %w", pt, err)
+			}
+			res.vsLocal[i] = append(res.vsLocal[i], r)
+			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s against %s alone, %d executed remotely (%d unrecorded), thindist CPU %s, simulated server's CPU %s; %s\n",
+				b.Name, pt, sec(r.wall), sec(tm.wall), r.remoteActions(), r.sim.Unrecorded, sec(r.self), sec(r.server), r.summary)
+		}
+	}
+	return nil
 }
 
 func perAction(d time.Duration, n int64) float64 {

@@ -119,6 +119,7 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 				run.remoteActions(), run.sim.Unrecorded, float64(rpcs(run.stats))/float64(max(1, r.p.build.Modules)))
 		}
 	}
+	vsLocalMarkdown(b, rs)
 	b.WriteString("\nthindist's summary line of each project's first and last grid point:\n\n```\n")
 	for _, r := range rs {
 		c := r.cluster
@@ -128,4 +129,61 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 	}
 	b.WriteString("```\n")
 	b.WriteString(clusterEndMarker + "\n")
+}
+
+// vsLocalMarkdown is the table of cold remote links on a one-slot and on a
+// slow cluster against thindist on this machine alone (measureVsLocal).
+func vsLocalMarkdown(b *strings.Builder, rs []*projectResult) {
+	var with, skipped []*projectResult
+	for _, r := range rs {
+		switch {
+		case len(r.cluster.localOnly) > 0:
+			with = append(with, r)
+		case r.cluster.vsLocalSkipped != "":
+			skipped = append(skipped, r)
+		}
+	}
+	if len(with) == 0 {
+		return
+	}
+	n := len(with[0].cluster.localOnly)
+	fmt.Fprintf(b, "\n**Never slower than this machine alone** (issue 10: \"a cold remote link is never slower than a local-only link, "+
+		"even when the cluster is slow or has one worker\"). Each project was linked %d times by thindist on this machine alone "+
+		"(`--no-cache`, no `--remote`) and, interleaved with those, cold with `--remote` (defaults otherwise: hybrid, racing) on "+
+		"the simulated cluster with one worker slot, and with 16 slots each ten times slower than the recording; medians. "+
+		"**Target**: the remote link no slower than the local one (≤ 1).\n\n", n)
+	b.WriteString("| project | cluster | W | RTT | Gbit/s | remote link | this machine alone | remote / alone | meets | executed remotely | thindist's summary (median remote link) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|\n")
+	for _, r := range with {
+		c := r.cluster
+		alone := median(c.localOnly)
+		for i, pt := range vsLocalPoints {
+			runs := c.vsLocal[i]
+			walls := make([]time.Duration, len(runs))
+			for k, x := range runs {
+				walls[k] = x.wall
+			}
+			wall := median(walls)
+			run := runs[0]
+			for _, x := range runs {
+				if absDur(x.wall-wall) < absDur(run.wall-wall) {
+					run = x
+				}
+			}
+			name := "one worker slot"
+			if pt.slowdown > 1 {
+				name = fmt.Sprintf("every slot %g× slower", pt.slowdown)
+			}
+			v := "yes"
+			if wall > alone {
+				v = "NO"
+			}
+			fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %.3f | %s | %d | %s |\n", r.p.name, name, pt.workers, pt.rtt,
+				strings.TrimSuffix(gbit(pt.bps), " Gbit/s"), sec(wall), sec(alone), ratio(wall, alone), v, run.remoteActions(),
+				strings.TrimPrefix(run.summary, "thindist: "))
+		}
+	}
+	for _, r := range skipped {
+		fmt.Fprintf(b, "\nNot measured for %s: %s.\n", r.p.name, r.cluster.vsLocalSkipped)
+	}
 }

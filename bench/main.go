@@ -76,6 +76,8 @@ type options struct {
 	clusterGbits      string
 	clusterSlow       float64
 	clusterRuns       int
+	clusterVsLocal    int
+	clusterVsLocalMax time.Duration
 	clusterPprof      string
 	clusterRecordings string
 	clusterGroup      int
@@ -120,6 +122,11 @@ func main() {
 	flag.IntVar(&o.clusterGroup, "cluster-group", 0,
 		"cluster simulation: also run every plain grid point with thindist --remote-group=N (grouping small backends; ≤ 1: not)")
 	flag.IntVar(&o.clusterRuns, "cluster-runs", 1, "cluster simulation: links per grid point (the median is reported)")
+	flag.IntVar(&o.clusterVsLocal, "cluster-vs-local", 3,
+		"cluster simulation: also compare a cold remote link on a one-slot and on a slow cluster with thindist on this machine alone, "+
+			"this many links of each, interleaved (0: not)")
+	flag.DurationVar(&o.clusterVsLocalMax, "cluster-vs-local-max", 2*time.Minute,
+		"cluster simulation: leave that comparison out for a project whose recorded backends take longer than this on this machine's cores (Σ / -jobs)")
 	flag.StringVar(&o.clusterPprof, "cluster-pprof", "", "cluster simulation: after the grid, profile thindist's CPU in one more link per project into `DIR`/PROJECT.pprof")
 	flag.StringVar(&o.clusterRecordings, "cluster-recordings", "",
 		"cluster simulation: keep each project's recording in `DIR` and reuse the one a run before kept there (same objects; "+

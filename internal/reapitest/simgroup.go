@@ -68,12 +68,7 @@ func (m *simulator) replayGroup(s *FakeServer, action *repb.Action, command *rep
 			return nil, false
 		}
 		r := replayed{rec: rec, dir: dir, slow: key == m.slow}
-		t := rec.CPU
-		if r.slow {
-			t = time.Duration(float64(t) * m.sim.SlowFactor)
-			m.slowed.Add(1)
-		}
-		total += t
+		total += m.replayTime(rec, r.slow)
 		recs = append(recs, r)
 	}
 	start := timestamppb.Now()

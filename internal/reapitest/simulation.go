@@ -65,6 +65,12 @@ type Simulation struct {
 	// other execution of it (a second one, sent while the first runs) is
 	// on another slot and takes its recorded time.
 	SlowFactor float64
+
+	// Slowdown, if above 1, makes every worker slot that many times slower:
+	// each replayed execution takes Slowdown times its recorded time, as on
+	// a cluster of machines slower than the one that recorded (or busy with
+	// other builds). SlowFactor's slot is slower still.
+	Slowdown float64
 }
 
 // SimulationStats are what a simulation did.
@@ -132,6 +138,21 @@ func (s *FakeServer) Recording() *Recording {
 	return s.sim.sim.Recording
 }
 
+// replayTime is how long a replay of rec holds its worker slot: its
+// recorded time, times Slowdown, and times SlowFactor too on the slow slot
+// (counted in Slowed).
+func (m *simulator) replayTime(rec *recordedAction, slowSlot bool) time.Duration {
+	f := 1.0
+	if m.sim.Slowdown > 1 {
+		f = m.sim.Slowdown
+	}
+	if slowSlot {
+		f *= m.sim.SlowFactor
+		m.slowed.Add(1)
+	}
+	return time.Duration(float64(rec.CPU) * f)
+}
+
 // roundTrip holds an RPC for the simulated round-trip time.
 func (m *simulator) roundTrip(ctx context.Context) {
 	if m == nil || m.sim.RTT <= 0 {
@@ -170,13 +191,10 @@ func (m *simulator) execute(s *FakeServer, op *operation, action *repb.Action, c
 		return &repb.ExecuteResponse{Status: grpcStatus(err)}
 	}
 	if rec, ok := m.sim.Recording.get(key); ok && !m.sim.Record {
-		d := rec.CPU
-		if key == m.slow && m.slowTaken.CompareAndSwap(false, true) {
-			// The slot this execution took is the slow one; another
-			// execution of the action (a hedge) runs on another slot.
-			d = time.Duration(float64(d) * m.sim.SlowFactor)
-			m.slowed.Add(1)
-		}
+		// If this is SlowFactor's action and its first execution, the
+		// slot it took is the slow one; another execution of the action
+		// (a hedge) runs on another slot.
+		d := m.replayTime(rec, key == m.slow && m.slowTaken.CompareAndSwap(false, true))
 		start := timestamppb.Now()
 		if !sleepCtx(op.ctx, d) {
 			return stoppedResponse()

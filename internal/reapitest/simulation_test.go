@@ -433,3 +433,24 @@ func TestSimulationLinkInterleavesMessages(t *testing.T) {
 		t.Fatalf("link counted %d bytes, want %d", got, large+small)
 	}
 }
+
+// TestSimulationSlowdown: with Slowdown, every replay holds its slot at
+// least Slowdown times the recorded time (a lower bound only: a sleep never
+// ends early, but may end late on a busy machine).
+func TestSimulationSlowdown(t *testing.T) {
+	counter, rec, _ := recordedA(t)
+	recorded := rec.CPUTimes()[0]
+	const slowdown = 20
+	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 1, Slowdown: slowdown}})
+	ad := stampAction(counter, "a").build(t, c)
+	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad, SkipCacheLookup: true})
+	outputOf(t, s, resp)
+	md := resp.GetResult().GetExecutionMetadata()
+	held := md.GetExecutionCompletedTimestamp().AsTime().Sub(md.GetExecutionStartTimestamp().AsTime())
+	if held < slowdown*recorded {
+		t.Fatalf("the replay held its slot %v, want at least %d × the recorded %v", held, slowdown, recorded)
+	}
+	if st := s.SimulationStats(); st.Replayed != 1 || st.Slowed != 0 {
+		t.Fatalf("%+v: want 1 replayed, none counted slowed (that is SlowFactor's slot)", st)
+	}
+}
