@@ -173,7 +173,8 @@ func (r *Remote) register(fs *FlagSet) {
 		"do not race. By default the remote side's slots are taken first and this machine's\n"+
 			"race: an action long enough to bound the link alone is compiled here as well from\n"+
 			"the start, and once every action has started a free local slot takes the remote\n"+
-			"action that has run longest; the first good result is used and the other run is\n"+
+			"action whose result should come last (the newest still queued on the cluster, else\n"+
+			"the one running longest); the first good result is used and the other run is\n"+
 			"cancelled, so one slow or stalled worker does not hold up the link. Local tries\n"+
 			"run at nice 10")
 	fs.Bool(&r.NoHedge, "no-hedge", g, false,
