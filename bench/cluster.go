@@ -48,21 +48,28 @@ type recordingMeta struct {
 
 // measureInProcess times lld's in-process ThinLTO on this machine's cores.
 func (res *clusterResult) measureInProcess(ctx context.Context, t *tools, o *options, p *project, out string) error {
-	b := p.build
 	for i := 0; i < max(1, o.clusterRuns); i++ {
-		os.Remove(filepath.Join(b.Dir, out))
-		prog, args := methods[inProcess].command(t, b, o.jobs, out)
-		tm, err := quietTimed(ctx, o, o.jobs, b.Dir, nil, prog, args...)
-		if err == nil {
-			err = p.check(ctx, filepath.Join(b.Dir, out))
-		}
+		wall, err := methodLink(ctx, t, o, p, methods[inProcess], out)
 		if err != nil {
 			return fmt.Errorf("in-process link: %w", err)
 		}
-		res.inProcess = append(res.inProcess, tm.wall)
-		fmt.Fprintf(os.Stderr, "bench: %s in-process ThinLTO: %s\n", b.Name, sec(tm.wall))
+		res.inProcess = append(res.inProcess, wall)
+		fmt.Fprintf(os.Stderr, "bench: %s in-process ThinLTO: %s\n", p.build.Name, sec(wall))
 	}
 	return nil
+}
+
+// methodLink links p into out with m on this machine, once it is quiet,
+// checks the binary, and returns the link's wall time.
+func methodLink(ctx context.Context, t *tools, o *options, p *project, m method, out string) (time.Duration, error) {
+	b := p.build
+	os.Remove(filepath.Join(b.Dir, out))
+	prog, args := m.command(t, b, o.jobs, out)
+	tm, err := quietTimed(ctx, o, o.jobs, b.Dir, nil, prog, args...)
+	if err == nil {
+		err = p.check(ctx, filepath.Join(b.Dir, out))
+	}
+	return tm.wall, err
 }
 
 // record makes the recording at path: every action executed for real, as
@@ -476,17 +483,12 @@ func (res *clusterResult) measureVsLocal(ctx context.Context, t *tools, o *optio
 	b := p.build
 	res.vsLocal = make([][]clusterRun, len(vsLocalPoints))
 	for run := 0; run < o.clusterVsLocal; run++ {
-		os.Remove(filepath.Join(b.Dir, out))
-		prog, args := methods[thindist].command(t, b, o.jobs, out)
-		tm, err := quietTimed(ctx, o, o.jobs, b.Dir, nil, prog, args...)
-		if err == nil {
-			err = p.check(ctx, filepath.Join(b.Dir, out))
-		}
+		alone, err := methodLink(ctx, t, o, p, methods[thindist], out)
 		if err != nil {
 			return fmt.Errorf("local-only link: %w", err)
 		}
-		res.localOnly = append(res.localOnly, tm.wall)
-		fmt.Fprintf(os.Stderr, "bench: %s thindist on this machine alone: %s\n", b.Name, sec(tm.wall))
+		res.localOnly = append(res.localOnly, alone)
+		fmt.Fprintf(os.Stderr, "bench: %s thindist on this machine alone: %s\n", b.Name, sec(alone))
 		for i, pt := range vsLocalPoints {
 			r, err := clusterLink(ctx, t, o, p, dir, out, pt.simConfig(recording, 0), "")
 			if err != nil {
@@ -494,7 +496,7 @@ func (res *clusterResult) measureVsLocal(ctx context.Context, t *tools, o *optio
 			}
 			res.vsLocal[i] = append(res.vsLocal[i], r)
 			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s against %s alone, %d executed remotely (%d unrecorded), thindist CPU %s, simulated server's CPU %s; %s\n",
-				b.Name, pt, sec(r.wall), sec(tm.wall), r.remoteActions(), r.sim.Unrecorded, sec(r.self), sec(r.server), r.summary)
+				b.Name, pt, sec(r.wall), sec(alone), r.remoteActions(), r.sim.Unrecorded, sec(r.self), sec(r.server), r.summary)
 		}
 	}
 	return nil
