@@ -19,8 +19,11 @@ const (
 )
 
 // clusterMedian is the run of point i with the median wall time.
-func (r *clusterResult) clusterMedian(i int) clusterRun {
-	runs := r.runs[i]
+func (r *clusterResult) clusterMedian(i int) clusterRun { return medianRun(r.runs[i]) }
+
+// medianRun is the run with the median wall time (of an even number, the
+// one nearest the median).
+func medianRun(runs []clusterRun) clusterRun {
 	best := runs[0]
 	ws := make([]time.Duration, len(runs))
 	for k, x := range runs {
@@ -158,18 +161,8 @@ func vsLocalMarkdown(b *strings.Builder, rs []*projectResult) {
 		c := r.cluster
 		alone := median(c.localOnly)
 		for i, pt := range vsLocalPoints {
-			runs := c.vsLocal[i]
-			walls := make([]time.Duration, len(runs))
-			for k, x := range runs {
-				walls[k] = x.wall
-			}
-			wall := median(walls)
-			run := runs[0]
-			for _, x := range runs {
-				if absDur(x.wall-wall) < absDur(run.wall-wall) {
-					run = x
-				}
-			}
+			run := medianRun(c.vsLocal[i])
+			wall := run.wall
 			name := "one worker slot"
 			if pt.slowdown > 1 {
 				name = fmt.Sprintf("every slot %g× slower", pt.slowdown)

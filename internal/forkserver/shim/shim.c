@@ -210,10 +210,10 @@ int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), v
 		pid_t pid = -1;
 		int err = EINVAL;
 		char **nargv = NULL, **nenv = NULL;
-		uint32_t nice = 0;
+		uint32_t niceness = 0;
 		if (n > 8 && buf[n - 1] == 0 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && fds[0] >= 0 && fds[1] >= 0) {
 			memcpy(&id, buf, 4);
-			memcpy(&nice, buf + 4, 4);
+			memcpy(&niceness, buf + 4, 4);
 			char *s = buf + 8, *end = buf + n;
 			char *cwd = s;
 			s += strlen(s) + 1;
@@ -239,13 +239,13 @@ int __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void), v
 					close(sfd);
 					sigprocmask(SIG_SETMASK, &old, NULL);
 					setpgid(0, 0);
-					if (nice > 0) {
+					if (niceness > 0) {
 						/* A speculative job runs lower, as nice(1)
 						 * would start it: relative to the server's
 						 * priority, which is thindist's. */
 						errno = 0;
 						int cur = getpriority(PRIO_PROCESS, 0);
-						int want = cur + (nice > 39 ? 39 : (int)nice);
+						int want = cur + (niceness > 39 ? 39 : (int)niceness);
 						if (errno == 0) setpriority(PRIO_PROCESS, 0, want > 19 ? 19 : want);
 					}
 					if (chdir(cwd) != 0 || dup2(fds[0], 1) < 0 || dup2(fds[1], 2) < 0) _exit(127);
