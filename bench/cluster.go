@@ -436,10 +436,7 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 				perAction(r.self, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, keptTrace)
 		}
 	}
-	if _, sum := res.largestAndSum(); o.clusterVsLocal > 0 && sum/time.Duration(max(1, o.jobs)) > o.clusterVsLocalMax {
-		res.vsLocalSkipped = fmt.Sprintf("its recorded backends take %s on %d cores, over -cluster-vs-local-max %s", sec(sum/time.Duration(max(1, o.jobs))), o.jobs, o.clusterVsLocalMax)
-		fmt.Fprintf(os.Stderr, "bench: %s: not compared with this machine alone: %s\n", b.Name, res.vsLocalSkipped)
-	} else if o.clusterVsLocal > 0 {
+	if o.clusterVsLocal > 0 {
 		if err := res.measureVsLocal(ctx, t, o, p, dir, out, recording); err != nil {
 			return nil, err
 		}
@@ -460,7 +457,7 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 		if err != nil {
 			return nil, err
 		}
-		c := pt.simConfig(recording, 0) // pt is not slow
+		c := pt.simConfig(recording, o.clusterSlow)
 		var extra []string
 		if pt.group > 0 {
 			extra = append(extra, fmt.Sprintf("--remote-group=%d", pt.group))
@@ -478,9 +475,17 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 // measureVsLocal links p with thindist on this machine alone (cold, as
 // methods[thindist]) and cold with --remote against each of
 // vsLocalPoints, o.clusterVsLocal times each, interleaved so that a drift
-// of the machine's speed touches both sides alike.
+// of the machine's speed touches both sides alike; or, for a project whose
+// recorded backends take longer than o.clusterVsLocalMax on this machine's
+// cores, says why not (vsLocalSkipped).
 func (res *clusterResult) measureVsLocal(ctx context.Context, t *tools, o *options, p *project, dir, out, recording string) error {
 	b := p.build
+	_, sum := res.largestAndSum()
+	if here := sum / time.Duration(max(1, o.jobs)); here > o.clusterVsLocalMax {
+		res.vsLocalSkipped = fmt.Sprintf("its recorded backends take %s on %d cores, over -cluster-vs-local-max %s", sec(here), o.jobs, o.clusterVsLocalMax)
+		fmt.Fprintf(os.Stderr, "bench: %s: not compared with this machine alone: %s\n", b.Name, res.vsLocalSkipped)
+		return nil
+	}
 	res.vsLocal = make([][]clusterRun, len(vsLocalPoints))
 	for run := 0; run < o.clusterVsLocal; run++ {
 		alone, err := methodLink(ctx, t, o, p, methods[thindist], out)
@@ -490,7 +495,7 @@ func (res *clusterResult) measureVsLocal(ctx context.Context, t *tools, o *optio
 		res.localOnly = append(res.localOnly, alone)
 		fmt.Fprintf(os.Stderr, "bench: %s thindist on this machine alone: %s\n", b.Name, sec(alone))
 		for i, pt := range vsLocalPoints {
-			r, err := clusterLink(ctx, t, o, p, dir, out, pt.simConfig(recording, 0), "")
+			r, err := clusterLink(ctx, t, o, p, dir, out, pt.simConfig(recording, o.clusterSlow), "")
 			if err != nil {
 				return fmt.Errorf("%s: %w", pt, err)
 			}
