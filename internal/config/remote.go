@@ -174,9 +174,10 @@ func (r *Remote) register(fs *FlagSet) {
 			"race: an action long enough to bound the link alone is compiled here as well from\n"+
 			"the start, and once every action has started a free local slot takes the remote\n"+
 			"action whose result should come last (the newest still queued on the cluster, else\n"+
-			"the one running longest); the first good result is used and the other run is\n"+
-			"cancelled, so one slow or stalled worker does not hold up the link. Local tries\n"+
-			"run at nice 10")
+			"the one running longest; once the cluster has been slower per action than this\n"+
+			"machine, the one a run here would beat by most, a stuck one first); the first\n"+
+			"good result is used and the other run is cancelled, so one slow or stalled worker\n"+
+			"does not hold up the link. Local tries run at nice 10")
 	fs.Bool(&r.NoHedge, "no-hedge", g, false,
 		"do not hedge. By default each action raced from the start (above; one at least,\n"+
 			"even with --remote-local-jobs=0) also runs on a second worker at once, as an\n"+

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/thindist/thindist/internal/action"
 )
@@ -47,7 +48,9 @@ type HybridStats struct {
 //   - Once the caller has started everything (Drained), a free local slot
 //     joins the remote action whose result should come last (nextRace):
 //     the newest of those still in the cluster's queue, else the one a
-//     worker has run longest.
+//     worker has run longest. Once the cluster has shown itself slower
+//     per action than this machine, the one a local run would beat by
+//     the most instead (raceSlowCluster).
 //
 // The first verified result wins and the other side is cancelled. Without
 // races, this machine's slots are taken first (they are few and certain).
@@ -64,6 +67,7 @@ type Hybrid struct {
 	rank     map[*action.Action]int
 	critical map[*action.Action]bool
 	hedge    map[*action.Action]bool
+	length   func(*action.Action) float64 // lengthOf the planned actions
 
 	mu sync.Mutex
 	// settled[r] says that the head-start action of rank r has arrived
@@ -78,6 +82,7 @@ type Hybrid struct {
 	queue       []*hybridWaiter // actions waiting to start, in plan order
 	spares      []*hybridWaiter // races waiting for a local slot, oldest first
 	drained     bool
+	paces       [2]pace // [remoteSide], [localSide]
 
 	started  [2]atomic.Int64
 	races    atomic.Int64
@@ -94,6 +99,7 @@ const (
 type hybridWaiter struct {
 	rank     int
 	critical bool     // a critical action: remote only; its race starts at once
+	length   float64  // the action's lengthOf (0: not planned)
 	grant    chan int // the side granted; buffered
 	// stage, for a race's waiter, is its remote side's progress.
 	stage *remoteStage
@@ -128,6 +134,7 @@ func (h *Hybrid) Plan(order []*action.Action) []int {
 	for i, a := range order {
 		h.rank[a] = i
 	}
+	h.length = lengthOf(order)
 	if h.o.Races {
 		// At least one: with no local slot it may still be hedged on a
 		// second worker (Hedges).
@@ -145,7 +152,7 @@ func (h *Hybrid) Plan(order []*action.Action) []int {
 	h.mu.Lock()
 	h.settled, h.settledUpTo = make([]bool, head), 0
 	h.mu.Unlock()
-	return headTiers(order[:head], lengthOf(order))
+	return headTiers(order[:head], h.length)
 }
 
 // headTierWidth is the share of the longest action's length that the
@@ -308,9 +315,16 @@ func (h *Hybrid) Execute(ctx context.Context, a *action.Action, out []string) (*
 	defer h.release(side)
 	h.started[side].Add(1)
 	if side == localSide {
-		return h.local.Execute(ctx, a, out)
+		res, err := h.local.Execute(ctx, a, out)
+		if err == nil {
+			h.observe(a, res)
+		}
+		return res, err
 	}
 	res, err := h.remote.Execute(ctx, a, out)
+	if err == nil {
+		h.observe(a, res)
+	}
 	if res != nil && res.Raced {
 		h.races.Add(1)
 		if res.Where == Local {
@@ -352,7 +366,11 @@ func (h *Hybrid) waiter(a *action.Action) *hybridWaiter {
 		// Not planned: after the planned ones, first come first served.
 		rank = math.MaxInt32 + int(h.arrivals.Add(1))
 	}
-	return &hybridWaiter{rank: rank, critical: h.critical[a], grant: make(chan int, 1)}
+	w := &hybridWaiter{rank: rank, critical: h.critical[a], grant: make(chan int, 1)}
+	if ok {
+		w.length = h.length(a)
+	}
+	return w
 }
 
 // enqueue adds w to list, ordered by rank, and waits for its grant. A
@@ -443,6 +461,9 @@ func (h *Hybrid) dispatch() {
 // faster than on this machine alone. Once none is queued, the one executing
 // longest: a slow or stuck worker's. h.mu is held.
 func (h *Hybrid) nextRace() int {
+	if i, ok := h.raceSlowCluster(time.Now()); ok {
+		return i
+	}
 	for i := len(h.spares) - 1; i >= 0; i-- {
 		if !h.spares[i].stage.isExecuting() {
 			return i
@@ -456,4 +477,117 @@ func (h *Hybrid) grant(list *[]*hybridWaiter, i, side int) {
 	h.free[side]--
 	(*list)[i].grant <- side
 	*list = append((*list)[:i], (*list)[i+1:]...)
+}
+
+// pace is what one side has taken per unit of length (lengthOf) over the
+// actions it finished: here a compiler's wall time, on the cluster a
+// worker's executing time.
+type pace struct{ seconds, length float64 }
+
+// per is the seconds per unit of length, 0 before anything finished.
+func (p pace) per() float64 {
+	if p.length <= 0 {
+		return 0
+	}
+	return p.seconds / p.length
+}
+
+// observe adds a's result to its side's pace. A race won here counts for
+// this machine; the cluster's loser, cancelled, says nothing.
+func (h *Hybrid) observe(a *action.Action, res *Result) {
+	if res == nil || h.length == nil {
+		return
+	}
+	length := h.length(a)
+	side, took := localSide, res.Wall
+	switch res.Where {
+	case Local:
+	case Remote:
+		side, took = remoteSide, 0
+		for _, s := range res.Steps {
+			if s.Name == "executing" {
+				took = s.End.Sub(s.Start)
+			}
+		}
+	default:
+		return // a cache's: nothing ran
+	}
+	if length <= 0 || took <= 0 {
+		return
+	}
+	h.mu.Lock()
+	h.paces[side].seconds += took.Seconds()
+	h.paces[side].length += length
+	h.mu.Unlock()
+}
+
+// slowCluster is how many times slower per unit of length than this
+// machine the cluster's workers must have been for raceSlowCluster to
+// choose the races. Below it the two are close enough for the queue's
+// order to matter more than lengths: a free local slot then works from
+// the far end of the cluster's queue (nextRace).
+const slowCluster = 1.5
+
+// overdue is how many times its expected time a worker must have run an
+// action for it to count as stuck.
+const overdue = 2
+
+// raceSlowCluster chooses the race a free local slot should join on a
+// cluster that has been slower per action than this machine
+// (slowCluster; a loaded or small one): the action whose remote result
+// is expected the longest after a local run of it would end. Its remote
+// end is its wait in the cluster's queue (the remote time of the queued
+// races that came before it, spread over the workers running ours), plus
+// its length times the cluster's pace, less what a worker has run it for;
+// a local run ends after its length times this machine's pace. The
+// cluster serves its queue largest first, so its slow slots get the
+// largest actions, and racing the queue's far end regardless, as nextRace
+// does on a cluster as fast as this machine, left this machine the small
+// ones: a cold lua5.4 link on 16 slots each ten times slower was no
+// faster than on this machine alone. An action a worker has run for over
+// overdue times its expected time (a stuck or overloaded worker) is raced
+// before any, the longest-running first. ok is false until both sides
+// have finished an action, or on a cluster as fast as this machine. h.mu
+// is held.
+func (h *Hybrid) raceSlowCluster(now time.Time) (i int, ok bool) {
+	remote, local := h.paces[remoteSide].per(), h.paces[localSide].per()
+	if remote == 0 || local == 0 || remote < slowCluster*local {
+		return 0, false
+	}
+	width := 0 // workers running our races
+	for _, w := range h.spares {
+		if w.stage.isExecuting() {
+			width++
+		}
+	}
+	width = max(width, 1)
+	best, stuck := -1, -1
+	var bestGain, stuckFor, ahead float64
+	for j, w := range h.spares { // oldest first: the cluster's queue order
+		if w.length <= 0 {
+			continue // not planned: no length to go by
+		}
+		ran, expected := w.stage.executingFor(now).Seconds(), remote*w.length
+		if ran > overdue*expected {
+			if stuck < 0 || ran > stuckFor {
+				stuck, stuckFor = j, ran
+			}
+			continue
+		}
+		wait := 0.0
+		if !w.stage.isExecuting() {
+			wait = ahead / float64(width)
+			ahead += expected
+		}
+		if gain := wait + expected - ran - local*w.length; best < 0 || gain > bestGain {
+			best, bestGain = j, gain
+		}
+	}
+	switch {
+	case stuck >= 0:
+		return stuck, true
+	case best >= 0:
+		return best, true
+	}
+	return 0, false
 }

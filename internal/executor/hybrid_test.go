@@ -412,29 +412,132 @@ func TestHeadTiers(t *testing.T) {
 // reach it last), and one a worker runs, the longest-running first, only
 // when none waits in the cluster's queue.
 func TestHybridRacesQueuedFirst(t *testing.T) {
+	h, busy := racingHybrid(nil)
+	now := time.Now()
+	order := raceOrder(t, h, busy, []spareRace{
+		{id: "a", since: now.Add(-2 * time.Second)}, // a worker runs a and c
+		{id: "b"}, // b and d wait in the cluster's queue
+		{id: "c", since: now.Add(-time.Second)},
+		{id: "d"},
+	})
+	if want := []string{"d", "b", "a", "c"}; !slices.Equal(order, want) {
+		t.Errorf("races joined in the order %v, want %v", order, want)
+	}
+}
+
+// TestHybridRacesSlowClusterByGain: once the cluster has been ten times
+// slower per unit of length than this machine, a free local slot joins the
+// race a local run wins by the most, whether a worker runs it or it waits
+// in the queue behind others; a stuck one (run for over twice its expected
+// time) first. On a cluster as fast as this machine the queue's order
+// holds.
+func TestHybridRacesSlowClusterByGain(t *testing.T) {
+	actions := map[string]*action.Action{}
+	var plan []*action.Action
+	for _, x := range []struct {
+		id     string
+		weight int64
+	}{{"first", 200}, {"big", 100}, {"mid", 50}, {"small", 10}, {"stuck", 10}} {
+		a := &action.Action{ID: x.id, Weight: x.weight}
+		actions[x.id] = a
+		plan = append(plan, a)
+	}
+	now := time.Now()
+	spares := []spareRace{
+		{id: "stuck", since: now.Add(-5 * time.Second)}, // expected 1 s there
+		{id: "big", since: now.Add(-2 * time.Second)},   // 10 - 2 - 1 = 7 s gained
+		// Queued, and once big is raced, with no worker running the
+		// others: mid gains 5 - 0.5 = 4.5 s, small, which waits for mid,
+		// 5 + 1 - 0.1 = 5.9 s.
+		{id: "mid"},
+		{id: "small"},
+	}
+	for _, c := range []struct {
+		name   string
+		remote time.Duration // a worker's time for an action of weight 100
+		want   []string
+	}{
+		{"slow cluster", 10 * time.Second, []string{"stuck", "big", "small", "mid"}},
+		{"fast cluster", time.Second, []string{"small", "mid", "stuck", "big"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, busy := racingHybrid(plan)
+			// One action each way has finished: a compile here of weight
+			// 100 in 1 s, a worker's of weight 100 in c.remote.
+			h.observe(actions["big"], &Result{Where: Local, Wall: time.Second})
+			h.observe(actions["big"], &Result{Where: Remote, Wall: time.Hour, Steps: []Step{
+				{Name: "queued", Start: now, End: now.Add(time.Hour)},
+				{Name: "executing", Start: now, End: now.Add(c.remote)}}})
+			h.observe(actions["big"], &Result{Where: RemoteCache, Wall: time.Hour}) // ran nowhere
+			for i := range spares {
+				spares[i].action = actions[spares[i].id]
+			}
+			if order := raceOrder(t, h, busy, spares); !slices.Equal(order, c.want) {
+				t.Errorf("races joined in the order %v, want %v", order, c.want)
+			}
+		})
+	}
+}
+
+// racingHybrid returns a Hybrid with four remote slots and one local one,
+// planned with plan if any, and the held executor that will take its
+// local slot. (It races without Options.Races: that only adds the races
+// of critical actions, granted first.)
+func racingHybrid(plan []*action.Action) (*Hybrid, *held) {
 	busy := newHeld(Local)
-	h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, byID{"first": busy}, HybridOptions{RemoteSlots: 4, LocalSlots: 1})
-	go h.Execute(t.Context(), &action.Action{ID: "first"}, nil)
+	h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, byID{"first": busy},
+		HybridOptions{RemoteSlots: 4, LocalSlots: 1})
+	if plan != nil {
+		h.Plan(plan)
+	}
+	return h, busy
+}
+
+// spareRace is a race waiting for a local slot: its action (an unplanned
+// one named id if nil), and since when a worker has run its remote side
+// (zero: still queued).
+type spareRace struct {
+	id     string
+	action *action.Action
+	since  time.Time
+}
+
+// raceOrder takes h's one local slot with an action "first" held by busy,
+// drains h, has each spare wait for a slot in turn, then frees the slot
+// and returns the order in which the spares got it.
+func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string {
+	t.Helper()
+	first := &action.Action{ID: "first"}
+	for a := range h.rank {
+		if a.ID == "first" {
+			first = a
+		}
+	}
+	go h.Execute(t.Context(), first, nil)
 	<-busy.started // the one local slot is taken
 	h.Drained()
 	type grant struct {
 		id      string
 		release func()
 	}
-	granted := make(chan grant, 4)
-	ids := []string{"a", "b", "c", "d"} // oldest first
-	for i, id := range ids {
-		ctx := withRemoteStage(t.Context(), new(remoteStage))
-		if id == "a" || id == "c" {
-			Executing(ctx) // a worker runs a and c; b and d wait in the cluster's queue
+	granted := make(chan grant, len(spares))
+	for i, sp := range spares {
+		st := new(remoteStage)
+		if !sp.since.IsZero() {
+			st.since.Store(sp.since.UnixNano())
+		}
+		ctx := withRemoteStage(t.Context(), st)
+		a := sp.action
+		if a == nil {
+			a = &action.Action{ID: sp.id}
 		}
 		go func() {
-			release, err := h.Wait(ctx, &action.Action{ID: id})
+			release, err := h.Wait(ctx, a)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			granted <- grant{id, release}
+			granted <- grant{a.ID, release}
 		}()
 		for { // in arrival order
 			h.mu.Lock()
@@ -448,12 +551,10 @@ func TestHybridRacesQueuedFirst(t *testing.T) {
 	}
 	close(busy.release)
 	var order []string
-	for range ids {
+	for range spares {
 		g := <-granted
 		order = append(order, g.id)
 		g.release() // the race is over; the slot goes to the next
 	}
-	if want := []string{"d", "b", "a", "c"}; !slices.Equal(order, want) {
-		t.Errorf("races joined in the order %v, want %v", order, want)
-	}
+	return order
 }
