@@ -51,6 +51,9 @@ type HybridStats struct {
 //     worker has run longest. Once the cluster has shown itself slower
 //     per action than this machine, the one a local run would beat by
 //     the most instead (raceSlowCluster).
+//   - Before that, a free local slot joins an action that has waited long
+//     in the cluster's queue (raceQueued): the cluster is narrower than
+//     what was sent to it, and this machine's slots would otherwise idle.
 //
 // The first verified result wins and the other side is cancelled. Without
 // races, this machine's slots are taken first (they are few and certain).
@@ -83,6 +86,10 @@ type Hybrid struct {
 	spares      []*hybridWaiter // races waiting for a local slot, oldest first
 	drained     bool
 	paces       [2]pace // [remoteSide], [localSide]
+	// wake, when set, dispatches again at wakeAt, when a race waiting in
+	// the cluster's queue will have waited queuedLong.
+	wake   *time.Timer
+	wakeAt time.Time
 
 	started  [2]atomic.Int64
 	races    atomic.Int64
@@ -334,7 +341,7 @@ func (h *Hybrid) Execute(ctx context.Context, a *action.Action, out []string) (*
 	return res, err
 }
 
-// Drained implements Planner: from now on free local slots go to races.
+// Drained implements Planner: from now on free local slots go to any race.
 func (h *Hybrid) Drained() {
 	h.mu.Lock()
 	h.drained = true
@@ -419,8 +426,8 @@ func (h *Hybrid) release(side int) {
 // critical actions first; then slots to actions to start, in rank order
 // (leaving one for each better-ranked head-start action not yet here),
 // remote slots before local ones when racing, local first otherwise (a
-// critical action takes a remote one only); then, once drained, free
-// local slots to races, oldest first. h.mu is held.
+// critical action takes a remote one only); then free local slots to
+// races (nextRace). h.mu is held.
 func (h *Hybrid) dispatch() {
 	for i := 0; i < len(h.spares) && h.free[localSide] > 0; {
 		if w := h.spares[i]; w.critical {
@@ -446,9 +453,56 @@ func (h *Hybrid) dispatch() {
 			i++ // waits for a slot; the next may take another
 		}
 	}
-	for h.drained && len(h.spares) > 0 && h.free[localSide] > 0 {
-		h.grant(&h.spares, h.nextRace(), localSide)
+	now := time.Now()
+	for len(h.spares) > 0 && h.free[localSide] > 0 {
+		i, ok := h.nextRace(now)
+		if !ok {
+			break
+		}
+		h.grant(&h.spares, i, localSide)
 	}
+}
+
+// queuedLong is how long a remote action must have waited in the
+// cluster's queue for a free local slot to race it before the caller has
+// started everything: by then the cluster is narrower than what was sent
+// to it. A worker's taking an action reaches this machine within a round
+// trip or so; far less than this.
+const queuedLong = 100 * time.Millisecond
+
+// raceQueued is the race a free local slot should join before the caller
+// has started everything (Drained): the newest of those whose remote side
+// has waited queuedLong in the cluster's queue. Without it a local slot
+// idles while the cluster queues hundreds of actions: with races remote
+// slots are taken first, and --remote-jobs (256) is more than a cluster of
+// one slot, or of 16 slow ones, runs at once; on those a cold gen500 link
+// compiled here at a sixth of this machine's rate until the last action
+// had started. If none has waited long enough yet, a timer dispatches
+// again when the first will have. h.mu is held.
+func (h *Hybrid) raceQueued(now time.Time) (int, bool) {
+	var next time.Time
+	for i := len(h.spares) - 1; i >= 0; i-- {
+		q := h.spares[i].stage.queuedFor(now)
+		if q >= queuedLong {
+			return i, true
+		}
+		if t := now.Add(queuedLong - q); q > 0 && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !next.IsZero() && (h.wakeAt.IsZero() || next.Before(h.wakeAt)) {
+		if h.wake != nil {
+			h.wake.Stop()
+		}
+		h.wakeAt = next
+		h.wake = time.AfterFunc(next.Sub(now), func() {
+			h.mu.Lock()
+			h.wakeAt = time.Time{}
+			h.dispatch()
+			h.mu.Unlock()
+		})
+	}
+	return 0, false
 }
 
 // nextRace is the waiting race a free local slot should join: the remote
@@ -459,17 +513,22 @@ func (h *Hybrid) dispatch() {
 // cluster slower than this machine (16 slots each ten times slower, gen500)
 // racing the longest-running first cancelled 192 executions, the link no
 // faster than on this machine alone. Once none is queued, the one executing
-// longest: a slow or stuck worker's. h.mu is held.
-func (h *Hybrid) nextRace() int {
-	if i, ok := h.raceSlowCluster(time.Now()); ok {
-		return i
+// longest: a slow or stuck worker's. Before the caller has started
+// everything, only one that has waited long in the cluster's queue
+// (raceQueued). h.mu is held.
+func (h *Hybrid) nextRace(now time.Time) (int, bool) {
+	if !h.drained {
+		return h.raceQueued(now)
+	}
+	if i, ok := h.raceSlowCluster(now); ok {
+		return i, true
 	}
 	for i := len(h.spares) - 1; i >= 0; i-- {
 		if !h.spares[i].stage.isExecuting() {
-			return i
+			return i, true
 		}
 	}
-	return 0
+	return 0, true
 }
 
 // grant gives waiter i of list a slot on side and removes it from list.

@@ -558,3 +558,60 @@ func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string
 	}
 	return order
 }
+
+// TestHybridRacesLongQueuedBeforeDrained: before the caller has started
+// everything, a free local slot joins a race whose remote side has waited
+// queuedLong in the cluster's queue, at once if it has, by a timer when
+// it will have; not one a worker runs, nor one not yet sent.
+func TestHybridRacesLongQueuedBeforeDrained(t *testing.T) {
+	h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
+		HybridOptions{RemoteSlots: 4, LocalSlots: 3})
+	now := time.Now()
+	granted := make(chan string, 4)
+	wait := func(id string, queued, executing time.Time) {
+		st := new(remoteStage)
+		if !queued.IsZero() {
+			st.queued.Store(queued.UnixNano())
+		}
+		if !executing.IsZero() {
+			st.since.Store(executing.UnixNano())
+		}
+		ctx := withRemoteStage(t.Context(), st)
+		go func() {
+			if _, err := h.Wait(ctx, &action.Action{ID: id}); err == nil {
+				granted <- id
+			}
+		}()
+	}
+	wait("running", now.Add(-2*time.Second), now.Add(-time.Second))
+	wait("unsent", time.Time{}, time.Time{})
+	wait("waiting", now.Add(-time.Second), time.Time{})
+	next := func() string {
+		select {
+		case id := <-granted:
+			return id
+		case <-time.After(10 * time.Second):
+			return "none"
+		}
+	}
+	if id := next(); id != "waiting" {
+		t.Fatalf("%s joined first, want the one long in the queue", id)
+	}
+	sent := time.Now()
+	wait("fresh", sent, time.Time{})
+	if id := next(); id != "fresh" {
+		t.Fatalf("%s joined, want fresh (once a timer wakes the Hybrid)", id)
+	}
+	if d := time.Since(sent); d < queuedLong {
+		t.Errorf("fresh joined after %v in the queue, before %v", d, queuedLong)
+	}
+	select {
+	case id := <-granted:
+		t.Fatalf("%s joined before the caller was drained", id)
+	case <-time.After(2 * queuedLong):
+	}
+	h.Drained() // now the last local slot joins one of the others
+	if id := next(); id != "unsent" && id != "running" {
+		t.Fatalf("%s joined after draining", id)
+	}
+}

@@ -7,10 +7,11 @@ import (
 )
 
 // remoteStage is what a Race knows of its remote side's progress, shared
-// through the contexts of its primary and of its Spare's Wait: whether a
-// worker has taken the action yet, and when.
+// through the contexts of its primary and of its Spare's Wait: since when
+// the action waits in the cluster's queue, and since when a worker runs it.
 type remoteStage struct {
-	since atomic.Int64 // when a worker took the action, in Unix nanoseconds; 0: not yet
+	queued atomic.Int64 // when it was sent for execution, in Unix nanoseconds; 0: not yet
+	since  atomic.Int64 // when a worker took it; 0: not yet
 }
 
 type remoteStageKey struct{}
@@ -35,9 +36,32 @@ func Executing(ctx context.Context) {
 	}
 }
 
-// RemoteExecuting reports whether the remote side of ctx's race has been
-// taken by a worker (Executing): a Spare's Wait gets that context.
-func RemoteExecuting(ctx context.Context) bool { return remoteStageOf(ctx).isExecuting() }
+// Queued tells the race of ctx's action, if any, that its remote side has
+// sent it for execution: from now until a worker takes it (Executing) it
+// waits in the cluster's queue, where a wait long enough says the cluster
+// is narrower than the actions sent to it (Hybrid).
+func Queued(ctx context.Context) {
+	if s := remoteStageOf(ctx); s != nil {
+		s.queued.CompareAndSwap(0, time.Now().UnixNano())
+	}
+}
+
+// RemoteProgress reports when the remote side of ctx's race was sent for
+// execution (Queued) and when a worker took it (Executing); zero times
+// for what has not happened. A Spare's Wait gets that context.
+func RemoteProgress(ctx context.Context) (queued, executing time.Time) {
+	s := remoteStageOf(ctx)
+	if s == nil {
+		return
+	}
+	at := func(ns int64) time.Time {
+		if ns == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, ns)
+	}
+	return at(s.queued.Load()), at(s.since.Load())
+}
 
 // isExecuting reports whether a worker has taken the action (false for a
 // nil stage: not a race's).
@@ -50,6 +74,18 @@ func (s *remoteStage) executingFor(now time.Time) time.Duration {
 		return 0
 	}
 	if t := s.since.Load(); t != 0 {
+		return now.Sub(time.Unix(0, t))
+	}
+	return 0
+}
+
+// queuedFor is how long the action has waited in the cluster's queue by
+// now: 0 if it was not sent yet or a worker has taken it.
+func (s *remoteStage) queuedFor(now time.Time) time.Duration {
+	if s == nil || s.isExecuting() {
+		return 0
+	}
+	if t := s.queued.Load(); t != 0 {
 		return now.Sub(time.Unix(0, t))
 	}
 	return 0

@@ -186,6 +186,7 @@ func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, 
 	}
 	uploaded := time.Now()
 	executor.Begun(ctx)
+	executor.Queued(ctx)
 	resp, executing, err := e.run(ctx, ex)
 	if err != nil {
 		return nil, err

@@ -219,8 +219,9 @@ func TestAhead(t *testing.T) {
 }
 
 // TestExecReportsExecuting: the executor tells the race of its action when
-// the server reports a worker has taken it (executor.Executing), which the
-// race's spare sees in the context of its Wait.
+// it sends the action for execution (executor.Queued) and when the server
+// reports a worker has taken it (executor.Executing), which the race's
+// spare sees in the context of its Wait.
 func TestExecReportsExecuting(t *testing.T) {
 	_, addr := fake(t, reapitest.Options{})
 	ex := remote.NewExecutor(dial(t, addr, remote.Options{}), remote.ExecOptions{})
@@ -233,8 +234,9 @@ func TestExecReportsExecuting(t *testing.T) {
 	if err != nil || res.Failed() || res.Where != executor.Remote {
 		t.Fatalf("%v %+v", err, res)
 	}
-	if !executor.RemoteExecuting(<-spare.ctx) {
-		t.Fatal("the race's spare did not see the action executing on a worker")
+	queued, executing := executor.RemoteProgress(<-spare.ctx)
+	if queued.IsZero() || executing.IsZero() || executing.Before(queued) {
+		t.Fatalf("the race's spare saw the action sent at %v and taken by a worker at %v, want both, in that order", queued, executing)
 	}
 }
 
