@@ -90,6 +90,10 @@ type Hybrid struct {
 	// the cluster's queue will have waited queuedLong.
 	wake   *time.Timer
 	wakeAt time.Time
+	// stagesSeen: the server has reported a worker taking an action
+	// (Executing), so an action not reported is in its queue, not
+	// running unreported.
+	stagesSeen bool
 
 	started  [2]atomic.Int64
 	races    atomic.Int64
@@ -425,10 +429,12 @@ func (h *Hybrid) release(side int) {
 // dispatch hands free slots to waiters: local slots to the races of
 // critical actions first; then slots to actions to start, in rank order
 // (leaving one for each better-ranked head-start action not yet here),
-// remote slots before local ones when racing, local first otherwise (a
-// critical action takes a remote one only); then free local slots to
-// races (nextRace). h.mu is held.
+// remote slots before local ones when racing and the cluster is not
+// backlogged, local first otherwise (a critical action takes a remote one
+// only); then free local slots to races (nextRace). h.mu is held.
 func (h *Hybrid) dispatch() {
+	now := time.Now()
+	backlog := h.o.Races && h.backlogged(now)
 	for i := 0; i < len(h.spares) && h.free[localSide] > 0; {
 		if w := h.spares[i]; w.critical {
 			h.grant(&h.spares, i, localSide)
@@ -443,9 +449,9 @@ func (h *Hybrid) dispatch() {
 		p := h.unsettledBefore(w.rank)
 		local, remote := h.free[localSide] > p, h.free[remoteSide] > p
 		switch {
-		case !h.o.Races && local:
+		case (!h.o.Races || backlog && !w.critical) && local:
 			h.grant(&h.queue, i, localSide)
-		case remote:
+		case remote && (!backlog || w.critical):
 			h.grant(&h.queue, i, remoteSide)
 		case !w.critical && local:
 			h.grant(&h.queue, i, localSide)
@@ -453,7 +459,6 @@ func (h *Hybrid) dispatch() {
 			i++ // waits for a slot; the next may take another
 		}
 	}
-	now := time.Now()
 	for len(h.spares) > 0 && h.free[localSide] > 0 {
 		i, ok := h.nextRace(now)
 		if !ok {
@@ -461,6 +466,44 @@ func (h *Hybrid) dispatch() {
 		}
 		h.grant(&h.spares, i, localSide)
 	}
+}
+
+// Backlogged reports whether the cluster is backlogged (backlogged): an
+// action that starts now goes to this machine's slots, and need not
+// upload its inputs ahead of a remote execution it will not have.
+func (h *Hybrid) Backlogged() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.o.Races && h.backlogged(time.Now())
+}
+
+// backlogged reports whether a remote action has waited queuedLong in
+// the cluster's queue: the cluster is narrower than what was sent to it.
+// An action to start then goes to this machine's slots, or waits for one,
+// rather than to the back of that queue: there it would only be raced
+// (raceQueued) once it had cost this machine an Execute stream, its
+// updates and a cancellation. h.mu is held.
+func (h *Hybrid) backlogged(now time.Time) bool {
+	if !h.seesStages() {
+		return false
+	}
+	for _, w := range h.spares {
+		if w.stage.queuedFor(now) >= queuedLong {
+			return true
+		}
+	}
+	return false
+}
+
+// seesStages reports whether the server says when a worker takes an
+// action. One that never does (REAPI does not require it) would have every
+// action look queued to the end: it is then never taken for backlogged.
+// h.mu is held.
+func (h *Hybrid) seesStages() bool {
+	for i := 0; !h.stagesSeen && i < len(h.spares); i++ {
+		h.stagesSeen = h.spares[i].stage.isExecuting()
+	}
+	return h.stagesSeen
 }
 
 // queuedLong is how long a remote action must have waited in the
@@ -480,6 +523,9 @@ const queuedLong = 100 * time.Millisecond
 // had started. If none has waited long enough yet, a timer dispatches
 // again when the first will have. h.mu is held.
 func (h *Hybrid) raceQueued(now time.Time) (int, bool) {
+	if !h.seesStages() {
+		return 0, false
+	}
 	var next time.Time
 	for i := len(h.spares) - 1; i >= 0; i-- {
 		q := h.spares[i].stage.queuedFor(now)
@@ -575,6 +621,7 @@ func (h *Hybrid) observe(a *action.Action, res *Result) {
 		return
 	}
 	h.mu.Lock()
+	h.stagesSeen = h.stagesSeen || side == remoteSide
 	h.paces[side].seconds += took.Seconds()
 	h.paces[side].length += length
 	h.mu.Unlock()

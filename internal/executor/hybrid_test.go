@@ -615,3 +615,74 @@ func TestHybridRacesLongQueuedBeforeDrained(t *testing.T) {
 		t.Fatalf("%s joined after draining", id)
 	}
 }
+
+// TestHybridBackloggedStartsHere: with races, an action to start goes to
+// the cluster while its queue moves, and, once a remote action has waited
+// queuedLong there, to this machine's slot instead, waiting for it if it
+// is busy.
+func TestHybridBackloggedStartsHere(t *testing.T) {
+	remote, local := newHeld(Remote), newHeld(Local)
+	h := NewHybrid(func(Spare) Executor { return remote }, local,
+		HybridOptions{RemoteSlots: 4, LocalSlots: 1, Races: true})
+	now := time.Now()
+	releases := make(chan func(), 4)
+	wait := func(id string, queued, executing time.Time) {
+		st := new(remoteStage)
+		st.queued.Store(queued.UnixNano())
+		if !executing.IsZero() {
+			st.since.Store(executing.UnixNano())
+		}
+		ctx := withRemoteStage(t.Context(), st)
+		go func() {
+			if release, err := h.Wait(ctx, &action.Action{ID: id}); err == nil {
+				releases <- release
+			}
+		}()
+	}
+	start := func(id string) {
+		go h.Execute(t.Context(), &action.Action{ID: id}, nil)
+	}
+	wait("running", now.Add(-time.Second), now) // a worker runs it
+	start("first")
+	if id := <-remote.started; id != "first" {
+		t.Fatalf("%s started remotely, want first", id)
+	}
+	if h.Backlogged() {
+		t.Fatal("backlogged with nothing in the cluster's queue")
+	}
+	wait("long1", now.Add(-time.Second), time.Time{})
+	wait("long2", now.Add(-time.Second), time.Time{})
+	release := <-releases // one of them races on the local slot
+	// The other waits, with running.
+	for {
+		h.mu.Lock()
+		n := len(h.spares)
+		h.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !h.Backlogged() {
+		t.Fatal("not backlogged with an action long in the cluster's queue")
+	}
+	start("b")
+	select {
+	case id := <-remote.started:
+		t.Fatalf("%s was sent to the backlogged cluster", id)
+	case id := <-local.started:
+		t.Fatalf("%s started here while the slot raced", id)
+	case <-time.After(3 * queuedLong):
+	}
+	release()
+	select {
+	case id := <-local.started:
+		if id != "b" {
+			t.Fatalf("%s started here, want b", id)
+		}
+	case id := <-remote.started:
+		t.Fatalf("%s was sent to the backlogged cluster", id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("b never started")
+	}
+}
