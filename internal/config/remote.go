@@ -170,14 +170,15 @@ func (r *Remote) register(fs *FlagSet) {
 			"compiled here are stored in the remote cache too (--remote-upload)")
 	fs.DefaultText("remote-local-jobs", "--jobs")
 	fs.Bool(&r.NoRace, "no-race", g, false,
-		"do not race. By default the remote side's slots are taken first and this machine's\n"+
-			"race: an action long enough to bound the link alone is compiled here as well from\n"+
-			"the start, and once every action has started a free local slot takes the remote\n"+
-			"action whose result should come last (the newest still queued on the cluster, else\n"+
-			"the one running longest; once the cluster has been slower per action than this\n"+
-			"machine, the one a run here would beat by most, a stuck one first); the first\n"+
-			"good result is used and the other run is cancelled, so one slow or stalled worker\n"+
-			"does not hold up the link. Local tries run at nice 10")
+		"do not race. By default the remote side's slots are taken first (unless an action\n"+
+			"has waited 100 ms in the cluster's queue) and this machine's race: an action long\n"+
+			"enough to bound the link alone is compiled here as well from the start, and a free\n"+
+			"local slot takes the remote action whose result should come last (the newest still\n"+
+			"queued on the cluster, else, once every action has started, the one running longest;\n"+
+			"once the cluster has been slower per action than this machine, the one a run here\n"+
+			"would beat by most, a stuck one first); the first good result is used and the other\n"+
+			"run is cancelled, so one slow or stalled worker does not hold up the link. Local\n"+
+			"tries run at nice 10")
 	fs.Bool(&r.NoHedge, "no-hedge", g, false,
 		"do not hedge. By default each action raced from the start (above; one at least,\n"+
 			"even with --remote-local-jobs=0) also runs on a second worker at once, as an\n"+
