@@ -40,7 +40,8 @@ type HybridStats struct {
 // With races (Options.Races) local slots are the link's reserve against a
 // slow or stalled worker (Race; Bazel's dynamic execution does the same):
 // actions go to the cluster's slots first and to this machine's once those
-// are full, and free local slots race remote actions:
+// are full or the cluster is backlogged (backlogged), and free local slots
+// race remote actions:
 //   - Critical actions, those whose length alone is over half the
 //     link's expected makespan (Plan), are raced from the start: if a
 //     worker is slow on one of them nothing else can hide it. At most one
@@ -57,8 +58,8 @@ type HybridStats struct {
 //
 // The first verified result wins and the other side is cancelled. Without
 // races, this machine's slots are taken first (they are few and certain).
-// Either way a cold link is never slower than a local one, however slow
-// the cluster.
+// The aim either way is a cold link no slower than a local one, however
+// slow or narrow the cluster; bench/RESULTS.md measures how near it comes.
 //
 // Under make's jobserver a local slot may still wait for a token in the
 // local executor's Limiter; Hybrid counts --jobs only.
@@ -466,15 +467,6 @@ func (h *Hybrid) dispatch() {
 		}
 		h.grant(&h.spares, i, localSide)
 	}
-}
-
-// Backlogged reports whether the cluster is backlogged (backlogged): an
-// action that starts now goes to this machine's slots, and need not
-// upload its inputs ahead of a remote execution it will not have.
-func (h *Hybrid) Backlogged() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.o.Races && h.backlogged(time.Now())
 }
 
 // backlogged reports whether a remote action has waited queuedLong in

@@ -647,7 +647,7 @@ func TestHybridBackloggedStartsHere(t *testing.T) {
 	if id := <-remote.started; id != "first" {
 		t.Fatalf("%s started remotely, want first", id)
 	}
-	if h.Backlogged() {
+	if backlogged(h) {
 		t.Fatal("backlogged with nothing in the cluster's queue")
 	}
 	wait("long1", now.Add(-time.Second), time.Time{})
@@ -663,7 +663,7 @@ func TestHybridBackloggedStartsHere(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if !h.Backlogged() {
+	if !backlogged(h) {
 		t.Fatal("not backlogged with an action long in the cluster's queue")
 	}
 	start("b")
@@ -685,4 +685,10 @@ func TestHybridBackloggedStartsHere(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("b never started")
 	}
+}
+
+func backlogged(h *Hybrid) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.backlogged(time.Now())
 }
