@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -569,14 +570,7 @@ func TestHybridRacesLongQueuedBeforeDrained(t *testing.T) {
 	now := time.Now()
 	granted := make(chan string, 4)
 	wait := func(id string, queued, executing time.Time) {
-		st := new(remoteStage)
-		if !queued.IsZero() {
-			st.queued.Store(queued.UnixNano())
-		}
-		if !executing.IsZero() {
-			st.since.Store(executing.UnixNano())
-		}
-		ctx := withRemoteStage(t.Context(), st)
+		ctx := stagedContext(t, queued, executing)
 		go func() {
 			if _, err := h.Wait(ctx, &action.Action{ID: id}); err == nil {
 				granted <- id
@@ -627,12 +621,7 @@ func TestHybridBackloggedStartsHere(t *testing.T) {
 	now := time.Now()
 	releases := make(chan func(), 4)
 	wait := func(id string, queued, executing time.Time) {
-		st := new(remoteStage)
-		st.queued.Store(queued.UnixNano())
-		if !executing.IsZero() {
-			st.since.Store(executing.UnixNano())
-		}
-		ctx := withRemoteStage(t.Context(), st)
+		ctx := stagedContext(t, queued, executing)
 		go func() {
 			if release, err := h.Wait(ctx, &action.Action{ID: id}); err == nil {
 				releases <- release
@@ -691,4 +680,19 @@ func backlogged(h *Hybrid) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.backlogged(time.Now())
+}
+
+// stagedContext is the context of a race whose remote side was sent for
+// execution at queued and taken by a worker at executing (zero: not yet).
+func stagedContext(t *testing.T, queued, executing time.Time) context.Context {
+	st := new(remoteStage)
+	for _, x := range []struct {
+		at time.Time
+		to *atomic.Int64
+	}{{queued, &st.queued}, {executing, &st.since}} {
+		if !x.at.IsZero() {
+			x.to.Store(x.at.UnixNano())
+		}
+	}
+	return withRemoteStage(t.Context(), st)
 }
