@@ -435,7 +435,8 @@ func (h *Hybrid) release(side int) {
 // only); then free local slots to races (nextRace). h.mu is held.
 func (h *Hybrid) dispatch() {
 	now := time.Now()
-	backlog := h.o.Races && h.backlogged(now)
+	// Only an action waiting to start asks (backlogged scans the races).
+	backlog := h.o.Races && len(h.queue) > 0 && h.backlogged(now)
 	for i := 0; i < len(h.spares) && h.free[localSide] > 0; {
 		if w := h.spares[i]; w.critical {
 			h.grant(&h.spares, i, localSide)

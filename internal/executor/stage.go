@@ -54,13 +54,15 @@ func RemoteProgress(ctx context.Context) (queued, executing time.Time) {
 	if s == nil {
 		return
 	}
-	at := func(ns int64) time.Time {
-		if ns == 0 {
-			return time.Time{}
-		}
-		return time.Unix(0, ns)
+	return unixTime(s.queued.Load()), unixTime(s.since.Load())
+}
+
+// unixTime is the time of a stage's mark, zero for none.
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
 	}
-	return at(s.queued.Load()), at(s.since.Load())
+	return time.Unix(0, ns)
 }
 
 // isExecuting reports whether a worker has taken the action (false for a
@@ -70,23 +72,17 @@ func (s *remoteStage) isExecuting() bool { return s != nil && s.since.Load() != 
 // executingFor is how long a worker has run the action by now (0: none
 // has taken it).
 func (s *remoteStage) executingFor(now time.Time) time.Duration {
-	if s == nil {
+	if !s.isExecuting() {
 		return 0
 	}
-	if t := s.since.Load(); t != 0 {
-		return now.Sub(time.Unix(0, t))
-	}
-	return 0
+	return now.Sub(unixTime(s.since.Load()))
 }
 
 // queuedFor is how long the action has waited in the cluster's queue by
 // now: 0 if it was not sent yet or a worker has taken it.
 func (s *remoteStage) queuedFor(now time.Time) time.Duration {
-	if s == nil || s.isExecuting() {
+	if s == nil || s.isExecuting() || s.queued.Load() == 0 {
 		return 0
 	}
-	if t := s.queued.Load(); t != 0 {
-		return now.Sub(time.Unix(0, t))
-	}
-	return 0
+	return now.Sub(unixTime(s.queued.Load()))
 }
