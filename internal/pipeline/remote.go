@@ -78,6 +78,16 @@ func RemoteEnv(getenv func(string) string) [][2]string {
 // beyond those running: looked up in the caches, waiting for a slot.
 const localAhead = 2
 
+// The remote cache's results are stored in bursts (cache.WriteBehind): a
+// burst gathers what ends within storeWindow, or storeBurst bytes of
+// objects; at most storePending bytes wait in memory, and a larger object
+// is stored by its action, as it ends.
+const (
+	storeWindow  = 50 * time.Millisecond
+	storeBurst   = 4 << 20
+	storePending = 64 << 20
+)
+
 // newRemote connects to the service and builds
 // Verified(remotecache(Hybrid(Fallback(Race(Verified(remote), speculative), local), local))),
 // or with --remote-cache-only Verified(remotecache(local)).
@@ -199,11 +209,23 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		// group's members are uploaded together, as one action.)
 		ahead = rex.Ahead
 	}
-	rcache := cache.NewExecutor(remote.NewStore(client), keys, producer, cache.Options{
+	// Results are stored while the link goes on, in bursts: one lookup and
+	// batched uploads for the objects of all of a burst's results.
+	behind := cache.NewWriteBehind(ctx, remote.NewStore(client), cache.WriteBehindOptions{
+		Window: storeWindow, BurstBytes: storeBurst, MaxPending: storePending, Warn: warn,
+	})
+	rcache := cache.NewExecutor(behind, keys, producer, cache.Options{
 		Where: executor.RemoteCache, ReadOnly: readOnly, StoreFrom: storeFrom, Warn: warn, Ahead: ahead,
 	})
 	finish := func(quiet bool) {
 		defer client.Close()
+		// What was left to store is the link's too: a phase of its own
+		// when it took a while.
+		start := tl.Now()
+		behind.Close()
+		if now := tl.Now(); now.Sub(start) >= time.Millisecond {
+			tl.Add("storing results", start, now)
+		}
 		if rec := env.Record; rec != nil {
 			rec.Update(func(run *record.Run) {
 				// The sums of the actions' BytesUp and BytesDown
@@ -236,6 +258,12 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			if grouper != nil {
 				gs := grouper.Stats()
 				line += fmt.Sprintf("; %d grouped into %d executions (%d sent alone again)", gs.Grouped, gs.Groups, gs.Reruns)
+			}
+		}
+		if ws := behind.Stats(); ws.Results+ws.Failed > 0 {
+			line += fmt.Sprintf("; %d results stored in %d bursts", ws.Results, ws.Bursts)
+			if ws.Failed > 0 {
+				line += fmt.Sprintf(" (%d could not be)", ws.Failed)
 			}
 		}
 		line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",

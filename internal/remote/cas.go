@@ -193,6 +193,23 @@ func (u *Uploader) MarkPresent(d digest.Digest) {
 	}
 }
 
+// Present reports whether the run knows d to be in the CAS: uploaded, or
+// found or read there.
+func (u *Uploader) Present(d digest.Digest) bool {
+	u.mu.Lock()
+	e, ok := u.m[d]
+	u.mu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case <-e.done:
+		return e.err == nil
+	default:
+		return false
+	}
+}
+
 // Forget drops what the run knows of d (the server said it is missing after
 // all), so the next Ensure uploads it again.
 func (u *Uploader) Forget(d digest.Digest) {

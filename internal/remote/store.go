@@ -31,7 +31,11 @@ func NewStore(c *Client) *Store {
 	return s
 }
 
-var _ cache.Store = (*Store)(nil)
+var (
+	_ cache.Store      = (*Store)(nil)
+	_ cache.BulkWriter = (*Store)(nil)
+	_ cache.KnownBlobs = (*Store)(nil)
+)
 
 // GetActionResult implements cache.Store.
 func (s *Store) GetActionResult(ctx context.Context, key digest.Digest, inline []string) (*repb.ActionResult, error) {
@@ -97,6 +101,20 @@ func (s *Store) ReadBlobBytes(ctx context.Context, d digest.Digest) ([]byte, err
 // WriteBlob implements cache.Store.
 func (s *Store) WriteBlob(ctx context.Context, d digest.Digest, src string) error {
 	return s.c.CAS.Ensure(ctx, nil, map[digest.Digest]string{d: src})
+}
+
+// HasBlob implements cache.KnownBlobs: the blobs this run uploaded, or
+// found or read in the CAS (a remote execution's outputs).
+func (s *Store) HasBlob(d digest.Digest) bool { return s.c.CAS.Present(d) }
+
+// WriteBlobsBytes implements cache.BulkWriter: one FindMissingBlobs for
+// all of them if ask, and batched uploads of those the service lacks (of
+// all, if not ask).
+func (s *Store) WriteBlobsBytes(ctx context.Context, blobs map[digest.Digest][]byte, ask bool) error {
+	if !ask {
+		return s.c.CAS.EnsureNew(ctx, blobs, nil)
+	}
+	return s.c.CAS.Ensure(ctx, blobs, nil)
 }
 
 // WriteBlobBytes implements cache.Store.
