@@ -244,7 +244,7 @@ func (w *WriteBehind) send(b *burst, ask bool) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if !w.blobsWritten(e.res) {
+			if !w.blobsWritten(e.key, e.res) {
 				w.failures.Add(1)
 				return
 			}
@@ -284,11 +284,13 @@ func (w *WriteBehind) writeBlobs(blobs map[digest.Digest][]byte, ask bool) error
 	return nil
 }
 
-// blobsWritten waits until the blobs res names that were handed over are
-// written (in whichever bursts they went), and reports whether they all
-// were.
-func (w *WriteBehind) blobsWritten(res *repb.ActionResult) bool {
-	ds := []*repb.Digest{res.GetStdoutDigest(), res.GetStderrDigest()}
+// blobsWritten waits until the blobs of the entry of res under key that
+// were handed over are written (in whichever bursts they went), and
+// reports whether they all were.
+func (w *WriteBehind) blobsWritten(key digest.Digest, res *repb.ActionResult) bool {
+	// The key is the digest of the Action, which the store may have been
+	// given first too (Options.StoreMessages).
+	ds := []*repb.Digest{key.Proto(), res.GetStdoutDigest(), res.GetStderrDigest()}
 	for _, f := range res.GetOutputFiles() {
 		ds = append(ds, f.GetDigest())
 	}

@@ -36,6 +36,12 @@ type Options struct {
 	// action's input files meanwhile (remote.Executor.Ahead). drop is called
 	// once the action has been served, whichever way.
 	Ahead func(ctx context.Context, a *action.Action) (drop func())
+	// StoreMessages writes each stored result's canonical Action and
+	// Command (reapi.Keyer.Messages, with KeepMessages set) to the store
+	// before its entry, as REAPI asks of a client that writes an
+	// ActionCache: a server may check them, to control access by the kind
+	// of action or to show what produced the result.
+	StoreMessages bool
 	// Warn reports a cache problem that did not stop the action.
 	Warn func(format string, args ...any)
 }
@@ -84,6 +90,10 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	// The shard just read for the key goes down with the action: a remote
 	// executor below builds its remote action from the same bytes.
 	ctx = reapi.WithShard(ctx, a, shard)
+	var msgs map[digest.Digest][]byte
+	if e.opts.StoreMessages {
+		msgs, _ = e.keys.Messages(a) // taken now, so that a hit does not leave them kept
+	}
 	if e.opts.Ahead != nil && e.hits.Load() <= e.misses.Load() {
 		drop := e.opts.Ahead(ctx, a)
 		defer drop()
@@ -105,7 +115,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	if err != nil || res.Failed() || e.opts.ReadOnly || e.opts.StoreFrom != nil && !e.opts.StoreFrom(res.Where) {
 		return res, err
 	}
-	if err := e.store1(ctx, key, res, out); err != nil && ctx.Err() == nil {
+	if err := e.store1(ctx, key, msgs, res, out); err != nil && ctx.Err() == nil {
 		e.opts.Warn("%s: could not store the result in the cache: %v", a.ID, err)
 	}
 	return res, nil
@@ -187,7 +197,15 @@ func (e *Executor) readOutput(ctx context.Context, f *repb.OutputFile, d digest.
 	return atomicfile.WritePrivate(dst, f.Contents, 0o644)
 }
 
-func (e *Executor) store1(ctx context.Context, key digest.Digest, res *executor.Result, out []string) error {
+func (e *Executor) store1(ctx context.Context, key digest.Digest, msgs map[digest.Digest][]byte, res *executor.Result, out []string) error {
+	if e.opts.StoreMessages && msgs == nil {
+		return fmt.Errorf("its Action and Command, which the store must have first, were not kept")
+	}
+	for d, b := range msgs {
+		if err := e.store.WriteBlobBytes(ctx, d, b); err != nil {
+			return err
+		}
+	}
 	ar := &repb.ActionResult{ExitCode: 0}
 	known := res.OutputDigests
 	if len(known) != len(out) {

@@ -214,8 +214,13 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	behind := cache.NewWriteBehind(ctx, remote.NewStore(client), cache.WriteBehindOptions{
 		Window: storeWindow, BurstBytes: storeBurst, MaxPending: storePending, Warn: warn,
 	})
+	// Each entry goes with its canonical Action and Command (REAPI: a
+	// client writing the ActionCache puts them in the CAS first); the
+	// bursts carry them at the cost of their bytes.
+	keys.KeepMessages = !readOnly
 	rcache := cache.NewExecutor(behind, keys, producer, cache.Options{
 		Where: executor.RemoteCache, ReadOnly: readOnly, StoreFrom: storeFrom, Warn: warn, Ahead: ahead,
+		StoreMessages: !readOnly,
 	})
 	finish := func(quiet bool) {
 		defer client.Close()

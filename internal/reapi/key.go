@@ -55,6 +55,7 @@ import (
 	"sync"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/bitcode"
@@ -85,6 +86,11 @@ type Keyer struct {
 	// run's record keeps them to tell why the next run's key differs).
 	// Called from several goroutines.
 	Observe func(a *action.Action, key digest.Digest, parts *Parts)
+	// KeepMessages keeps each key's canonical Action and Command, as
+	// encoded for the key, until Messages takes them: REAPI asks a client
+	// that stores a result in the ActionCache to have put the Action and
+	// Command that produced it in the CAS first.
+	KeepMessages bool
 
 	// The key of each action already asked for: the local cache and the
 	// remote one both ask for every action's key, and the key (decoding
@@ -98,6 +104,9 @@ type Keyer struct {
 type memoKey struct {
 	d   digest.Digest
 	err error
+	// msgs are the Action and Command by digest (KeepMessages), until
+	// Messages takes them.
+	msgs map[digest.Digest][]byte
 }
 
 // Parts are the named components of a key: what a changed key is explained
@@ -145,38 +154,63 @@ func (k *Keyer) KeyShard(a *action.Action) (digest.Digest, []byte, error) {
 	if ok {
 		return m.d, nil, m.err
 	}
-	d, shard, err := k.key(a)
+	d, shard, msgs, err := k.key(a)
 	k.mu.Lock()
 	if k.memo == nil {
 		k.memo = map[*action.Action]memoKey{}
 	}
-	k.memo[a] = memoKey{d, err}
+	k.memo[a] = memoKey{d: d, err: err, msgs: msgs}
 	k.mu.Unlock()
 	return d, shard, err
 }
 
-func (k *Keyer) key(a *action.Action) (digest.Digest, []byte, error) {
+// Messages returns a's canonical Action and Command by digest, as encoded
+// for its key (the Action's digest is the key), once: the Keyer keeps them
+// only until then. ok is false without KeepMessages, before the key was
+// made, or if it could not be.
+func (k *Keyer) Messages(a *action.Action) (msgs map[digest.Digest][]byte, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	m, ok := k.memo[a]
+	if !ok || m.msgs == nil {
+		return nil, false
+	}
+	k.memo[a] = memoKey{d: m.d, err: m.err}
+	return m.msgs, true
+}
+
+func (k *Keyer) key(a *action.Action) (digest.Digest, []byte, map[digest.Digest][]byte, error) {
 	var parts *Parts
 	if k.Observe != nil {
 		parts = &Parts{Inputs: map[string]string{}}
 	}
-	act, _, shard, err := k.canonical(a, parts)
+	act, cmd, shard, err := k.canonical(a, parts)
 	if err != nil {
-		return digest.Digest{}, nil, err
+		return digest.Digest{}, nil, nil, err
 	}
-	d, _, err := digest.OfMessage(act)
+	d, actBytes, err := digest.OfMessage(act)
 	if err != nil {
-		return d, nil, err
+		return d, nil, nil, err
 	}
 	if parts != nil {
 		k.Observe(a, d, parts)
 	}
-	return d, shard, nil
+	var msgs map[digest.Digest][]byte
+	if k.KeepMessages {
+		msgs = map[digest.Digest][]byte{d: actBytes, cmd.digest: cmd.bytes}
+	}
+	return d, shard, msgs, nil
+}
+
+// encoded is a message as encoded for a digest.
+type encoded struct {
+	digest digest.Digest
+	bytes  []byte
 }
 
 // canonical builds a's canonical Action and Command, and fills parts when
 // it is not nil; it returns the index shard it read too.
-func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.Command, []byte, error) {
+func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, encoded, []byte, error) {
 	shardIdx := -1
 	for i, in := range a.Inputs {
 		if in.Role == action.RoleIndex {
@@ -185,16 +219,16 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 		}
 	}
 	if shardIdx < 0 {
-		return nil, nil, nil, fmt.Errorf("no index shard among the inputs")
+		return nil, encoded{}, nil, fmt.Errorf("no index shard among the inputs")
 	}
 	shardPath := a.Abs(a.Inputs[shardIdx].Local())
 	shard, err := plainfile.ReadFile(shardPath)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reading the index shard: %w", err)
+		return nil, encoded{}, nil, fmt.Errorf("reading the index shard: %w", err)
 	}
 	table, norm, err := bitcode.TableAndDigest(shard)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+		return nil, encoded{}, nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
 	}
 
 	tree := NewTree()
@@ -254,13 +288,13 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 			continue
 		}
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("module %s: %w", m.Path, err)
+			return nil, encoded{}, nil, fmt.Errorf("module %s: %w", m.Path, err)
 		}
 		if parts != nil {
 			parts.Inputs[action.ModuleName(m.Path)] = d.HexHash()
 		}
 		if err := tree.AddFile(name, d, false); err != nil {
-			return nil, nil, nil, err
+			return nil, encoded{}, nil, err
 		}
 	}
 	for i, in := range a.Inputs {
@@ -280,18 +314,18 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 		}
 		d, err := k.Files.Get(a.Abs(in.Local()))
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
+			return nil, encoded{}, nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
 		}
 		if parts != nil {
 			parts.Inputs[action.ModuleName(in.Path)] = d.HexHash()
 		}
 		if err := tree.AddFile(names[i], d, false); err != nil {
-			return nil, nil, nil, err
+			return nil, encoded{}, nil, err
 		}
 	}
 	for _, arg := range a.Args {
 		if arg.Kind == action.InputRef && names[arg.Index] == "" {
-			return nil, nil, nil, fmt.Errorf("argument names input %s, which has no canonical name", a.Inputs[arg.Index].Path)
+			return nil, encoded{}, nil, fmt.Errorf("argument names input %s, which has no canonical name", a.Inputs[arg.Index].Path)
 		}
 	}
 
@@ -311,17 +345,17 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 	sort.Slice(cmd.EnvironmentVariables, func(i, j int) bool {
 		return cmd.EnvironmentVariables[i].Name < cmd.EnvironmentVariables[j].Name
 	})
-	cmdDigest, _, err := digest.OfMessage(cmd)
+	cmdDigest, cmdBytes, err := digest.OfMessage(cmd)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, encoded{}, nil, err
 	}
 	rootDigest, _, err := tree.Build()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, encoded{}, nil, err
 	}
 	id, err := k.CompilerID(a.Args[0].Text)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("identifying the compiler %s: %w", a.Args[0].Text, err)
+		return nil, encoded{}, nil, fmt.Errorf("identifying the compiler %s: %w", a.Args[0].Text, err)
 	}
 	if parts != nil {
 		parts.fill(a, cmd, id)
@@ -331,7 +365,7 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, *repb.C
 		InputRootDigest: rootDigest.Proto(),
 		Platform:        k.Platform,
 		Salt:            []byte(keyVersion + "\x00" + id),
-	}, cmd, shard, nil
+	}, encoded{cmdDigest, cmdBytes}, shard, nil
 }
 
 func (k *Keyer) getenv(name string) string {
@@ -343,8 +377,12 @@ func (k *Keyer) getenv(name string) string {
 
 // Describe renders the key's ingredients for `--explain`-style debugging.
 func (k *Keyer) Describe(a *action.Action) (string, error) {
-	act, cmd, _, err := k.canonical(a, nil)
+	act, enc, _, err := k.canonical(a, nil)
 	if err != nil {
+		return "", err
+	}
+	var cmd repb.Command
+	if err := proto.Unmarshal(enc.bytes, &cmd); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("arguments: %s\nsalt: %q\ninput root: %s", strings.Join(cmd.Arguments, " "),

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/testprog"
@@ -279,5 +282,48 @@ func TestKeyShard(t *testing.T) {
 	}
 	if WithShard(ctx, a, nil) != ctx {
 		t.Errorf("WithShard of no shard changed the context")
+	}
+}
+
+// TestKeyMessages: with KeepMessages the Keyer hands out, once, the Action
+// whose digest is the key and the Command that Action names, as encoded
+// for the key; without it, nothing is kept.
+func TestKeyMessages(t *testing.T) {
+	p := program(t, testprog.Options{Modules: 3, Seed: 5})
+	a := capture(t, p, "prog")[0]
+	k := newKeyer()
+	k.KeepMessages = true
+	d := key(t, k, a)
+	msgs, ok := k.Messages(a)
+	if !ok || len(msgs) != 2 {
+		t.Fatalf("Messages: %d blobs, %v; want the Action and the Command", len(msgs), ok)
+	}
+	for md, b := range msgs {
+		if digest.OfBytes(b) != md {
+			t.Errorf("blob %s does not have its digest", md)
+		}
+	}
+	var act repb.Action
+	if err := proto.Unmarshal(msgs[d], &act); err != nil {
+		t.Fatalf("the key's blob is not an Action: %v", err)
+	}
+	cd, err := digest.FromProto(act.CommandDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd repb.Command
+	if err := proto.Unmarshal(msgs[cd], &cmd); err != nil || len(cmd.Arguments) == 0 {
+		t.Fatalf("the Action's command %s: %v, %v", cd, cmd.Arguments, err)
+	}
+	if _, ok := k.Messages(a); ok {
+		t.Errorf("Messages handed the same messages out twice")
+	}
+	if key(t, k, a) != d {
+		t.Errorf("the key changed once the messages were taken")
+	}
+	plain := newKeyer()
+	key(t, plain, a)
+	if _, ok := plain.Messages(a); ok {
+		t.Errorf("messages kept without KeepMessages")
 	}
 }

@@ -2,6 +2,7 @@ package reapitest
 
 import (
 	"context"
+	"google.golang.org/protobuf/proto"
 	"sync"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -143,7 +144,32 @@ func (a acService) UpdateActionResult(ctx context.Context, req *repb.UpdateActio
 	if a.s.opts.ACUpdateDisabled {
 		return nil, status.Error(codes.PermissionDenied, "reapitest: clients may not write the action cache")
 	}
+	if err := a.s.producedBy(req.GetActionDigest()); err != nil {
+		return nil, err
+	}
 	a.s.ac.put(req.GetInstanceName(), req.GetActionDigest(), req.GetActionResult())
 	a.s.acUpdates.Add(1)
 	return req.GetActionResult(), nil
+}
+
+// producedBy checks what REAPI asks of a client that writes the
+// ActionCache: it "MUST first upload the Action that produced the result,
+// along with its Command, into the ContentAddressableStorage" (a server may
+// control access by the kind of action, or show what produced a result).
+// This double refuses an update without them, as a strict server may.
+func (s *FakeServer) producedBy(action *repb.Digest) error {
+	data, ok := s.cas.get(action)
+	if !ok {
+		return status.Errorf(codes.FailedPrecondition, "reapitest: the Action %s/%d is not in the CAS: a client must upload it, and its Command, before UpdateActionResult",
+			action.GetHash(), action.GetSizeBytes())
+	}
+	var act repb.Action
+	if err := proto.Unmarshal(data, &act); err != nil {
+		return status.Errorf(codes.InvalidArgument, "reapitest: the blob %s is not an Action: %v", action.GetHash(), err)
+	}
+	if _, ok := s.cas.get(act.GetCommandDigest()); !ok {
+		return status.Errorf(codes.FailedPrecondition, "reapitest: the Command %s of Action %s is not in the CAS: a client must upload it before UpdateActionResult",
+			act.GetCommandDigest().GetHash(), action.GetHash())
+	}
+	return nil
 }

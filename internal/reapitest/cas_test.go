@@ -247,9 +247,28 @@ func TestGetTree(t *testing.T) {
 
 func TestUpdateActionResult(t *testing.T) {
 	s, c := startFake(t, Options{})
-	ad := digestOf([]byte("action"))
+	cmd, _ := proto.Marshal(&repb.Command{Arguments: []string{"clang", "-c", "a.c"}, OutputPaths: []string{"a.o"}})
+	action, _ := proto.Marshal(&repb.Action{CommandDigest: digestOf(cmd)})
+	ad := digestOf(action)
 	ar := &repb.ActionResult{ExitCode: 0, OutputFiles: []*repb.OutputFile{{Path: "a.o", Digest: digestOf([]byte("o"))}}}
-	if _, err := c.ac.UpdateActionResult(ctxT(t), &repb.UpdateActionResultRequest{InstanceName: "i", ActionDigest: ad, ActionResult: ar}); err != nil {
+	update := func() error {
+		_, err := c.ac.UpdateActionResult(ctxT(t), &repb.UpdateActionResultRequest{InstanceName: "i", ActionDigest: ad, ActionResult: ar})
+		return err
+	}
+	upload := func(data []byte) {
+		t.Helper()
+		resp, err := c.cas.BatchUpdateBlobs(ctxT(t), &repb.BatchUpdateBlobsRequest{Requests: []*repb.BatchUpdateBlobsRequest_Request{{Digest: digestOf(data), Data: data}}})
+		if err != nil || resp.Responses[0].Status.GetCode() != 0 {
+			t.Fatalf("%v %v", resp, err)
+		}
+	}
+	// REAPI: the client must first put the Action that produced the
+	// result, and its Command, in the CAS.
+	wantCode(t, update(), codes.FailedPrecondition)
+	upload(action)
+	wantCode(t, update(), codes.FailedPrecondition)
+	upload(cmd)
+	if err := update(); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.ac.GetActionResult(ctxT(t), &repb.GetActionResultRequest{InstanceName: "i", ActionDigest: ad})
