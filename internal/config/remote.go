@@ -172,8 +172,9 @@ func (r *Remote) register(fs *FlagSet) {
 	fs.Bool(&r.NoRace, "no-race", g, false,
 		"do not race. By default the remote side's slots are taken first (unless an action\n"+
 			"has waited 100 ms in the cluster's queue) and this machine's race: an action long\n"+
-			"enough to bound the link alone is compiled here as well from the start, and a free\n"+
-			"local slot takes the remote action whose result should come last (the newest still\n"+
+			"enough to bound the link alone is compiled here as well from the start (once the\n"+
+			"cluster is seen running more at once than this machine's slots), and a free local\n"+
+			"slot takes the remote action whose result should come last (the newest still\n"+
 			"queued on the cluster, else, once every action has started, the one running longest;\n"+
 			"once the cluster has been slower per action than this machine, the one a run here\n"+
 			"would beat by most, a stuck one first); the first good result is used and the other\n"+

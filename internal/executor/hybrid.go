@@ -115,6 +115,8 @@ type hybridWaiter struct {
 	grant    chan int // the side granted; buffered
 	// stage, for a race's waiter, is its remote side's progress.
 	stage *remoteStage
+	// since is when it began to wait.
+	since time.Time
 }
 
 // NewHybrid returns the executor. remote builds the remote side from the
@@ -378,7 +380,7 @@ func (h *Hybrid) waiter(a *action.Action) *hybridWaiter {
 		// Not planned: after the planned ones, first come first served.
 		rank = math.MaxInt32 + int(h.arrivals.Add(1))
 	}
-	w := &hybridWaiter{rank: rank, critical: h.critical[a], grant: make(chan int, 1)}
+	w := &hybridWaiter{rank: rank, critical: h.critical[a], grant: make(chan int, 1), since: time.Now()}
 	if ok {
 		w.length = h.length(a)
 	}
@@ -438,7 +440,7 @@ func (h *Hybrid) dispatch() {
 	// Only an action waiting to start asks (backlogged scans the races).
 	backlog := h.o.Races && len(h.queue) > 0 && h.backlogged(now)
 	for i := 0; i < len(h.spares) && h.free[localSide] > 0; {
-		if w := h.spares[i]; w.critical {
+		if w := h.spares[i]; w.critical && h.raceAtStart(w, now) {
 			h.grant(&h.spares, i, localSide)
 			continue
 		}
@@ -469,6 +471,66 @@ func (h *Hybrid) dispatch() {
 		h.grant(&h.spares, i, localSide)
 	}
 }
+
+// raceAtStart decides whether the race of critical action w starts now,
+// or, once the cluster has shown itself no wider than this machine, not
+// from the start at all (w is then raced as any other). A race from the
+// start holds one of this machine's few slots for the action's whole
+// length; against a cluster of one worker slot that took the action at
+// once, a cold gen5000 link compiled on one local slot of two for the 15 s
+// of its main.o, and lost what the cluster gained (1.04 x this machine
+// alone). So the race waits for the cluster to be seen running more
+// actions at once than this machine has slots (a cluster wide enough for
+// the link's length to be the critical action's soon is), or backlogged
+// with no more running (narrow): at most criticalWait after the action
+// was sent for execution (its own upload, main.o's hundreds of imports,
+// can take longer), or criticalUpload if it is not sent by then; a server
+// that reports nothing is not waited for any longer. h.mu is held.
+func (h *Hybrid) raceAtStart(w *hybridWaiter, now time.Time) bool {
+	executing := 0
+	for _, x := range h.spares {
+		if x.stage.isExecuting() {
+			executing++
+		}
+	}
+	deadline := w.since.Add(criticalUpload)
+	if sent := w.stage.sentAt(); !sent.IsZero() {
+		deadline = sent.Add(criticalWait)
+	}
+	switch {
+	case executing > h.o.LocalSlots:
+		return true // wide: insure the action that bounds the link
+	case h.backlogged(now):
+		w.critical = false // narrow: raced as any other
+		return false
+	case now.Before(deadline):
+		// Looked at again as the cluster reports on what it was sent.
+		h.wakeUpAt(minTime(deadline, now.Add(criticalPoll)), now)
+		return false
+	}
+	return true
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// criticalWait is how long after a critical action was sent for execution
+// its race waits at most to see how wide the cluster is: a worker's taking
+// an action shows within a round trip or two, and a narrow cluster's
+// backlog within queuedLong of the first actions it could not take.
+const criticalWait = 300 * time.Millisecond
+
+// criticalUpload is how long a critical action's race waits at most for
+// its remote side to be sent for execution.
+const criticalUpload = time.Second
+
+// criticalPoll is how often a critical race that waits looks at the
+// cluster again.
+const criticalPoll = 20 * time.Millisecond
 
 // backlogged reports whether a remote action has waited queuedLong in
 // the cluster's queue: the cluster is narrower than what was sent to it.
@@ -529,19 +591,28 @@ func (h *Hybrid) raceQueued(now time.Time) (int, bool) {
 			next = t
 		}
 	}
-	if !next.IsZero() && (h.wakeAt.IsZero() || next.Before(h.wakeAt)) {
-		if h.wake != nil {
-			h.wake.Stop()
-		}
-		h.wakeAt = next
-		h.wake = time.AfterFunc(next.Sub(now), func() {
-			h.mu.Lock()
-			h.wakeAt = time.Time{}
-			h.dispatch()
-			h.mu.Unlock()
-		})
+	if !next.IsZero() {
+		h.wakeUpAt(next, now)
 	}
 	return 0, false
+}
+
+// wakeUpAt makes the Hybrid dispatch again at t, unless it is to already
+// by then. h.mu is held.
+func (h *Hybrid) wakeUpAt(t, now time.Time) {
+	if !h.wakeAt.IsZero() && !t.Before(h.wakeAt) {
+		return
+	}
+	if h.wake != nil {
+		h.wake.Stop()
+	}
+	h.wakeAt = t
+	h.wake = time.AfterFunc(t.Sub(now), func() {
+		h.mu.Lock()
+		h.wakeAt = time.Time{}
+		h.dispatch()
+		h.mu.Unlock()
+	})
 }
 
 // nextRace is the waiting race a free local slot should join: the remote

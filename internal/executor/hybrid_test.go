@@ -696,3 +696,76 @@ func stagedContext(t *testing.T, queued, executing time.Time) context.Context {
 	}
 	return withRemoteStage(t.Context(), st)
 }
+
+// TestHybridCriticalRaceWaitsForWidth: a critical action's race starts at
+// once on a cluster seen running more actions than this machine has slots;
+// on one backlogged with no more running, where the race would hold a
+// local slot for the action's whole length while the cluster runs it
+// anyway, it is raced as any other; a server that reports no worker
+// taking anything is not waited for longer than criticalWait.
+func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
+	start := time.Now()
+	stage := func(executing bool) *remoteStage {
+		st := new(remoteStage)
+		st.queued.Store(start.UnixNano())
+		if executing {
+			st.since.Store(start.UnixNano())
+		}
+		return st
+	}
+	cases := []struct {
+		name                 string
+		executing, queued    int // the other races' remote sides
+		critExecuting        bool
+		after                time.Duration
+		wantRace, wantCritic bool
+	}{
+		{"wide, at once", 2, 5, true, 0, true, true},
+		{"not backlogged yet", 0, 5, true, queuedLong / 2, false, true},
+		{"narrow: backlogged, one running", 0, 5, true, queuedLong, false, false},
+		{"no stages reported, after the wait", 0, 5, false, criticalWait, true, true},
+		{"nothing else sent, after the wait", 0, 0, true, criticalWait, true, true},
+	}
+	// The wait runs from when the critical action was sent: its own upload
+	// may take longer than criticalWait. Not sent after criticalUpload, it
+	// is raced.
+	unsent := func() *remoteStage { return new(remoteStage) }
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
+				HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
+			crit := &hybridWaiter{critical: true, since: start, stage: stage(c.critExecuting), grant: make(chan int, 1)}
+			h.spares = append(h.spares, crit)
+			for i := 0; i < c.executing+c.queued; i++ {
+				h.spares = append(h.spares, &hybridWaiter{since: start, stage: stage(i < c.executing), grant: make(chan int, 1)})
+			}
+			h.mu.Lock()
+			got := h.raceAtStart(crit, start.Add(c.after))
+			if h.wake != nil {
+				h.wake.Stop()
+			}
+			h.mu.Unlock()
+			if got != c.wantRace || crit.critical != c.wantCritic {
+				t.Errorf("race now %v, still critical %v; want %v, %v", got, crit.critical, c.wantRace, c.wantCritic)
+			}
+		})
+	}
+	for _, c := range []struct {
+		after    time.Duration
+		wantRace bool
+	}{{criticalWait, false}, {criticalUpload, true}} {
+		h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
+			HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
+		crit := &hybridWaiter{critical: true, since: start, stage: unsent(), grant: make(chan int, 1)}
+		h.spares = append(h.spares, crit)
+		h.mu.Lock()
+		got := h.raceAtStart(crit, start.Add(c.after))
+		if h.wake != nil {
+			h.wake.Stop()
+		}
+		h.mu.Unlock()
+		if got != c.wantRace {
+			t.Errorf("not yet sent, %v after its race began to wait: race now %v, want %v", c.after, got, c.wantRace)
+		}
+	}
+}

@@ -78,6 +78,15 @@ func (s *remoteStage) executingFor(now time.Time) time.Duration {
 	return now.Sub(unixTime(s.since.Load()))
 }
 
+// sentAt is when the action was sent for execution (zero: not yet, or
+// not a race's).
+func (s *remoteStage) sentAt() time.Time {
+	if s == nil {
+		return time.Time{}
+	}
+	return unixTime(s.queued.Load())
+}
+
 // queuedFor is how long the action has waited in the cluster's queue by
 // now: 0 if it was not sent yet or a worker has taken it.
 func (s *remoteStage) queuedFor(now time.Time) time.Duration {
