@@ -45,7 +45,8 @@ type HybridStats struct {
 //   - Critical actions, those whose length alone is over half the
 //     link's expected makespan (Plan), are raced from the start: if a
 //     worker is slow on one of them nothing else can hide it. At most one
-//     per local slot.
+//     per local slot, and only on a cluster seen wider than this machine
+//     (raceAtStart); on one no wider they are raced as any other.
 //   - Once the caller has started everything (Drained), a free local slot
 //     joins the remote action whose result should come last (nextRace):
 //     the newest of those still in the cluster's queue, else the one a
