@@ -488,12 +488,7 @@ func (h *Hybrid) dispatch() {
 // can take longer), or criticalUpload if it is not sent by then; a server
 // that reports nothing is not waited for any longer. h.mu is held.
 func (h *Hybrid) raceAtStart(w *hybridWaiter, now time.Time) bool {
-	executing := 0
-	for _, x := range h.spares {
-		if x.stage.isExecuting() {
-			executing++
-		}
-	}
+	executing := h.executingRaces()
 	deadline := w.since.Add(criticalUpload)
 	if sent := w.stage.sentAt(); !sent.IsZero() {
 		deadline = sent.Add(criticalWait)
@@ -510,6 +505,18 @@ func (h *Hybrid) raceAtStart(w *hybridWaiter, now time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// executingRaces is how many of the waiting races a worker has taken: the
+// cluster's width as this link sees it. h.mu is held.
+func (h *Hybrid) executingRaces() int {
+	n := 0
+	for _, w := range h.spares {
+		if w.stage.isExecuting() {
+			n++
+		}
+	}
+	return n
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -725,13 +732,7 @@ func (h *Hybrid) raceSlowCluster(now time.Time) (i int, ok bool) {
 	if remote == 0 || local == 0 || remote < slowCluster*local {
 		return 0, false
 	}
-	width := 0 // workers running our races
-	for _, w := range h.spares {
-		if w.stage.isExecuting() {
-			width++
-		}
-	}
-	width = max(width, 1)
+	width := max(h.executingRaces(), 1) // workers running our races
 	best, stuck := -1, -1
 	var bestGain, stuckFor, ahead float64
 	for j, w := range h.spares { // oldest first: the cluster's queue order
