@@ -249,6 +249,9 @@ type clusterRun struct {
 	wall time.Duration // the whole link
 	dist time.Duration // the distributor process
 	self time.Duration // thindist's own CPU
+	// selfSystem is the kernel's part of self: on a file system whose
+	// file creation is slow it can be a large one (bench/RESULTS.md).
+	selfSystem time.Duration
 	// server is the simulated cluster's CPU during the link: it shares
 	// this machine's cores with thindist and lld, which a real cluster
 	// would not.
@@ -430,10 +433,10 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 			keptTrace := filepath.Join(dir, fmt.Sprintf("trace-%d-%d.json", i, run))
 			os.Rename(filepath.Join(dir, "trace.json"), keptTrace)
 			id := res.ideal(pt, r)
-			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action, simulated server's CPU %.3f ms/action, %d replayed, %d unrecorded, "+
+			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action (system %.3f), simulated server's CPU %.3f ms/action, %d replayed, %d unrecorded, "+
 				"peak %d slots busy, %d queued on the server, trace %s\n",
 				b.Name, pt, sec(r.wall), sec(id), sec(r.lldSide()), ratio(r.wall, id),
-				perAction(r.self, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, keptTrace)
+				perAction(r.self, r.remoteActions()), perAction(r.selfSystem, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, keptTrace)
 		}
 	}
 	if o.clusterVsLocal > 0 {
@@ -466,7 +469,7 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 		if err != nil {
 			return nil, fmt.Errorf("profiled link: %w", err)
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s cluster %s, distributor profiled into %s: %s, thindist CPU %.3f ms/remote action (go tool pprof -top %[3]s)\n",
+		fmt.Fprintf(os.Stderr, "bench: %s cluster %s, distributor profiled into %s: %s, thindist CPU %.3f ms/remote action (go tool pprof -top %[3]s; allocations: %[3]s.allocs)\n",
 			b.Name, pt, prof, sec(r.wall), perAction(r.self, r.remoteActions()))
 	}
 	return res, nil
@@ -604,8 +607,11 @@ func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out
 	if !w.ran {
 		return r, fmt.Errorf("lld did not run the distributor")
 	}
-	r.wall, r.dist, r.self, r.others = tm.wall, w.wall, w.self, tm.others
+	r.wall, r.dist, r.self, r.selfSystem, r.others = tm.wall, w.wall, w.self, w.selfSystem, tm.others
 	r.summary = jobsSummary.FindString(string(tm.output))
+	// The link's whole output (thindist's summary and warnings, lld's) of
+	// the latest link, to look at.
+	os.WriteFile(filepath.Join(dir, "link-output.txt"), tm.output, 0o644)
 	return r, nil
 }
 

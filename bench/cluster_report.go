@@ -98,7 +98,7 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 		fmt.Fprintf(b, "| %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.p.name, r.p.build.Modules, c.recorded, c.keptLocal,
 			sec(largest), sec(sum), sec(sum/16), sec(sum/64), sec(sum/256), sec(median(c.inProcess)), sec(c.recordingWall), c.remoteJobs)
 	}
-	b.WriteString("\n| project | W | RTT | Gbit/s | case | wall | lld side | ideal | wall / ideal | bound | meets | wall / in-process | thindist CPU per remote action (≤ 0.5 ms) | simulated server's CPU per action (same cores) | remote | unrecorded | RPCs per action |\n")
+	b.WriteString("\n| project | W | RTT | Gbit/s | case | wall | lld side | ideal | wall / ideal | bound | meets | wall / in-process | thindist CPU per remote action (≤ 0.5 ms), of which system | simulated server's CPU per action (same cores) | remote | unrecorded | RPCs per action |\n")
 	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		c := r.cluster
@@ -116,9 +116,9 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 			if pt.group > 0 {
 				kind = strings.TrimPrefix(kind+fmt.Sprintf(", --remote-group=%d", pt.group), ", ")
 			}
-			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %.3f | %s | %s | %.3f | %.3f ms | %.3f ms | %d | %d | %.2f |\n",
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %s | %.3f | %s | %s | %.3f | %.3f ms (%.3f) | %.3f ms | %d | %d | %.2f |\n",
 				r.p.name, pt.workers, pt.rtt, strings.TrimSuffix(gbit(pt.bps), " Gbit/s"), kind, sec(run.wall), sec(run.lldSide()), sec(id),
-				ratio(run.wall, id), sec(bound), v, ratio(run.wall, median(c.inProcess)), perAction(run.self, run.remoteActions()), perAction(run.server, run.remoteActions()),
+				ratio(run.wall, id), sec(bound), v, ratio(run.wall, median(c.inProcess)), perAction(run.self, run.remoteActions()), perAction(run.selfSystem, run.remoteActions()), perAction(run.server, run.remoteActions()),
 				run.remoteActions(), run.sim.Unrecorded, float64(rpcs(run.stats))/float64(max(1, r.p.build.Modules)))
 		}
 	}

@@ -150,6 +150,7 @@ type wrapRecord struct {
 	ran            bool // there was a record
 	wall           time.Duration
 	self, children time.Duration // CPU, user+system
+	selfSystem     time.Duration // the system part of self
 	maxRSS         int64         // bytes
 }
 
@@ -164,17 +165,17 @@ func readWrapRecord(path string) (wrapRecord, error) {
 		return w, err
 	}
 	f := strings.Fields(string(b))
-	if len(f) != 4 {
-		return w, fmt.Errorf("%s: want one record of 4 fields, got %q", path, b)
+	if len(f) != 5 {
+		return w, fmt.Errorf("%s: want one record of 5 fields, got %q", path, b)
 	}
-	var v [4]int64
+	var v [5]int64
 	for i := range v {
 		if v[i], err = strconv.ParseInt(f[i], 10, 64); err != nil || v[i] < 0 {
 			return w, fmt.Errorf("%s: field %d of %q: bad value", path, i+1, b)
 		}
 	}
 	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / 100 } // USER_HZ is 100 on Linux
-	return wrapRecord{ran: true, wall: time.Duration(v[0]), self: tick(v[1]), children: tick(v[2]), maxRSS: v[3] << 10}, nil
+	return wrapRecord{ran: true, wall: time.Duration(v[0]), self: tick(v[1]), children: tick(v[2]), maxRSS: v[3] << 10, selfSystem: tick(v[4])}, nil
 }
 
 func (m *overheadMode) medians() (wall, self, children time.Duration, rss int64) {

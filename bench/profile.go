@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/cli"
+	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobserver"
 )
 
@@ -56,7 +57,8 @@ func profileOverhead(ctx context.Context, t *tools, o *options, dir string) erro
 
 // distributorProfiled is this program standing in for the thindist binary as
 // lld's distributor (-distributor-pprof FILE -- THINDIST-ARGS...): thindist's
-// code (cli.Main) under the CPU profiler, for the cluster simulation.
+// code (cli.Main) under the CPU profiler, for the cluster simulation; what
+// it allocated goes to FILE.allocs.
 func distributorProfiled(ctx context.Context, path string, args []string) int {
 	f, err := os.Create(path)
 	if err != nil {
@@ -64,11 +66,20 @@ func distributorProfiled(ctx context.Context, path string, args []string) int {
 		return 1
 	}
 	defer f.Close()
+	// The collector runs as in the thindist binary (cmd/thindist), whose
+	// CPU the profile stands for: with Go's default target it would collect
+	// at another rate.
+	gc := gctune.Start(os.Getenv)
 	if err := pprof.StartCPUProfile(f); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
-	code := cli.Main(ctx, args, jobserver.Inherited{}, nil) // the benchmarks do not run under make
+	runtime.MemProfileRate = 64 << 10
+	code := cli.Main(ctx, args, jobserver.Inherited{}, gc) // the benchmarks do not run under make
 	pprof.StopCPUProfile()
+	if hf, err := os.Create(path + ".allocs"); err == nil {
+		pprof.Lookup("allocs").WriteTo(hf, 0)
+		hf.Close()
+	}
 	return code
 }

@@ -2,7 +2,8 @@
  * RECORD one line: its wall time in nanoseconds (fork to exit, so PROGRAM's
  * exec and start-up count), its own CPU time and its children's (clock
  * ticks, from /proc/PID/stat once it has exited and before it is reaped),
- * and its peak RSS in KiB; then exits as PROGRAM did.
+ * its peak RSS in KiB, and the system part of its own CPU time (ticks);
+ * then exits as PROGRAM did.
  *
  * The benchmark puts it between lld and thindist to split a DTLTO link's
  * wall time into lld's part and the distributor's, and in front of thindist
@@ -58,8 +59,8 @@ int main(int argc, char **argv) {
 		return 2;
 	f = fopen(argv[1], "a");
 	if (f) {
-		fprintf(f, "%lld %lld %lld %ld\n", (long long)(b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec),
-			ut + st, cut + cst, ru.ru_maxrss);
+		fprintf(f, "%lld %lld %lld %ld %lld\n", (long long)(b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec),
+			ut + st, cut + cst, ru.ru_maxrss, st);
 		fclose(f);
 	}
 	if (WIFEXITED(status))
