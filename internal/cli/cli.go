@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer)
 		if cmd, ok := commands[args[0]]; ok {
 			// Not a link: nobody waits on its start, and reading a
 			// large record with the collector off would meet its limit.
-			env.GC.Steady()
+			env.GC.Steady(gctune.Local())
 			return cmd(ctx, args[1:], env, stdout)
 		}
 		switch args[0] {

@@ -29,9 +29,10 @@ func TestPhases(t *testing.T) {
 	if p, l := settings(); p != -1 || l != Limit {
 		t.Errorf("starting: GC %d, limit %d; want off under %d", p, l, Limit)
 	}
-	tu.Steady()
-	if p, l := settings(); p < MinPercent || p > MaxPercent || l != math.MaxInt64 {
-		t.Errorf("steady: GC %d, limit %d; want %d–%d, none", p, l, MinPercent, MaxPercent)
+	b := Local()
+	tu.Steady(b)
+	if p, l := settings(); p < b.MinPercent || p > b.MaxPercent || l != math.MaxInt64 {
+		t.Errorf("steady: GC %d, limit %d; want %d–%d, none", p, l, b.MinPercent, b.MaxPercent)
 	}
 	tu.Finishing()
 	if p, l := settings(); p != -1 || l != Limit {
@@ -46,7 +47,7 @@ func TestPhases(t *testing.T) {
 		t.Error("Start took over with GOGC set")
 	}
 	tu = nil
-	tu.Steady() // nil: nothing
+	tu.Steady(Local()) // nil: nothing
 	tu.Finishing()
 	if p, l := settings(); p != 123 || l != math.MaxInt64 {
 		t.Errorf("with GOGC set: GC %d, limit %d; want 123, none", p, l)
@@ -56,26 +57,34 @@ func TestPhases(t *testing.T) {
 	if tu := Start(getenv); tu != nil {
 		t.Error("Start took over with GOMEMLIMIT set")
 	}
-	if p, _ := settings(); p != MinPercent {
-		t.Errorf("with GOMEMLIMIT set: GC %d, want %d", p, MinPercent)
+	if p, _ := settings(); p != Local().MinPercent {
+		t.Errorf("with GOMEMLIMIT set: GC %d, want %d", p, Local().MinPercent)
 	}
 }
 
 func TestPercentFor(t *testing.T) {
+	l, r := Local(), Remote()
 	for _, c := range []struct {
+		b    Budget
 		live uint64
 		want int
 	}{
-		{0, MaxPercent},
-		{1 << 20, MaxPercent},
-		{Peak / 2, MaxPercent},
-		{Peak * 10 / 16, 60},
-		{Peak * 2 / 3, MinPercent},
-		{Peak, MinPercent},
-		{10 * Peak, MinPercent},
+		{l, 0, l.MaxPercent},
+		{l, 1 << 20, l.MaxPercent},
+		{l, l.Peak / 2, l.MaxPercent},
+		{l, l.Peak * 10 / 16, 60},
+		{l, l.Peak * 2 / 3, l.MinPercent},
+		{l, l.Peak, l.MinPercent},
+		{l, 10 * l.Peak, l.MinPercent},
+		// A remote link's target is never below Go's default.
+		{r, 0, 200},
+		{r, 40 << 20, 200},
+		{r, 50 << 20, 156},
+		{r, 64 << 20, 100},
+		{r, 10 * r.Peak, 100},
 	} {
-		if got := percentFor(c.live); got != c.want {
-			t.Errorf("percentFor(%d) = %d, want %d", c.live, got, c.want)
+		if got := c.b.percentFor(c.live); got != c.want {
+			t.Errorf("%+v: percentFor(%d) = %d, want %d", c.b, c.live, got, c.want)
 		}
 	}
 }
@@ -86,7 +95,8 @@ func TestSteadyFollowsLiveHeap(t *testing.T) {
 	p0, l0 := settings()
 	t.Cleanup(func() { debug.SetGCPercent(p0); debug.SetMemoryLimit(l0) })
 	tu := Start(func(string) string { return "" })
-	tu.Steady()
+	b := Local()
+	tu.Steady(b)
 	// settle runs collections until the finalizer has set the target
 	// (it runs on its own goroutine after the collection).
 	settle := func(want int) int {
@@ -100,16 +110,16 @@ func TestSteadyFollowsLiveHeap(t *testing.T) {
 		}
 		return p
 	}
-	if p := settle(MaxPercent); p != MaxPercent {
-		t.Errorf("small live heap: GC %d, want %d", p, MaxPercent)
+	if p := settle(b.MaxPercent); p != b.MaxPercent {
+		t.Errorf("small live heap: GC %d, want %d", p, b.MaxPercent)
 	}
-	big := make([]byte, Peak*10/16-int(liveHeap()))
-	if p := settle(60); p < MinPercent || p >= MaxPercent {
-		t.Errorf("live heap of %d MiB: GC %d, want less than %d", liveHeap()>>20, p, MaxPercent)
+	big := make([]byte, b.Peak*10/16-liveHeap())
+	if p := settle(60); p < b.MinPercent || p >= b.MaxPercent {
+		t.Errorf("live heap of %d MiB: GC %d, want less than %d", liveHeap()>>20, p, b.MaxPercent)
 	}
 	runtime.KeepAlive(big)
-	if p := settle(MaxPercent); p != MaxPercent {
-		t.Errorf("live heap down again: GC %d, want %d", p, MaxPercent)
+	if p := settle(b.MaxPercent); p != b.MaxPercent {
+		t.Errorf("live heap down again: GC %d, want %d", p, b.MaxPercent)
 	}
 	tu.Finishing()
 	runtime.GC()
@@ -118,3 +128,37 @@ func TestSteadyFollowsLiveHeap(t *testing.T) {
 		t.Errorf("finishing, after a collection: GC %d, limit %d; want off under %d", p, l, Limit)
 	}
 }
+
+// TestFinishingKeepsSteadyGoal: a live heap larger than Limit when the
+// backends end does not make the finishing phase collect back to back:
+// the collector is off under the goal the steady phase had reached.
+func TestFinishingKeepsSteadyGoal(t *testing.T) {
+	p0, l0 := settings()
+	t.Cleanup(func() { debug.SetGCPercent(p0); debug.SetMemoryLimit(l0) })
+	tu := Start(func(string) string { return "" })
+	tu.Steady(Remote())
+	big := make([]byte, 2*Limit)
+	runtime.GC()
+	goal := heapGoal()
+	if goal <= 2*Limit {
+		t.Fatalf("heap goal %d with a live heap over %d", goal, 2*Limit)
+	}
+	tu.Finishing()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	p, l := settings()
+	if p != -1 || l < goal {
+		t.Errorf("finishing: GC %d, limit %d; want off under the steady goal %d", p, l, goal)
+	}
+	// Allocating a little more does not collect.
+	for i := 0; i < 100; i++ {
+		sink = make([]byte, 64<<10)
+	}
+	runtime.ReadMemStats(&after)
+	if after.NumGC != before.NumGC {
+		t.Errorf("%d collections while finishing", after.NumGC-before.NumGC)
+	}
+	runtime.KeepAlive(big)
+}
+
+var sink []byte

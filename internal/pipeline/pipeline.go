@@ -187,7 +187,11 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 
 	endBackends := tl.Begin("backends")
-	env.GC.Steady()
+	budget := gctune.Local()
+	if cfg.Remote.Target != "" {
+		budget = gctune.Remote()
+	}
+	env.GC.Steady(budget)
 	runErr := schedule.Run(ctx, actions, ch.ex, schedule.Options{
 		Parallel:  ch.parallel,
 		Preparing: ch.preparing,
