@@ -149,7 +149,7 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 	// grown and copied a dozen times over.
 	held = slices.Grow(held, len(shard)/12)
 	holding, holdDepth, summaries := false, 0, 0
-	if _, err := walk(c, func(ev *event) error {
+	if _, err := walkWith(c, &sc.walk, func(ev *event) error {
 		if err := tb.add(ev, func(m Module) error {
 			mods = append(mods, m)
 			return nil
@@ -213,7 +213,9 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 		return nil
 	}
 	skipping, skipDepth := false, 0
-	trailing, err := walk(c, func(ev *event) error {
+	// The first walk's events (held) are not read again: its buffers
+	// serve this one.
+	trailing, err := walkWith(c, &sc.walk, func(ev *event) error {
 		if err := t.add(ev, emitModule); err != nil {
 			return err
 		}
@@ -267,6 +269,7 @@ type scratch struct {
 	arena   holdArena
 	out     []byte
 	summary summaryScratch
+	walk    walkBuffers
 }
 
 var scratches = sync.Pool{New: func() any { return &scratch{out: make([]byte, 0, 4096)} }}

@@ -227,12 +227,64 @@ func unwrap(data []byte) (container, error) {
 // returns the number of trailing all-zero bytes after the last top-level
 // block.
 func walk(c container, fn func(*event) error) (trailing int, err error) {
+	return walkWith(c, &walkBuffers{}, fn)
+}
+
+// walkBuffers hold what a walk allocates besides its events: the
+// abbreviations' operands, the block stack, a record's operands. A caller
+// that walks once per action (TableAndDigest, twice) keeps them between
+// walks: allocated anew, the operands alone were 17 KB of garbage per
+// action, an eighth of a remote action's. Whatever a walk's events
+// point into (an abbreviation, ev.abbrevs, ev.ops) is overwritten by the
+// next walk with the same buffers.
+type walkBuffers struct {
+	chunks [][]abbrevOp // the operands' chunks, filled in order
+	used   int          // chunks handed out in this walk
+	defs   []abbrevOp   // the chunk being filled
+	stack  []scope
+	ops    []uint64
+	// blockInfo holds BLOCKINFO's abbreviations, per block ID.
+	blockInfo map[uint64][]abbrev
+}
+
+// reset readies b for a new walk.
+func (b *walkBuffers) reset() {
+	b.used, b.defs = 0, nil
+	b.stack = b.stack[:0]
+	if b.blockInfo == nil {
+		b.blockInfo = map[uint64][]abbrev{}
+	}
+	for id, as := range b.blockInfo {
+		b.blockInfo[id] = as[:0]
+	}
+}
+
+// chunk makes the next operand chunk, of room for n at least, the one
+// being filled. Abbreviations already read keep the previous one.
+func (b *walkBuffers) chunk(n int) {
+	if b.used < len(b.chunks) && cap(b.chunks[b.used]) >= n {
+		b.defs = b.chunks[b.used][:0]
+	} else {
+		b.defs = make([]abbrevOp, 0, max(n, 512))
+		if b.used < len(b.chunks) {
+			b.chunks[b.used] = b.defs
+		} else {
+			b.chunks = append(b.chunks, b.defs)
+		}
+	}
+	b.used++
+}
+
+// walkWith is walk using (and keeping) the buffers b.
+func walkWith(c container, b *walkBuffers, fn func(*event) error) (trailing int, err error) {
 	r := &bitReader{data: c.body, pos: 32, end: uint64(len(c.body)) * 8}
-	blockInfo := map[uint64][]abbrev{}
-	var stack []scope
+	b.reset()
+	blockInfo := b.blockInfo
+	stack := b.stack
+	defer func() { b.stack = stack[:0] }()
 	ev := &event{}
-	var ops []uint64
-	var defs []abbrevOp // the abbreviations' operands, allocated in chunks
+	ops := b.ops[:0]
+	defer func() { b.ops = ops[:0] }()
 	curBID := int64(-1) // SETBID target inside BLOCKINFO
 	sawBlock := false
 
@@ -312,8 +364,14 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 			if len(stack) >= maxDepth {
 				return 0, errorf("blocks nested deeper than %d", maxDepth)
 			}
+			// The scope's abbreviation list reuses the one a block at
+			// this depth had (this walk's or an earlier one's).
+			var reuse []abbrev
+			if len(stack) < cap(stack) {
+				reuse = stack[:len(stack)+1][len(stack)].abbrevs[:0]
+			}
 			s := scope{blockID: bid, width: uint(w), end: r.pos + words*32}
-			s.abbrevs = append([]abbrev(nil), blockInfo[bid]...)
+			s.abbrevs = append(reuse, blockInfo[bid]...)
 			stack = append(stack, s)
 			sawBlock = true
 			if bid == blockInfoBlockID {
@@ -329,7 +387,7 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 				return 0, err
 			}
 		case abbrevDefine:
-			a, err := readAbbrevDef(r, &defs)
+			a, err := readAbbrevDef(r, b)
 			if err != nil {
 				return 0, err
 			}
@@ -403,9 +461,9 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 }
 
 // readAbbrevDef reads an abbreviation definition, its operands taken from
-// the free end of *defs (an index shard defines hundreds of them, each a
-// separate allocation before).
-func readAbbrevDef(r *bitReader, defs *[]abbrevOp) (abbrev, error) {
+// the free end of b's chunk (an index shard defines hundreds of them, each
+// a separate allocation before).
+func readAbbrevDef(r *bitReader, b *walkBuffers) (abbrev, error) {
 	n, err := r.readVBR(5)
 	if err != nil {
 		return nil, err
@@ -416,10 +474,10 @@ func readAbbrevDef(r *bitReader, defs *[]abbrevOp) (abbrev, error) {
 	if n > r.remaining() {
 		return nil, errorf("abbreviation with %d operands exceeds stream", n)
 	}
-	if uint64(cap(*defs)-len(*defs)) < n {
-		// A new chunk; abbreviations already read keep the old one.
-		*defs = make([]abbrevOp, 0, max(n, 512))
+	if uint64(cap(b.defs)-len(b.defs)) < n {
+		b.chunk(int(n))
 	}
+	defs := &b.defs
 	at := len(*defs)
 	a := abbrev((*defs)[at : at : at+int(n)])
 	defer func() { *defs = (*defs)[:at+len(a)] }()

@@ -1,7 +1,11 @@
 package bitcode
 
 import (
+	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +88,73 @@ func TestBitReaderAgainstReference(t *testing.T) {
 			if err != nil || got != want || r.pos != next {
 				t.Fatalf("readVBR(%d) at %d: %#x, %v, pos %d; want %#x, pos %d", n, pos, got, err, r.pos, want, next)
 			}
+		}
+	}
+}
+
+// TestWalkBuffersReused: walks that share their buffers (TableAndDigest's,
+// from a pool) see each stream exactly as a walk with buffers of its own,
+// whatever an earlier walk left in them: a smaller stream after a larger
+// one, and the same stream again.
+func TestWalkBuffersReused(t *testing.T) {
+	var streams [][]byte
+	for _, name := range []string{"valueid-perm-main.link1.thinlto.bc", "valueid-perm-main.link2.thinlto.bc"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, b)
+	}
+	// A stream defining more abbreviation operands than one chunk holds
+	// (300 abbreviations, 900 operands), nested blocks at one depth.
+	w := newBitWriter()
+	w.enter(8, 3)
+	for blk := 0; blk < 3; blk++ {
+		w.enter(uint64(20+blk), 4)
+		for i := 0; i < 100; i++ {
+			w.abbrevDef(abbrevOp{encLiteral, uint64(i)}, abbrevOp{encFixed, uint64(1 + i%32)}, abbrevOp{encVBR, 6})
+		}
+		w.unabbrev(1, uint64(blk))
+		w.exit()
+	}
+	w.exit()
+	many := w.bytes()
+	shard := synthShard([]synthMod{{0, "a.o", hA}, {1, "main.o", hB}}, synthOpts{summaries: []uint64{0, 1}, blob: "x"})
+	streams = append(streams, many, shard, streams[0], many, streams[1])
+	listing := func(data []byte, b *walkBuffers) string {
+		c, err := unwrap(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		var abbrevs []abbrev // every abbreviation seen, read again at the end
+		var seen []string    // and as it was when defined
+		trailing, err := walkWith(c, b, func(ev *event) error {
+			fmt.Fprintf(&out, "%d %d %d %v %d %v %q %d\n", ev.kind, ev.blockID, ev.depth, ev.abbrev, ev.code, ev.ops, ev.blob, len(ev.abbrevs))
+			if ev.kind == evAbbrev {
+				abbrevs = append(abbrevs, ev.abbrev)
+				seen = append(seen, fmt.Sprint(ev.abbrev))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An abbreviation read early still holds its operands at the end
+		// of the walk: chunks are not reused within one.
+		for i, a := range abbrevs {
+			if got := fmt.Sprint(a); got != seen[i] {
+				t.Fatalf("abbreviation %d was %s when defined, %s at the end of the walk", i, seen[i], got)
+			}
+		}
+		fmt.Fprintf(&out, "trailing %d\n", trailing)
+		return out.String()
+	}
+	shared := &walkBuffers{}
+	for i, data := range streams {
+		want := listing(data, &walkBuffers{})
+		if got := listing(data, shared); got != want {
+			t.Errorf("stream %d walked with reused buffers differs from a fresh walk", i)
 		}
 	}
 }
