@@ -234,6 +234,11 @@ var memberName = regexp.MustCompile(`^(.*)\((.*) at [0-9]+\)(\.[0-9]+\.[0-9A-Fa-
 // the temporary copy "libutil.a(checksum.o at 17600).8.247E.o", whose
 // offset and PID change from link to link; any other path is unchanged.
 func ModuleName(path string) string {
+	// Most paths are not members: the cache key names every module of
+	// every shard by this, and the expression costs microseconds a path.
+	if !strings.Contains(path, " at ") {
+		return path
+	}
 	if m := memberName.FindStringSubmatch(path); m != nil {
 		return m[1] + "(" + m[2] + ")"
 	}
