@@ -43,7 +43,7 @@ func Local() Budget { return Budget{MinPercent: 50, MaxPercent: 100, Peak: 14 <<
 
 // Remote is the budget of a link that sends its actions to a remote
 // cache or cluster. Each action allocates there (its key, its messages,
-// its RPCs: about 130 KB for a small module), and the collector's work
+// its RPCs: about 100 KB for a small module), and the collector's work
 // grows with what is allocated over the target: on the simulated cluster,
 // a 5,000-module link whose live heap grows to 50 MB (every action's
 // state, the trace) spent 0.74–0.76 ms of thindist's CPU per remote action
