@@ -252,6 +252,7 @@ type clusterRun struct {
 	// selfSystem is the kernel's part of self: on a file system whose
 	// file creation is slow it can be a large one (bench/RESULTS.md).
 	selfSystem time.Duration
+	steal      time.Duration // the VM's steal time during the link
 	// server is the simulated cluster's CPU during the link: it shares
 	// this machine's cores with thindist and lld, which a real cluster
 	// would not.
@@ -434,9 +435,9 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 			os.Rename(filepath.Join(dir, "trace.json"), keptTrace)
 			id := res.ideal(pt, r)
 			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action (system %.3f), simulated server's CPU %.3f ms/action, %d replayed, %d unrecorded, "+
-				"peak %d slots busy, %d queued on the server, trace %s\n",
+				"peak %d slots busy, %d queued on the server, VM steal %s, trace %s\n",
 				b.Name, pt, sec(r.wall), sec(id), sec(r.lldSide()), ratio(r.wall, id),
-				perAction(r.self, r.remoteActions()), perAction(r.selfSystem, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, keptTrace)
+				perAction(r.self, r.remoteActions()), perAction(r.selfSystem, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, r.steal, keptTrace)
 		}
 	}
 	if o.clusterVsLocal > 0 {
@@ -578,9 +579,10 @@ func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out
 	}
 	os.Remove(filepath.Join(p.build.Dir, out))
 	waitQuiet(ctx, o.maxBusy, o.settle)
-	srv0 := srv.cpu()
+	srv0, steal0 := srv.cpu(), stolen()
 	tm, err := timed(ctx, p.build.Dir, nil, t.tc.Clang, p.build.LinkArgs(out, args...)...)
 	srvCPU := srv.cpu() - srv0
+	r.steal = stolen() - steal0
 	if srvCPU > 0 && tm.wall > 0 {
 		tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
 	}

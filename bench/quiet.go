@@ -43,6 +43,24 @@ func cpuTicks() (busy, total int64, err error) {
 
 const tick = 10 * time.Millisecond // USER_HZ = 100
 
+// stolen is the machine's steal time so far (/proc/stat): time the
+// hypervisor ran something else while this VM's CPUs wanted to run. A
+// link that stalls as a whole (every execution ends at once, late) with
+// steal time beside it was paused by the host, not by thindist.
+func stolen() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	v, _ := strconv.ParseInt(f[8], 10, 64)
+	return time.Duration(v) * tick
+}
+
 // waitQuiet waits until a window of the machine is at most maxBusy busy, or
 // until timeout, and returns the busy fraction of the last window.
 func waitQuiet(ctx context.Context, maxBusy float64, timeout time.Duration) float64 {
