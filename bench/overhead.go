@@ -174,8 +174,8 @@ func readWrapRecord(path string) (wrapRecord, error) {
 			return w, fmt.Errorf("%s: field %d of %q: bad value", path, i+1, b)
 		}
 	}
-	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / 100 } // USER_HZ is 100 on Linux
-	return wrapRecord{ran: true, wall: time.Duration(v[0]), self: tick(v[1]), children: tick(v[2]), maxRSS: v[3] << 10, selfSystem: tick(v[4])}, nil
+	ticks := func(n int64) time.Duration { return time.Duration(n) * tick }
+	return wrapRecord{ran: true, wall: time.Duration(v[0]), self: ticks(v[1]), children: ticks(v[2]), maxRSS: v[3] << 10, selfSystem: ticks(v[4])}, nil
 }
 
 func (m *overheadMode) medians() (wall, self, children time.Duration, rss int64) {

@@ -16,26 +16,37 @@ import (
 // that other processes used while it ran is recorded with it: a run whose
 // interference exceeds -max-interference is repeated.
 
-// cpuTicks reads the whole machine's busy and total time from /proc/stat
-// (clock ticks).
-func cpuTicks() (busy, total int64, err error) {
+// cpuFields reads the first line of /proc/stat: the whole machine's time
+// in each state (clock ticks), user, nice, system, idle, iowait, irq,
+// softirq, steal, and the guest times.
+func cpuFields() ([]int64, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return nil, fmt.Errorf("/proc/stat: unexpected first line %q", line)
 	}
+	v := make([]int64, len(f)-1)
 	for i, s := range f[1:] {
-		v, _ := strconv.ParseInt(s, 10, 64)
-		if i >= 8 { // guest time is already counted in user
-			break
-		}
-		total += v
+		v[i], _ = strconv.ParseInt(s, 10, 64)
+	}
+	return v, nil
+}
+
+// cpuTicks reads the whole machine's busy and total time from /proc/stat
+// (clock ticks).
+func cpuTicks() (busy, total int64, err error) {
+	v, err := cpuFields()
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := range min(len(v), 8) { // guest time is already counted in user
+		total += v[i]
 		if i != 3 && i != 4 { // idle, iowait
-			busy += v
+			busy += v[i]
 		}
 	}
 	return busy, total, nil
@@ -48,17 +59,11 @@ const tick = 10 * time.Millisecond // USER_HZ = 100
 // link that stalls as a whole (every execution ends at once, late) with
 // steal time beside it was paused by the host, not by thindist.
 func stolen() time.Duration {
-	b, err := os.ReadFile("/proc/stat")
+	v, err := cpuFields()
 	if err != nil {
 		return 0
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0
-	}
-	v, _ := strconv.ParseInt(f[8], 10, 64)
-	return time.Duration(v) * tick
+	return time.Duration(v[7]) * tick
 }
 
 // waitQuiet waits until a window of the machine is at most maxBusy busy, or
