@@ -171,7 +171,8 @@ func (r *Remote) register(fs *FlagSet) {
 	fs.DefaultText("remote-local-jobs", "--jobs")
 	fs.Bool(&r.NoRace, "no-race", g, false,
 		"do not race. By default the remote side's slots are taken first (unless an action\n"+
-			"has waited 100 ms in the cluster's queue) and this machine's race: an action long\n"+
+			"has waited 100 ms in the cluster's queue, and it is ranked after every action queued\n"+
+			"there: each is sent with its rank as its priority) and this machine's race: an action long\n"+
 			"enough to bound the link alone is compiled here as well from the start (once the\n"+
 			"cluster is seen running more at once than this machine's slots), and a free local\n"+
 			"slot takes the remote action whose result should come last (the newest still\n"+

@@ -111,6 +111,7 @@ const (
 
 type hybridWaiter struct {
 	rank     int
+	planned  int      // the action's rank in the plan (rank, for a race's waiter, is its arrival)
 	critical bool     // a critical action: remote only; its race starts at once
 	length   float64  // the action's lengthOf (0: not planned)
 	grant    chan int // the side granted; buffered
@@ -381,7 +382,7 @@ func (h *Hybrid) waiter(a *action.Action) *hybridWaiter {
 		// Not planned: after the planned ones, first come first served.
 		rank = math.MaxInt32 + int(h.arrivals.Add(1))
 	}
-	w := &hybridWaiter{rank: rank, critical: h.critical[a], grant: make(chan int, 1), since: time.Now()}
+	w := &hybridWaiter{rank: rank, planned: rank, critical: h.critical[a], grant: make(chan int, 1), since: time.Now()}
 	if ok {
 		w.length = h.length(a)
 	}
@@ -435,11 +436,18 @@ func (h *Hybrid) release(side int) {
 // (leaving one for each better-ranked head-start action not yet here),
 // remote slots before local ones when racing and the cluster is not
 // backlogged, local first otherwise (a critical action takes a remote one
-// only); then free local slots to races (nextRace). h.mu is held.
+// only, and so does one ranked before an action in the cluster's queue:
+// lastQueued); then free local slots to races (nextRace). h.mu is held.
 func (h *Hybrid) dispatch() {
 	now := time.Now()
 	// Only an action waiting to start asks (backlogged scans the races).
 	backlog := h.o.Races && len(h.queue) > 0 && h.backlogged(now)
+	// Under a backlog, the cluster still gets an action it would serve
+	// before one it queues (jumpsQueue).
+	var lastQueued int
+	if backlog {
+		lastQueued = h.lastQueued()
+	}
 	for i := 0; i < len(h.spares) && h.free[localSide] > 0; {
 		if w := h.spares[i]; w.critical && h.raceAtStart(w, now) {
 			h.grant(&h.spares, i, localSide)
@@ -456,7 +464,7 @@ func (h *Hybrid) dispatch() {
 		switch {
 		case (!h.o.Races || backlog && !w.critical) && local:
 			h.grant(&h.queue, i, localSide)
-		case remote && (!backlog || w.critical):
+		case remote && (!backlog || w.critical || w.rank < lastQueued):
 			h.grant(&h.queue, i, remoteSide)
 		case !w.critical && local:
 			h.grant(&h.queue, i, localSide)
@@ -545,7 +553,8 @@ const criticalPoll = 20 * time.Millisecond
 // An action to start then goes to this machine's slots, or waits for one,
 // rather than to the back of that queue: there it would only be raced
 // (raceQueued) once it had cost this machine an Execute stream, its
-// updates and a cancellation. h.mu is held.
+// updates and a cancellation. Unless it is ranked before an action in
+// that queue (lastQueued): the cluster serves it first. h.mu is held.
 func (h *Hybrid) backlogged(now time.Time) bool {
 	if !h.seesStages() {
 		return false
@@ -567,6 +576,26 @@ func (h *Hybrid) seesStages() bool {
 		h.stagesSeen = h.spares[i].stage.isExecuting()
 	}
 	return h.stagesSeen
+}
+
+// lastQueued is the worst plan rank among the remote actions not yet
+// taken by a worker (sent, or being sent), -1 if none. Each action is sent
+// with its rank as its ExecutionPolicy priority, and the cluster serves
+// its queue by priority (Buildbarn's scheduler orders an invocation's
+// queued operations so), so an action ranked before that one is served
+// before it: held here for a local slot instead, a long action ready
+// after hundreds of short ones were sent waited for this machine's slots,
+// busy with the link's longest actions (races), and ran 0.6 s late (one
+// 7-Zip link in five at 64 slots, 1.07-1.55 times the ideal). h.mu is
+// held.
+func (h *Hybrid) lastQueued() int {
+	last := -1
+	for _, w := range h.spares {
+		if !w.stage.isExecuting() {
+			last = max(last, w.planned)
+		}
+	}
+	return last
 }
 
 // queuedLong is how long a remote action must have waited in the

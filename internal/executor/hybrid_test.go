@@ -676,6 +676,86 @@ func TestHybridBackloggedStartsHere(t *testing.T) {
 	}
 }
 
+// TestHybridBackloggedSendsBetterRanked: under a backlog, an action ranked
+// before one in the cluster's queue is still sent there (the cluster
+// serves it first, by priority), while one ranked after every queued
+// action waits for this machine's slot.
+func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
+	remote, local := newHeld(Remote), newHeld(Local)
+	h := NewHybrid(func(Spare) Executor { return remote }, local,
+		HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
+	acts := map[string]*action.Action{}
+	var order []*action.Action
+	for _, id := range []string{"critical", "run", "better", "raced", "queued", "worse"} {
+		acts[id] = &action.Action{ID: id, Weight: 100}
+		order = append(order, acts[id])
+	}
+	h.Plan(order)
+	now := time.Now()
+	releases := make(chan func(), 4)
+	wait := func(id string, queued, executing time.Time) {
+		ctx := stagedContext(t, queued, executing)
+		go func() {
+			if release, err := h.Wait(ctx, acts[id]); err == nil {
+				releases <- release
+			}
+		}()
+	}
+	spares := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			h.mu.Lock()
+			got := len(h.spares)
+			h.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d races wait, want %d", got, n)
+			}
+		}
+	}
+	wait("run", now.Add(-time.Second), now)
+	wait("raced", now.Add(-time.Second), time.Time{})
+	release := <-releases // it races on the local slot, and keeps it
+	spares(1)
+	wait("queued", now.Add(-time.Second), time.Time{})
+	spares(2)
+	if !backlogged(h) {
+		t.Fatal("not backlogged with an action long in the cluster's queue")
+	}
+	go h.Execute(t.Context(), acts["worse"], nil)
+	select {
+	case id := <-remote.started:
+		t.Fatalf("%s was sent behind every action in the backlogged cluster's queue", id)
+	case id := <-local.started:
+		t.Fatalf("%s started here while the slot raced", id)
+	case <-time.After(3 * queuedLong):
+	}
+	go h.Execute(t.Context(), acts["better"], nil)
+	select {
+	case id := <-remote.started:
+		if id != "better" {
+			t.Fatalf("%s started remotely, want better", id)
+		}
+	case id := <-local.started:
+		t.Fatalf("%s started here while the slot raced", id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("an action ranked before one in the cluster's queue was held back")
+	}
+	release()
+	select {
+	case id := <-local.started:
+		if id != "worse" {
+			t.Fatalf("%s started here, want worse", id)
+		}
+	case id := <-remote.started:
+		t.Fatalf("%s was sent to the backlogged cluster", id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("worse never started")
+	}
+}
+
 func backlogged(h *Hybrid) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
