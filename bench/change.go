@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,21 +22,59 @@ import (
 // starts from the same bytes.
 
 // swapFiles sets p.change and p.restore to copy changed or orig over file.
+// While the changed version is in place a marker says so (swappedMark), so
+// that a bench killed before it restored file is undone by the next one
+// (healSwap), which would otherwise take the changed file for the original.
 func swapFiles(p *project, file, orig, changed string) {
-	cp := func(from string) func() error {
-		return func() error {
-			b, err := os.ReadFile(from)
-			if err != nil {
-				return err
-			}
-			tmp := file + ".bench-tmp"
-			if err := os.WriteFile(tmp, b, 0o644); err != nil {
-				return err
-			}
-			return os.Rename(tmp, file)
+	p.change = func() error {
+		if err := os.WriteFile(swappedMark(file), []byte(orig), 0o644); err != nil {
+			return err
 		}
+		return copyOver(changed, file)
 	}
-	p.change, p.restore = cp(changed), cp(orig)
+	p.restore = func() error {
+		if err := copyOver(orig, file); err != nil {
+			return err
+		}
+		if err := os.Remove(swappedMark(file)); !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+}
+
+// swappedMark names the marker that file holds its changed version; the
+// marker holds the path of the original's copy.
+func swappedMark(file string) string { return file + ".bench-swapped" }
+
+// healSwap puts file's original back if a bench was stopped while the
+// changed version was in place.
+func healSwap(file string) error {
+	orig, err := os.ReadFile(swappedMark(file))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := copyOver(string(orig), file); err != nil {
+		return fmt.Errorf("putting back the original of %s after an interrupted run: %w", file, err)
+	}
+	fmt.Fprintf(os.Stderr, "bench: %s: put back its original (%s), left changed by an interrupted run\n", file, orig)
+	return os.Remove(swappedMark(file))
+}
+
+// copyOver replaces file with a copy of from (written aside, then renamed).
+func copyOver(from, file string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	tmp := file + ".bench-tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
 
 func runIn(ctx context.Context, dir, name string, args ...string) error {
@@ -86,6 +125,9 @@ func prepareLuaChange(ctx context.Context, t *tools, p *project, src string) err
 		return err
 	}
 	lib := filepath.Join(b.Dir, "liblua.a")
+	if err := healSwap(lib); err != nil {
+		return err
+	}
 	if err := copyFile(lib, filepath.Join(cdir, "liblua.a")); err != nil {
 		return err
 	}
@@ -126,6 +168,9 @@ func prepareGenChange(ctx context.Context, t *tools, p *project, prog *testprog.
 	v, _ := strconv.ParseUint(string(sm[2]), 10, 32)
 	edited := fConst.ReplaceAll(orig, []byte(fmt.Sprintf("${1}%d${3}", uint32(v+1))))
 	obj := filepath.Join(dir, m.Object)
+	if err := healSwap(obj); err != nil {
+		return err
+	}
 	if err := copyFile(obj, obj+".bench-orig"); err != nil {
 		return err
 	}
