@@ -540,15 +540,7 @@ func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string
 			}
 			granted <- grant{a.ID, release}
 		}()
-		for { // in arrival order
-			h.mu.Lock()
-			n := len(h.spares)
-			h.mu.Unlock()
-			if n == i+1 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitSpares(t, h, i+1) // in arrival order
 	}
 	close(busy.release)
 	var order []string
@@ -642,38 +634,14 @@ func TestHybridBackloggedStartsHere(t *testing.T) {
 	wait("long1", now.Add(-time.Second), time.Time{})
 	wait("long2", now.Add(-time.Second), time.Time{})
 	release := <-releases // one of them races on the local slot
-	// The other waits, with running.
-	for {
-		h.mu.Lock()
-		n := len(h.spares)
-		h.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitSpares(t, h, 2)   // the other waits, with running
 	if !backlogged(h) {
 		t.Fatal("not backlogged with an action long in the cluster's queue")
 	}
 	start("b")
-	select {
-	case id := <-remote.started:
-		t.Fatalf("%s was sent to the backlogged cluster", id)
-	case id := <-local.started:
-		t.Fatalf("%s started here while the slot raced", id)
-	case <-time.After(3 * queuedLong):
-	}
+	expectNoStart(t, remote, local, 3*queuedLong, "the cluster is backlogged and the local slot races")
 	release()
-	select {
-	case id := <-local.started:
-		if id != "b" {
-			t.Fatalf("%s started here, want b", id)
-		}
-	case id := <-remote.started:
-		t.Fatalf("%s was sent to the backlogged cluster", id)
-	case <-time.After(10 * time.Second):
-		t.Fatal("b never started")
-	}
+	expectStart(t, "b", local, remote)
 }
 
 // TestHybridBackloggedSendsBetterRanked: under a backlog, an action ranked
@@ -701,58 +669,64 @@ func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
 			}
 		}()
 	}
-	spares := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			h.mu.Lock()
-			got := len(h.spares)
-			h.mu.Unlock()
-			if got == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d races wait, want %d", got, n)
-			}
-		}
-	}
 	wait("run", now.Add(-time.Second), now)
 	wait("raced", now.Add(-time.Second), time.Time{})
 	release := <-releases // it races on the local slot, and keeps it
-	spares(1)
+	waitSpares(t, h, 1)
 	wait("queued", now.Add(-time.Second), time.Time{})
-	spares(2)
+	waitSpares(t, h, 2)
 	if !backlogged(h) {
 		t.Fatal("not backlogged with an action long in the cluster's queue")
 	}
 	go h.Execute(t.Context(), acts["worse"], nil)
-	select {
-	case id := <-remote.started:
-		t.Fatalf("%s was sent behind every action in the backlogged cluster's queue", id)
-	case id := <-local.started:
-		t.Fatalf("%s started here while the slot raced", id)
-	case <-time.After(3 * queuedLong):
-	}
+	expectNoStart(t, remote, local, 3*queuedLong, "ranked after every action in the backlogged cluster's queue, the local slot racing")
 	go h.Execute(t.Context(), acts["better"], nil)
-	select {
-	case id := <-remote.started:
-		if id != "better" {
-			t.Fatalf("%s started remotely, want better", id)
-		}
-	case id := <-local.started:
-		t.Fatalf("%s started here while the slot raced", id)
-	case <-time.After(10 * time.Second):
-		t.Fatal("an action ranked before one in the cluster's queue was held back")
-	}
+	expectStart(t, "better", remote, local) // ranked before one in the cluster's queue
 	release()
-	select {
-	case id := <-local.started:
-		if id != "worse" {
-			t.Fatalf("%s started here, want worse", id)
+	expectStart(t, "worse", local, remote)
+}
+
+// waitSpares waits until n races wait for a local slot.
+func waitSpares(t *testing.T, h *Hybrid, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		h.mu.Lock()
+		got := len(h.spares)
+		h.mu.Unlock()
+		if got == n {
+			return
 		}
-	case id := <-remote.started:
-		t.Fatalf("%s was sent to the backlogged cluster", id)
+		if time.Now().After(deadline) {
+			t.Fatalf("%d races wait, want %d", got, n)
+		}
+	}
+}
+
+// expectStart fails unless want starts on side (and nothing on other)
+// within 10 s.
+func expectStart(t *testing.T, want string, side, other *held) {
+	t.Helper()
+	select {
+	case id := <-side.started:
+		if id != want {
+			t.Fatalf("%s started %s, want %s", id, side.where, want)
+		}
+	case id := <-other.started:
+		t.Fatalf("%s started %s, want %s %s", id, other.where, want, side.where)
 	case <-time.After(10 * time.Second):
-		t.Fatal("worse never started")
+		t.Fatalf("%s never started %s", want, side.where)
+	}
+}
+
+// expectNoStart fails if anything starts on remote or local within d.
+func expectNoStart(t *testing.T, remote, local *held, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case id := <-remote.started:
+		t.Fatalf("%s started remotely: %s", id, why)
+	case id := <-local.started:
+		t.Fatalf("%s started here: %s", id, why)
+	case <-time.After(d):
 	}
 }
 
