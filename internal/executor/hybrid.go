@@ -443,7 +443,7 @@ func (h *Hybrid) dispatch() {
 	// Only an action waiting to start asks (backlogged scans the races).
 	backlog := h.o.Races && len(h.queue) > 0 && h.backlogged(now)
 	// Under a backlog, the cluster still gets an action it would serve
-	// before one it queues (jumpsQueue).
+	// before one it queues (lastQueued).
 	var lastQueued int
 	if backlog {
 		lastQueued = h.lastQueued()
