@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/testprog"
 )
 
@@ -27,7 +28,7 @@ import (
 // (healSwap), which would otherwise take the changed file for the original.
 func swapFiles(p *project, file, orig, changed string) {
 	p.change = func() error {
-		if err := os.WriteFile(swappedMark(file), []byte(orig), 0o644); err != nil {
+		if err := atomicfile.WriteFile(swappedMark(file), []byte(orig), 0o644); err != nil {
 			return err
 		}
 		return copyOver(changed, file)
@@ -64,17 +65,13 @@ func healSwap(file string) error {
 	return os.Remove(swappedMark(file))
 }
 
-// copyOver replaces file with a copy of from (written aside, then renamed).
+// copyOver replaces file with a copy of from, atomically.
 func copyOver(from, file string) error {
 	b, err := os.ReadFile(from)
 	if err != nil {
 		return err
 	}
-	tmp := file + ".bench-tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
+	return atomicfile.WriteFile(file, b, 0o644)
 }
 
 func runIn(ctx context.Context, dir, name string, args ...string) error {
