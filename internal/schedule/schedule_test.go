@@ -179,12 +179,12 @@ func TestHeadStart(t *testing.T) {
 		var headBegun atomic.Bool
 		ex := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
 			if a.ID == "m3.o" {
+				// Recorded before Begun: once Begun returns the others
+				// may start at any moment, before a later Store.
+				headBegun.Store(true)
 				if begins {
 					executor.Begun(ctx)
-					headBegun.Store(true)
 					<-release // still running while the others go
-				} else {
-					headBegun.Store(true)
 				}
 			} else {
 				if !headBegun.Load() {
