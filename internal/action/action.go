@@ -13,7 +13,6 @@ package action
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -224,23 +223,63 @@ func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// memberName matches an archive member as lld names it: "lib.a(m.o at 88)"
-// in index shards, with ".<seq>.<HEXPID>.o" appended to the file lld copies
-// it out to for a DTLTO backend.
-var memberName = regexp.MustCompile(`^(.*)\((.*) at [0-9]+\)(\.[0-9]+\.[0-9A-Fa-f]+\.o)?$`)
-
 // ModuleName is a module's path as a user knows it: an archive member is
-// "libutil.a(checksum.o)", never lld's "libutil.a(checksum.o at 17600)" or
-// the temporary copy "libutil.a(checksum.o at 17600).8.247E.o", whose
-// offset and PID change from link to link; any other path is unchanged.
+// "libutil.a(checksum.o)", never lld's "libutil.a(checksum.o at 17600)" in
+// index shards or the temporary copy "libutil.a(checksum.o at
+// 17600).8.247E.o" lld writes for a DTLTO backend, whose offset and PID
+// change from link to link; any other path is unchanged.
+//
+// The cache key names every module of every shard by this, so it is parsed
+// by hand: a regular expression spent 1–2 ms of a 33-module lua link's CPU
+// backtracking over its archive members' names (perf).
 func ModuleName(path string) string {
-	// Most paths are not members: the cache key names every module of
-	// every shard by this, and the expression costs microseconds a path.
-	if !strings.Contains(path, " at ") {
+	if !strings.Contains(path, " at ") || strings.ContainsRune(path, '\n') {
 		return path
 	}
-	if m := memberName.FindStringSubmatch(path); m != nil {
-		return m[1] + "(" + m[2] + ")"
+	// The member's parenthesis closes at the last ')': what follows is
+	// nothing, or the copy's ".<seq>.<HEXPID>.o", which holds none.
+	close := strings.LastIndexByte(path, ')')
+	if close < 0 || !copySuffix(path[close+1:]) {
+		return path
 	}
-	return path
+	inner := path[:close]
+	at := strings.LastIndex(inner, " at ")
+	if at < 0 || !allIn(inner[at+len(" at "):], "0123456789") {
+		return path
+	}
+	if !strings.Contains(inner[:at], "(") {
+		return path
+	}
+	return inner[:at] + ")" // the member's name ends at its " at "
+}
+
+// copySuffix reports whether s is empty or ".<digits>.<hex digits>.o", the
+// suffix of lld's copy of an archive member.
+func copySuffix(s string) bool {
+	if s == "" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(s, ".")
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutSuffix(rest, ".o")
+	if !ok {
+		return false
+	}
+	seq, pid, ok := strings.Cut(rest, ".")
+	return ok && allIn(seq, "0123456789") && allIn(pid, "0123456789abcdefABCDEF")
+}
+
+// allIn reports whether s is not empty and every byte of s is in set.
+func allIn(s, set string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(set, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
 }

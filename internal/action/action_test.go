@@ -1,7 +1,10 @@
 package action
 
 import (
+	"math/rand/v2"
 	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -88,6 +91,32 @@ func TestLocalLayoutLeavesAbsoluteInputsInPlace(t *testing.T) {
 	a.Inputs = append(a.Inputs, Input{Path: "/abs/id.o", Source: "x.o"})
 	if _, err := a.LocalLayout(); err == nil {
 		t.Fatal("an absolute identifier with content elsewhere was accepted")
+	}
+}
+
+// memberNameReference is the definition ModuleName parses by hand:
+// "lib.a(m.o at 88)", optionally followed by lld's ".<seq>.<HEXPID>.o".
+var memberNameReference = regexp.MustCompile(`^(.*)\((.*) at [0-9]+\)(\.[0-9]+\.[0-9A-Fa-f]+\.o)?$`)
+
+// TestModuleNameMatchesReference: on names built from the pieces that
+// matter (parentheses, " at ", digits, hex, dots, newlines), ModuleName
+// agrees with the regular expression it replaced.
+func TestModuleNameMatchesReference(t *testing.T) {
+	pieces := []string{"lib", ".a", "(", ")", " at ", "0", "17", "8", ".", ".o", "E", "f", "g", " ", "\n", "/", "x.o"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 0; n < 200000; n++ {
+		var b strings.Builder
+		for k := rng.IntN(12); k >= 0; k-- {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		in := b.String()
+		want := in
+		if m := memberNameReference.FindStringSubmatch(in); m != nil {
+			want = m[1] + "(" + m[2] + ")"
+		}
+		if got := ModuleName(in); got != want {
+			t.Fatalf("ModuleName(%q) = %q, the expression gives %q", in, got, want)
+		}
 	}
 }
 
