@@ -90,6 +90,12 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 		"(\"–\": under 1 s, no target; issue 10 says Σ / W ≥ 1 s and names the 5,000-module program at W = 256, whose Σ / 256 is under 1 s " +
 		"but whose largest backend is not); with one worker slot 10× slower for the longest action, wall ≤ 1.3 × ideal. " +
 		"**In-process**: lld's own ThinLTO on this machine's cores, the same objects.\n\n")
+	if f := rep.floor; f != nil {
+		fmt.Fprintf(b, "**The transport's floor** on this machine (floor.go): %s. "+
+			"That client is plain grpc-go over the official protos in a process of its own, with no thindist code, against the test double "+
+			"with no simulated round trip. A cold action makes the calls of the last column below, so the CPU column cannot fall below "+
+			"that many of these calls per action, before any hashing, compression or file I/O.\n\n", f.text())
+	}
 	b.WriteString("| project | actions | recorded | kept local | largest backend | Σ backends | Σ / 16 | Σ / 64 | Σ / 256 | in-process | recording link | --remote-jobs default |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {

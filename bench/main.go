@@ -133,10 +133,18 @@ func main() {
 			"the recording is keyed by the actions' contents, not by thindist's version)")
 	serve := flag.String("serve-reapitest", "", "internal: run the REAPI test double for the remote part, executing in `DIR`")
 	simulate := flag.String("simulate", "", "internal: with -serve-reapitest, the cluster simulation's configuration (JSON)")
+	floorClient := flag.String("rpc-floor-client", "", "internal: be the transport floor's client (floor.go) of the REAPI test double at `ADDR`")
 	distPprof := flag.String("distributor-pprof", "", "internal: act as lld's distributor (thindist's code) under the CPU profiler, writing `FILE`; thindist's arguments follow --")
 	flag.Parse()
 	if *distPprof != "" {
 		os.Exit(distributorProfiled(context.Background(), *distPprof, flag.Args()))
+	}
+	if *floorClient != "" {
+		if err := rpcFloorClient(*floorClient); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: the floor's client: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *serve != "" {
 		if err := serveReapitest(*serve, *simulate); err != nil {
@@ -213,6 +221,14 @@ func run(ctx context.Context, o *options) error {
 			fmt.Print(res.remoteText())
 		}
 		rep.projects = append(rep.projects, res)
+	}
+	if o.part("cluster") {
+		f, err := measureRPCFloor(ctx, filepath.Join(o.work, "floor"))
+		if err != nil {
+			return fmt.Errorf("the transport's floor: %w", err)
+		}
+		rep.floor = f
+		fmt.Fprintf(os.Stderr, "bench: the transport's floor: %s\n", f.text())
 	}
 	if o.overheadJobs > 0 && o.part("overhead") {
 		ov, err := measureOverhead(ctx, tools, o, filepath.Join(o.work, "overhead"), o.overheadJobs, o.jobs, o.overheadRuns)

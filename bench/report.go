@@ -91,6 +91,7 @@ type report struct {
 	projects []*projectResult
 	overhead *overheadResult
 	history  *historyResult
+	floor    *rpcFloor // the transport's floor, with the cluster simulation
 }
 
 const (

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// The transport's floor: what one REAPI call costs a client's CPU on this
+// machine when the client does nothing else. thindist's CPU per remote
+// action (the cluster simulation's column, ≤ 0.5 ms wanted) pays for four
+// or five calls an action besides its hashing and file I/O, so this floor
+// says how much of that figure any grpc-go client would spend here. The
+// client is a process of its own (this benchmark started again with
+// -rpc-floor-client ADDR): plain grpc-go over the official protos, no
+// thindist code, against the REAPI test double (its own process, no
+// simulated round trip), each call a FindMissingBlobs of one digest.
+
+// rpcFloor is the client's CPU per call: one call at a time, as a link's
+// calls go while its actions end one by one, and 32 in flight, as when
+// hundreds of actions start together.
+type rpcFloor struct {
+	Alone    time.Duration `json:"alone"`
+	InFlight time.Duration `json:"in_flight"`
+	Calls    int           `json:"calls"`
+}
+
+const (
+	floorCalls    = 4000
+	floorInFlight = 32
+)
+
+// measureRPCFloor starts the test double and the client, and returns what
+// the client measured.
+func measureRPCFloor(ctx context.Context, dir string) (*rpcFloor, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	srv, err := startServerProc(ctx, dir, "")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-rpc-floor-client", srv.addr)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("the floor's client: %w", err)
+	}
+	var f rpcFloor
+	if err := json.Unmarshal(out, &f); err != nil {
+		return nil, fmt.Errorf("the floor's client said %q: %w", out, err)
+	}
+	return &f, nil
+}
+
+// rpcFloorClient is the client process's main: it prints an rpcFloor in
+// JSON.
+func rpcFloorClient(addr string) error {
+	f, err := measureCalls(addr, floorCalls)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(f)
+}
+
+// measureCalls makes n/10 calls to warm up, then n one at a time, then n
+// in floorInFlight goroutines, and returns the process's CPU per call of
+// each kind.
+func measureCalls(addr string, n int) (*rpcFloor, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	cas := repb.NewContentAddressableStorageClient(conn)
+	req := &repb.FindMissingBlobsRequest{
+		BlobDigests:    []*repb.Digest{{Hash: strings.Repeat("0", 64), SizeBytes: 1}},
+		DigestFunction: repb.DigestFunction_SHA256,
+	}
+	call := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := cas.FindMissingBlobs(ctx, req)
+		return err
+	}
+	// calls makes n calls from each of par goroutines and returns the
+	// process's CPU per call.
+	calls := func(n, par int) (time.Duration, error) {
+		c0 := processCPU()
+		var wg sync.WaitGroup
+		errs := make(chan error, par)
+		for range par {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range n {
+					if err := call(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+		return (processCPU() - c0) / time.Duration(n*par), nil
+	}
+	// Warm: the connection, protobuf's types and gRPC's paths, as in a
+	// link after its first calls.
+	if _, err := calls(n/10/floorInFlight, floorInFlight); err != nil {
+		return nil, err
+	}
+	f := &rpcFloor{Calls: n}
+	if f.Alone, err = calls(n, 1); err != nil {
+		return nil, err
+	}
+	if f.InFlight, err = calls(n/floorInFlight, floorInFlight); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// processCPU is this process's user and system CPU so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// text is the floor in a sentence.
+func (f *rpcFloor) text() string {
+	return fmt.Sprintf("a bare gRPC call (FindMissingBlobs, answered at once) costs a client %s of CPU one at a time, %s with %d in flight",
+		msec(f.Alone), msec(f.InFlight), floorInFlight)
+}
+
+// msec formats d in milliseconds with three decimals.
+func msec(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e6) }
