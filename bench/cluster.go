@@ -430,9 +430,13 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 					pt, r.sim.Unrecorded, src)
 			}
 			res.runs[i] = append(res.runs[i], r)
-			// Each point's trace stays, for the per-action costs.
-			keptTrace := filepath.Join(dir, fmt.Sprintf("trace-%d-%d.json", i, run))
-			os.Rename(filepath.Join(dir, "trace.json"), keptTrace)
+			// With -cluster-traces, each point's trace stays, for the
+			// per-action costs.
+			keptTrace := "not kept (-cluster-traces)"
+			if o.clusterTraces {
+				keptTrace = filepath.Join(dir, fmt.Sprintf("trace-%d-%d.json", i, run))
+				os.Rename(filepath.Join(dir, "trace.json"), keptTrace)
+			}
 			id := res.ideal(pt, r)
 			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action (system %.3f), simulated server's CPU %.3f ms/action, %d replayed, %d unrecorded, "+
 				"peak %d slots busy, %d queued on the server, VM steal %s, trace %s\n",
@@ -572,8 +576,10 @@ func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out
 		args = append(args, "-Xthinlto-distributor="+a)
 	}
 	args = append(args, "-Xthinlto-distributor=--no-cache",
-		"-Xthinlto-distributor=--remote=grpc://"+srv.addr, "-Xthinlto-distributor=--remote-fallback=none",
-		"-Xthinlto-distributor=--trace="+trace)
+		"-Xthinlto-distributor=--remote=grpc://"+srv.addr, "-Xthinlto-distributor=--remote-fallback=none")
+	if c.Record || o.clusterTraces {
+		args = append(args, "-Xthinlto-distributor=--trace="+trace)
+	}
 	for _, e := range extra {
 		args = append(args, "-Xthinlto-distributor="+e)
 	}

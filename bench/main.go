@@ -76,6 +76,7 @@ type options struct {
 	clusterGbits      string
 	clusterSlow       float64
 	clusterRuns       int
+	clusterTraces     bool
 	clusterVsLocal    int
 	clusterVsLocalMax time.Duration
 	clusterPprof      string
@@ -121,6 +122,9 @@ func main() {
 		"cluster simulation: also run the middle of the grid with one worker slot this many times slower for the longest action (≤ 1: not)")
 	flag.IntVar(&o.clusterGroup, "cluster-group", 0,
 		"cluster simulation: also run every plain grid point with thindist --remote-group=N (grouping small backends; ≤ 1: not)")
+	flag.BoolVar(&o.clusterTraces, "cluster-traces", false,
+		"cluster simulation: have thindist write a Chrome trace (--trace) of every replay link, and keep them; "+
+			"what writing it costs then counts in thindist's CPU, which otherwise is that of its defaults")
 	flag.IntVar(&o.clusterRuns, "cluster-runs", 1, "cluster simulation: links per grid point (the median is reported)")
 	flag.IntVar(&o.clusterVsLocal, "cluster-vs-local", 3,
 		"cluster simulation: also compare a cold remote link on a one-slot and on a slow cluster with thindist on this machine alone, "+
