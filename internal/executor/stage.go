@@ -31,9 +31,8 @@ func remoteStageOf(ctx context.Context) *remoteStage {
 // one a worker is already running (Hybrid). The first call counts (a
 // Hedge's second worker does not restart the clock).
 func Executing(ctx context.Context) {
-	if s := remoteStageOf(ctx); s != nil {
-		s.since.CompareAndSwap(0, time.Now().UnixNano())
-	}
+	now := time.Now().UnixNano()
+	eachStage(ctx, func(s *remoteStage) { s.since.CompareAndSwap(0, now) })
 }
 
 // Queued tells the race of ctx's action, if any, that its remote side has
@@ -41,8 +40,38 @@ func Executing(ctx context.Context) {
 // waits in the cluster's queue, where a wait long enough says the cluster
 // is narrower than the actions sent to it (Hybrid).
 func Queued(ctx context.Context) {
+	now := time.Now().UnixNano()
+	eachStage(ctx, func(s *remoteStage) { s.queued.CompareAndSwap(0, now) })
+}
+
+type remoteStagesKey struct{}
+
+// WithRemoteStagesOf returns ctx carrying the remote stages of the actions
+// whose contexts are of, and no other: Queued and Executing on it then
+// tell each of their races. A group of actions sent as one execution
+// (remote.Grouper) runs on a context of its own, and what the cluster
+// reports of it is true of every member.
+func WithRemoteStagesOf(ctx context.Context, of ...context.Context) context.Context {
+	var ss []*remoteStage
+	for _, o := range of {
+		if s := remoteStageOf(o); s != nil {
+			ss = append(ss, s)
+		}
+	}
+	return context.WithValue(ctx, remoteStagesKey{}, ss)
+}
+
+// eachStage calls mark for the stages ctx carries: those of
+// WithRemoteStagesOf, else its race's.
+func eachStage(ctx context.Context, mark func(*remoteStage)) {
+	if ss, ok := ctx.Value(remoteStagesKey{}).([]*remoteStage); ok {
+		for _, s := range ss {
+			mark(s)
+		}
+		return
+	}
 	if s := remoteStageOf(ctx); s != nil {
-		s.queued.CompareAndSwap(0, time.Now().UnixNano())
+		mark(s)
 	}
 }
 

@@ -117,6 +117,7 @@ type group struct {
 type member struct {
 	a   *action.Action
 	out []string
+	ctx context.Context // its caller's: its race's stage (executor.Executing)
 	// done is closed with res/err set, or with alone set: run the action
 	// alone.
 	done  chan struct{}
@@ -134,7 +135,7 @@ func (g *Grouper) Execute(ctx context.Context, a *action.Action, out []string) (
 	if !g.groupable(a) {
 		return g.single(ctx, a, out)
 	}
-	m := &member{a: a, out: out, done: make(chan struct{})}
+	m := &member{a: a, out: out, ctx: ctx, done: make(chan struct{})}
 	grp, alone := g.join(ctx, m)
 	if alone {
 		// A free slot, taken: nothing waits, nothing to save by waiting.
@@ -280,8 +281,15 @@ func (g *Grouper) run(ctx context.Context, members []*member) {
 	}
 	g.groups.Add(1)
 	g.grouped.Add(int64(len(ms)))
+	// The group's queueing and execution are each member's: their races
+	// hear of them, as of an execution of their own.
+	var of []context.Context
+	for _, m := range ms {
+		of = append(of, m.ctx)
+	}
+	ctx = executor.WithRemoteStagesOf(ctx, of...)
 	start := time.Now()
-	resp, err := g.execute(ctx, grp)
+	resp, err := g.execute(ctx, grp, ms)
 	if err != nil {
 		g.rerun(ms)
 		return
@@ -295,8 +303,11 @@ func (g *Grouper) rerun(ms []*member) {
 	g.alone(ms)
 }
 
-// execute uploads the group's inputs and runs it.
-func (g *Grouper) execute(ctx context.Context, grp *reapi.Group) (*repb.ExecuteResponse, error) {
+// execute uploads the group's inputs and runs it; once the inputs are up,
+// each member has begun (executor.Begun: its scheduler's head start and
+// preparation window let others go) and is queued, as an action sent
+// alone is.
+func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (*repb.ExecuteResponse, error) {
 	e := g.e
 	if p := e.off.Load(); p != nil {
 		return nil, p
@@ -304,6 +315,10 @@ func (g *Grouper) execute(ctx context.Context, grp *reapi.Group) (*repb.ExecuteR
 	if err := e.c.CAS.Ensure(ctx, grp.Blobs, grp.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
+	for _, m := range ms {
+		executor.Begun(m.ctx)
+	}
+	executor.Queued(ctx)
 	resp, _, err := e.run(ctx, grp.Executable)
 	return resp, err
 }

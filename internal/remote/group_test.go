@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,5 +264,52 @@ func TestGroupSimulationReplay(t *testing.T) {
 	}
 	if gs := g.Stats(); gs.Groups != 1 || gs.Reruns != 0 {
 		t.Errorf("grouper %+v, want one group and no re-run", gs)
+	}
+}
+
+// TestGroupReportsExecuting: each member of a group hears, through its
+// own race, that the group was sent for execution and that a worker took
+// it (executor.Queued, executor.Executing), and tells its scheduler it has
+// begun (executor.Begun), as an action sent alone does
+// (TestExecReportsExecuting); before, only the member whose context the
+// group's was made from did, and the others looked queued to the Hybrid,
+// and held their place in the preparation window, for as long as they ran.
+func TestGroupReportsExecuting(t *testing.T) {
+	srv, addr := fake(t, reapitest.Options{})
+	g, _ := newGrouper(t, addr, 4)
+	as, outs := shellActions(t, 4, -1)
+	spares := make([]*waitingSpare, len(as))
+	for i := range spares {
+		spares[i] = &waitingSpare{ctx: make(chan context.Context, 1)}
+	}
+	local := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	var begun [4]atomic.Bool
+	raced := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		for i := range as {
+			if as[i] == a {
+				ctx = executor.WithBegun(ctx, func() { begun[i].Store(true) })
+				return executor.Race(g, local, spares[i]).Execute(ctx, a, out)
+			}
+		}
+		return nil, fmt.Errorf("unknown action %s", a.ID)
+	})
+	_, errs := runAll(t, srv, g, raced, as, outs)
+	for i := range as {
+		if errs[i] != nil {
+			t.Fatalf("%s: %v", as[i].ID, errs[i])
+		}
+		if !begun[i].Load() {
+			t.Errorf("%s: never told its scheduler it had begun", as[i].ID)
+		}
+		queued, executing := executor.RemoteProgress(<-spares[i].ctx)
+		if queued.IsZero() || executing.IsZero() || executing.Before(queued) {
+			t.Errorf("%s: its race saw it sent at %v and taken by a worker at %v, want both, in that order", as[i].ID, queued, executing)
+		}
+	}
+	if st := g.Stats(); st.Groups != 1 || st.Grouped != 4 {
+		t.Errorf("stats %+v, want one group of 4", st)
 	}
 }
