@@ -149,9 +149,6 @@ func processCPU() time.Duration {
 
 // text is the floor in a sentence.
 func (f *rpcFloor) text() string {
-	return fmt.Sprintf("a bare gRPC call (FindMissingBlobs, answered at once) costs a client %s of CPU one at a time, %s with %d in flight",
-		msec(f.Alone), msec(f.InFlight), floorInFlight)
+	return fmt.Sprintf("a bare gRPC call (FindMissingBlobs, answered at once) costs a client %.3f ms of CPU one at a time, %.3f ms with %d in flight",
+		perAction(f.Alone, 1), perAction(f.InFlight, 1), floorInFlight)
 }
-
-// msec formats d in milliseconds with three decimals.
-func msec(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/1e6) }

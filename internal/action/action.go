@@ -238,11 +238,11 @@ func ModuleName(path string) string {
 	}
 	// The member's parenthesis closes at the last ')': what follows is
 	// nothing, or the copy's ".<seq>.<HEXPID>.o", which holds none.
-	close := strings.LastIndexByte(path, ')')
-	if close < 0 || !copySuffix(path[close+1:]) {
+	paren := strings.LastIndexByte(path, ')')
+	if paren < 0 || !copySuffix(path[paren+1:]) {
 		return path
 	}
-	inner := path[:close]
+	inner := path[:paren]
 	at := strings.LastIndex(inner, " at ")
 	if at < 0 || !allIn(inner[at+len(" at "):], "0123456789") {
 		return path
