@@ -16,6 +16,14 @@ const coalesceWindow = 300 * time.Microsecond
 // of run: a batch goes when its window has passed or when the next
 // request does not fit. A caller that gives up does not cancel the batch,
 // which others wait for too.
+//
+// A request that comes when none has for a window goes at once, alone, as
+// its caller's call: when actions end one by one (a small link's do, each
+// reading its outputs by itself), waiting would only delay it, and wake
+// the process once more when the window passes. On this VM a wake-up
+// costs more CPU than the call (bench/RESULTS.md, "the bare cold
+// action"). The first request of a burst goes alone so, and the others
+// gather behind it as before.
 type coalescer[Req, Resp any] struct {
 	window time.Duration
 	// fits reports whether next may join reqs (it always may join an
@@ -26,6 +34,9 @@ type coalescer[Req, Resp any] struct {
 
 	mu  sync.Mutex
 	cur *coalesced[Req, Resp]
+	// last is when the last request came: one that comes a window
+	// later goes alone.
+	last time.Time
 }
 
 type coalesced[Req, Resp any] struct {
@@ -38,6 +49,25 @@ type coalesced[Req, Resp any] struct {
 // do adds req to the current batch and waits for its response.
 func (c *coalescer[Req, Resp]) do(ctx context.Context, req Req) (Resp, error) {
 	c.mu.Lock()
+	now := time.Now()
+	alone := c.cur == nil && now.Sub(c.last) >= c.window
+	c.last = now
+	if alone {
+		c.mu.Unlock()
+		// The call is the batch's, as a batch's would be (run adds what
+		// its calls carry to a bare context), but it ends if the caller
+		// gives up: nobody else waits for it.
+		runCtx, cancel := context.WithCancel(context.Background())
+		stop := context.AfterFunc(ctx, cancel)
+		resp := c.run(runCtx, []Req{req})[0]
+		stop()
+		cancel()
+		if err := ctx.Err(); err != nil {
+			var zero Resp
+			return zero, err
+		}
+		return resp, nil
+	}
 	if b := c.cur; b != nil && !c.fits(b.reqs, req) {
 		c.cur = nil
 		go c.fire(b)
