@@ -94,7 +94,10 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 		fmt.Fprintf(b, "**The transport's floor** on this machine (floor.go): %s. "+
 			"That client is plain grpc-go over the official protos in a process of its own, with no thindist code, against the test double "+
 			"with no simulated round trip. A cold action makes the calls of the last column below, so the CPU column cannot fall below "+
-			"that many of these calls per action, before any hashing, compression or file I/O.\n\n", f.text())
+			"that many of these calls per action, before any hashing, compression or file I/O. The bare cold action is what such a client "+
+			"pays for a whole action here, with nothing of thindist's own (its keys, shards, schedule, checks, records): on this VM a call "+
+			"made after the process has gone idle costs several times one made while it is busy, so a link whose actions end one by one "+
+			"(lua's 33 end over half a second, about 15 ms apart) pays several times what one whose actions end together does.\n\n", f.text())
 	}
 	b.WriteString("| project | actions | recorded | kept local | largest backend | Σ backends | Σ / 16 | Σ / 64 | Σ / 256 | in-process | recording link | --remote-jobs default |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -26,13 +26,17 @@ import (
 // thindist code, against the REAPI test double (its own process, no
 // simulated round trip), each call a FindMissingBlobs of one digest.
 
-// rpcFloor is the client's CPU per call: one call at a time, as a link's
-// calls go while its actions end one by one, and 32 in flight, as when
-// hundreds of actions start together.
+// rpcFloor is the client's CPU per call: one call at a time, back to back,
+// and 32 in flight, as when hundreds of actions start together; and per
+// bare cold action (floor_action.go), which shows what calls cost when
+// they come one by one with the process idle in between.
 type rpcFloor struct {
 	Alone    time.Duration `json:"alone"`
 	InFlight time.Duration `json:"in_flight"`
 	Calls    int           `json:"calls"`
+	// Actions is a bare cold action's CPU at each of floorSpacings
+	// (floor_action.go).
+	Actions []actionFloor `json:"actions"`
 }
 
 const (
@@ -75,7 +79,34 @@ func rpcFloorClient(addr string) error {
 	if err != nil {
 		return err
 	}
+	if f.Actions, err = measureActionFloors(addr, floorActions, floorActionRound); err != nil {
+		return err
+	}
 	return json.NewEncoder(os.Stdout).Encode(f)
+}
+
+// measureActionFloors measures n bare cold actions at each of
+// floorSpacings, on a connection of their own.
+func measureActionFloors(addr string, n, rounds int) ([]actionFloor, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	dir, err := os.MkdirTemp("", "thindist-floor-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	var fs []actionFloor
+	for _, apart := range floorSpacings {
+		f, err := measureActions(conn, dir, n, rounds, apart)
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
 }
 
 // measureCalls makes n/10 calls to warm up, then n one at a time, then n
@@ -149,6 +180,19 @@ func processCPU() time.Duration {
 
 // text is the floor in a sentence.
 func (f *rpcFloor) text() string {
-	return fmt.Sprintf("a bare gRPC call (FindMissingBlobs, answered at once) costs a client %.3f ms of CPU one at a time, %.3f ms with %d in flight",
+	s := fmt.Sprintf("a bare gRPC call (FindMissingBlobs, answered at once) costs a client %.3f ms of CPU one at a time, %.3f ms with %d in flight",
 		perAction(f.Alone, 1), perAction(f.InFlight, 1), floorInFlight)
+	if len(f.Actions) == 0 {
+		return s
+	}
+	var parts []string
+	for _, a := range f.Actions {
+		when := "ending together"
+		if a.Apart > 0 {
+			when = fmt.Sprintf("ending %v apart", a.Apart)
+		}
+		parts = append(parts, fmt.Sprintf("%.3f ms %s", perAction(a.PerAction, 1), when))
+	}
+	return s + fmt.Sprintf("; a bare cold action (%d at once, each making only the six calls an action no cache holds needs, a %d KB input, a %d KB output checked and written to a file) costs it %s",
+		f.Actions[0].Actions, floorActionIn>>10, floorActionOut>>10, strings.Join(parts, ", "))
 }

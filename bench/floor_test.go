@@ -1,7 +1,14 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/thindist/thindist/internal/reapitest"
 )
@@ -26,5 +33,50 @@ func TestMeasureCalls(t *testing.T) {
 	}
 	if f.Calls != n || f.Alone <= 0 || f.InFlight <= 0 {
 		t.Errorf("floor %+v: want %d calls and some CPU per call of each kind", f, n)
+	}
+}
+
+// TestMeasureActions: the bare cold actions run on the test double, which
+// executes them (one warm-up round and two measured ones), and each makes
+// the calls it stands for; their outputs are written whole.
+func TestMeasureActions(t *testing.T) {
+	srv := reapitest.NewFakeServer(reapitest.Options{ExecRootDir: t.TempDir()})
+	addr, err := srv.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const n, rounds = 3, 2
+	dir := t.TempDir()
+	f, err := measureActions(conn, dir, n, rounds, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Actions != n || f.Apart != time.Millisecond || f.PerAction <= 0 {
+		t.Errorf("floor %+v: want %d actions 1ms apart and some CPU per action", f, n)
+	}
+	st := srv.Stats()
+	actions := int64(n * (rounds + 1))
+	if st.Executions != actions || st.ACMisses != actions || st.ACUpdates != actions || st.FindMissingBlobsCalls != actions {
+		t.Errorf("the server executed %d, missed %d lookups, stored %d results and answered %d FindMissingBlobs; want %d each",
+			st.Executions, st.ACMisses, st.ACUpdates, st.FindMissingBlobsCalls, actions)
+	}
+	// Each round's input, directory and messages are new but for the
+	// Commands, which the first round uploads.
+	if up := 4*actions + n; st.BlobsUploaded != up || st.BlobsRead != actions {
+		t.Errorf("%d blobs uploaded and %d read, want %d and %d", st.BlobsUploaded, st.BlobsRead, up, actions)
+	}
+	for i := range n {
+		fi, err := os.Stat(filepath.Join(dir, strconv.Itoa(i)+".o"))
+		if err != nil {
+			t.Errorf("output %d: %v", i, err)
+		} else if fi.Size() != floorActionOut {
+			t.Errorf("output %d: %d bytes, want %d", i, fi.Size(), floorActionOut)
+		}
 	}
 }
