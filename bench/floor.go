@@ -34,6 +34,11 @@ type rpcFloor struct {
 	Alone    time.Duration `json:"alone"`
 	InFlight time.Duration `json:"in_flight"`
 	Calls    int           `json:"calls"`
+	// AfterIdle is a call's CPU when the process has been idle for
+	// floorIdle before it, less what the process spends idle that long
+	// (Idle) without calling.
+	AfterIdle time.Duration `json:"after_idle"`
+	Idle      time.Duration `json:"idle"`
 	// Actions is a bare cold action's CPU at each of floorSpacings
 	// (floor_action.go).
 	Actions []actionFloor `json:"actions"`
@@ -42,6 +47,11 @@ type rpcFloor struct {
 const (
 	floorCalls    = 4000
 	floorInFlight = 32
+	// floorIdleCalls calls are made after floorIdle of idleness each: a
+	// small link's actions end about that far apart (lua's 33 over half a
+	// second).
+	floorIdleCalls = 100
+	floorIdle      = 15 * time.Millisecond
 )
 
 // measureRPCFloor starts the test double and the client, and returns what
@@ -79,10 +89,56 @@ func rpcFloorClient(addr string) error {
 	if err != nil {
 		return err
 	}
+	if f.AfterIdle, f.Idle, err = measureIdleCalls(addr, floorIdleCalls, floorIdle); err != nil {
+		return err
+	}
 	if f.Actions, err = measureActionFloors(addr, floorActions, floorActionRound); err != nil {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(f)
+}
+
+// measureIdleCalls makes n calls, each after the process has slept idle
+// for gap, and returns the CPU per call beyond that of n such sleeps
+// without a call, and the CPU per sleep.
+func measureIdleCalls(addr string, n int, gap time.Duration) (call, idle time.Duration, err error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close()
+	cas := repb.NewContentAddressableStorageClient(conn)
+	req := &repb.FindMissingBlobsRequest{
+		BlobDigests:    []*repb.Digest{{Hash: strings.Repeat("0", 64), SizeBytes: 1}},
+		DigestFunction: repb.DigestFunction_SHA256,
+	}
+	calls := func(n int, do bool) (time.Duration, error) {
+		c0 := processCPU()
+		for range n {
+			time.Sleep(gap)
+			if !do {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := cas.FindMissingBlobs(ctx, req)
+			cancel()
+			if err != nil {
+				return 0, err
+			}
+		}
+		return (processCPU() - c0) / time.Duration(n), nil
+	}
+	if _, err := calls(max(1, n/10), true); err != nil { // warm
+		return 0, 0, err
+	}
+	if idle, err = calls(n, false); err != nil {
+		return 0, 0, err
+	}
+	withCall, err := calls(n, true)
+	if err != nil {
+		return 0, 0, err
+	}
+	return max(0, withCall-idle), idle, nil
 }
 
 // measureActionFloors measures n bare cold actions at each of
@@ -182,6 +238,10 @@ func processCPU() time.Duration {
 func (f *rpcFloor) text() string {
 	s := fmt.Sprintf("a bare gRPC call (FindMissingBlobs, answered at once) costs a client %.3f ms of CPU one at a time, %.3f ms with %d in flight",
 		perAction(f.Alone, 1), perAction(f.InFlight, 1), floorInFlight)
+	if f.AfterIdle > 0 {
+		s += fmt.Sprintf(", and %.3f ms when the process has been idle for %v before it (beyond the %.3f ms it spends idle that long)",
+			perAction(f.AfterIdle, 1), floorIdle, perAction(f.Idle, 1))
+	}
 	if len(f.Actions) == 0 {
 		return s
 	}

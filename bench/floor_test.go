@@ -80,3 +80,24 @@ func TestMeasureActions(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasureIdleCalls: the calls after idleness are made, and measured.
+func TestMeasureIdleCalls(t *testing.T) {
+	srv := reapitest.NewFakeServer(reapitest.Options{})
+	addr, err := srv.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	const n = 20
+	call, idle, err := measureIdleCalls(addr, n, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := srv.Stats().FindMissingBlobsCalls, int64(n/10+n); got != want {
+		t.Errorf("the server answered %d FindMissingBlobs calls, want %d", got, want)
+	}
+	if call <= 0 || idle < 0 {
+		t.Errorf("%v per call after idleness, %v per idle spell: want some CPU per call", call, idle)
+	}
+}
