@@ -101,17 +101,12 @@ func rpcFloorClient(addr string) error {
 // measureIdleCalls makes n calls, each after the process has slept idle
 // for gap, and returns the CPU per call beyond that of n such sleeps
 // without a call, and the CPU per sleep.
-func measureIdleCalls(addr string, n int, gap time.Duration) (call, idle time.Duration, err error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func measureIdleCalls(addr string, n int, gap time.Duration) (perCall, idle time.Duration, err error) {
+	conn, call, err := findMissingCaller(addr)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer conn.Close()
-	cas := repb.NewContentAddressableStorageClient(conn)
-	req := &repb.FindMissingBlobsRequest{
-		BlobDigests:    []*repb.Digest{{Hash: strings.Repeat("0", 64), SizeBytes: 1}},
-		DigestFunction: repb.DigestFunction_SHA256,
-	}
 	calls := func(n int, do bool) (time.Duration, error) {
 		c0 := processCPU()
 		for range n {
@@ -119,10 +114,7 @@ func measureIdleCalls(addr string, n int, gap time.Duration) (call, idle time.Du
 			if !do {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			_, err := cas.FindMissingBlobs(ctx, req)
-			cancel()
-			if err != nil {
+			if err := call(); err != nil {
 				return 0, err
 			}
 		}
@@ -139,6 +131,26 @@ func measureIdleCalls(addr string, n int, gap time.Duration) (call, idle time.Du
 		return 0, 0, err
 	}
 	return max(0, withCall-idle), idle, nil
+}
+
+// findMissingCaller dials addr and returns the connection and a function
+// making one FindMissingBlobs of one digest on it: the floor's bare call.
+func findMissingCaller(addr string) (*grpc.ClientConn, func() error, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	cas := repb.NewContentAddressableStorageClient(conn)
+	req := &repb.FindMissingBlobsRequest{
+		BlobDigests:    []*repb.Digest{{Hash: strings.Repeat("0", 64), SizeBytes: 1}},
+		DigestFunction: repb.DigestFunction_SHA256,
+	}
+	return conn, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := cas.FindMissingBlobs(ctx, req)
+		return err
+	}, nil
 }
 
 // measureActionFloors measures n bare cold actions at each of
@@ -169,22 +181,11 @@ func measureActionFloors(addr string, n, rounds int) ([]actionFloor, error) {
 // in floorInFlight goroutines, and returns the process's CPU per call of
 // each kind.
 func measureCalls(addr string, n int) (*rpcFloor, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, call, err := findMissingCaller(addr)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	cas := repb.NewContentAddressableStorageClient(conn)
-	req := &repb.FindMissingBlobsRequest{
-		BlobDigests:    []*repb.Digest{{Hash: strings.Repeat("0", 64), SizeBytes: 1}},
-		DigestFunction: repb.DigestFunction_SHA256,
-	}
-	call := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, err := cas.FindMissingBlobs(ctx, req)
-		return err
-	}
 	// calls makes n calls from each of par goroutines and returns the
 	// process's CPU per call.
 	calls := func(n, par int) (time.Duration, error) {

@@ -16,12 +16,7 @@ import (
 // TestMeasureCalls: the floor's client makes the calls it reports on (the
 // warm-up, n alone, n in flight) and measures some CPU for each kind.
 func TestMeasureCalls(t *testing.T) {
-	srv := reapitest.NewFakeServer(reapitest.Options{})
-	addr, err := srv.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv, addr := reapitest.StartT(t, reapitest.Options{})
 	const n = 640
 	f, err := measureCalls(addr, n)
 	if err != nil {
@@ -40,12 +35,7 @@ func TestMeasureCalls(t *testing.T) {
 // executes them (one warm-up round and two measured ones), and each makes
 // the calls it stands for; their outputs are written whole.
 func TestMeasureActions(t *testing.T) {
-	srv := reapitest.NewFakeServer(reapitest.Options{ExecRootDir: t.TempDir()})
-	addr, err := srv.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv, addr := reapitest.StartT(t, reapitest.Options{})
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -83,12 +73,7 @@ func TestMeasureActions(t *testing.T) {
 
 // TestMeasureIdleCalls: the calls after idleness are made, and measured.
 func TestMeasureIdleCalls(t *testing.T) {
-	srv := reapitest.NewFakeServer(reapitest.Options{})
-	addr, err := srv.Start(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	srv, addr := reapitest.StartT(t, reapitest.Options{})
 	const n = 20
 	call, idle, err := measureIdleCalls(addr, n, time.Millisecond)
 	if err != nil {
