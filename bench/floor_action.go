@@ -59,6 +59,7 @@ var floorSpacings = []time.Duration{0, time.Millisecond, 15 * time.Millisecond}
 // CPU per action. The outputs are written under dir.
 func measureActions(conn *grpc.ClientConn, dir string, n, rounds int, apart time.Duration) (actionFloor, error) {
 	f := actionFloor{Apart: apart, Actions: n}
+	rounds = max(1, rounds)
 	var per []time.Duration
 	for r := 0; r <= rounds; r++ {
 		acts, err := bareActions(n, apart)
