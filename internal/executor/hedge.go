@@ -13,7 +13,10 @@ type HedgeStats struct {
 }
 
 // Hedged is the executor Hedge returns.
-type Hedged struct{ r *race }
+type Hedged struct {
+	r    *race
+	pick func(*action.Action) bool
+}
 
 // Hedge runs each action that pick chooses on primary and second at once
 // (a hedged request), and the others on primary alone: for the few long
@@ -23,11 +26,22 @@ type Hedged struct{ r *race }
 // cancelled, as in a Race; second writes to private names until it wins.
 // Both should be Verified.
 func Hedge(primary, second Executor, pick func(*action.Action) bool) *Hedged {
-	return &Hedged{r: &race{primary: primary, secondary: second, spare: pickSpare(pick), suffix: ".hedge", hedge: true}}
+	return &Hedged{r: &race{primary: primary, secondary: second, spare: pickSpare(pick), suffix: ".hedge", hedge: true}, pick: pick}
 }
 
-// Execute implements Executor.
+// Execute implements Executor. An action pick does not choose runs on
+// primary as a plain call, in the caller's goroutine: a race around it
+// would start a goroutine for the primary and another waiting for a grant
+// that never comes, and wake both at its end, for every action of a link
+// (most are not hedged).
 func (h *Hedged) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+	if !h.pick(a) {
+		res, err := h.r.primary.Execute(ctx, a, out)
+		if err != nil {
+			removeAll(out) // what the primary left, as a race removes it
+		}
+		return res, err
+	}
 	return h.r.Execute(ctx, a, out)
 }
 

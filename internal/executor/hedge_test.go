@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -81,6 +83,32 @@ func TestHedgeOnlyPicked(t *testing.T) {
 	checkOutputs(t, out, "first", first, second)
 	if st := h.Stats(); st != (HedgeStats{}) {
 		t.Errorf("stats %+v, want none", st)
+	}
+
+	// It is a plain call of the first executor, with the caller's own
+	// context: no race (and none of a race's goroutines) around it.
+	ctx := boundedCtx(t)
+	var same bool
+	plain := Hedge(Func(func(got context.Context, a *action.Action, out []string) (*Result, error) {
+		same = got == ctx
+		return &Result{Where: Remote}, nil
+	}), second, func(*action.Action) bool { return false })
+	if _, err := plain.Execute(ctx, raceAction, raceOut(t)); err != nil || !same {
+		t.Errorf("an action not picked: %v, called with the caller's context %v; want a plain call", err, same)
+	}
+	// What a failed primary left is removed, as a race removes it.
+	failing := Hedge(Func(func(_ context.Context, a *action.Action, out []string) (*Result, error) {
+		if err := os.WriteFile(out[0], []byte("half"), 0o644); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("failed")
+	}), second, func(*action.Action) bool { return false })
+	failedOut := raceOut(t)
+	if _, err := failing.Execute(ctx, raceAction, failedOut); err == nil {
+		t.Error("a failed primary's error was lost")
+	}
+	if _, err := os.Stat(failedOut[0]); !os.IsNotExist(err) {
+		t.Errorf("a failed primary's output is still there (%v)", err)
 	}
 }
 
