@@ -20,10 +20,10 @@ const coalesceWindow = 300 * time.Microsecond
 // A request that comes when none has for a window goes at once, alone, as
 // its caller's call: when actions end one by one (a small link's do, each
 // reading its outputs by itself), waiting would only delay it, and wake
-// the process once more when the window passes. On this VM a wake-up
-// costs more CPU than the call (bench/RESULTS.md, "the bare cold
-// action"). The first request of a burst goes alone so, and the others
-// gather behind it as before.
+// the process once more when the window passes; on the machine of
+// bench/RESULTS.md a wake-up costs more CPU than the call ("Waking up").
+// The first request of a burst goes alone so, and the others gather
+// behind it as before.
 type coalescer[Req, Resp any] struct {
 	window time.Duration
 	// fits reports whether next may join reqs (it always may join an
