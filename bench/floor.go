@@ -133,10 +133,16 @@ func measureIdleCalls(addr string, n int, gap time.Duration) (perCall, idle time
 	return max(0, withCall-idle), idle, nil
 }
 
+// dialFloor is the floor client's connection to the test double: plain
+// grpc-go, none of thindist's options.
+func dialFloor(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
 // findMissingCaller dials addr and returns the connection and a function
 // making one FindMissingBlobs of one digest on it: the floor's bare call.
 func findMissingCaller(addr string) (*grpc.ClientConn, func() error, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := dialFloor(addr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,7 +162,7 @@ func findMissingCaller(addr string) (*grpc.ClientConn, func() error, error) {
 // measureActionFloors measures n bare cold actions at each of
 // floorSpacings, on a connection of their own.
 func measureActionFloors(addr string, n, rounds int) ([]actionFloor, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := dialFloor(addr)
 	if err != nil {
 		return nil, err
 	}

@@ -89,8 +89,8 @@ type bareAction struct {
 
 // bareActions makes n actions, action i sleeping (i+1) × apart on the
 // worker before it writes floorActionOut bytes of its input, repeated, to
-// its output.
-// Every round's actions are new (a random input each): nothing is cached.
+// its output. Every round's actions are new (a random input each), so
+// nothing is cached.
 func bareActions(n int, apart time.Duration) ([]bareAction, error) {
 	acts := make([]bareAction, n)
 	for i := range acts {
@@ -126,7 +126,7 @@ func bareActions(n int, apart time.Duration) ([]bareAction, error) {
 }
 
 // runBareActions runs acts at once, each in a goroutine of its own, and
-// returns the first failure.
+// returns their failures, each naming its action.
 func runBareActions(conn *grpc.ClientConn, dir string, acts []bareAction) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(acts))
@@ -207,6 +207,9 @@ func runBareAction(conn *grpc.ClientConn, out string, a bareAction) error {
 	return err
 }
 
+// blobDigest and marshalled are the floor client's own digests rather
+// than internal/digest's: the client stands for any grpc-go client, so it
+// runs none of thindist's code.
 func blobDigest(b []byte) *repb.Digest {
 	h := sha256.Sum256(b)
 	return &repb.Digest{Hash: hex.EncodeToString(h[:]), SizeBytes: int64(len(b))}
