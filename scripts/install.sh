@@ -3,13 +3,10 @@
 # links the bundled example through it. Run from the repository root.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
+. "$root/scripts/lib/apt.sh"
 
-if ! command -v clang-22 >/dev/null || ! command -v ld.lld-22 >/dev/null || ! command -v llvm-ar-22 >/dev/null; then
-  $SUDO apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-22 lld-22 llvm-22 make >/dev/null
-fi
+# What thindist and the demo need: clang, lld and llvm-ar of LLVM 22, and make.
+need_packages clang-22 lld-22 llvm-22 make
 
 cd "$root"
 bindir=$(go env GOBIN)

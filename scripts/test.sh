@@ -2,11 +2,22 @@
 # Runs thindist's whole test suite: unit tests, end-to-end links with Debian's
 # clang/lld 22 and 19, a real project (lua5.4 from Debian's sources) and the
 # remote-execution tests against the in-repo REAPI test server.
-# Needs what scripts/install.sh installs, plus clang-19/lld-19 and the Debian
-# source of lua5.4 (fetched here if missing).
+# Installs what its tests need when missing (Debian packages, the Debian
+# source of lua5.4), so that on a fresh machine it is the whole set-up.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+. "$root/scripts/lib/apt.sh"
+
+# thindist's own (as scripts/install.sh), LLVM 19 for the older-LLVM tests,
+# the build systems the end-to-end tests drive (make, CMake with both of its
+# generators, Meson), dpkg-dev for Debian sources, iproute2 and util-linux for
+# the network and namespace tests, BuildStream's CAS server as a second REAPI
+# implementation, and Chromium for the HTML report's rendering test.
+need_packages clang-22 lld-22 llvm-22 make \
+	clang-19 lld-19 llvm-19 \
+	cmake ninja-build meson dpkg-dev iproute2 util-linux \
+	python3-buildstream chromium
 export THINDIST_DEBSRC="${THINDIST_DEBSRC:-/var/cache/thindist-debsrc}"
 # The real-project tests need lua5.4's Debian source (idempotent; under CI a
 # failure here fails those tests instead of skipping them).
