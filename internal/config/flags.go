@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/thindist/thindist/internal/redact"
 )
 
 // FlagSet is a flag.FlagSet whose every flag also reads an environment
@@ -39,8 +41,6 @@ type meta struct {
 	group string
 	arg   string // placeholder for the value in help
 	def   string // the default as help shows it, if not the value
-	// secret: values may hold credentials (shown redacted by Settings).
-	secret bool
 	// aliases are other long names of the flag (Bazel's spellings).
 	aliases []string
 }
@@ -265,14 +265,14 @@ type Setting struct {
 func (s *FlagSet) Settings() []Setting {
 	var out []Setting
 	for _, name := range s.order {
-		m := s.metas[name]
 		v := s.fs.Lookup(name).Value
-		st := Setting{Name: name, Value: v.String(), Source: s.Source(name), Secret: m.secret}
-		if m.secret {
+		secret := redact.IsCredentialFlag(name)
+		st := Setting{Name: name, Value: v.String(), Source: s.Source(name), Secret: secret}
+		if secret {
 			if r, ok := v.(redacter); ok {
 				st.Value = r.Redacted()
 			} else if st.Value != "" {
-				st.Value = "<redacted>"
+				st.Value = redact.Mask
 			}
 		}
 		out = append(out, st)
@@ -282,14 +282,6 @@ func (s *FlagSet) Settings() []Setting {
 
 // redacter is a value that can show itself without its secrets.
 type redacter interface{ Redacted() string }
-
-// Secret marks a flag whose values may hold credentials: Settings shows
-// them redacted.
-func (s *FlagSet) Secret(name string) {
-	m := s.metas[name]
-	m.secret = true
-	s.metas[name] = m
-}
 
 // flagError rewrites the flag package's messages to name the flag with
 // two dashes and say what is expected (the reasons come from the values'

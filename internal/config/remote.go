@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/thindist/thindist/internal/redact"
 )
 
 // Remote is the remote execution and remote cache configuration.
@@ -97,7 +99,7 @@ func (l *KVList) Set(v string) error {
 func (l *KVList) Redacted() string {
 	var s []string
 	for _, kv := range *l {
-		s = append(s, kv[0]+"=<redacted>")
+		s = append(s, kv[0]+"="+redact.Mask)
 	}
 	return strings.Join(s, ",")
 }
@@ -247,7 +249,6 @@ func (r *Remote) register(fs *FlagSet) {
 	fs.Alias("remote_timeout", "remote-timeout")
 	fs.Alias("remote_upload_local_results", "remote-upload")
 	fs.Alias("build_request_id", "remote-build-id")
-	fs.Secret("remote-header")
 }
 
 // targetValue is --remote (Bazel's --remote_executor): execution and
@@ -333,4 +334,15 @@ func (r *Remote) check() error {
 		return fmt.Errorf("remote timeouts must not be negative")
 	}
 	return nil
+}
+
+// Secrets returns the credentials the configuration holds (the values of
+// --remote-header), for redacting them wherever they might be stored or
+// shown (internal/redact).
+func (r *Remote) Secrets() []string {
+	var s []string
+	for _, kv := range r.Headers {
+		s = append(s, kv[1])
+	}
+	return s
 }

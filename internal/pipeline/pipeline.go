@@ -27,6 +27,7 @@ import (
 	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/redact"
 	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/schedule"
 )
@@ -417,6 +418,8 @@ func writeTrace(cfg *config.Config, env Env, console *report.Console, trace *rep
 	if env.Record != nil {
 		run = env.Record.Snapshot()
 	}
+	// A trace is made to be shared: no credential in it.
+	run = *run.Redacted(redact.NewValues(cfg.Remote.Secrets()...))
 	trace.SetMetadata(map[string]any{"version": run.Version, "command_line": run.Args, "dir": run.Dir,
 		"output": run.Output, "messages": run.Log, "record": run.ID})
 	path := report.TracePath(cfg.Trace, run.PID, run.Start)

@@ -11,6 +11,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/redact"
 	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/version"
 )
@@ -110,6 +111,7 @@ func (s *Session) Finish(cfg *config.Config, runErr error) {
 	}
 	run := s.rec.Finish(time.Now(), runErr)
 	store := record.Open(CacheDir(cfg, s.Env))
+	store.Secrets = redact.NewValues(cfg.Remote.Secrets()...)
 	err := store.Write(run)
 	if err == nil {
 		err = store.AddTotals(run)

@@ -105,7 +105,7 @@ func readTimes(path, dir string) (times map[string]int64, ok bool, err error) {
 		return nil, false, err
 	}
 	if times == nil {
-		run, err := ReadFile(path)
+		run, err := readFile(path)
 		if err != nil {
 			return nil, false, err
 		}
@@ -163,7 +163,7 @@ func (h *History) loadLast() {
 		if d, err := recordDir(path); err != nil || d != h.dir {
 			return false, false
 		}
-		run, err := ReadFile(path)
+		run, err := readFile(path)
 		if err != nil || run.Dir != h.dir {
 			return false, false
 		}

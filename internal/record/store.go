@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/atomicfile"
+	"github.com/thindist/thindist/internal/redact"
 )
 
 // Default bounds of a Store.
@@ -29,6 +30,10 @@ type Store struct {
 	// MaxRuns and MaxBytes bound the records kept; the oldest go first.
 	MaxRuns  int
 	MaxBytes int64
+	// Secrets are the credentials of the run being written, left out of
+	// its record wherever they occur (besides what redact finds by
+	// syntax).
+	Secrets redact.Values
 }
 
 // Open returns the store under cacheDir with the default bounds.
@@ -42,19 +47,25 @@ func NewID(start time.Time, pid int) string {
 }
 
 // Write saves run, whole or not at all, then drops the oldest records
-// beyond the bounds (never run itself).
+// beyond the bounds (never run itself). Credentials are left out
+// (Run.Redacted with s.Secrets), and records are readable by their owner
+// only: they hold command lines, and the directory may be shared.
 func (s *Store) Write(run *Run) error {
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("record directory: %w", err)
+	}
+	// A directory made before records were private.
+	if err := os.Chmod(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("record directory: %w", err)
 	}
 	// The times History orders by, at the record's head, so that it
 	// reads no further (recordHead).
-	withTimes := *run
+	withTimes := run.Redacted(s.Secrets)
 	withTimes.Times = timesOf(run)
 	// Encoded straight into the file: json.Marshal would return a copy of
 	// its buffer, a large run's record held twice at the end of the run.
-	err := atomicfile.Write(s.path(run.ID), 0o644, func(w io.Writer) error {
-		return json.NewEncoder(w).Encode(&withTimes)
+	err := atomicfile.Write(s.path(run.ID), 0o600, func(w io.Writer) error {
+		return json.NewEncoder(w).Encode(withTimes)
 	})
 	if err != nil {
 		return fmt.Errorf("record %s: %w", run.ID, err)
@@ -177,8 +188,20 @@ func (s *Store) Load(which string) (*Run, error) {
 	return nil, fmt.Errorf("%q names %d runs (%s, ...): give more of the ID", which, len(found), found[0].ID)
 }
 
-// ReadFile reads a record file.
+// ReadFile reads a record file, without credentials (Run.Redacted).
 func ReadFile(path string) (*Run, error) {
+	run, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	// Records written before credentials were left out may hold some:
+	// whatever shows one (report, its JSON and HTML) sees it without.
+	return run.Redacted(redact.Values{}), nil
+}
+
+// readFile reads a record file as it is, for the history, which shows
+// nothing of its command lines.
+func readFile(path string) (*Run, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
