@@ -21,7 +21,8 @@ const cacheIntro = `Usage:
                                            has the digest it is named by, each action
                                            record parses and its object is an ELF or
                                            COFF object; list the corrupt ones and exit 1
-                                           if there are any. --fix also removes them.
+                                           if there are any. --fix also removes them
+                                           (exit 0 once none remain).
                                            Links may run meanwhile.
 
 The cache directory and its size limit are the settings links use (see
@@ -100,14 +101,18 @@ func cacheCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Wr
 	return 0
 }
 
-// cacheVerify runs `thindist cache verify`: exit status 1 when it found
-// corrupt entries (also when --fix removed them, as fsck does), 0 otherwise.
+// cacheVerify runs `thindist cache verify`: exit status 1 when corrupt
+// entries remain (found without --fix, or that --fix could not remove), 0
+// when there are none left.
 func cacheVerify(ctx context.Context, disk *cache.Disk, fix bool, env pipeline.Env, stdout io.Writer) int {
 	st, err := disk.Verify(ctx, fix)
+	remain := 0
 	for _, c := range st.Corrupt {
 		what := "corrupt"
 		if c.Removed {
 			what = "removed"
+		} else {
+			remain++
 		}
 		fmt.Fprintf(stdout, "%s: %s: %s\n", what, c.Path, c.Problem)
 	}
@@ -115,11 +120,17 @@ func cacheVerify(ctx context.Context, disk *cache.Disk, fix bool, env pipeline.E
 		fmt.Fprintf(env.Stderr, "thindist cache verify: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "checked %d blobs and %d action records in %s: %d corrupt\n", st.Blobs, st.Records, disk.Dir(), len(st.Corrupt))
-	if len(st.Corrupt) == 0 {
+	fmt.Fprintf(stdout, "checked %d blobs and %d action records in %s: %d corrupt", st.Blobs, st.Records, disk.Dir(), len(st.Corrupt))
+	if n := len(st.Corrupt) - remain; n > 0 {
+		fmt.Fprintf(stdout, ", %d removed", n)
+	}
+	fmt.Fprintln(stdout)
+	if remain == 0 {
 		return 0
 	}
-	if !fix {
+	if fix {
+		fmt.Fprintf(stdout, "%d could not be removed (see above); remove them by hand or run 'thindist cache clear'\n", remain)
+	} else {
 		fmt.Fprintf(stdout, "run 'thindist cache verify --fix' to remove them\n")
 	}
 	return 1
