@@ -11,7 +11,10 @@ need_packages clang-22 lld-22 llvm-22 make
 cd "$root"
 bindir=$(go env GOBIN)
 [ -n "$bindir" ] || bindir="$(go env GOPATH)/bin"
-go build -o "$bindir/thindist" ./cmd/thindist
+# -buildvcs=auto records the commit (thindist --version, every run's record)
+# even where GOFLAGS turns stamping off; where git cannot read the checkout
+# (not one, another owner's), build without it.
+go build -buildvcs=auto -o "$bindir/thindist" ./cmd/thindist 2>/dev/null || go build -buildvcs=false -o "$bindir/thindist" ./cmd/thindist
 echo "installed $bindir/thindist"
 
 # The demo: compile with -flto=thin, link with thindist as the distributor.
