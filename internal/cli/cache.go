@@ -29,7 +29,7 @@ The cache directory and its size limit are the settings links use (see
 'thindist config'); every setting of 'thindist --help' is accepted.
 `
 
-func cacheUsage(w io.Writer) { helpWithFlags(w, cacheIntro) }
+func cacheUsage(w io.Writer) { io.WriteString(w, cacheIntro+settingsPointer) }
 
 // cacheCmd runs `thindist cache stats|clear|verify [--cache-dir DIR]`.
 func cacheCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {

@@ -87,6 +87,8 @@ Usage:
                                check a remote execution service: connection,
                                capabilities, CAS, the workers' compiler version
   thindist help [COMMAND]      this text, or a command's own help
+  thindist help settings       the settings every command takes, with their
+                               environment variables and defaults
   thindist --version           print the version
 
 As lld's DTLTO distributor (LLVM 21 and later):
@@ -107,16 +109,18 @@ func help(args []string, env pipeline.Env, stdout io.Writer) int {
 		return 0
 	}
 	topics := map[string]func(io.Writer){
-		"link":   linkUsage,
-		"cache":  cacheUsage,
-		"config": configUsage,
-		"doctor": doctorHelp,
-		"report": reportUsage,
-		"stats":  statsUsage,
+		"link":     linkUsage,
+		"cache":    cacheUsage,
+		"config":   configUsage,
+		"doctor":   doctorHelp,
+		"report":   reportUsage,
+		"stats":    statsUsage,
+		"settings": settingsHelp,
+		"flags":    settingsHelp,
 	}
 	h, ok := topics[args[0]]
 	if !ok {
-		fmt.Fprintf(env.Stderr, "thindist help: unknown command %q (commands: link, cache, config, doctor, report, stats)\n", args[0])
+		fmt.Fprintf(env.Stderr, "thindist help: unknown command %q (commands: link, cache, config, doctor, report, stats; or settings)\n", args[0])
 		return 2
 	}
 	h(stdout)
@@ -137,6 +141,31 @@ func helpWithFlags(w io.Writer, intro string) {
 	newFlags(&cfg).PrintDefaults(w)
 }
 
+// settingsPointer ends a command's help, after its own flags: the shared
+// settings are listed once, by 'thindist help settings'.
+const settingsPointer = `
+Every setting (--cache-dir, --jobs, --remote, ..., each with its THINDIST_*
+variable and config-file line) is accepted too: 'thindist help settings'
+lists them.
+`
+
+// helpOwnFlags prints a command's intro, its own flags, then where the
+// shared settings are described.
+func helpOwnFlags(w io.Writer, intro string, fs *config.FlagSet) {
+	io.WriteString(w, intro)
+	fs.PrintOwn(w)
+	io.WriteString(w, settingsPointer)
+}
+
+// settingsHelp runs `thindist help settings`.
+func settingsHelp(w io.Writer) {
+	helpWithFlags(w, `Settings every thindist command takes. Each is a flag (--name=value), an
+environment variable (shown with it) and a config-file line (name = value), in
+increasing precedence: config file, environment, command line. 'thindist
+config' shows the values in effect and where they came from.
+`)
+}
+
 func usage(w io.Writer) {
 	helpWithFlags(w, intro)
 	io.WriteString(w, `
@@ -152,7 +181,11 @@ temporary file removed).
 // ("thindist", "thindist link", ...). It returns the exit status to stop
 // with, or -1 to go on; --help prints help to stdout.
 func parseFlags(name string, fs *config.FlagSet, cfg *config.Config, args []string, env pipeline.Env, help func(io.Writer)) int {
-	if err := fs.Parse(args, env.Getenv); err != nil {
+	err := fs.Parse(args, env.Getenv)
+	for _, w := range fs.Warnings() {
+		fmt.Fprintf(env.Stderr, "%s: warning: %s\n", name, w)
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			help(os.Stdout)
 			return 0

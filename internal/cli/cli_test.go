@@ -38,7 +38,7 @@ func TestVersionAndHelp(t *testing.T) {
 		{[]string{"cache", "--help"}, "thindist cache stats"},
 		{[]string{"help", "config"}, "thindist config [flags]"},
 		{[]string{"config", "--help"}, "thindist config [flags]"},
-		{[]string{"help", "doctor"}, "usage: thindist doctor"},
+		{[]string{"help", "doctor"}, "thindist doctor [--compiler"},
 	} {
 		code, out, errOut := runCLI(t, nil, c.args...)
 		if code != 0 || !strings.Contains(out, c.want) || strings.Contains(out, "As lld's DTLTO distributor") {

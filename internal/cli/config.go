@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/thindist/thindist/internal/config"
@@ -23,7 +24,7 @@ Precedence, lowest first: default, the default config file
 --config, the environment (THINDIST_*), the command line.
 `
 
-func configUsage(w io.Writer) { helpWithFlags(w, configIntro) }
+func configUsage(w io.Writer) { io.WriteString(w, configIntro+settingsPointer) }
 
 // configCmd runs `thindist config [flags]`.
 func configCmd(args []string, env pipeline.Env, stdout io.Writer) int {
@@ -49,8 +50,11 @@ func configCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
 	for _, s := range fs.Settings() {
 		v := s.Value
-		if s.Name == "cache-dir" && v == "" {
+		switch {
+		case s.Name == "cache-dir" && v == "":
 			v = config.DefaultCacheDir(env.Getenv)
+		case s.DefaultText != "" && s.Name != "cache-dir":
+			v += " (" + meaning(s.DefaultText, fs) + ")"
 		}
 		fmt.Fprintf(tw, "%s = %s\t# %s\n", s.Name, v, s.Source)
 	}
@@ -59,6 +63,19 @@ func configCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// meaning spells out a default's placeholder: "--jobs" as "the value of
+// --jobs: 8".
+func meaning(text string, fs *config.FlagSet) string {
+	if name, ok := strings.CutPrefix(text, "--"); ok {
+		for _, s := range fs.Settings() {
+			if s.Name == name {
+				return "the value of --" + name + ": " + s.Value
+			}
+		}
+	}
+	return text
 }
 
 // wantsHelp reports whether a subcommand's first argument asks for its help.

@@ -18,20 +18,31 @@ import (
 	"github.com/thindist/thindist/internal/remote"
 )
 
-const doctorUsage = "usage: thindist doctor [--compiler CLANG] [--remote grpc[s]://HOST:PORT [--remote-* flags]]\n"
+const doctorUsage = `Usage:
+  thindist doctor [--compiler CLANG] [--remote grpc[s]://HOST:PORT [--remote-* flags]]
+
+Checks what a link would use, step by step, and says ok, skip or FAIL for
+each (or warn): the local compiler (found, its version, whether thindist can fork it
+from a fork server or must exec it); with --remote (or a remote in the config
+file), the connection to the service, its capabilities (remote execution,
+action cache writes, compression), a round trip through its CAS, and that its
+workers' compiler reports the same version as the local one (ThinLTO backends
+need the LLVM that wrote the index). Exit status 0 when every check passed, 1
+otherwise.
+`
 
 func newDoctorFlags(cfg *config.Config, compiler *string) *config.FlagSet {
 	fs := newFlags(cfg)
 	fs.String(compiler, "compiler", "Doctor", "PATH", "clang",
 		"the local compiler whose version the workers' must match (lld uses the clang that drives it)")
+	fs.CommandOnly("compiler")
 	return fs
 }
 
 func doctorHelp(w io.Writer) {
 	var cfg config.Config
 	var compiler string
-	fmt.Fprint(w, doctorUsage)
-	newDoctorFlags(&cfg, &compiler).PrintDefaults(w)
+	helpOwnFlags(w, doctorUsage, newDoctorFlags(&cfg, &compiler))
 }
 
 // doctorCmd runs `thindist doctor [--compiler CLANG] [--remote URL ...]`:

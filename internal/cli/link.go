@@ -47,6 +47,7 @@ func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 	fs.Bool(&lf.verbose, "verbose", "Link", false, "print the thin and final link commands")
 	fs.Alias("v", "verbose")
 	cfg.Register(fs)
+	fs.InOrder() // the link command follows, with flags of its own
 	return fs
 }
 
@@ -143,8 +144,7 @@ func linkUsage(w io.Writer) {
 	var cfg config.Config
 	var lf linkFlags
 	fs := newLinkFlags(&cfg, &lf)
-	io.WriteString(w, linkIntro)
-	fs.PrintDefaults(w)
+	helpOwnFlags(w, linkIntro, fs)
 	io.WriteString(w, `
 Exit status: 0 when the program was linked; 1 when a step failed (the step, the
 linker's or compiler's own messages and the command are printed); 2 for a usage

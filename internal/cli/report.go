@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/config"
@@ -14,8 +16,8 @@ import (
 )
 
 const reportIntro = `Usage:
-  thindist report [flags] [last|last~N|ID|FILE]
-  thindist report --list
+  thindist report [last|last~N|ID|FILE] [--html FILE|--json]
+  thindist report --list [--json]
 
 Shows the record of a run: by default the last one in the cache directory;
 last~1 is the one before, ID a run's ID as --list prints it (or its unique
@@ -30,8 +32,8 @@ With --html FILE it writes one self-contained HTML page (nothing fetched, so it
 opens from a file, offline): a timeline with a lane per local slot and per
 remote action in flight, coloured by where each module ran, the critical path,
 the phases, and a table of the modules sortable by time, CPU, size and bytes
-uploaded and downloaded.
-
+uploaded and downloaded. --html - (or --html last on the line) writes the page
+to stdout. Flags may come before or after the run.
 `
 
 type reportFlags struct {
@@ -41,18 +43,20 @@ type reportFlags struct {
 
 func newReportFlags(cfg *config.Config, rf *reportFlags) *config.FlagSet {
 	fs := config.NewFlagSet("thindist report")
-	fs.String(&rf.html, "html", "Report", "FILE", "", "write the run as a self-contained HTML page to FILE")
-	fs.Bool(&rf.json, "json", "Report", false, "print the record as JSON")
+	fs.String(&rf.html, "html", "Report", "FILE", "", "write the run as a self-contained HTML page to FILE (- for stdout)")
+	fs.Bool(&rf.json, "json", "Report", false, "print the record as JSON (with --list, the list)")
 	fs.Bool(&rf.list, "list", "Report", false, "list the kept records")
+	for _, n := range []string{"html", "json", "list"} {
+		fs.CommandOnly(n)
+	}
 	cfg.Register(fs)
 	return fs
 }
 
 func reportUsage(w io.Writer) {
-	io.WriteString(w, reportIntro)
 	var cfg config.Config
 	var rf reportFlags
-	newReportFlags(&cfg, &rf).PrintDefaults(w)
+	helpOwnFlags(w, reportIntro, newReportFlags(&cfg, &rf))
 }
 
 // reportCmd runs `thindist report`.
@@ -60,12 +64,16 @@ func reportCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	var cfg config.Config
 	var rf reportFlags
 	fs := newReportFlags(&cfg, &rf)
-	if code := parseFlags("thindist report", fs, &cfg, args, env, reportUsage); code >= 0 {
+	if code := parseFlags("thindist report", fs, &cfg, htmlToStdout(args), env, reportUsage); code >= 0 {
 		return code
 	}
 	store := record.Open(pipeline.CacheDir(&cfg, env))
 	if rf.list {
-		if err := runreport.List(stdout, store); err != nil {
+		list := runreport.List
+		if rf.json {
+			list = listJSON
+		}
+		if err := list(stdout, store); err != nil {
 			fmt.Fprintf(env.Stderr, "thindist report: %v\n", err)
 			return 1
 		}
@@ -84,6 +92,13 @@ func reportCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "thindist report: %v\n", err)
 		return 1
+	}
+	if rf.html == "-" {
+		if err := runreport.WriteHTML(stdout, run); err != nil {
+			fmt.Fprintf(env.Stderr, "thindist report: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if rf.html != "" {
 		if err := writeHTML(rf.html, run); err != nil {
@@ -104,6 +119,59 @@ func reportCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	}
 	runreport.WriteText(stdout, run)
 	return 0
+}
+
+// htmlToStdout spells a bare --html (the last argument, or one followed by
+// another flag) as --html=-: the page goes to stdout.
+func htmlToStdout(args []string) []string {
+	out := append([]string(nil), args...)
+	for i, a := range out {
+		if a != "--html" && a != "-html" {
+			continue
+		}
+		if i+1 == len(out) || strings.HasPrefix(out[i+1], "-") && out[i+1] != "-" {
+			out[i] = "--html=-"
+		}
+	}
+	return out
+}
+
+// listed is one kept record as `report --list --json` prints it.
+type listed struct {
+	ID       string    `json:"id"`
+	Path     string    `json:"path"`
+	Output   string    `json:"output,omitempty"`
+	Start    time.Time `json:"start"`
+	WallMS   int64     `json:"wall_ms"`
+	Error    string    `json:"error,omitempty"`
+	Actions  int       `json:"actions"`
+	Hits     int       `json:"cache_hits"`
+	Compiled int       `json:"compiled"`
+	// Unreadable says why the record could not be read (the rest is empty).
+	Unreadable string `json:"unreadable,omitempty"`
+}
+
+// listJSON writes the kept records, oldest first, as a JSON array.
+func listJSON(w io.Writer, store *record.Store) error {
+	es, err := store.List()
+	if err != nil {
+		return err
+	}
+	out := []listed{}
+	for _, e := range es {
+		l := listed{ID: e.ID, Path: e.Path}
+		if run, err := record.ReadFile(e.Path); err != nil {
+			l.Unreadable = err.Error()
+		} else {
+			c := runreport.Count(run)
+			l.Output, l.Start, l.WallMS, l.Error = run.Name(), run.Start, run.Wall().Milliseconds(), run.Error
+			l.Actions, l.Hits, l.Compiled = c.Total, c.Cached+c.RemoteCached, c.Local+c.Remote
+		}
+		out = append(out, l)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 // writeHTML writes run's page to path, whole or not at all.

@@ -42,6 +42,8 @@ func newStatsFlags(cfg *config.Config, asJSON, zero *bool) *config.FlagSet {
 	fs := config.NewFlagSet("thindist stats")
 	fs.Bool(asJSON, "json", "Stats", false, "print the statistics as JSON")
 	fs.Bool(zero, "zero", "Stats", false, "reset the counters; keep the cache's entries and the records")
+	fs.CommandOnly("json")
+	fs.CommandOnly("zero")
 	cfg.Register(fs)
 	return fs
 }
@@ -49,8 +51,7 @@ func newStatsFlags(cfg *config.Config, asJSON, zero *bool) *config.FlagSet {
 func statsUsage(w io.Writer) {
 	var cfg config.Config
 	var asJSON, zero bool
-	io.WriteString(w, statsIntro)
-	newStatsFlags(&cfg, &asJSON, &zero).PrintDefaults(w)
+	helpOwnFlags(w, statsIntro, newStatsFlags(&cfg, &asJSON, &zero))
 }
 
 // statsCmd runs `thindist stats`.

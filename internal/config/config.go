@@ -53,6 +53,8 @@ func DefaultCacheDir(getenv func(string) string) string {
 
 // Register defines the flags that fill c.
 func (c *Config) Register(fs *FlagSet) {
+	fs.inSettings = true
+	defer func() { fs.inSettings = false }()
 	fs.Int(&c.Jobs, "jobs", "Execution", runtime.NumCPU(),
 		"compile at most N backends at once on this machine. Under `make -jN` thindist also\n"+
 			"takes a token from make's jobserver (MAKEFLAGS --jobserver-auth) for every process\n"+

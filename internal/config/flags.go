@@ -35,6 +35,15 @@ type FlagSet struct {
 	aliases map[string]string
 	// sources says where each flag set by Parse took its value from.
 	sources map[string]string
+	// args are the positional arguments Parse found.
+	args []string
+	// inOrder: the first positional argument ends the flags (a command
+	// line to run follows), rather than flags going anywhere.
+	inOrder bool
+	// inSettings: flags defined now are settings (Config.Register).
+	inSettings bool
+	// warnings are what Parse ignored in config files, for the user.
+	warnings []string
 }
 
 type meta struct {
@@ -43,6 +52,13 @@ type meta struct {
 	def   string // the default as help shows it, if not the value
 	// aliases are other long names of the flag (Bazel's spellings).
 	aliases []string
+	// setting: one of Config's, shared by every command; else the
+	// command's own.
+	setting bool
+	// command: an action of the command (stats --zero, report --json),
+	// not a setting: given on the command line only, never read from
+	// the environment or a config file.
+	command bool
 }
 
 // NewFlagSet returns an empty set for the command name.
@@ -58,7 +74,7 @@ func EnvName(flagName string) string {
 }
 
 func (s *FlagSet) add(name, group, arg string) {
-	s.metas[name] = meta{group: group, arg: arg}
+	s.metas[name] = meta{group: group, arg: arg, setting: s.inSettings}
 	s.order = append(s.order, name)
 }
 
@@ -121,6 +137,26 @@ func (s *FlagSet) AliasValue(name, long string, v flag.Value) {
 	s.metas[long] = m
 }
 
+// CommandOnly marks flag name as an action of the command, not a setting:
+// Parse takes it from the command line only (no THINDIST_ variable, no
+// config file line), so an environment cannot zero statistics or change
+// an output format behind a user's back.
+func (s *FlagSet) CommandOnly(name string) {
+	m := s.metas[name]
+	m.command = true
+	s.metas[name] = m
+}
+
+// InOrder makes the first positional argument end the flags: what follows
+// it is a command line of its own (thindist link -- clang ...). By default
+// flags go anywhere, before or after positional arguments; "--" ends them
+// either way.
+func (s *FlagSet) InOrder() { s.inOrder = true }
+
+// Warnings are what Parse ignored in config files (unknown settings, bad
+// values), each naming the file and line; the caller shows them.
+func (s *FlagSet) Warnings() []string { return s.warnings }
+
 // implier is a value whose Set also sets other flags.
 type implier interface{ Implies() []string }
 
@@ -144,20 +180,24 @@ func (s *FlagSet) DefaultText(name, text string) {
 	s.metas[name] = m
 }
 
-// Parse reads args (flags, then positional arguments) and fills every flag
-// not given on the command line from its environment variable, then from
-// the config file named by the config flag, then from the default config
-// file (DefaultConfigFile), in that order of precedence. getenv is
-// os.Getenv in production. Errors name the flag as the user spelled it
-// (--jobs, THINDIST_JOBS, or the file's line) and say what is expected.
+// Parse reads args (flags and positional arguments in any order, see
+// InOrder) and fills every setting not given on the command line from its
+// environment variable, then from the config file named by the config
+// flag, then from the default config file (DefaultConfigFile), in that
+// order of precedence. getenv is os.Getenv in production. Errors name the
+// flag as the user spelled it (--jobs, THINDIST_JOBS) and say what is
+// expected; an unknown flag gets the nearest known one as a suggestion.
+// What is wrong in a config file does not stop the command: Warnings
+// says what was ignored.
 func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
 	s.sources = map[string]string{}
-	if err := s.fs.Parse(args); err != nil {
-		return flagError(err)
+	s.warnings = nil
+	if err := s.parseArgs(args); err != nil {
+		return err
 	}
 	s.fs.Visit(func(f *flag.Flag) { s.setSource(f, "flag --"+f.Name) })
 	for _, name := range s.order {
-		if s.sources[name] != "" {
+		if s.sources[name] != "" || s.metas[name].command {
 			continue
 		}
 		if v := getenv(EnvName(name)); v != "" {
@@ -190,8 +230,33 @@ func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
 	return nil
 }
 
-// applyFile sets every flag that path sets and no source of higher
-// precedence has set. A missing file is an error unless optional.
+// parseArgs parses the command line into the flags and s.args.
+func (s *FlagSet) parseArgs(args []string) error {
+	s.args = nil
+	for {
+		if err := s.fs.Parse(args); err != nil {
+			return s.flagError(err)
+		}
+		rest := s.fs.Args()
+		if len(rest) == 0 {
+			return nil
+		}
+		// The flag package stops at "--" (dropping it) or at the first
+		// positional argument.
+		used := len(args) - len(rest)
+		if s.inOrder || used > 0 && args[used-1] == "--" {
+			s.args = append(s.args, rest...)
+			return nil
+		}
+		s.args = append(s.args, rest[0])
+		args = rest[1:]
+	}
+}
+
+// applyFile sets every setting that path sets and no source of higher
+// precedence has set. A missing file is an error unless optional; an
+// unknown setting or a bad value is a warning (the line is ignored), so
+// that a typo in a file every link reads does not fail every link.
 func (s *FlagSet) applyFile(path string, optional bool) error {
 	kvs, err := readConfigFile(path)
 	if optional && errors.Is(err, fs.ErrNotExist) {
@@ -203,16 +268,23 @@ func (s *FlagSet) applyFile(path string, optional bool) error {
 	source := "file " + path
 	for _, kv := range kvs {
 		f := s.fs.Lookup(kv.key)
+		if f != nil && s.metas[s.canonical(f.Name)].command {
+			s.warnings = append(s.warnings, fmt.Sprintf("%s:%d: %q is an option of the command, not a setting: give it on the command line; line ignored",
+				path, kv.line, kv.key))
+			continue
+		}
 		if f == nil || kv.key == s.configFlag {
-			return fmt.Errorf("%s:%d: unknown setting %q (the settings are the flags of --help, without dashes)",
-				path, kv.line, kv.key)
+			s.warnings = append(s.warnings, fmt.Sprintf("%s:%d: unknown setting %q%s (the settings are listed by 'thindist help settings', without dashes); line ignored",
+				path, kv.line, kv.key, s.suggest(kv.key, "")))
+			continue
 		}
 		name := s.canonical(f.Name)
 		if src := s.sources[name]; src != "" && src != source {
 			continue
 		}
 		if err := s.fs.Set(f.Name, kv.value); err != nil {
-			return fmt.Errorf("%s:%d: %s = %q: %v", path, kv.line, kv.key, kv.value, err)
+			s.warnings = append(s.warnings, fmt.Sprintf("%s:%d: %s = %q: %v; line ignored", path, kv.line, kv.key, kv.value, err))
+			continue
 		}
 		s.setSource(f, source)
 	}
@@ -258,6 +330,9 @@ type Setting struct {
 	Source string
 	// Secret: the value may hold credentials (it is redacted in Value).
 	Secret bool
+	// DefaultText is what the value means when it is the flag's default
+	// and that is a placeholder (remote-local-jobs -1 is "--jobs").
+	DefaultText string
 }
 
 // Settings lists every flag's effective value after Parse, in definition
@@ -265,9 +340,17 @@ type Setting struct {
 func (s *FlagSet) Settings() []Setting {
 	var out []Setting
 	for _, name := range s.order {
-		v := s.fs.Lookup(name).Value
+		m := s.metas[name]
+		if m.command {
+			continue
+		}
+		f := s.fs.Lookup(name)
+		v := f.Value
 		secret := redact.IsCredentialFlag(name)
 		st := Setting{Name: name, Value: v.String(), Source: s.Source(name), Secret: secret}
+		if st.Value == f.DefValue {
+			st.DefaultText = m.def
+		}
 		if secret {
 			if r, ok := v.(redacter); ok {
 				st.Value = r.Redacted()
@@ -285,11 +368,12 @@ type redacter interface{ Redacted() string }
 
 // flagError rewrites the flag package's messages to name the flag with
 // two dashes and say what is expected (the reasons come from the values'
-// own Set methods).
-func flagError(err error) error {
+// own Set methods), or which flag an unknown one likely meant.
+func (s *FlagSet) flagError(err error) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		return fmt.Errorf("unknown flag %s", dashed(strings.TrimPrefix(name, "-")))
+		name = strings.TrimPrefix(name, "-")
+		return fmt.Errorf("unknown flag %s%s", dashed(name), s.suggest(name, "--"))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		return fmt.Errorf("%s: expected a value", dashed(name))
@@ -357,13 +441,22 @@ type listValue interface {
 }
 
 // Args returns the positional arguments.
-func (s *FlagSet) Args() []string { return s.fs.Args() }
+func (s *FlagSet) Args() []string { return s.args }
 
 // PrintDefaults writes every flag, grouped, with its variable and default.
-func (s *FlagSet) PrintDefaults(w io.Writer) {
+func (s *FlagSet) PrintDefaults(w io.Writer) { s.print(w, func(meta) bool { return true }) }
+
+// PrintOwn writes the command's own flags (those that are not settings
+// every command shares), grouped as PrintDefaults does.
+func (s *FlagSet) PrintOwn(w io.Writer) { s.print(w, func(m meta) bool { return !m.setting }) }
+
+func (s *FlagSet) print(w io.Writer, keep func(meta) bool) {
 	groups := map[string][]string{}
 	var names []string
 	for _, name := range s.order {
+		if !keep(s.metas[name]) {
+			continue
+		}
 		g := s.metas[name].group
 		if _, ok := groups[g]; !ok {
 			names = append(names, g)
@@ -391,6 +484,9 @@ func (s *FlagSet) PrintDefaults(w io.Writer) {
 				fmt.Fprintf(w, "        %s\n", line)
 			}
 			extra := "env " + EnvName(name)
+			if m.command {
+				extra = "command line only"
+			}
 			for _, a := range m.aliases {
 				extra += "; also --" + a
 			}

@@ -185,13 +185,83 @@ func TestConfigFiles(t *testing.T) {
 	if _, _, err := parse(t, []string{"--config=" + explicit + ".missing"}, env); err == nil {
 		t.Errorf("a missing --config file is accepted")
 	}
-	os.WriteFile(def, []byte("jobs = 3\n\nno-such-flag = 1\n"), 0o644)
-	if _, _, err := parse(t, nil, env); err == nil || !strings.Contains(err.Error(), def+":3: unknown setting \"no-such-flag\"") {
-		t.Errorf("unknown setting: %v", err)
+}
+
+// TestConfigFileTypos: a typo in a config file (which every link reads) is
+// a warning naming the file, the line and the setting meant; the other
+// lines still apply and the command goes on.
+func TestConfigFileTypos(t *testing.T) {
+	xdg := t.TempDir()
+	def := filepath.Join(xdg, "thindist", "config")
+	os.MkdirAll(filepath.Dir(def), 0o755)
+	env := map[string]string{"XDG_CONFIG_HOME": xdg}
+	for _, c := range []struct {
+		file, want string
+	}{
+		{"jobs = 3\n\ncache-sise = 1G\n", def + `:3: unknown setting "cache-sise" (did you mean cache-size?)`},
+		{"jobs = 3\nno-such-flag = 1\n", def + `:2: unknown setting "no-such-flag" (the settings`},
+		{"jobs = 3\nquiet = many\n", def + `:2: quiet = "many": expected true or false`},
+	} {
+		os.WriteFile(def, []byte(c.file), 0o644)
+		cfg, fs, err := parse(t, nil, env)
+		if err != nil || cfg.Jobs != 3 {
+			t.Errorf("%q: jobs %d, error %v; want the other lines applied and no error", c.file, cfg.Jobs, err)
+		}
+		if w := fs.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], c.want) || !strings.HasSuffix(w[0], "line ignored") {
+			t.Errorf("%q: warnings %q, want one starting %q", c.file, w, c.want)
+		}
 	}
-	os.WriteFile(def, []byte("jobs = many\n"), 0o644)
-	if _, _, err := parse(t, nil, env); err == nil || !strings.Contains(err.Error(), def+":1: jobs = \"many\": expected a number") {
-		t.Errorf("bad value: %v", err)
+}
+
+// TestFlagsAnywhere: flags go before or after positional arguments; "--"
+// ends them; InOrder ends them at the first positional argument.
+func TestFlagsAnywhere(t *testing.T) {
+	c, fs, err := parse(t, []string{"last", "--jobs=3", "x", "-q", "--", "--trace=t"}, nil)
+	if err != nil || c.Jobs != 3 || !c.Quiet || c.Trace != "" || !reflect.DeepEqual(fs.Args(), []string{"last", "x", "--trace=t"}) {
+		t.Errorf("jobs %d quiet %v trace %q args %q, %v", c.Jobs, c.Quiet, c.Trace, fs.Args(), err)
+	}
+	var cfg Config
+	fs = NewFlagSet("t")
+	cfg.Register(fs)
+	fs.InOrder()
+	if err := fs.Parse([]string{"--jobs=2", "clang", "-q", "-o", "app"}, func(string) string { return "" }); err != nil ||
+		cfg.Jobs != 2 || cfg.Quiet || !reflect.DeepEqual(fs.Args(), []string{"clang", "-q", "-o", "app"}) {
+		t.Errorf("in order: jobs %d quiet %v args %q, %v", cfg.Jobs, cfg.Quiet, fs.Args(), err)
+	}
+}
+
+// TestCommandOnly: an option of a command (stats --zero, --json) comes from
+// the command line only: not from the environment, not from a file.
+func TestCommandOnly(t *testing.T) {
+	xdg := t.TempDir()
+	def := filepath.Join(xdg, "thindist", "config")
+	os.MkdirAll(filepath.Dir(def), 0o755)
+	os.WriteFile(def, []byte("zero = true\n"), 0o644)
+	newSet := func() (*FlagSet, *bool) {
+		var cfg Config
+		var zero bool
+		fs := NewFlagSet("t")
+		fs.Bool(&zero, "zero", "Stats", false, "reset")
+		fs.CommandOnly("zero")
+		cfg.Register(fs)
+		return fs, &zero
+	}
+	env := map[string]string{"XDG_CONFIG_HOME": xdg, "THINDIST_ZERO": "1"}
+	fs, zero := newSet()
+	if err := fs.Parse(nil, func(k string) string { return env[k] }); err != nil || *zero {
+		t.Errorf("zero = %v from the environment or a file (%v)", *zero, err)
+	}
+	if w := fs.Warnings(); len(w) != 1 || !strings.Contains(w[0], def+`:1: "zero" is an option of the command`) {
+		t.Errorf("warnings %q", w)
+	}
+	for _, s := range fs.Settings() {
+		if s.Name == "zero" {
+			t.Errorf("zero is listed as a setting")
+		}
+	}
+	fs, zero = newSet()
+	if err := fs.Parse([]string{"--zero"}, func(k string) string { return env[k] }); err != nil || !*zero {
+		t.Errorf("--zero on the command line: %v, %v", *zero, err)
 	}
 }
 
@@ -209,6 +279,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--remote-timeout=soon"}, nil, `--remote-timeout: expected a duration such as 30s`},
 		{[]string{"--remote-header=novalue"}, nil, `--remote-header: "novalue" is not KEY=VALUE`},
 		{[]string{"--no-such"}, nil, `unknown flag --no-such`},
+		{[]string{"--cache-sise=1G"}, nil, `unknown flag --cache-sise (did you mean --cache-size?)`},
+		{[]string{"-jbos=1"}, nil, `unknown flag --jbos (did you mean --jobs?)`},
 		{[]string{"--trace"}, nil, `--trace: expected a value`},
 		{nil, map[string]string{"THINDIST_JOBS": "abc"}, `THINDIST_JOBS="abc": expected a number`},
 		{[]string{"--remote=grpc://h:1", "--remote-compress=fast"}, nil, `--remote-compress must be downloads, all or none, not "fast"`},
