@@ -48,8 +48,8 @@ func runMake(t *testing.T, dir string, env ...string) string {
 
 const notShared = "make's jobserver is not available to this recipe (mark it with '+' to share make's job slots)"
 
-// checkNotShared checks that thindist told once that it could not use
-// make's jobserver, and fell back to --jobs.
+// checkNotShared checks that thindist told once in the make invocation
+// that it could not use make's jobserver, and fell back to --jobs.
 func checkNotShared(t *testing.T, out string) {
 	t.Helper()
 	if n := strings.Count(out, notShared); n != 1 {
@@ -132,6 +132,47 @@ func TestMakeWithoutPlus(t *testing.T) {
 		t.Errorf("the warning does not say the run uses --jobs=3:\n%s", out)
 	}
 	checkBoundedLink(t, p, "prog-make", log, modules, 3, "with --jobs=3")
+}
+
+// TestJobserverWarningOncePerBuild: three links from recipes without '+'
+// in one `make -j2` (as a CMake project with several programs has) warn
+// once that make's jobserver is not available, saying how to silence it;
+// the next make warns once again; --no-jobserver-warning (here its
+// variable) silences it, and every link still runs.
+func TestJobserverWarningOncePerBuild(t *testing.T) {
+	t.Parallel()
+	needTool(t, "make")
+	p := program(t, testprog.Options{Modules: 3, Seed: 53})
+	fake := fakeCompiler(t, t.TempDir())
+	args := []string{driver(p), "-flto=thin", "-fuse-ld=lld", "-O2", "-fthinlto-distributor=" + thindist,
+		"-Wl,--thinlto-remote-compiler=" + fake}
+	args = append(args, p.Objects...)
+	dir := t.TempDir()
+	link := "\tcd " + action.ShellQuote([]string{p.Dir}) + " && " + action.ShellQuote(args) + " -o $@\n"
+	makefile := "all: prog-1 prog-2 prog-3\n.PHONY: prog-1 prog-2 prog-3\n" +
+		"prog-1:\n" + link + "prog-2:\n" + link + "prog-3:\n" + link
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(makefile), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		out := runMake(t, dir)
+		checkNotShared(t, out)
+		if !strings.Contains(out, "--no-jobserver-warning") {
+			t.Errorf("the warning does not say how to silence it:\n%s", out)
+		}
+		if n := strings.Count(out, "thindist: prog-"); n != 3 {
+			t.Errorf("make %d: %d summary lines, want one for each of the 3 links:\n%s", i+1, n, out)
+		}
+	}
+	out := runMake(t, dir, "THINDIST_NO_JOBSERVER_WARNING=1")
+	if strings.Contains(out, "jobserver") || strings.Count(out, "thindist: prog-") != 3 {
+		t.Errorf("with THINDIST_NO_JOBSERVER_WARNING=1, want 3 links and no warning:\n%s", out)
+	}
+	for i := 1; i <= 3; i++ {
+		if got := runProg(t, p, fmt.Sprintf("prog-%d", i)); got != p.Want {
+			t.Errorf("prog-%d prints %q, want %q", i, got, p.Want)
+		}
+	}
 }
 
 // checkBoundedLink checks a link of p's modules into binary out: every

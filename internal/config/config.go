@@ -14,6 +14,9 @@ import (
 type Config struct {
 	// Jobs bounds the compiler processes on this machine.
 	Jobs int
+	// NoJobserverWarning drops the warning that make's jobserver is not
+	// available to the recipe (which runs with Jobs alone).
+	NoJobserverWarning bool
 	// Trace, if set, is where a Chrome trace of the run is written.
 	Trace string
 	// Quiet drops the summary line.
@@ -61,6 +64,10 @@ func (c *Config) Register(fs *FlagSet) {
 			"after its first, so parallel links never oversubscribe the machine")
 	fs.Alias("j", "jobs")
 	fs.DefaultText("jobs", "the number of CPUs")
+	fs.Bool(&c.NoJobserverWarning, "no-jobserver-warning", "Execution", false,
+		"do not warn that make's jobserver is not available to a recipe. make 4.3 shares it only\n"+
+			"with recipes marked '+' (CMake's and Kbuild's link rules are not); such a link runs with\n"+
+			"--jobs alone, and thindist says so once per make invocation unless this is set")
 	fs.String(&c.Trace, "trace", "Reporting", "FILE", "",
 		"write a Chrome trace of the run to FILE (JSON trace events, one lane per slot, with the\n"+
 			"command line and output as metadata); open it in https://ui.perfetto.dev or\n"+
