@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The README's first code block is the whole set-up on a fresh machine: its
@@ -108,4 +111,122 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
+}
+
+// readmeBlock returns the body of the README's ```lang block whose first
+// line is "# " + title.
+func readmeBlock(t *testing.T, lang, title string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile("(?s)\n```"+regexp.QuoteMeta(lang)+"\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+		if first, _, _ := strings.Cut(m[1], "\n"); first == "# "+title || strings.HasPrefix(first, "# "+title+" ") {
+			return m[1]
+		}
+	}
+	t.Fatalf("README.md has no ```%s block starting with %q", lang, "# "+title)
+	return ""
+}
+
+// The program the README's examples build: two files, the call across
+// them inlined only by ThinLTO's cross-module importing.
+const (
+	readmeA    = "#include <stdio.h>\nint b(int);\nint main(void) { printf(\"%d\\n\", b(20)); return 0; }\n"
+	readmeB    = "int b(int x) { return 2 * x + 2; }\n"
+	readmeWant = "42\n"
+)
+
+// readmeProject writes the example program and the given files into a
+// fresh directory and returns it.
+func readmeProject(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files["a.c"], files["b.c"] = readmeA, readmeB
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// runREADME runs shell text in dir as a user who followed the README
+// would: clang 22's directory first on PATH, then thindist's, and a cache
+// of the test's own. It checks that thindist ran (its summary line names
+// the 2 jobs) and that dir/exe prints what the program should.
+func runREADME(t *testing.T, dir, text, exe string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-ec", text)
+	cmd.Dir = dir
+	cmd.Env = testEnv(t, "PATH="+llvmBin+string(os.PathListSeparator)+filepath.Dir(thindist)+
+		string(os.PathListSeparator)+os.Getenv("PATH"), "MAKEFLAGS=", "CC=", "CC_LD=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s\n: %v\n%s", text, err, out)
+	}
+	if !strings.Contains(string(out), ": 2 jobs, 0 failed") {
+		t.Errorf("thindist did not run the backends (no summary line):\n%s", out)
+	}
+	got, err := exec.CommandContext(ctx, filepath.Join(dir, exe)).Output()
+	if err != nil || string(got) != readmeWant {
+		t.Errorf("%s prints %q (%v), want %q", exe, got, err, readmeWant)
+	}
+}
+
+// TestREADMEPlainClang runs the README's plain clang commands.
+func TestREADMEPlainClang(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	dir := readmeProject(t, map[string]string{})
+	runREADME(t, dir, readmeBlock(t, "sh", "plain clang"), "app")
+}
+
+// TestREADMEMake builds with the README's Makefile under make -j2.
+func TestREADMEMake(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	needTool(t, "make")
+	dir := readmeProject(t, map[string]string{"Makefile": readmeBlock(t, "make", "Make")})
+	runREADME(t, dir, "make -j2", "app")
+}
+
+// TestREADMECMake builds with the README's CMakeLists.txt and commands,
+// with the generator they name (Ninja) and the one their comment offers
+// (Unix Makefiles, under make's jobserver).
+func TestREADMECMake(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	needTool(t, "cmake")
+	lists := readmeBlock(t, "cmake", "CMake: CMakeLists.txt")
+	build := readmeBlock(t, "sh", "CMake: configure and build")
+	if !strings.Contains(build, "-G Ninja") || !strings.Contains(build, `-G "Unix Makefiles"`) {
+		t.Fatalf("the README's CMake commands no longer name both generators:\n%s", build)
+	}
+	for _, gen := range []struct{ tool, flag string }{{"ninja", "-G Ninja"}, {"make", `-G "Unix Makefiles"`}} {
+		t.Run(gen.tool, func(t *testing.T) {
+			t.Parallel()
+			needTool(t, gen.tool)
+			dir := readmeProject(t, map[string]string{"CMakeLists.txt": lists})
+			text := build
+			if gen.tool == "make" {
+				// The command with the generator of its comment.
+				text = strings.Replace(text, "-G Ninja", gen.flag, 1)
+			}
+			runREADME(t, dir, text, "build/app")
+		})
+	}
+}
+
+// TestREADMEMeson builds with the README's meson.build and commands.
+func TestREADMEMeson(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	needTool(t, "meson")
+	needTool(t, "ninja")
+	dir := readmeProject(t, map[string]string{"meson.build": readmeBlock(t, "meson", "Meson: meson.build")})
+	runREADME(t, dir, readmeBlock(t, "sh", "Meson: configure with lld and build"), "build/app")
 }
