@@ -141,19 +141,7 @@ func TestMakeWithoutPlus(t *testing.T) {
 // variable) silences it, and every link still runs.
 func TestJobserverWarningOncePerBuild(t *testing.T) {
 	t.Parallel()
-	needTool(t, "make")
-	p := program(t, testprog.Options{Modules: 3, Seed: 53})
-	fake := fakeCompiler(t, t.TempDir())
-	args := []string{driver(p), "-flto=thin", "-fuse-ld=lld", "-O2", "-fthinlto-distributor=" + thindist,
-		"-Wl,--thinlto-remote-compiler=" + fake}
-	args = append(args, p.Objects...)
-	dir := t.TempDir()
-	link := "\tcd " + action.ShellQuote([]string{p.Dir}) + " && " + action.ShellQuote(args) + " -o $@\n"
-	makefile := "all: prog-1 prog-2 prog-3\n.PHONY: prog-1 prog-2 prog-3\n" +
-		"prog-1:\n" + link + "prog-2:\n" + link + "prog-3:\n" + link
-	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(makefile), 0o666); err != nil {
-		t.Fatal(err)
-	}
+	p, dir := threeLinks(t)
 	for i := 0; i < 2; i++ {
 		out := runMake(t, dir)
 		checkNotShared(t, out)
@@ -168,11 +156,60 @@ func TestJobserverWarningOncePerBuild(t *testing.T) {
 	if strings.Contains(out, "jobserver") || strings.Count(out, "thindist: prog-") != 3 {
 		t.Errorf("with THINDIST_NO_JOBSERVER_WARNING=1, want 3 links and no warning:\n%s", out)
 	}
+	checkThreeLinks(t, p)
+}
+
+// threeLinks writes a Makefile whose three recipes without '+' link p's
+// objects into prog-1, prog-2 and prog-3 with thindist as the distributor,
+// and returns p and the Makefile's directory.
+func threeLinks(t *testing.T) (*testprog.Program, string) {
+	t.Helper()
+	needTool(t, "make")
+	p := program(t, testprog.Options{Modules: 3, Seed: 53})
+	fake := fakeCompiler(t, t.TempDir())
+	args := []string{driver(p), "-flto=thin", "-fuse-ld=lld", "-O2", "-fthinlto-distributor=" + thindist,
+		"-Wl,--thinlto-remote-compiler=" + fake}
+	args = append(args, p.Objects...)
+	dir := t.TempDir()
+	link := "\tcd " + action.ShellQuote([]string{p.Dir}) + " && " + action.ShellQuote(args) + " -o $@\n"
+	makefile := "all: prog-1 prog-2 prog-3\n.PHONY: prog-1 prog-2 prog-3\n" +
+		"prog-1:\n" + link + "prog-2:\n" + link + "prog-3:\n" + link
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(makefile), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	return p, dir
+}
+
+// checkThreeLinks checks the programs threeLinks' Makefile linked.
+func checkThreeLinks(t *testing.T, p *testprog.Program) {
+	t.Helper()
 	for i := 1; i <= 3; i++ {
 		if got := runProg(t, p, fmt.Sprintf("prog-%d", i)); got != p.Want {
 			t.Errorf("prog-%d prints %q, want %q", i, got, p.Want)
 		}
 	}
+}
+
+// TestConfigTypoOncePerBuild: a typo in the config file every link reads
+// does not fail the links of a make; the first says so, naming the file,
+// the line and the setting meant, the others do not.
+func TestConfigTypoOncePerBuild(t *testing.T) {
+	t.Parallel()
+	p, dir := threeLinks(t)
+	xdg := t.TempDir()
+	file := filepath.Join(xdg, "thindist", "config")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("# mine\ncache-sise = 1G\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runMake(t, dir, "XDG_CONFIG_HOME="+xdg, "THINDIST_NO_JOBSERVER_WARNING=1")
+	want := file + `:2: unknown setting "cache-sise" (did you mean cache-size?)`
+	if n := strings.Count(out, want); n != 1 || strings.Count(out, "thindist: prog-") != 3 {
+		t.Errorf("warned %d times of %s, want once and 3 links:\n%s", n, want, out)
+	}
+	checkThreeLinks(t, p)
 }
 
 // checkBoundedLink checks a link of p's modules into binary out: every

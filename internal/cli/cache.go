@@ -37,25 +37,22 @@ func cacheCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Wr
 		cacheUsage(stdout)
 		return 0
 	}
-	if len(args) == 0 || (args[0] != "stats" && args[0] != "clear" && args[0] != "verify") {
-		fmt.Fprintf(env.Stderr, "usage: thindist cache stats|clear|verify [--cache-dir DIR]\nRun 'thindist cache --help' for more.\n")
-		return 2
-	}
-	// --fix belongs to verify alone, not to the settings every command takes.
-	var rest []string
-	fix := false
-	for _, a := range args[1:] {
-		if args[0] == "verify" && (a == "--fix" || a == "-fix") {
-			fix = true
-			continue
-		}
-		rest = append(rest, a)
-	}
 	var cfg config.Config
-	fs := newFlags(&cfg)
-	if code := parseFlags("thindist cache", fs, &cfg, rest, env, cacheUsage); code >= 0 {
+	fix := false
+	fs := config.NewFlagSet("thindist cache")
+	// --fix belongs to verify alone, not to the settings every command takes.
+	fs.Bool(&fix, "fix", "Cache", false, "with verify: remove the corrupt entries")
+	fs.CommandOnly("fix")
+	cfg.Register(fs)
+	if code := parseFlags("thindist cache", fs, &cfg, args, env, cacheUsage); code >= 0 {
 		return code
 	}
+	sub := fs.Args()
+	if len(sub) != 1 || (sub[0] != "stats" && sub[0] != "clear" && sub[0] != "verify") || fix && sub[0] != "verify" {
+		fmt.Fprintf(env.Stderr, "usage: thindist cache stats|clear|verify [--fix] [--cache-dir DIR]\nRun 'thindist cache --help' for more.\n")
+		return 2
+	}
+	args = sub
 	dir := cfg.CacheDir
 	if dir == "" {
 		dir = config.DefaultCacheDir(env.Getenv)

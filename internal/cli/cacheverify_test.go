@@ -53,4 +53,8 @@ func TestCacheVerify(t *testing.T) {
 	if code, _, _ := runCLI(t, env, "cache", "stats", "--fix"); code != 2 {
 		t.Errorf("--fix with stats: exit %d, want 2", code)
 	}
+	// Flags anywhere: before the subcommand too.
+	if code, out, errOut := runCLI(t, env, "cache", "--cache-dir", dir, "--fix", "verify"); code != 0 || !strings.Contains(out, ": 0 corrupt") {
+		t.Errorf("cache --cache-dir DIR --fix verify: exit %d, %q\n%s", code, errOut, out)
+	}
 }

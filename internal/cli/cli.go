@@ -4,6 +4,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -183,7 +185,11 @@ temporary file removed).
 func parseFlags(name string, fs *config.FlagSet, cfg *config.Config, args []string, env pipeline.Env, help func(io.Writer)) int {
 	err := fs.Parse(args, env.Getenv)
 	for _, w := range fs.Warnings() {
-		fmt.Fprintf(env.Stderr, "%s: warning: %s\n", name, w)
+		// A config file every link of a build reads: said by the first.
+		sum := sha256.Sum256([]byte(w))
+		if jobserver.FirstInBuild(jobserver.RuntimeDir(env.Getenv), "config-warning-"+hex.EncodeToString(sum[:6])) {
+			fmt.Fprintf(env.Stderr, "%s: warning: %s\n", name, w)
+		}
 	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
