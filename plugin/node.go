@@ -64,6 +64,10 @@ func parseArgv(argv []string, getenv func(string) string, linker string) (*setti
 		}
 		return nil, fmt.Errorf("the thindist options %s: %v", strings.Join(restore(ours), " "), err)
 	}
+	// A config file's typos are ignored, not fatal: say what was ignored.
+	for _, w := range fs.Warnings() {
+		fmt.Fprintf(os.Stderr, "thindist: warning: %s\n", w)
+	}
 	if rest := fs.Args(); len(rest) > 0 {
 		return nil, fmt.Errorf("unexpected thindist option argument %q (write %sFLAG=VALUE)", rest[0], optionPrefix)
 	}
