@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -223,7 +224,7 @@ func (w *WriteBehind) sendLocked(ask bool) {
 // is written, in this burst or an earlier one.
 func (w *WriteBehind) send(b *burst, ask bool) {
 	err := w.writeBlobs(b.blobs, ask)
-	if err != nil && w.ctx.Err() == nil {
+	if err != nil && w.ctx.Err() == nil && !errors.Is(err, ErrUnavailable) {
 		w.opts.Warn("could not store %d blobs in the cache, nor the results that name them (the link is unaffected; "+
 			"other links will compile those actions again): %v", len(b.blobs), err)
 	}
@@ -251,7 +252,7 @@ func (w *WriteBehind) send(b *burst, ask bool) {
 			}
 			if err := w.Store.UpdateActionResult(w.ctx, e.key, e.res); err != nil {
 				w.failures.Add(1)
-				if w.ctx.Err() == nil {
+				if w.ctx.Err() == nil && !errors.Is(err, ErrUnavailable) {
 					w.opts.Warn("could not store the result of action %s in the cache (the link is unaffected): %v", e.key, err)
 				}
 				return

@@ -104,7 +104,8 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 		e.savedCPU.Add(int64(res.CPU))
 		return res, nil
 	}
-	if !errors.Is(err, ErrNotFound) {
+	unavailable := errors.Is(err, ErrUnavailable)
+	if !errors.Is(err, ErrNotFound) && !unavailable {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -112,10 +113,10 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 	}
 	e.misses.Add(1)
 	res, err = e.next.Execute(ctx, a, out)
-	if err != nil || res.Failed() || e.opts.ReadOnly || e.opts.StoreFrom != nil && !e.opts.StoreFrom(res.Where) {
+	if err != nil || res.Failed() || unavailable || e.opts.ReadOnly || e.opts.StoreFrom != nil && !e.opts.StoreFrom(res.Where) {
 		return res, err
 	}
-	if err := e.store1(ctx, key, msgs, res, out); err != nil && ctx.Err() == nil {
+	if err := e.store1(ctx, key, msgs, res, out); err != nil && ctx.Err() == nil && !errors.Is(err, ErrUnavailable) {
 		e.opts.Warn("%s: could not store the result in the cache: %v", a.ID, err)
 	}
 	return res, nil

@@ -17,6 +17,11 @@ import (
 // ErrNotFound is a miss.
 var ErrNotFound = errors.New("not in the cache")
 
+// ErrUnavailable is the error of a store that cannot be used for the rest
+// of the run (a remote service found down, and said so once): the actions
+// run without it, and nothing more is said of it.
+var ErrUnavailable = errors.New("the cache is unavailable for the rest of the run")
+
 // Store keeps action results and the blobs they name, the way REAPI's
 // ActionCache and ContentAddressableStorage do.
 type Store interface {

@@ -39,6 +39,14 @@ type RunWide interface {
 	RunWide()
 }
 
+// Announced is implemented by run-wide errors whose source has already
+// told the user (once) what happened and what the run does now: a
+// decorator that falls back says nothing more of them.
+type Announced interface {
+	RunWide
+	Announced()
+}
+
 // FallbackOptions configures NewFallback.
 type FallbackOptions struct {
 	// None fails the action when the primary fails, instead of running it
@@ -109,11 +117,14 @@ func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) 
 	}
 	f.fallbacks.Add(1)
 	var rw RunWide
-	if errors.As(err, &rw) {
+	var told Announced
+	switch {
+	case errors.As(err, &told): // said once by its source
+	case errors.As(err, &rw):
 		f.runWideOnce.Do(func() {
 			f.o.Warn("%s: %s failed, compiling it and the remaining actions locally: %v", a.ID, f.o.What, rw)
 		})
-	} else {
+	default:
 		f.o.Warn("%s: %s failed, compiling locally: %s", a.ID, f.o.What, summary(strings.TrimPrefix(err.Error(), a.ID+": ")))
 	}
 	return f.secondary.Execute(ctx, a, out)

@@ -107,6 +107,9 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	if err != nil {
 		return nil, err
 	}
+	client.OnDown(func(err error) {
+		warnAll("%v: not using it for the rest of this link; the remaining actions compile here, and their results are not stored there", err)
+	})
 	warn := limited(warnAll)
 	cacheOnly := rc.CacheOnly
 	if !cacheOnly && !client.ExecEnabled() {
@@ -121,7 +124,11 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 			return id + "\x00remote-compiler=" + rc.Compiler, err
 		}
 	}
-	producer, parallel := local, cfg.Jobs
+	// The remote cache's lookups wait on the network, not on a local
+	// slot: as many actions as the local slots, and localAhead more per
+	// slot, are in flight, so that the lookups do not keep the local
+	// slots idle (and a service that stops answering holds none of them).
+	producer, parallel := local, cfg.Jobs*(1+localAhead)
 	var planner executor.Planner
 	var rex *remote.Executor
 	var fb *executor.Fallback

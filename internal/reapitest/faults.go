@@ -1,9 +1,13 @@
 package reapitest
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 )
@@ -113,6 +117,38 @@ func (s *FakeServer) ClearFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = map[string]map[Fault]int{}
+}
+
+// HangAfter makes every call after the next n (of any method) hang: it
+// is counted (Stats.Hung) and then waits, without an answer, until its
+// client gives up or the server stops (Stats.HungEnded), as a stopped
+// server process or a proxy that stopped relaying would.
+func (s *FakeServer) HangAfter(n int) {
+	s.hangIn.Store(int64(n))
+	s.hang.Store(true)
+}
+
+// DieAfter makes the server stop after the next n calls (of any method),
+// as Stop does: the listener closed and every connection reset, the calls
+// in flight failing, and nothing listening at its address any more.
+func (s *FakeServer) DieAfter(n int) {
+	s.dieIn.Store(int64(n))
+	s.die.Store(true)
+}
+
+// misbehave applies HangAfter and DieAfter to a call, in begin.
+func (s *FakeServer) misbehave(ctx context.Context, method string) error {
+	if s.die.Load() && s.dieIn.Add(-1) < 0 {
+		go s.Stop() // Stop waits for this call
+		return status.Errorf(codes.Unavailable, "reapitest: the server died on %s", method)
+	}
+	if s.hang.Load() && s.hangIn.Add(-1) < 0 {
+		s.hung.Add(1)
+		<-ctx.Done()
+		s.hungEnded.Add(1)
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
 }
 
 func (s *FakeServer) takeFault(method string, f Fault) bool {

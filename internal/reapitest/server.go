@@ -213,7 +213,12 @@ type FakeServer struct {
 	stallNext       atomic.Int64                                           // executions still to stall (StallNext)
 	stallIf         atomic.Pointer[func(*repb.Action, *repb.Command) bool] // StallIf
 	cancellations   atomic.Int64
-	lateCancels     atomic.Int64  // Stats.CancelledAfterDone
+	lateCancels     atomic.Int64 // Stats.CancelledAfterDone
+	// HangAfter and DieAfter: whether they are on, and the calls to go
+	// before they act.
+	hang, die       atomic.Bool
+	hangIn, dieIn   atomic.Int64
+	hung, hungEnded atomic.Int64
 	workers         chan struct{} // Options.Workers slots, nil without a bound
 }
 
@@ -453,7 +458,10 @@ type Stats struct {
 	// finished operation but before the handler returned
 	// (Options.LingerAfterDone).
 	CancelledAfterDone int64
-	RPCs               map[string]int64 // per full method name
+	// Hung counts the calls that hung (HangAfter), HungEnded those of
+	// them whose client gave up (or that the server's stop ended).
+	Hung, HungEnded int64
+	RPCs            map[string]int64 // per full method name
 }
 
 // Stats returns a snapshot of all counters.
@@ -476,6 +484,8 @@ func (s *FakeServer) Stats() Stats {
 		BlobsReadZstd:         s.blobsReadZstd.Load(),
 		Cancellations:         s.cancellations.Load(),
 		CancelledAfterDone:    s.lateCancels.Load(),
+		Hung:                  s.hung.Load(),
+		HungEnded:             s.hungEnded.Load(),
 		RPCs:                  map[string]int64{},
 	}
 	s.mu.Lock()
@@ -536,7 +546,7 @@ func (s *FakeServer) Uploads() []UploadRecord {
 func (s *FakeServer) ResetStats() {
 	for _, c := range []*atomic.Int64{&s.executions, &s.executeCalls, &s.waitCalls,
 		&s.execRejections, &s.acHits, &s.acMisses, &s.acUpdates, &s.findMissing,
-		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.blobsReadZstd, &s.batchRejections, &s.cancellations, &s.lateCancels} {
+		&s.blobsUploaded, &s.bytesRaw, &s.bytesWire, &s.blobsRead, &s.bytesReadRaw, &s.blobsReadZstd, &s.batchRejections, &s.cancellations, &s.lateCancels, &s.hung, &s.hungEnded} {
 		c.Store(0)
 	}
 	s.mu.Lock()
@@ -579,6 +589,9 @@ func (s *FakeServer) begin(ctx context.Context, method string) error {
 		if err := h(method, md.Copy()); err != nil {
 			return err
 		}
+	}
+	if err := s.misbehave(ctx, method); err != nil {
+		return err
 	}
 	if s.takeFault(method, FaultUnavailable) {
 		return status.Errorf(codes.Unavailable, "reapitest: injected Unavailable on %s", method)

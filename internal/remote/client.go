@@ -106,6 +106,9 @@ type Client struct {
 	enc        *zstd.Encoder
 	dec        *zstd.Decoder
 
+	// health stops the run's use of the service once it is found down.
+	health *health
+
 	// CAS is the uploader shared by every action of the run.
 	CAS       *Uploader
 	bufs      readBufs
@@ -140,12 +143,18 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if o.RetryWindow <= 0 {
 		o.RetryWindow = 30 * time.Second
 	}
+	// A call that keeps failing is not retried for longer than a call may
+	// wait for its answer: either way the service is then given up for
+	// the run (health), within about one RPCTimeout.
+	o.RetryWindow = min(o.RetryWindow, o.RPCTimeout)
 	addr, creds, err := transport(o)
 	if err != nil {
 		return nil, err
 	}
+	h := newHealth(o.Target)
 	newConn := func() (*grpc.ClientConn, error) {
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+			grpc.WithChainUnaryInterceptor(h.unary), grpc.WithChainStreamInterceptor(h.stream),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20),
 				grpc.ForceCodecV2(newCodec())),
 			// Reconnect soon after the connection drops (gRPC's default
@@ -164,7 +173,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		o.Invocation = uuid()
 	}
 	c := &Client{
-		opts: o, conn: conn, md: callMetadata(o),
+		opts: o, conn: conn, md: callMetadata(o), health: h,
 		cas: repb.NewContentAddressableStorageClient(conn),
 		ac:  repb.NewActionCacheClient(conn),
 		bs:  bytestream.NewByteStreamClient(conn),
@@ -240,8 +249,17 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	c.dec, _ = zstd.NewReader(nil, zstd.IgnoreChecksum(true))
 	c.CAS = newUploader(c)
 	c.reads = c.newReads()
+	h.armed.Store(true)
 	return c, nil
 }
+
+// Down is the *DownError once the service has been found down mid-run,
+// else nil. From then on every call fails at once with it.
+func (c *Client) Down() error { return c.health.err() }
+
+// OnDown sets what is told, once, if the service is found down mid-run:
+// the *DownError. The run sets it before its first call.
+func (c *Client) OnDown(report func(err error)) { c.health.report.Store(&report) }
 
 // Close releases the connections.
 func (c *Client) Close() error {

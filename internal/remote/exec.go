@@ -363,6 +363,9 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.Ex
 			return nil, time.Time{}, fmt.Errorf("remote execution: %w", err)
 		}
 	}
+	if d := e.c.Down(); d != nil {
+		return nil, time.Time{}, d // the retries ended as the service went down
+	}
 	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", attempts, lastErr)
 	if status.Code(lastErr) == codes.Unavailable || mentionsPlatform(lastErr) {
 		// The service stayed unavailable, or has no worker for the

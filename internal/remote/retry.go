@@ -14,18 +14,20 @@ import (
 type retrier struct {
 	attempts int
 	window   time.Duration
+	// down ends the wait once the service is found down (health).
+	down     <-chan struct{}
 	failures int       // since the start: progress does not reset them
 	since    time.Time // the first failure since the last progress
 }
 
 // retrier returns a fresh policy whose window is window.
 func (c *Client) retrier(window time.Duration) *retrier {
-	return &retrier{attempts: c.opts.MaxAttempts, window: window}
+	return &retrier{attempts: c.opts.MaxAttempts, window: window, down: c.health.ctx.Done()}
 }
 
 // again records a failure and, if the bounds allow another try, waits the
 // backoff and returns true. It returns ctx's error if ctx ends while it
-// waits.
+// waits, and false if the service is found down meanwhile.
 func (r *retrier) again(ctx context.Context) (bool, error) {
 	r.failures++
 	if r.since.IsZero() {
@@ -42,6 +44,8 @@ func (r *retrier) again(ctx context.Context) (bool, error) {
 		return true, nil
 	case <-ctx.Done():
 		return false, ctx.Err()
+	case <-r.down:
+		return false, nil
 	}
 }
 
@@ -59,7 +63,9 @@ func backoff(n int) time.Duration {
 
 // retry calls f with the headers and a per-call deadline until it
 // succeeds, fails with an error that is not transient, or the retrier of
-// window gives up.
+// window gives up. A call that gives up on codes.Unavailable or
+// DeadlineExceeded finds the service down (health): it and every call
+// after it return the DownError.
 func (c *Client) retry(ctx context.Context, f func(ctx context.Context) error) error {
 	return c.retryWhile(ctx, c.opts.RetryWindow, transient, f)
 }
@@ -81,6 +87,14 @@ func (c *Client) retryWhile(ctx context.Context, window time.Duration, retryable
 		if ok, werr := r.again(ctx); werr != nil {
 			return werr
 		} else if !ok {
+			if d := c.health.err(); d != nil {
+				return d
+			}
+			if downCode(err) {
+				if d := c.health.trip(err); d != nil {
+					return d
+				}
+			}
 			return err
 		}
 	}
