@@ -153,7 +153,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	} else {
 		close(planned)
 	}
-	ch, err := buildChain(ctx, cfg, env, console, warn, tl, len(actions), files)
+	ch, err := buildChain(ctx, cfg, env, console, warn, tl, actions, files)
 	<-planned
 	if err != nil {
 		return err
@@ -304,7 +304,7 @@ func inputPaths(actions []*action.Action) []string {
 //
 // Every producer is wrapped in Verified, so nothing unverified is stored or
 // linked. files memoises the inputs' digests.
-func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions int, files *digest.Files) (*chain, error) {
+func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions []*action.Action, files *digest.Files) (*chain, error) {
 	limiter, closeLimiter, err := localLimiter(cfg, env, warn)
 	if err != nil {
 		return nil, err
@@ -322,7 +322,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	// from a slot's second job on: a link with no more actions than local
 	// slots (Kbuild's final vmlinux links have one) execs them at once.
 	var forks *forkserver.Pool
-	if !cfg.NoForkServer && actions > cfg.Jobs {
+	if !cfg.NoForkServer && len(actions) > cfg.Jobs {
 		var closeForks func()
 		forks, closeForks = ForkServers(dir, environ, limited(warn))
 		finishers = append(finishers, closeForks, func() {
@@ -364,15 +364,21 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if env.Record != nil {
 		keys.Observe = env.Record.Key
 	}
-
-	if cfg.Remote.Target != "" {
-		r, err := newRemote(ctx, cfg, env, console, warn, keys, local, speculative, tl)
+	switch rc := &cfg.Remote; {
+	case rc.Target == "":
+	case disk != nil && allCached(ctx, disk, keys, rc, actions): // nothing to run: no need to connect
+		remoteKeys(keys, rc, !rc.CacheOnly)
+	default:
+		r, err := newRemote(ctx, cfg, env, console, warn, keys, local, speculative, tl, dir)
 		if err != nil {
-			if cfg.Remote.Fallback == "none" {
+			if rc.Fallback == "none" {
 				finish()
 				return nil, err
 			}
 			warn("%v; compiling locally", err)
+			// The keys the service would give: a link without it finds
+			// what links with it stored here, and the other way round.
+			remoteKeys(keys, rc, !rc.CacheOnly)
 		} else {
 			ch.ex, ch.parallel, ch.preparing, ch.planner = r.chain, r.parallel, r.preparing, r.planner
 			if env.Record != nil {

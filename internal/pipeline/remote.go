@@ -91,8 +91,18 @@ const (
 // newRemote connects to the service and builds
 // Verified(remotecache(Hybrid(Fallback(Race(Verified(remote), speculative), local), local))),
 // or with --remote-cache-only Verified(remotecache(local)).
-func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local, speculative executor.Executor, tl *report.Timeline) (*remoteChain, error) {
+//
+// A service that a link found unreachable within unreachableFor is not
+// tried (unless --remote-fallback=none); one found unreachable now, or
+// down mid-link, is marked so in the cache directory dir, and one reached
+// has its mark cleared.
+func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local, speculative executor.Executor, tl *report.Timeline, dir string) (*remoteChain, error) {
 	rc := &cfg.Remote
+	if rc.Fallback != "none" {
+		if err := skipRemote(dir, rc.Target, time.Now()); err != nil {
+			return nil, err
+		}
+	}
 	cpu0 := ownCPU()
 	opts := RemoteOptions(rc)
 	endConnect := tl.Begin("connecting") // or waiting for the dial begun before the run
@@ -105,9 +115,14 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	}
 	endConnect()
 	if err != nil {
+		if remote.Unreachable(err) {
+			markUnreachable(dir, rc.Target, time.Now())
+		}
 		return nil, err
 	}
+	clearUnreachable(dir, rc.Target)
 	client.OnDown(func(err error) {
+		markUnreachable(dir, rc.Target, time.Now())
 		warnAll("%v: not using it for the rest of this link; the remaining actions compile here, and their results are not stored there", err)
 	})
 	warn := limited(warnAll)
@@ -116,14 +131,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		warnAll("%s offers no remote execution; using it as a cache only", rc.Target)
 		cacheOnly = true
 	}
-	if rc.Compiler != "" {
-		// The workers' compiler is part of every key.
-		localID := keys.CompilerID
-		keys.CompilerID = func(path string) (string, error) {
-			id, err := localID(path)
-			return id + "\x00remote-compiler=" + rc.Compiler, err
-		}
-	}
+	remoteKeys(keys, rc, !cacheOnly)
 	// The remote cache's lookups wait on the network, not on a local
 	// slot: as many actions as the local slots, and localAhead more per
 	// slot, are in flight, so that the lookups do not keep the local
@@ -136,7 +144,6 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	var hedge *executor.Hedged
 	var grouper *remote.Grouper
 	if !cacheOnly {
-		keys.Platform = reapi.Platform(rc.Platform)
 		rex = remote.NewExecutor(client, remote.ExecOptions{
 			Compiler: rc.Compiler, Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
 			Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
@@ -295,6 +302,42 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		rch.preparing = Preparing(client.RTT, runtime.GOMAXPROCS(0))
 	}
 	return rch, nil
+}
+
+// remoteKeys makes keys those of actions that may run on rc's workers
+// (exec: remote execution is in use): the workers' compiler and platform
+// are part of every key.
+func remoteKeys(keys *reapi.Keyer, rc *config.Remote, exec bool) {
+	if rc.Compiler != "" {
+		localID := keys.CompilerID
+		keys.CompilerID = func(path string) (string, error) {
+			id, err := localID(path)
+			return id + "\x00remote-compiler=" + rc.Compiler, err
+		}
+	}
+	if exec {
+		keys.Platform = reapi.Platform(rc.Platform)
+	}
+}
+
+// allCached reports whether the local cache has the result of every
+// action, under the keys the remote configuration gives them (the
+// service offering remote execution unless rc says cache only), so that
+// the link need not connect to the service at all: a fully cached link
+// does not wait for it, nor stall when it is down. keys is left as it is.
+func allCached(ctx context.Context, disk *cache.Disk, keys *reapi.Keyer, rc *config.Remote, actions []*action.Action) bool {
+	probe := &reapi.Keyer{Files: keys.Files, CompilerID: keys.CompilerID, Getenv: keys.Getenv}
+	remoteKeys(probe, rc, !rc.CacheOnly)
+	for _, a := range actions {
+		key, _, err := probe.KeyShard(a)
+		if err != nil {
+			return false
+		}
+		if _, err := disk.GetActionResult(ctx, key, nil); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // ownCPU is the user and system CPU this process has used: thindist's own

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -105,6 +106,12 @@ func downCode(err error) bool {
 		return true
 	}
 	return false
+}
+
+// Unreachable reports whether err, Dial's, says that the service could
+// not be reached (as opposed to one that answered but cannot serve).
+func Unreachable(err error) bool {
+	return downCode(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // bind returns ctx, also ended when the service goes down, and its cancel.
