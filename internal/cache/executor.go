@@ -44,6 +44,9 @@ type Options struct {
 	StoreMessages bool
 	// Warn reports a cache problem that did not stop the action.
 	Warn func(format string, args ...any)
+	// Unusable, if set, hears of each action whose entry was found but
+	// could not be used (err says why), before the action runs.
+	Unusable func(a *action.Action, err error)
 }
 
 // ExecutorStats are what one run of a cache executor saw.
@@ -110,6 +113,9 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 			return nil, ctx.Err()
 		}
 		e.opts.Warn("%s: cache entry unusable, recompiling: %v", a.ID, err)
+		if e.opts.Unusable != nil {
+			e.opts.Unusable(a, err)
+		}
 	}
 	e.misses.Add(1)
 	res, err = e.next.Execute(ctx, a, out)

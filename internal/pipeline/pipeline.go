@@ -390,7 +390,8 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if disk == nil {
 		return ch, nil
 	}
-	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: limited(warn)})
+	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: limited(warn),
+		Unusable: env.Record.Unusable})
 	if env.Record != nil {
 		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
 	}

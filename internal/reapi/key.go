@@ -32,6 +32,10 @@
 //     the declared input
 //     of that path, or the file at that path (absent files are recorded as
 //     absent); the common inputs by content.
+//     A "-x ir" before the module is left out when clang reads the module
+//     as bitcode without it (keyed): `thindist link` writes it, lld's
+//     DTLTO does not, and the same backend must get the same key from
+//     either.
 //   - Command.environment_variables: the variables that change what clang
 //     does whatever its arguments (CCC_OVERRIDE_OPTIONS and friends).
 //   - Platform: the remote platform properties, so objects built for
@@ -49,6 +53,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -333,7 +338,8 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, encoded
 	for i := range outs {
 		outs[i] = "out/" + strconv.Itoa(i)
 	}
-	argv := a.Argv(func(i int) string { return names[i] }, func(i int) string { return outs[i] })
+	ka := keyed(a)
+	argv := ka.Argv(func(i int) string { return names[i] }, func(i int) string { return outs[i] })
 	argv[0] = filepath.Base(argv[0])
 
 	cmd := &repb.Command{Arguments: argv, OutputPaths: outs, Platform: k.Platform}
@@ -393,7 +399,7 @@ func (k *Keyer) Describe(a *action.Action) (string, error) {
 // command with its paths named by role, the environment and the platform.
 func (p *Parts) fill(a *action.Action, cmd *repb.Command, compiler string) {
 	p.Compiler = compiler
-	p.Args = a.Argv(func(i int) string { return "<" + roleTag(a.Inputs[i].Role) + ">" },
+	p.Args = keyed(a).Argv(func(i int) string { return "<" + roleTag(a.Inputs[i].Role) + ">" },
 		func(int) string { return "<out>" })
 	p.Args[0] = filepath.Base(p.Args[0])
 	for _, in := range a.Inputs {
@@ -424,3 +430,31 @@ func roleTag(r action.Role) string {
 	}
 	return "input"
 }
+
+// keyed returns a, or a copy of it whose arguments leave out a "-x ir"
+// that changes nothing: one before the module argument, when the module's
+// name has an extension clang types as an object or as bitcode (with
+// -fthinlto-index, clang compiles such an input as IR, measured with clang
+// 19 and 22). Before a source-named module ("m.c") it does change what
+// clang does (without it clang refuses the input), so it stays.
+func keyed(a *action.Action) *action.Action {
+	for i := 0; i+2 < len(a.Args); i++ {
+		x, ir, in := a.Args[i], a.Args[i+1], a.Args[i+2]
+		if x.Kind != action.Literal || x.Text != "-x" || ir.Kind != action.Literal || ir.Text != "ir" ||
+			in.Kind != action.InputRef || in.Text != "" || a.Inputs[in.Index].Role != action.RoleModule {
+			continue
+		}
+		if !readAsIR[strings.ToLower(filepath.Ext(a.Inputs[in.Index].Path))] {
+			return a
+		}
+		c := *a
+		c.Args = append(slices.Clone(a.Args[:i]), a.Args[i+2:]...)
+		return &c
+	}
+	return a
+}
+
+// readAsIR are the module name extensions clang reads as bitcode, given
+// -fthinlto-index, without "-x ir": objects, libtool objects, bitcode,
+// and lld's copies of archive members ("lib.a(m.o at 88).2.9A6.o").
+var readAsIR = map[string]bool{".o": true, ".obj": true, ".lo": true, ".bc": true}

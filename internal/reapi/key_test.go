@@ -327,3 +327,44 @@ func TestKeyMessages(t *testing.T) {
 		t.Errorf("messages kept without KeepMessages")
 	}
 }
+
+// TestKeyXIRNoOp: `thindist link` writes "-x ir" before the module and lld's
+// DTLTO does not; for a module clang reads as bitcode anyway (an object's
+// name) both commands compile the same and must share a key, while before a
+// module named like a source file (which clang refuses without it) the flag
+// changes the compile and the key.
+func TestKeyXIRNoOp(t *testing.T) {
+	p := program(t, testprog.Options{Modules: 3, Seed: 4, ArchiveModules: 1})
+	acts := capture(t, p, "prog")
+	k := newKeyer()
+	withXIR := func(a *action.Action) *action.Action {
+		b := clone(a)
+		for i, arg := range b.Args {
+			if arg.Kind == action.InputRef && arg.Text == "" && b.Inputs[arg.Index].Role == action.RoleModule {
+				b.Args = append(b.Args[:i:i], append([]action.Arg{action.Lit("-x"), action.Lit("ir")}, a.Args[i:]...)...)
+				return b
+			}
+		}
+		t.Fatalf("%s: no module argument in %q", a.ID, a.Command())
+		return nil
+	}
+	for _, a := range acts {
+		if ka, kx := key(t, k, a), key(t, k, withXIR(a)); ka != kx {
+			t.Errorf("%s: -x ir before %s changed the key", a.ID, a.Inputs[inputOf(a, action.RoleModule)].Path)
+		}
+		// The same module under a source file's name.
+		c := clone(a)
+		mod := inputOf(c, action.RoleModule)
+		data, err := os.ReadFile(a.Abs(a.Inputs[mod].Local()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Inputs[mod].Path = a.Abs(a.Inputs[mod].Local()) + ".c"
+		if err := os.WriteFile(c.Inputs[mod].Path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if kc, kx := key(t, k, c), key(t, k, withXIR(c)); kc == kx {
+			t.Errorf("%s: -x ir before a module named %s left the key as it was", a.ID, c.Inputs[mod].Path)
+		}
+	}
+}

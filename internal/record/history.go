@@ -276,6 +276,9 @@ func (h *History) why(run *Run, a *Action) []string {
 	if a.Key == "" {
 		return []string{"no cache key could be made for it (see the run's warnings)"}
 	}
+	if a.CacheError != "" {
+		return []string{"the cache's entry for it could not be used: " + a.CacheError}
+	}
 	var p past
 	ok := false
 	if h != nil {

@@ -168,6 +168,9 @@ type Action struct {
 	// name; their contents are in Run.Contents.
 	Imports []string `json:"imports,omitempty"`
 
+	// CacheError is why a cache's entry for the key could not be used
+	// (a corrupt blob), when that is why it was compiled.
+	CacheError string `json:"cache_error,omitempty"`
 	// Miss says why a compiled action was not a cache hit: what differs
 	// from the last record of the same module.
 	Miss []string `json:"miss,omitempty"`

@@ -27,11 +27,13 @@ type Recorder struct {
 	run    Run
 	queued map[*action.Action]time.Time
 	keys   map[*action.Action]keyed
-	cmds   map[string]int
-	log    []byte
-	now    func() time.Time
-	hist   *History   // set by Plan
-	ahead  *ReadAhead // set by ReadAhead
+	// unusable is why each action's cache entry could not be used.
+	unusable map[*action.Action]string
+	cmds     map[string]int
+	log      []byte
+	now      func() time.Time
+	hist     *History   // set by Plan
+	ahead    *ReadAhead // set by ReadAhead
 	// alias maps a module's path, as importers' keys name it, to its
 	// name when they differ.
 	alias map[string]string
@@ -47,7 +49,7 @@ type keyed struct {
 // now, ID and PID to this process's.
 func New(run Run) *Recorder {
 	r := &Recorder{run: run, queued: map[*action.Action]time.Time{}, keys: map[*action.Action]keyed{},
-		cmds: map[string]int{}, alias: map[string]string{}, now: time.Now}
+		unusable: map[*action.Action]string{}, cmds: map[string]int{}, alias: map[string]string{}, now: time.Now}
 	r.run.Schema = Schema
 	if r.run.Start.IsZero() {
 		r.run.Start = r.now()
@@ -79,6 +81,18 @@ func (r *Recorder) Phase(p Phase) {
 func (r *Recorder) Key(a *action.Action, key digest.Digest, parts *reapi.Parts) {
 	r.mu.Lock()
 	r.keys[a] = keyed{key, parts}
+	r.mu.Unlock()
+}
+
+// Unusable implements cache.Options.Unusable: a's entry was found in a
+// cache and could not be used, for the reason err; the record explains
+// its compile so. r may be nil (no record is kept).
+func (r *Recorder) Unusable(a *action.Action, err error) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.unusable[a] = err.Error()
 	r.mu.Unlock()
 }
 
@@ -159,6 +173,8 @@ func (r *Recorder) Finished(a *action.Action, slot int, res *executor.Result, er
 		delete(r.keys, a)
 		r.addKey(&rec, k)
 	}
+	rec.CacheError = r.unusable[a]
+	delete(r.unusable, a)
 	if rec.Compiled() && rec.Key != "" && (r.run.LocalCache || r.run.Remote != "") {
 		// A miss, which Finish explains from the modules' last records:
 		// they are read now, while the run compiles.

@@ -47,7 +47,8 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, profiles := p.line.backendFlags()
+	var flags linkFlags
+	flags.lld, flags.extra, flags.profiles = p.line.backendFlags()
 	var actions []*action.Action
 	var unmatched []string
 	defer func() {
@@ -76,44 +77,13 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 			}
 			a.Inputs = append(a.Inputs, action.Input{Path: imp, Role: action.RoleImport})
 		}
-		a.Args = []action.Arg{action.Lit(compiler)}
-		for _, f := range base {
-			a.Args = append(a.Args, action.Lit(f))
-		}
-		addProfile := func(flag, path string) {
-			a.Inputs = append(a.Inputs, action.Input{Path: path, Role: action.RoleCommon})
-			a.Args = append(a.Args, action.In(flag, len(a.Inputs)-1))
-		}
-		for _, prof := range profiles {
-			addProfile("-fprofile-sample-use=", p.portable(prof))
-		}
-		cc := p.opts.CompDB.lookup(m.Object, m.Member)
-		if cc == nil && p.opts.CompDB != nil {
-			unmatched = append(unmatched, m.Display)
-		}
-		if cc != nil {
-			for _, f := range frontendFiltered(cc.args) {
-				if v, ok := strings.CutPrefix(f, "-fprofile-sample-use="); ok {
-					if !filepath.IsAbs(v) {
-						v = filepath.Join(cc.dir, v)
-					}
-					addProfile("-fprofile-sample-use=", p.portable(v))
-					continue
-				}
-				a.Args = append(a.Args, action.Lit(f))
-			}
-		}
-		// Last, so that they win over the compile command's own.
-		mf, err := p.moduleFlags(m)
+		matched, err := p.command(a, m, compiler, flags)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", m.Display, err)
 		}
-		for _, f := range mf {
-			a.Args = append(a.Args, action.Lit(f))
+		if !matched && p.opts.CompDB != nil {
+			unmatched = append(unmatched, m.Display)
 		}
-		a.Args = append(a.Args, action.Lit("-Wno-unused-command-line-argument"),
-			action.Lit("-c"), action.Lit("-x"), action.Lit("ir"), action.In("", 0),
-			action.In("-fthinlto-index=", 1), action.Lit("-o"), action.Out("", 0))
 		a.Outputs = []action.Output{{Path: m.Native}}
 		if err := os.MkdirAll(filepath.Dir(p.abs(m.Native)), 0o755); err != nil {
 			return nil, err
@@ -124,6 +94,60 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 		actions = append(actions, a)
 	}
 	return actions, nil
+}
+
+// linkFlags are the backend options the link line gives every module
+// (linkLine.backendFlags).
+type linkFlags struct{ lld, extra, profiles []string }
+
+// command sets a's arguments, the backend command of module m: lld's DTLTO
+// command first, in its order, so that both entry points give the same
+// backend the same command (and key); then what lld's DTLTO drops, the
+// profiles, and the options of m's compile command if the compilation
+// database has it (matched).
+func (p *plan) command(a *action.Action, m *Module, compiler string, f linkFlags) (matched bool, err error) {
+	mf, err := p.moduleFlags(m)
+	if err != nil {
+		return false, err
+	}
+	lits := func(fs ...string) {
+		for _, f := range fs {
+			if f != "" {
+				a.Args = append(a.Args, action.Lit(f))
+			}
+		}
+	}
+	lits(compiler, "-c", mf.target)
+	lits(f.lld...)
+	lits(mf.reloc, "-Wno-unused-command-line-argument")
+	lits(f.extra...)
+	addProfile := func(path string) {
+		a.Inputs = append(a.Inputs, action.Input{Path: path, Role: action.RoleCommon})
+		a.Args = append(a.Args, action.In("-fprofile-sample-use=", len(a.Inputs)-1))
+	}
+	for _, prof := range f.profiles {
+		addProfile(p.portable(prof))
+	}
+	cc := p.opts.CompDB.lookup(m.Object, m.Member)
+	if cc != nil {
+		for _, f := range frontendFiltered(cc.args) {
+			if v, ok := strings.CutPrefix(f, "-fprofile-sample-use="); ok {
+				if !filepath.IsAbs(v) {
+					v = filepath.Join(cc.dir, v)
+				}
+				addProfile(p.portable(v))
+				continue
+			}
+			lits(f)
+		}
+		// Again, so that they win over the compile command's own.
+		lits(mf.target, mf.reloc)
+	}
+	// "-x ir" in case the module's name is a source file's; the key leaves
+	// it out where it changes nothing (reapi's keyed).
+	a.Args = append(a.Args, action.Lit("-x"), action.Lit("ir"), action.In("", 0),
+		action.In("-fthinlto-index=", 1), action.Lit("-o"), action.Out("", 0))
+	return cc != nil, nil
 }
 
 // compiler returns the clang that runs the backends: Options.Compiler, the

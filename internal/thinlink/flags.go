@@ -23,8 +23,10 @@ import (
 //     for IR input.
 //
 // The target triple and the relocation model depend on each module: see
-// moduleFlags. The returned profile lists input files every backend reads.
-func (l *linkLine) backendFlags() (flags []string, profiles []string) {
+// moduleFlags. lld are the options lld 22 gives every DTLTO job, in its
+// order; extra the others (target CPU, -mllvm), which lld's DTLTO drops.
+// The returned profile lists input files every backend reads.
+func (l *linkLine) backendFlags() (lld, extra, profiles []string) {
 	opt := "-O2"
 	var target []string
 	var mllvm []string
@@ -63,8 +65,6 @@ func (l *linkLine) backendFlags() (flags []string, profiles []string) {
 			target = append(target, "-Xclang", "-target-cpu", "-Xclang", v[len("mcpu="):])
 		}
 	}
-	flags = append(flags, target...)
-	flags = append(flags, opt, "-faddrsig", "-ffunction-sections", "-fdata-sections")
-	flags = append(flags, mllvm...)
-	return flags, profiles
+	lld = []string{opt, "-faddrsig", "-ffunction-sections", "-fdata-sections"}
+	return lld, append(target, mllvm...), profiles
 }

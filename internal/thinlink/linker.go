@@ -130,24 +130,28 @@ func (l *linkLine) relocModel() relocModel {
 // model, or for -r the module's: PIC if it has a "PIC Level" flag, else
 // the target's default, which is static on ELF targets (LTOBackend's
 // createTargetMachine).
-func (p *plan) moduleFlags(m *Module) ([]string, error) {
+func (p *plan) moduleFlags(m *Module) (moduleFlags, error) {
 	data, err := os.ReadFile(p.abs(m.Key))
 	if err != nil {
-		return nil, err
+		return moduleFlags{}, err
 	}
 	info, err := bitcode.ReadModuleInfo(data)
 	if err != nil {
-		return nil, fmt.Errorf("reading the module's triple and PIC level: %w", err)
+		return moduleFlags{}, fmt.Errorf("reading the module's triple and PIC level: %w", err)
 	}
-	var flags []string
+	var f moduleFlags
 	if info.Triple != "" {
-		flags = append(flags, "--target="+info.Triple)
+		f.target = "--target=" + info.Triple
 	}
 	switch r := p.ld.relocModel(); {
 	case r == relocPIC, r == relocOfModule && info.PIC:
-		flags = append(flags, "-fpic")
+		f.reloc = "-fpic"
 	default:
-		flags = append(flags, "-fno-pic")
+		f.reloc = "-fno-pic"
 	}
-	return flags, nil
+	return f, nil
 }
+
+// moduleFlags are a module's own backend options: target ("--target=T",
+// or "" when the module names none) and reloc ("-fpic" or "-fno-pic").
+type moduleFlags struct{ target, reloc string }

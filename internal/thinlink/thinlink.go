@@ -15,9 +15,10 @@
 //     directory. Every module then has a path of its own, which lld records
 //     verbatim in the index;
 //  3. turns each module lld listed in the index file (those the link really
-//     uses, in link order) into an action.Action: `<clang> <backend flags>
-//     -c -x ir MODULE -fthinlto-index=SHARD -o NATIVE`, with its imports as
-//     inputs, and runs them with pipeline.Run (so the cache, remote
+//     uses, in link order) into an action.Action: `<clang> -c <lld's DTLTO
+//     flags> <more flags> -x ir MODULE -fthinlto-index=SHARD -o NATIVE`
+//     (the command, and so the cache key, of lld's DTLTO for the same
+//     module), with its imports as inputs, and runs them with pipeline.Run (so the cache, remote
 //     execution and reporting apply as for lld's DTLTO);
 //  4. runs the final link: the same command again with each bitcode object
 //     replaced by its native object, everything the thin link extracted from
