@@ -258,10 +258,13 @@ func distribute(ctx context.Context, args []string, env pipeline.Env, start time
 	}
 	// lld ran thindist after reading every input and running the thin
 	// link: what it did before is part of where the link's time went.
+	var linker []string
 	if began, err := procstart.ParentLinker(); err == nil {
-		linker, _ := procstart.Cmdline(os.Getppid())
+		linker, _ = procstart.Cmdline(os.Getppid())
 		sess.LinkerBegan(began, linker)
 	}
+	// Archive members by the archive the user linked, not lld's copies.
+	jobfile.NameMembers(jf.Actions, linker, dir)
 	sess.SetOutput(jf.LinkerOutput)
 	err = sess.Run(ctx, &cfg, jf.Actions)
 	code := exitCode(err, env)
