@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/atomicfile"
@@ -44,6 +46,10 @@ type Options struct {
 	StoreMessages bool
 	// Warn reports a cache problem that did not stop the action.
 	Warn func(format string, args ...any)
+	// Run is the ID of the run (its record's), stored with each result
+	// so that a later hit can say which run's compile printed what it
+	// replays (executor.Result.Replayed).
+	Run string
 	// Unusable, if set, hears of each action whose entry was found but
 	// could not be used (err says why), before the action runs.
 	Unusable func(a *action.Action, err error)
@@ -87,7 +93,10 @@ func NewExecutor(store Store, keys *reapi.Keyer, next executor.Executor, opts Op
 func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
 	key, shard, err := e.keys.KeyShard(a)
 	if err != nil {
-		e.opts.Warn("%s: not cached: %v", a.ID, err)
+		var nc *reapi.NotCached
+		if !errors.As(err, &nc) { // by design, and in the record: no warning
+			e.opts.Warn("%s: not cached: %v", a.ID, err)
+		}
 		return e.next.Execute(ctx, a, out)
 	}
 	// The shard just read for the key goes down with the action: a remote
@@ -175,7 +184,7 @@ func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Acti
 	if err := executor.CheckObject(out[0]); err != nil {
 		return nil, fmt.Errorf("cached object: %v", err)
 	}
-	res := &executor.Result{Where: e.opts.Where, CPU: cpuOf(ar), ObjectChecked: true}
+	res := &executor.Result{Where: e.opts.Where, CPU: cpuOf(ar), ObjectChecked: true, Replayed: producer(ar)}
 	if d, err := digest.FromProto(ar.StderrDigest); err == nil && d.Size > 0 {
 		// Inlined (stderr_raw) when the store could; read otherwise.
 		if res.Stderr = ar.StderrRaw; int64(len(res.Stderr)) != d.Size || digest.OfBytes(res.Stderr) != d {
@@ -242,12 +251,34 @@ func (e *Executor) store1(ctx context.Context, key digest.Digest, msgs map[diges
 	if err != nil {
 		return err
 	}
-	ar.ExecutionMetadata = &repb.ExecutedActionMetadata{Worker: "thindist", AuxiliaryMetadata: []*anypb.Any{cpu}}
+	worker := "thindist"
+	if e.opts.Run != "" {
+		worker += " run " + e.opts.Run
+	}
+	ar.ExecutionMetadata = &repb.ExecutedActionMetadata{Worker: worker, AuxiliaryMetadata: []*anypb.Any{cpu},
+		ExecutionCompletedTimestamp: timestamppb.Now()}
 	return e.store.UpdateActionResult(ctx, key, ar)
 }
 
 // outputName is output i's path in a result: the canonical action's name.
 func outputName(i int) string { return fmt.Sprintf("out/%d", i) }
+
+// producer names the compile that produced ar: a thindist run by its ID,
+// else the worker that ran it and when, as far as ar says.
+func producer(ar *repb.ActionResult) string {
+	md := ar.GetExecutionMetadata()
+	if id, ok := strings.CutPrefix(md.GetWorker(), "thindist run "); ok {
+		return "run " + id
+	}
+	what := "an earlier compile"
+	if w := md.GetWorker(); w != "" && w != "thindist" {
+		what = "a compile on " + w
+	}
+	if t := md.GetExecutionCompletedTimestamp(); t != nil {
+		what += " of " + t.AsTime().Local().Format("2006-01-02 15:04:05")
+	}
+	return what
+}
 
 // cpuOf is the compile's CPU time as recorded with the result, for "saved
 // CPU time": thindist's own record if present, else the execution's wall

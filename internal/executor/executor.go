@@ -66,6 +66,10 @@ type Result struct {
 	Stdout    []byte
 	Stderr    []byte
 	Where     Where
+	// Replayed, for a cache hit, names the compile whose Stderr it
+	// replays ("run 20261127-163224.406-6697"): the paths it prints are
+	// that run's.
+	Replayed string
 	// CPU is the compiler's user+system time (for a cache hit: the time the
 	// original run took, i.e. what the hit saved).
 	CPU time.Duration

@@ -391,7 +391,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		return ch, nil
 	}
 	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: limited(warn),
-		Unusable: env.Record.Unusable})
+		Unusable: env.Record.Unusable, Run: env.Record.ID()})
 	if env.Record != nil {
 		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
 	}
@@ -546,12 +546,16 @@ func (w warnings) Finished(a *action.Action, _ int, res *executor.Result, err er
 	if err != nil || res == nil || len(res.Stderr) == 0 {
 		return
 	}
+	head := a.ID
+	if res.Replayed != "" {
+		head += fmt.Sprintf(" (replayed from the cache: printed by %s; the files it names are that compile's)", res.Replayed)
+	}
 	if w.env.Diag != nil {
 		w.env.Diag(Diagnostic{Warning: true, Module: a.ID,
-			Msg: fmt.Sprintf("%s:\n%s", a.ID, strings.TrimRight(string(res.Stderr), "\n"))})
+			Msg: fmt.Sprintf("%s:\n%s", head, strings.TrimRight(string(res.Stderr), "\n"))})
 		return
 	}
-	w.c.Printf("thindist: %s:\n%s", a.ID, fmt.Sprint(string(res.Stderr)))
+	w.c.Printf("thindist: %s:\n%s", head, fmt.Sprint(string(res.Stderr)))
 }
 
 // errorText is the text of a run's errors, one per failed action. An

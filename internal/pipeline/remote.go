@@ -234,7 +234,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	keys.KeepMessages = !readOnly
 	rcache := cache.NewExecutor(behind, keys, producer, cache.Options{
 		Where: executor.RemoteCache, ReadOnly: readOnly, StoreFrom: storeFrom, Warn: warn, Ahead: ahead,
-		StoreMessages: !readOnly, Unusable: env.Record.Unusable,
+		StoreMessages: !readOnly, Unusable: env.Record.Unusable, Run: env.Record.ID(),
 	})
 	finish := func(quiet bool) {
 		defer client.Close()

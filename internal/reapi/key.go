@@ -137,11 +137,14 @@ type Parts struct {
 	// Inputs maps each module the backend may load (the module itself and
 	// its imports), by name, to its content digest, or "absent".
 	Inputs map[string]string
+	// NotCached, when set, is why the action has no key (NotCached's
+	// text); no other part is set then.
+	NotCached string
 }
 
 // Key returns the canonical Action digest of a. An error means no safe key
-// could be made (for example an unreadable shard); the action must then run
-// uncached.
+// could be made (for example an unreadable shard), or a *NotCached: the
+// action must then run uncached.
 func (k *Keyer) Key(a *action.Action) (digest.Digest, error) {
 	d, _, err := k.KeyShard(a)
 	return d, err
@@ -185,6 +188,13 @@ func (k *Keyer) Messages(a *action.Action) (msgs map[digest.Digest][]byte, ok bo
 }
 
 func (k *Keyer) key(a *action.Action) (digest.Digest, []byte, map[digest.Digest][]byte, error) {
+	if opt := SideFiles(a); opt != "" {
+		err := &NotCached{Option: opt}
+		if k.Observe != nil {
+			k.Observe(a, digest.Digest{}, &Parts{NotCached: err.Error()})
+		}
+		return digest.Digest{}, nil, nil, err
+	}
 	var parts *Parts
 	if k.Observe != nil {
 		parts = &Parts{Inputs: map[string]string{}}

@@ -273,6 +273,9 @@ func (h *History) why(run *Run, a *Action) []string {
 	if !run.LocalCache && run.Remote == "" {
 		return []string{"no cache was used (--no-cache)"}
 	}
+	if a.NotCached != "" {
+		return []string{a.NotCached}
+	}
 	if a.Key == "" {
 		return []string{"no cache key could be made for it (see the run's warnings)"}
 	}

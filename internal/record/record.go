@@ -168,6 +168,9 @@ type Action struct {
 	// name; their contents are in Run.Contents.
 	Imports []string `json:"imports,omitempty"`
 
+	// NotCached is why the action was kept out of the caches ("not
+	// cached: --save-temps writes side files"), when it was.
+	NotCached string `json:"not_cached,omitempty"`
 	// CacheError is why a cache's entry for the key could not be used
 	// (a corrupt blob), when that is why it was compiled.
 	CacheError string `json:"cache_error,omitempty"`

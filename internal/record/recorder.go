@@ -96,6 +96,16 @@ func (r *Recorder) Unusable(a *action.Action, err error) {
 	r.mu.Unlock()
 }
 
+// ID is the run's ID, "" for a nil r (no record is kept).
+func (r *Recorder) ID() string {
+	if r == nil {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.run.ID
+}
+
 // Planned implements schedule.Observer: the record's actions are sized
 // for the run at once (grown by doubling, a 10,000-action record held its
 // old and new arrays at once, 9 MB at the peak of a run whose whole heap
@@ -186,6 +196,10 @@ func (r *Recorder) Finished(a *action.Action, slot int, res *executor.Result, er
 // addKey stores the key's parts in rec and the run; r.mu is held.
 func (r *Recorder) addKey(rec *Action, k keyed) {
 	p := k.parts
+	if p.NotCached != "" {
+		rec.NotCached = p.NotCached
+		return
+	}
 	rec.Key = k.key.HexHash()
 	id := strings.Join(p.Args, "\x00")
 	i, ok := r.cmds[id]
