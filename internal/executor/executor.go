@@ -8,6 +8,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -120,6 +121,10 @@ type BackendError struct {
 	Action *action.Action
 	Result *Result
 	Reason string // why the result is rejected
+	// Kept, if set, is a directory holding copies of the inputs and a
+	// script that runs the command on them (the linker deletes the
+	// originals).
+	Kept string
 }
 
 func (e *BackendError) Error() string {
@@ -131,6 +136,10 @@ func (e *BackendError) Error() string {
 	fmt.Fprintf(&b, "backend compilation of %s failed%s: %s", e.Action.ID, where, e.Reason)
 	fmt.Fprintf(&b, "\n  command (run in %s):\n    %s", action.ShellQuote([]string{e.Action.Dir}),
 		action.ShellQuote(e.Action.Command()))
+	if e.Kept != "" {
+		fmt.Fprintf(&b, "\n  the linker deletes its index files; to run it again: %s (on copies of its inputs, "+
+			"kept until this output links, for a few days at most)", action.ShellQuote([]string{filepath.Join(e.Kept, "rerun.sh")}))
+	}
 	if e.Result != nil {
 		if s := strings.TrimSpace(string(e.Result.Stderr)); s != "" {
 			b.WriteString("\n  stderr:\n    ")

@@ -21,6 +21,7 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/failed"
 	"github.com/thindist/thindist/internal/forkserver"
 	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobserver"
@@ -206,6 +207,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 	finish() // its cache and remote counters print before the summary line
 	finished = true
+	keepFailed(CacheDir(cfg, env), summary.Output, actions, runErr)
 	if runErr != nil {
 		switch {
 		case errors.Is(runErr, context.Canceled):
@@ -556,6 +558,26 @@ func (w warnings) Finished(a *action.Action, _ int, res *executor.Result, err er
 		return
 	}
 	w.c.Printf("thindist: %s:\n%s", head, fmt.Sprint(string(res.Stderr)))
+}
+
+// keepFailed keeps the inputs of each backend that failed, for running it
+// again by hand (failed.Keep; the error names the directory), or after a
+// good link removes the output's kept jobs and old ones (failed.Clean).
+func keepFailed(cacheDir, output string, actions []*action.Action, runErr error) {
+	if len(actions) == 0 {
+		return
+	}
+	linkDir := failed.Dir(cacheDir, output, actions[0].Dir)
+	if runErr == nil {
+		failed.Clean(cacheDir, linkDir, time.Now())
+		return
+	}
+	for n, e := range split(runErr) {
+		var be *executor.BackendError
+		if errors.As(e, &be) && be.Action != nil {
+			be.Kept, _ = failed.Keep(linkDir, n, be.Action)
+		}
+	}
 }
 
 // errorText is the text of a run's errors, one per failed action. An
