@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -233,7 +235,7 @@ func TestRecordLinkPhases(t *testing.T) {
 			t.Errorf("phase %+v", p)
 		}
 	}
-	if got := strings.Join(names, ", "); got != "thin link, backends, final link" {
+	if got := strings.Join(names, ", "); got != "reading the link, thin link, planning the backends, backends, final link" {
 		t.Errorf("phases %s", got)
 	}
 	// The phases' details are the summary line's ("backends 1.2s
@@ -323,8 +325,14 @@ func TestReportHTMLInChromium(t *testing.T) {
 	}
 	p := program(t, testprog.Options{Modules: 12, Seed: 5, ArchiveModules: 3})
 	cache := t.TempDir()
+	// A linker command of 240 lines' worth of arguments, as a large
+	// build's can be: it must not push the timeline off the first screen.
+	var long []string
+	for i := range 240 {
+		long = append(long, fmt.Sprintf("-Wl,-rpath,/opt/a/rather/long/library/directory/number/%03d/lib", i))
+	}
 	l := linkCmd{p: p, objs: p.Objects, out: "prog", dist: thindist, distArgs: []string{"--jobs=2"},
-		env: []string{"THINDIST_CACHE_DIR=" + cache}}
+		flags: long, env: []string{"THINDIST_CACHE_DIR=" + cache}}
 	l.mustLink(t)
 	run := lastRecord(t, p.Dir, cache)
 	if len(run.Actions) != 12 {
@@ -371,6 +379,34 @@ func TestReportHTMLInChromium(t *testing.T) {
 	dom := chrome("--dump-dom", "file://"+page)
 	if !strings.Contains(dom, `data-ready="1"`) {
 		t.Errorf("the page's script did not run")
+	}
+	// Where the timeline lands, measured in a copy of the page by a script
+	// of the test's own.
+	measured := filepath.Join(art, "measured.html")
+	probe := `<script>document.body.setAttribute("data-timeline-top", Math.round(document.getElementById("timeline").getBoundingClientRect().top))</script></body>`
+	if err := os.WriteFile(measured, []byte(strings.Replace(string(html), "</body>", probe, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`data-timeline-top="(-?\d+)"`).FindStringSubmatch(chrome("--dump-dom", "file://"+measured)); m == nil {
+		t.Errorf("the timeline's position was not measured")
+	} else if top, _ := strconv.Atoi(m[1]); top <= 0 || top > 600 {
+		t.Errorf("the timeline starts %dpx down the page, want it within the first screen (a 1000px window), above 600px", top)
+	} else {
+		t.Logf("the timeline starts %dpx down the page", top)
+	}
+	if !strings.Contains(dom, `<details class="cmd">`) {
+		t.Errorf("the long linker command is not folded")
+	}
+	// Bars wide enough for their module's name are labelled with it.
+	labels := 0
+	for _, a := range run.Actions {
+		esc := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(a.Module)
+		if strings.Contains(dom, `dy="13">`+esc+`</text>`) {
+			labels++
+		}
+	}
+	if labels == 0 {
+		t.Errorf("no timeline bar is labelled with its module")
 	}
 	for _, a := range run.Actions {
 		esc := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(a.Module)

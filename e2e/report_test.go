@@ -29,7 +29,7 @@ func TestTraceAndSummary(t *testing.T) {
 	// The line names the output, and says how long lld worked before it
 	// ran thindist and how long the backends took.
 	if !regexp.MustCompile(`(?m)^thindist: \S*prog-dtlto: 12 jobs, 0 failed, 0 cached, 0 remote, 12 local in [0-9.]+m?s ` +
-		`\(lld [0-9.]+m?s before, backends [0-9.]+m?s( including [0-9.]+m?s starting \d fork servers?)?\); slowest \S`).MatchString(stderr) {
+		`\(backends [0-9.]+m?s( including [0-9.]+m?s starting \d fork servers?)?(, other [0-9.]+m?s)?\), after lld's [0-9.]+m?s; slowest \S`).MatchString(stderr) {
 		t.Errorf("no summary line for 12 jobs:\n%s", stderr)
 	}
 	data, err := os.ReadFile(trace)

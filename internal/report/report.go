@@ -306,8 +306,12 @@ func (s *Summary) Line() string {
 		line += fmt.Sprintf(", %d not started", n)
 	}
 	line += fmt.Sprintf(" in %s", Round(s.tl.Elapsed()))
-	if where := s.tl.describe(); where != "" {
-		line += " (" + where + ")"
+	within, before := s.tl.describe()
+	if within != "" {
+		line += " (" + within + ")"
+	}
+	if before != "" {
+		line += ", after " + before // not part of the time above
 	}
 	if s.Slowest != "" {
 		line += fmt.Sprintf("; slowest %s (%s)", s.Slowest, Round(s.SlowestIn))

@@ -138,7 +138,17 @@ func TestSummaryWallTime(t *testing.T) {
 	s = NewSummary(tl)
 	s.Planned(0)
 	clock.Advance(50 * time.Millisecond)
-	if got, want := s.Line(), "thindist: 0 jobs, 0 failed, 0 cached, 0 remote, 0 local in 50ms (lld 300ms before)"; got != want {
+	if got, want := s.Line(), "thindist: 0 jobs, 0 failed, 0 cached, 0 remote, 0 local in 50ms, after lld's 300ms"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+
+	// The phases within the run add up to its time: what none covers is
+	// "other"; the time before it is outside the bracket.
+	end = tl.Begin("backends")
+	clock.Advance(30 * time.Millisecond)
+	end()
+	clock.Advance(20 * time.Millisecond)
+	if got, want := s.Line(), "thindist: 0 jobs, 0 failed, 0 cached, 0 remote, 0 local in 100ms (backends 30ms, other 70ms), after lld's 300ms"; got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 }

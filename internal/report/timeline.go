@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -78,14 +79,20 @@ func (t *Timeline) Phases() []Phase {
 	return append([]Phase(nil), t.phases...)
 }
 
-// describe says where the time went: "lld 0.40s before, thin link 0.21s,
-// backends 1.90s, final link 0.20s", or "" with no phases.
-func (t *Timeline) describe() string {
-	var parts []string
+// describe says where the run's time went, as the summary line shows it:
+// the phases within the run's wall time, in order, and "other" for the
+// time none of them covers when it is a noticeable part ("thin link 210ms,
+// backends 1.9s, final link 200ms, other 90ms"); then, apart, the work
+// that preceded the run ("lld's 400ms", for a DTLTO distributor). Either
+// may be "".
+func (t *Timeline) describe() (within, before string) {
+	end := t.now()
+	var parts, pre []string
+	var spans []Phase
 	for _, p := range t.Phases() {
 		d := Round(p.End.Sub(p.Start))
 		if !p.End.After(t.start) {
-			parts = append(parts, fmt.Sprintf("%s %s before", p.Name, d))
+			pre = append(pre, fmt.Sprintf("%s's %s", p.Name, d))
 			continue
 		}
 		part := fmt.Sprintf("%s %s", p.Name, d)
@@ -93,6 +100,36 @@ func (t *Timeline) describe() string {
 			part += " including " + p.Detail
 		}
 		parts = append(parts, part)
+		spans = append(spans, p)
 	}
-	return strings.Join(parts, ", ")
+	if other := end.Sub(t.start) - covered(spans, t.start, end); len(parts) > 0 && other >= otherMin && other*10 >= end.Sub(t.start) {
+		parts = append(parts, fmt.Sprintf("other %s", Round(other)))
+	}
+	return strings.Join(parts, ", "), strings.Join(pre, ", ")
+}
+
+// otherMin is the least uncovered time the summary calls "other" (with at
+// least a tenth of the run): less is the rounding of the phases' own ends.
+const otherMin = 20 * time.Millisecond
+
+// covered is how much of [from, to] the phases cover, overlaps counted
+// once.
+func covered(ps []Phase, from, to time.Time) time.Duration {
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Start.Before(ps[j].Start) })
+	var sum time.Duration
+	at := from
+	for _, p := range ps {
+		s, e := p.Start, p.End
+		if s.Before(at) {
+			s = at
+		}
+		if e.After(to) {
+			e = to
+		}
+		if e.After(s) {
+			sum += e.Sub(s)
+			at = e
+		}
+	}
+	return sum
 }

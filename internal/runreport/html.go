@@ -31,7 +31,7 @@ type pageView struct {
 	Counts   Counts
 	Wall     string
 	Started  string
-	Command  string
+	Command  commandView
 	Width    int
 	Height   int
 	Axis     []tick
@@ -43,8 +43,8 @@ type pageView struct {
 	Legend   []legendView
 	// The run's bytes to and from the remote service.
 	BytesUp, BytesDown string
-	Entry              string // the entry point, for people
-	Linker             string // its command line, for lld's distributor
+	Entry              string      // the entry point, for people
+	Linker             commandView // its command line, for lld's distributor
 }
 
 type tick struct {
@@ -69,6 +69,37 @@ type barView struct {
 	Critical bool
 	Title    string
 	Module   string
+	Label    string // the module's name when it fits in the bar, else ""
+}
+
+// commandView is a command line for the page: whole when short, else its
+// beginning, with the whole behind a <details> that opens on a click.
+type commandView struct {
+	ID, Text, Head string
+	Args           int
+	Long           bool
+}
+
+// longCommand is the length above which a command line is folded: a
+// linker's can be hundreds of lines, and would push the timeline off the
+// first screen.
+const longCommand = 300
+
+func commandOf(id string, argv []string) commandView {
+	c := commandView{ID: id, Text: strings.Join(argv, " "), Args: len(argv)}
+	if len(c.Text) > longCommand {
+		c.Long, c.Head = true, c.Text[:longCommand/2]+"…"
+	}
+	return c
+}
+
+// labelFits returns s if it fits in a bar w pixels wide at the page's
+// 11px font (about 6.5px a character, with a margin), else "".
+func labelFits(s string, w float64) string {
+	if float64(len(s))*6.5+6 > w {
+		return ""
+	}
+	return s
 }
 
 type rowView struct {
@@ -95,9 +126,9 @@ const execColor = "#b8621a" // a local compiler exec'd rather than forked
 
 func pageData(run *record.Run) *pageView {
 	v := &pageView{Run: run, Counts: Count(run), Wall: round(run.Wall()).String(),
-		Started: run.Start.Local().Format("2006-01-02 15:04:05 MST"), Command: strings.Join(run.Args, " "),
+		Started: run.Start.Local().Format("2006-01-02 15:04:05 MST"), Command: commandOf("command", run.Args),
 		BytesUp: Bytes(run.BytesUp), BytesDown: Bytes(run.BytesDown), Entry: entryName(run.Entry),
-		Linker: strings.Join(run.Linker, " ")}
+		Linker: commandOf("linker", run.Linker)}
 	// The time axis spans the run and every phase (the linker's work
 	// before thindist started lies before the run's start).
 	t0, t1 := run.Start, run.End
@@ -160,8 +191,9 @@ func pageData(run *record.Run) *pageView {
 			if len(a.Miss) > 0 {
 				title += "\nmissed: " + strings.Join(a.Miss, "; ")
 			}
-			v.Bars = append(v.Bars, barView{X: x(at(a.Begin)), W: max(x(at(a.End))-x(at(a.Begin)), 1), Y: float64(y),
-				Color: color, Critical: crit[i], Title: title, Module: a.Module})
+			w := max(x(at(a.End))-x(at(a.Begin)), 1)
+			v.Bars = append(v.Bars, barView{X: x(at(a.Begin)), W: w, Y: float64(y),
+				Color: color, Critical: crit[i], Title: title, Module: a.Module, Label: labelFits(a.Module, w)})
 		}
 	}
 	v.Height = top + len(lanes)*(laneHeight+laneGap) + 10
@@ -212,6 +244,8 @@ pre{background:#f4f4f4;padding:.6em;overflow:auto;max-height:20em}
 .legend span{display:inline-block;margin-right:1em}
 .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}
 svg text{font:11px system-ui,sans-serif}
+svg text.barlabel{fill:#fff;pointer-events:none}
+details.cmd summary{cursor:pointer}
 rect.crit{stroke:#000;stroke-width:2}
 table.mods{border-collapse:collapse;margin-top:.5em}
 table.mods th,table.mods td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left}
@@ -223,8 +257,8 @@ tr.crit td:first-child{font-weight:bold}
 <body>
 <h1>thindist run {{.Run.ID}}: {{.Run.Name}}</h1>
 <table class="meta">
-<tr><td>command</td><td><code id="command">{{.Command}}</code></td></tr>
-{{if .Linker}}<tr><td>linker</td><td><code id="linker">{{.Linker}}</code></td></tr>{{end}}
+<tr><td>command</td><td>{{template "cmd" .Command}}</td></tr>
+{{if .Linker.Text}}<tr><td>linker</td><td>{{template "cmd" .Linker}}</td></tr>{{end}}
 <tr><td>directory</td><td><code>{{.Run.Dir}}</code></td></tr>
 <tr><td>version</td><td>{{.Run.Version}} ({{.Entry}}), pid {{.Run.PID}}, started {{.Started}}, took {{.Wall}}</td></tr>
 <tr><td>jobs</td><td>{{.Counts.Total}}: {{.Counts.Cached}} local cache, {{.Counts.RemoteCached}} remote cache, {{.Counts.Remote}} remote, {{.Counts.Local}} local ({{.Counts.Forked}} forked), {{.Counts.Failed}} failed</td></tr>
@@ -238,7 +272,7 @@ tr.crit td:first-child{font-weight:bold}
 {{range .Axis}}<line x1="{{.X}}" x2="{{.X}}" y1="0" y2="{{$.Height}}" stroke="#eee"/><text x="{{.X}}" y="10" text-anchor="middle">{{.Label}}</text>
 {{end}}{{range .Phases}}<g class="phase"><rect x="{{.X}}" y="16" width="{{.W}}" height="16" fill="{{.Color}}"><title>{{.Title}}</title></rect><text x="{{.X}}" y="28" dx="3">{{.Name}} {{.Dur}}</text></g>
 {{end}}{{range .Lanes}}<text x="0" y="{{.Y}}" dy="13">{{.Label}}</text>
-{{end}}{{range .Bars}}<rect class="bar{{if .Critical}} crit{{end}}" data-module="{{.Module}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="18" fill="{{.Color}}"><title>{{.Title}}</title></rect>
+{{end}}{{range .Bars}}<rect class="bar{{if .Critical}} crit{{end}}" data-module="{{.Module}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="18" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{if .Label}}<text class="barlabel" x="{{.X}}" dx="3" y="{{.Y}}" dy="13">{{.Label}}</text>{{end}}
 {{end}}</svg>
 {{if .Critical}}<p>Critical path (the lane that finished last, back to back): {{.Critical}}</p>{{end}}
 
@@ -273,4 +307,5 @@ tr.crit td:first-child{font-weight:bold}
 })();
 </script>
 </body></html>
+{{define "cmd"}}{{if .Long}}<details class="cmd"><summary><code>{{.Head}}</code> ({{.Args}} arguments: click to show all)</summary><code id="{{.ID}}">{{.Text}}</code></details>{{else}}<code id="{{.ID}}">{{.Text}}</code>{{end}}{{end}}
 `))

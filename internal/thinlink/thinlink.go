@@ -189,6 +189,10 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	}
 	p := &plan{opts: opts, modules: map[string]*Module{}, archive: map[int][]entry{},
 		single: map[int]*Module{}, ids: map[string]string{}, passed: map[int]string{}}
+	// Until the thin link: asking the linker its version and the driver
+	// its link job (processes), reading the inputs, unpacking archives.
+	endRead := opts.phase("reading the link")
+	defer func() { endRead() }()
 	// The command runs lld itself if it says so; anything else is taken for
 	// a compiler driver.
 	if p.lldMajorVersion, err = p.lldMajor(ctx, args[0]); err != nil {
@@ -226,6 +230,8 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		return nil, &Error{Step: "looking for bitcode among the link's inputs", Err: err}
 	}
 	res = &Result{WorkDir: p.work, Output: p.line.output}
+	endRead()
+	endRead = func() {}
 
 	endThin := opts.phase("thin link")
 	linked, thin, err := p.thinLink(ctx)
@@ -235,7 +241,9 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		return res, err
 	}
 	res.Modules = linked
+	endPlan := opts.phase("planning the backends") // reading the shards and modules
 	actions, err := p.actions(linked)
+	endPlan()
 	if err != nil {
 		return res, &Error{Step: "preparing the backend compilations", Err: err}
 	}
