@@ -174,6 +174,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	var progress *report.Progress
 	if live {
 		progress = report.NewProgress(console, tl)
+		progress.Expect(actions) // their Expected, from history
 		observers = append(observers, progress)
 		// Actions waiting for a local slot show as queued, not running.
 		ctx = executor.WithSlotObserver(ctx, progress)

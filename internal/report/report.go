@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
@@ -48,6 +51,10 @@ func IsTerminal(f *os.File) bool {
 // Console serialises writes to stderr and keeps a live progress line, when
 // there is one, below everything else printed.
 type Console struct {
+	// Width returns the terminal's width in columns, which a progress
+	// line must not exceed (a wrapped line is not cleared by "\r").
+	Width func() int
+
 	mu      sync.Mutex
 	w       io.Writer
 	live    bool   // a progress line is drawn
@@ -56,7 +63,21 @@ type Console struct {
 }
 
 // NewConsole writes to w; progress lines are drawn only if live is true.
-func NewConsole(w io.Writer, live bool) *Console { return &Console{w: w, enabled: live} }
+func NewConsole(w io.Writer, live bool) *Console {
+	return &Console{w: w, enabled: live, Width: stderrWidth}
+}
+
+// stderrWidth is the width of the terminal on standard error, or of
+// $COLUMNS, else 80.
+func stderrWidth() int {
+	if ws, err := unix.IoctlGetWinsize(2, unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+		return int(ws.Col)
+	}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	return 80
+}
 
 // Printf prints a message on lines of its own.
 func (c *Console) Printf(format string, args ...any) {
@@ -103,116 +124,6 @@ func (c *Console) redrawLocked() {
 		io.WriteString(c.w, c.line)
 		c.live = true
 	}
-}
-
-// Progress redraws "done/total, running, queued, elapsed" on the console
-// at most ten times a second. An action is running once it holds a local
-// process slot or is in flight with a remote service; one waiting for a
-// slot (a --jobs slot, a token of make's jobserver) is queued: the local
-// executor tells Progress through executor.WithSlotObserver.
-type Progress struct {
-	c  *Console
-	tl *Timeline
-	mu sync.Mutex
-	// total: planned; done: finished; inFlight: started, not finished;
-	// waiting: of those, waiting for a local slot.
-	total, done, inFlight, waiting, failed int
-	last                                   time.Time
-	stop                                   chan struct{}
-	stopped                                chan struct{}
-	once                                   sync.Once
-}
-
-// NewProgress returns a progress observer on c that shows the time since
-// the start of tl, redrawn every half second.
-func NewProgress(c *Console, tl *Timeline) *Progress {
-	t := time.NewTicker(500 * time.Millisecond)
-	p := newProgress(c, tl, t.C)
-	go func() { <-p.stopped; t.Stop() }()
-	return p
-}
-
-// newProgress redraws on every tick (tests give their own ticks).
-func newProgress(c *Console, tl *Timeline, tick <-chan time.Time) *Progress {
-	p := &Progress{c: c, tl: tl, stop: make(chan struct{}), stopped: make(chan struct{})}
-	go p.tick(tick)
-	return p
-}
-
-// tick keeps the elapsed time moving while long backends run.
-func (p *Progress) tick(tick <-chan time.Time) {
-	defer close(p.stopped)
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-tick:
-			p.draw(true)
-		}
-	}
-}
-
-// Stop ends the progress line for good: the ticker is stopped before the
-// line is cleared, and the console draws no progress line afterwards, so a
-// redraw already under way cannot bring it back below the summary.
-func (p *Progress) Stop() {
-	p.once.Do(func() { close(p.stop) })
-	<-p.stopped
-	p.c.ClearLine()
-}
-
-func (p *Progress) Planned(n int) { p.mu.Lock(); p.total = n; p.mu.Unlock(); p.draw(true) }
-func (p *Progress) Started(*action.Action, int) {
-	p.mu.Lock()
-	p.inFlight++
-	p.mu.Unlock()
-	p.draw(false)
-}
-func (p *Progress) Finished(_ *action.Action, _ int, _ *executor.Result, err error) {
-	p.mu.Lock()
-	p.inFlight--
-	p.done++
-	if err != nil && !errors.Is(err, context.Canceled) {
-		p.failed++
-	}
-	p.mu.Unlock()
-	p.draw(false)
-}
-
-// WaitingForSlot implements executor.SlotObserver.
-func (p *Progress) WaitingForSlot(*action.Action) {
-	p.mu.Lock()
-	p.waiting++
-	p.mu.Unlock()
-	p.draw(false)
-}
-
-// DoneWaiting implements executor.SlotObserver.
-func (p *Progress) DoneWaiting(*action.Action) {
-	p.mu.Lock()
-	p.waiting--
-	p.mu.Unlock()
-	p.draw(false)
-}
-
-func (p *Progress) draw(force bool) {
-	p.mu.Lock()
-	now := p.tl.Now()
-	if !force && now.Sub(p.last) < 100*time.Millisecond {
-		p.mu.Unlock()
-		return
-	}
-	p.last = now
-	s := fmt.Sprintf("thindist: %d/%d done, %d running", p.done, p.total, p.inFlight-p.waiting)
-	if p.waiting > 0 {
-		s += fmt.Sprintf(", %d queued", p.waiting)
-	}
-	if p.failed > 0 {
-		s += fmt.Sprintf(", %d failed", p.failed)
-	}
-	s += fmt.Sprintf(", %s", now.Sub(p.tl.Start()).Round(100*time.Millisecond))
-	p.mu.Unlock()
-	p.c.setLine(s)
 }
 
 // Summary counts what happened, for the line printed at the end.

@@ -193,13 +193,13 @@ func TestProgressQueued(t *testing.T) {
 	p.WaitingForSlot(acts[1])
 	p.WaitingForSlot(acts[2])
 	p.draw(true)
-	if got := lastLine(out.String()); got != "thindist: 0/3 done, 1 running, 2 queued, 0s" {
+	if got := lastLine(out.String()); got != "thindist: 0/3 done, 1 running: a.o 0s; 2 queued; 0s" {
 		t.Errorf("progress %q, want 1 running and 2 queued", got)
 	}
 	p.DoneWaiting(acts[1])
 	clock.Advance(time.Second)
 	p.draw(true)
-	if got := lastLine(out.String()); got != "thindist: 0/3 done, 2 running, 1 queued, 1s" {
+	if got := lastLine(out.String()); got != "thindist: 0/3 done, 2 running: a.o 1s, b.o 1s; 1 queued; 1s" {
 		t.Errorf("progress %q, want 2 running and 1 queued", got)
 	}
 }
@@ -208,4 +208,76 @@ func TestProgressQueued(t *testing.T) {
 func lastLine(s string) string {
 	i := strings.LastIndex(s, "\r\x1b[K")
 	return s[i+len("\r\x1b[K"):]
+}
+
+// fakeTerminal is a console of width columns whose progress line the
+// test reads.
+func fakeTerminal(width int) (*Console, *bytes.Buffer) {
+	var out bytes.Buffer
+	c := NewConsole(&out, true)
+	c.Width = func() int { return width }
+	return c, &out
+}
+
+// TestProgressLine: the line names the running modules, longest-running
+// first, says how many wait and how many are done, and estimates the time
+// left from the modules' expected times over the slots seen busy.
+func TestProgressLine(t *testing.T) {
+	c, out := fakeTerminal(120)
+	clock := newFakeClock()
+	tick := make(chan time.Time)
+	p := newProgress(c, NewTimeline(clock.Now(), clock.Now), tick)
+	defer p.Stop()
+	acts := []*action.Action{{ID: "big.o", Expected: 4 * time.Second}, {ID: "lib/libu.a(u.o)", Expected: 2 * time.Second},
+		{ID: "c.o", Expected: 2 * time.Second}, {ID: "d.o", Expected: 2 * time.Second}}
+	p.Expect(acts)
+	p.Planned(len(acts))
+	p.Started(acts[0], 0)
+	clock.Advance(time.Second)
+	p.Started(acts[1], 1)
+	p.Started(acts[2], 2)
+	p.WaitingForSlot(acts[2])
+	tick <- clock.Now()
+	tick <- clock.Now() // the first is handled once the second is taken
+	// Left: 10s expected, less 1s run: 9s over 2 slots.
+	want := "thindist: 0/4 done, 2 running: big.o 1s, lib/libu.a(u.o) 0s; 2 queued; 1s, about 5s left"
+	if got := lastLine(out.String()); got != want {
+		t.Errorf("progress\n %q, want\n %q", got, want)
+	}
+
+	// A narrow terminal: the names that fit, the count of the others.
+	c.Width = func() int { return 80 }
+	p.draw(true)
+	got := lastLine(out.String())
+	if want := "thindist: 0/4 done, 2 running: big.o 1s, +1; 2 queued; 1s, about 5s left"; got != want {
+		t.Errorf("progress on 80 columns\n %q, want\n %q", got, want)
+	}
+	if len(got) >= 80 {
+		t.Errorf("the line has %d characters on an 80-column terminal", len(got))
+	}
+}
+
+// TestProgressDrawsTheLatest: an event right after another is not drawn
+// at once (the throttle), but the next tick draws the state it left.
+func TestProgressDrawsTheLatest(t *testing.T) {
+	c, out := fakeTerminal(120)
+	clock := newFakeClock()
+	tick := make(chan time.Time)
+	p := newProgress(c, NewTimeline(clock.Now(), clock.Now), tick)
+	defer p.Stop()
+	a, b, d := &action.Action{ID: "a.o"}, &action.Action{ID: "b.o"}, &action.Action{ID: "d.o"}
+	p.Planned(3)
+	p.Started(a, 0)
+	clock.Advance(time.Second)
+	p.Started(b, 1)
+	p.Finished(a, 0, &executor.Result{}, nil)
+	p.Started(d, 0) // within the throttle of the Finished redraw
+	if got := lastLine(out.String()); strings.Contains(got, "d.o") {
+		t.Fatalf("the throttle did not hold: %q", got)
+	}
+	tick <- clock.Now()
+	tick <- clock.Now()
+	if got, want := lastLine(out.String()), "thindist: 1/3 done, 2 running: b.o 0s, d.o 0s; 1s"; got != want {
+		t.Errorf("after a tick the line is\n %q, want\n %q", got, want)
+	}
 }
