@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestFailedJobCanBeRerun: a failed backend's error names a script that
@@ -22,14 +20,7 @@ func TestFailedJobCanBeRerun(t *testing.T) {
 	dir, cache := t.TempDir(), t.TempDir()
 	recordProgram(t, dir, 2)
 	link := func(flags ...string) (string, error) {
-		args := append([]string{"-flto=thin", "-fuse-ld=lld", "-fthinlto-distributor=" + thindist, "main.o", "libutil.a", "-o", "app"}, flags...)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, clang, args...)
-		cmd.Dir = dir
-		cmd.Env = testEnv(t, "THINDIST_CACHE_DIR="+cache)
-		b, err := cmd.CombinedOutput()
-		return string(b), err
+		return dtltoRun(t, dir, cache, append([]string{"main.o", "libutil.a", "-o", "app"}, flags...)...)
 	}
 	const bogus = "-thindist-no-such-option"
 	out, err := link("-Wl,--thinlto-remote-compiler-arg=-mllvm,--thinlto-remote-compiler-arg=" + bogus)

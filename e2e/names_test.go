@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestMemberNames: with an absolute -o in another directory, lld copies
@@ -30,14 +27,8 @@ func TestMemberNames(t *testing.T) {
 	tracePath := filepath.Join(outDir, "trace.json")
 	link := func(args ...string) {
 		t.Helper()
-		args = append([]string{"-flto=thin", "-fuse-ld=lld", "-fthinlto-distributor=" + thindist,
-			"-Xthinlto-distributor=--trace=" + tracePath, "main.o", "-o", filepath.Join(outDir, "app")}, args...)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, clang, args...)
-		cmd.Dir = dir
-		cmd.Env = testEnv(t, "THINDIST_CACHE_DIR="+cache)
-		if b, err := cmd.CombinedOutput(); err != nil {
+		args = append([]string{"-Xthinlto-distributor=--trace=" + tracePath, "main.o", "-o", filepath.Join(outDir, "app")}, args...)
+		if b, err := dtltoRun(t, dir, cache, args...); err != nil {
 			t.Fatalf("link: %v\n%s", err, b)
 		}
 	}

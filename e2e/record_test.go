@@ -51,14 +51,33 @@ func recordProgram(t *testing.T, dir string, factor int, flags ...string) {
 // distributor, with the cache (and records) in cache.
 func dtltoLink(t *testing.T, dir, cache, out string, flags ...string) {
 	t.Helper()
-	args := append([]string{"-flto=thin", "-fuse-ld=lld", "-fthinlto-distributor=" + thindist, "main.o", "libutil.a", "-o", out}, flags...)
+	if b, err := dtltoRun(t, dir, cache, append([]string{"main.o", "libutil.a", "-o", out}, flags...)...); err != nil {
+		t.Fatalf("link: %v\n%s", err, b)
+	}
+}
+
+// dtltoRun runs a ThinLTO link in dir with thindist as lld's distributor
+// and the cache (and records) in cache, args after the driver's LTO
+// options; it returns what the link printed.
+func dtltoRun(t *testing.T, dir, cache string, args ...string) (string, error) {
+	t.Helper()
+	args = append([]string{"-flto=thin", "-fuse-ld=lld", "-fthinlto-distributor=" + thindist}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, clang, args...)
 	cmd.Dir = dir
 	cmd.Env = testEnv(t, "THINDIST_CACHE_DIR="+cache)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("link: %v\n%s", err, b)
+	b, err := cmd.CombinedOutput()
+	return string(b), err
+}
+
+// thindistLink links the record program with `thindist link` into out.
+func thindistLink(t *testing.T, dir, cache, out string) {
+	t.Helper()
+	code, text := runThindist(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "link", "--",
+		clang, "-flto=thin", "-fuse-ld=lld", "main.o", "libutil.a", "-o", out)
+	if code != 0 {
+		t.Fatalf("thindist link: exit %d\n%s", code, text)
 	}
 }
 

@@ -19,14 +19,6 @@ func TestDTLTOAndLinkShareTheCache(t *testing.T) {
 	dir, cache := t.TempDir(), t.TempDir()
 	recordProgram(t, dir, 2)
 	dtltoLink(t, dir, cache, "app")
-	link := func(out string) {
-		t.Helper()
-		code, text := runThindist(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "link", "--",
-			clang, "-flto=thin", "-fuse-ld=lld", "main.o", "libutil.a", "-o", out)
-		if code != 0 {
-			t.Fatalf("thindist link: exit %d\n%s", code, text)
-		}
-	}
 	allHits := func(what string) {
 		t.Helper()
 		run := lastRecord(t, dir, cache)
@@ -39,12 +31,12 @@ func TestDTLTOAndLinkShareTheCache(t *testing.T) {
 			}
 		}
 	}
-	link("app2")
+	thindistLink(t, dir, cache, "app2")
 	allHits("thindist link after a DTLTO link")
 
 	// The other way round, after a change that misses everywhere.
 	recordProgram(t, dir, 5)
-	link("app3")
+	thindistLink(t, dir, cache, "app3")
 	dtltoLink(t, dir, cache, "app4")
 	allHits("DTLTO link after a thindist link")
 }
@@ -67,11 +59,7 @@ func TestCorruptEntryMissReason(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	code, text := runThindist(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "link", "--",
-		clang, "-flto=thin", "-fuse-ld=lld", "main.o", "libutil.a", "-o", "app2")
-	if code != 0 {
-		t.Fatalf("thindist link: exit %d\n%s", code, text)
-	}
+	thindistLink(t, dir, cache, "app2")
 	run := lastRecord(t, dir, cache)
 	for _, m := range []string{"main.o", "libutil.a(util.o)"} {
 		if got := missOf(t, run, m); !strings.Contains(got, "could not be used") || !strings.Contains(got, "corrupt") {

@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/thindist/thindist/internal/record"
 )
@@ -16,17 +13,11 @@ import (
 // with more driver flags, and returns what the link printed.
 func linkWith(t *testing.T, dir, cache string, flags ...string) string {
 	t.Helper()
-	args := append([]string{"-flto=thin", "-fuse-ld=lld", "-fthinlto-distributor=" + thindist, "main.o", "libutil.a", "-o", "app"}, flags...)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, clang, args...)
-	cmd.Dir = dir
-	cmd.Env = testEnv(t, "THINDIST_CACHE_DIR="+cache)
-	b, err := cmd.CombinedOutput()
+	out, err := dtltoRun(t, dir, cache, append([]string{"main.o", "libutil.a", "-o", "app"}, flags...)...)
 	if err != nil {
-		t.Fatalf("link: %v\n%s", err, b)
+		t.Fatalf("link: %v\n%s", err, out)
 	}
-	return string(b)
+	return out
 }
 
 // TestSideFilesBypassTheCache: a backend asked for side files
