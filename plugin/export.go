@@ -111,6 +111,7 @@ func perform(em emitter, nodesNum C.size_t, cnodes **C.dtltoBitcodeNodeTy, argc 
 	// The run is recorded and summed up as the other entry points' are;
 	// its command line is the linker's.
 	sess := pipeline.NewSession("plugin", os.Args, env, start)
+	sess.QuietJobserver(&s.cfg)
 	// The linker's work before it called the plugin (reading the inputs,
 	// the thin link) is part of where the link's time went.
 	if began, err := procstart.Of(os.Getpid()); err == nil {

@@ -228,7 +228,7 @@ func distribute(ctx context.Context, args []string, env pipeline.Env, start time
 	if code := checkCacheDir("thindist", fs, &cfg, env); code >= 0 {
 		return code
 	}
-	quietJobserver(&sess.Env.Jobserver, &cfg, env)
+	sess.QuietJobserver(&cfg)
 	rest := fs.Args()
 	if len(rest) == 0 {
 		fmt.Fprintf(env.Stderr, "thindist: no job file given\nRun 'thindist --help' for usage.\n")
@@ -270,22 +270,6 @@ func distribute(ctx context.Context, args []string, env pipeline.Env, start time
 	code := exitCode(err, env)
 	sess.Finish(&cfg, err)
 	return code
-}
-
-// quietJobserver keeps the warning that make's jobserver is not available
-// to this recipe for the first link of a make invocation that meets it
-// (every CMake link would print it, and the user can act on it once at
-// most), saying how to silence it; with --no-jobserver-warning, for none.
-func quietJobserver(js *jobserver.Inherited, cfg *config.Config, env pipeline.Env) {
-	var na *jobserver.NotAvailableError
-	if !errors.As(js.Err, &na) {
-		return
-	}
-	if cfg.NoJobserverWarning || !jobserver.FirstInBuild(jobserver.RuntimeDir(env.Getenv), "jobserver-warning") {
-		js.Err = nil
-		return
-	}
-	js.Err = fmt.Errorf("%w (said once per make; --no-jobserver-warning or THINDIST_NO_JOBSERVER_WARNING=1 silences it)", na)
 }
 
 func exitCode(err error, env pipeline.Env) int {

@@ -83,7 +83,7 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 	if code := checkCacheDir("thindist link", fs, &cfg, env); code >= 0 {
 		return code
 	}
-	quietJobserver(&sess.Env.Jobserver, &cfg, env)
+	sess.QuietJobserver(&cfg)
 	command := fs.Args()
 	if len(command) == 0 {
 		fmt.Fprintf(env.Stderr, "thindist link: no link command given\nRun 'thindist link --help' for usage.\n")
