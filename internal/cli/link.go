@@ -17,6 +17,7 @@ import (
 // linkFlags are the options of `thindist link` besides the common ones.
 type linkFlags struct {
 	compdb      string
+	asCompiled  bool
 	keepNative  string
 	keepWorkDir bool
 	workDir     string
@@ -30,6 +31,11 @@ func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 		"give each module's backend the optimisation and code-generation options of its own\n"+
 			"compile command in this compilation database (compile_commands.json), frontend-only\n"+
 			"options removed; modules without an entry use the link's options")
+	fs.Bool(&lf.asCompiled, "sections-as-compiled", "Link", false,
+		"give each backend the section options its module was compiled with (from --compdb; without\n"+
+			"a database, none) instead of the -ffunction-sections -fdata-sections that in-process\n"+
+			"ThinLTO forces on every module: far fewer input sections for a large final link (a\n"+
+			"kernel's vmlinux), less for --gc-sections to remove")
 	fs.String(&lf.keepNative, "keep-native-objects", "Link", "DIR", "",
 		"keep each module's native object in DIR: a plain object obj/x.o as DIR/obj/x.o, a member\n"+
 			"m.o of archive lib/libx.a as DIR/lib/libx.a/m.o (absolute paths lose their leading /,\n"+
@@ -93,14 +99,15 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 	// The summary covers the whole command: the thin link, the backends
 	// and the final link.
 	opts := thinlink.Options{
-		Command:           command,
-		Compiler:          lf.compiler,
-		WorkDir:           lf.workDir,
-		KeepWorkDir:       lf.keepWorkDir,
-		KeepNativeObjects: lf.keepNative,
-		Stdout:            os.Stdout,
-		Stderr:            env.Stderr,
-		Verbose:           lf.verbose,
+		Command:            command,
+		Compiler:           lf.compiler,
+		WorkDir:            lf.workDir,
+		KeepWorkDir:        lf.keepWorkDir,
+		KeepNativeObjects:  lf.keepNative,
+		SectionsAsCompiled: lf.asCompiled,
+		Stdout:             os.Stdout,
+		Stderr:             env.Stderr,
+		Verbose:            lf.verbose,
 		Run: func(ctx context.Context, actions []*action.Action) error {
 			return sess.Run(ctx, &cfg, actions)
 		},

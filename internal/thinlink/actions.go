@@ -49,6 +49,14 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 	}
 	var flags linkFlags
 	flags.lld, flags.extra, flags.profiles = p.line.backendFlags()
+	if p.opts.SectionsAsCompiled {
+		flags.lld = withoutForcedSections(flags.lld)
+		if p.line.gcSections() {
+			fmt.Fprintf(p.opts.Stderr, "thindist: note: --sections-as-compiled: modules compiled without "+
+				"-ffunction-sections -fdata-sections keep their code and data in a few large sections, "+
+				"which --gc-sections can only keep or drop whole, so the output keeps more than in-process ThinLTO's\n")
+		}
+	}
 	var actions []*action.Action
 	var unmatched []string
 	defer func() {

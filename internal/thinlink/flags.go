@@ -68,3 +68,34 @@ func (l *linkLine) backendFlags() (lld, extra, profiles []string) {
 	lld = []string{opt, "-faddrsig", "-ffunction-sections", "-fdata-sections"}
 	return lld, append(target, mllvm...), profiles
 }
+
+// withoutForcedSections returns the backend options lld gives every module
+// without the section options it forces (Options.SectionsAsCompiled): a
+// backend then puts code and data in the sections its module's own compile
+// options ask for. Few, large sections make a large final link (such as
+// vmlinux) much faster, since the linker's time grows with the number of
+// input sections; --gc-sections can then only drop whole sections, and so
+// keeps more.
+func withoutForcedSections(lld []string) []string {
+	var out []string
+	for _, f := range lld {
+		if f != "-ffunction-sections" && f != "-fdata-sections" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// gcSections reports whether the link removes unused sections.
+func (l *linkLine) gcSections() bool {
+	gc := false
+	for _, a := range l.linkerArgs {
+		switch strings.TrimLeft(a, "-") {
+		case "gc-sections":
+			gc = true
+		case "no-gc-sections":
+			gc = false
+		}
+	}
+	return gc
+}

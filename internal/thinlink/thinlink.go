@@ -61,6 +61,10 @@ type Options struct {
 	// CompDB, if set, gives each module the optimisation and code-generation
 	// options of its own compile command.
 	CompDB *CompDB
+	// SectionsAsCompiled leaves out the -ffunction-sections -fdata-sections
+	// that in-process ThinLTO forces on every module: each backend gets the
+	// section options of its module's compile command (CompDB's), or none.
+	SectionsAsCompiled bool
 	// Stdout and Stderr receive the final link's output and thindist's
 	// messages.
 	Stdout, Stderr io.Writer
