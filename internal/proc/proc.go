@@ -66,6 +66,12 @@ type Result struct {
 	Wall   time.Duration
 	// Forked: the process was forked from a fork server, not exec'd.
 	Forked bool
+	// Worker: a thindist-worker compiled the job in-process, no process
+	// of its own was started (internal/worker).
+	Worker bool
+	// NotWorker, when a worker runner was asked, says why the job did not
+	// run on a worker.
+	NotWorker string
 }
 
 // Runner runs a command to its end.

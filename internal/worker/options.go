@@ -1,0 +1,63 @@
+package worker
+
+import "strings"
+
+// The options the worker is tested with (see worker_test.go and docs/
+// worker.md): a backend job with any other runs elsewhere. Options that
+// take a separate value take the next argument with them.
+var (
+	testedExact = set("-c", "-w", "-faddrsig", "-fno-addrsig", "-fPIC", "-fpic", "-fPIE", "-fpie", "-fno-pic", "-fno-pie",
+		"-ffunction-sections", "-fdata-sections", "-fno-function-sections", "-fno-data-sections",
+		"-g", "-g0", "-g1", "-g2", "-g3", "-gline-tables-only",
+		"-O0", "-O1", "-O2", "-O3", "-Os", "-Oz", "-Og", "-Wno-unused-command-line-argument")
+	testedWithValue = set("-o", "-x", "-mllvm", "-target")
+	testedPrefixes  = []string{"-fthinlto-index=", "--target=", "-march=", "-mcpu=", "-mtune=",
+		"-fprofile-sample-use=", "-fdebug-prefix-map=", "-ffile-prefix-map="}
+)
+
+func set(s ...string) map[string]bool {
+	m := make(map[string]bool, len(s))
+	for _, x := range s {
+		m[x] = true
+	}
+	return m
+}
+
+// untested returns the first argument of argv (a compiler's command line,
+// argv[0] the compiler) that the worker is not tested with, "" if none. The
+// command must be a ThinLTO backend: with -fthinlto-index=, IR input.
+func untested(argv []string) string {
+	backend := false
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		switch {
+		case !strings.HasPrefix(a, "-"):
+			// an input file
+		case testedExact[a]:
+		case testedWithValue[a] && i+1 < len(argv):
+			i++
+			if a == "-x" {
+				if argv[i] != "ir" {
+					return "-x " + argv[i]
+				}
+			}
+		case hasPrefix(a, testedPrefixes):
+			backend = backend || strings.HasPrefix(a, "-fthinlto-index=")
+		default:
+			return a
+		}
+	}
+	if !backend {
+		return "a command that is not a ThinLTO backend (no -fthinlto-index=)"
+	}
+	return ""
+}
+
+func hasPrefix(a string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(a, p) {
+			return true
+		}
+	}
+	return false
+}

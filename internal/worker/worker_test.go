@@ -1,0 +1,103 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/proc"
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+var (
+	buildOnce sync.Once
+	built     string
+	buildErr  error
+)
+
+// workerPath builds worker/ (make keeps it up to date) and returns the
+// executable, skipping t where LLVM 22's clang headers are not installed
+// (failing instead under CI=true, which installs them).
+func workerPath(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("THINDIST_WORKER"); p != "" {
+		return p
+	}
+	if _, err := os.Stat("/usr/lib/llvm-22/include/clang/Driver/Driver.h"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and libclang-cpp22-dev is not installed: %v", err)
+		}
+		t.Skipf("libclang-cpp22-dev not installed: %v", err)
+	}
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		dir := filepath.Join(filepath.Dir(file), "..", "..", "worker")
+		out, err := exec.Command("make", "-s", "-C", dir).CombinedOutput()
+		if err != nil {
+			buildErr = err
+			built = string(out)
+			return
+		}
+		built = filepath.Join(dir, "thindist-worker")
+	})
+	if buildErr != nil {
+		t.Fatalf("building the worker: %v\n%s", buildErr, built)
+	}
+	return built
+}
+
+// command is a's command line writing its object to out.
+func command(a *action.Action, out string) *proc.Cmd {
+	argv := a.Argv(func(i int) string { return a.Inputs[i].Path }, func(int) string { return out })
+	return &proc.Cmd{Argv: argv, Dir: a.Dir, Env: os.Environ()}
+}
+
+// compileBoth runs c with exec and with r, writing the object to .exec
+// and .worker beside out, and fails t unless both print, exit and write
+// the same. It returns the worker's result.
+func compileBoth(t *testing.T, r proc.Runner, a *action.Action, extra ...string) *proc.Result {
+	t.Helper()
+	out := a.Abs(a.Outputs[0].Path)
+	var res [2]*proc.Result
+	var obj [2][]byte
+	for i, x := range []proc.Runner{proc.Exec{}, r} {
+		o := out + [...]string{".exec", ".worker"}[i]
+		c := command(a, o)
+		c.Argv = append(c.Argv, extra...)
+		var err error
+		if res[i], err = x.Run(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		obj[i], _ = os.ReadFile(o)
+	}
+	if res[0].ExitCode != res[1].ExitCode || !bytes.Equal(res[0].Stderr, res[1].Stderr) || !bytes.Equal(res[0].Stdout, res[1].Stdout) {
+		t.Errorf("%s: exec'd clang: %s, stderr %q; worker: %s, stderr %q", a.ID, res[0].Status(), res[0].Stderr, res[1].Status(), res[1].Stderr)
+	}
+	if !bytes.Equal(obj[0], obj[1]) {
+		t.Errorf("%s: the worker's object (%d bytes) differs from exec'd clang's (%d bytes)", a.ID, len(obj[1]), len(obj[0]))
+	}
+	return res[1]
+}
+
+// TestByteIdentical: a generated C++ program's DTLTO backends compiled by
+// one worker, one after another, are byte-identical to exec'd clang's.
+func TestByteIdentical(t *testing.T) {
+	path := workerPath(t)
+	actions := testprog.Actions(t, testprog.Options{Modules: 6, CXX: true, ArchiveModules: 2})
+	r := NewRunner(proc.Exec{}, proc.Exec{}, Options{Path: path})
+	defer r.Close()
+	for _, a := range actions {
+		if res := compileBoth(t, r, a); !res.Worker {
+			t.Errorf("%s: not compiled by the worker: %s", a.ID, res.NotWorker)
+		}
+	}
+	if st := r.Stats(); st.Started != 1 || st.Jobs != len(actions) {
+		t.Errorf("stats %+v: want 1 worker for %d jobs", st, len(actions))
+	}
+}
