@@ -35,6 +35,11 @@ type Config struct {
 	// NoForkServer execs every local compiler instead of forking it from a
 	// server started once per compiler.
 	NoForkServer bool
+	// Worker is the thindist-worker executable; "" means the one beside
+	// thindist's own, if any (see internal/worker).
+	Worker string
+	// NoWorker compiles no backend on a worker.
+	NoWorker bool
 
 	// ConfigFile is a file of `flag = value` lines read before the
 	// environment and the command line (lowest precedence).
@@ -93,6 +98,14 @@ func (c *Config) Register(fs *FlagSet) {
 			"the objects are byte-identical, and most of the ~30 ms a Debian clang spends\n"+
 			"loading libLLVM per process is paid once. Compilers it cannot serve (scripts,\n"+
 			"static binaries) are exec'd")
+	fs.String(&c.Worker, "worker", "Execution", "PATH", "",
+		"compile backends on the thindist-worker at PATH: a program linked against one\n"+
+			"LLVM's clang libraries that compiles many backends in one process, each as the\n"+
+			"job's clang would (same objects, messages and exit status). Used only for a clang\n"+
+			"of that very build and options it is tested with; other jobs, and any job whose\n"+
+			"worker crashes or hangs, are forked or exec'd")
+	fs.DefaultText("worker", "thindist-worker beside the thindist executable, if there")
+	fs.Bool(&c.NoWorker, "no-worker", "Execution", false, "compile no backend on a thindist-worker")
 	fs.String(&c.Progress, "progress", "Reporting", "auto|always|never", "auto",
 		"draw a live progress line on stderr: auto draws it when stderr is a terminal")
 	fs.String(&c.ConfigFile, "config", "Configuration", "FILE", "",

@@ -78,6 +78,10 @@ type Result struct {
 	Wall time.Duration
 	// Forked: the local compiler was forked from a fork server, not exec'd.
 	Forked bool
+	// Worker: a thindist-worker compiled it in-process; NotWorker, when
+	// one was asked, says why not (see proc.Result).
+	Worker    bool
+	NotWorker string
 	// MaxRSS is the compiler's peak resident set size in bytes, 0 when
 	// unknown.
 	MaxRSS int64

@@ -100,7 +100,7 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 	var res *Result
 	if pr != nil {
 		res = &Result{Where: Local, Exit: pr.Exit, Stdout: pr.Stdout, Stderr: pr.Stderr,
-			CPU: pr.CPU, Wall: pr.Wall, Forked: pr.Forked, MaxRSS: pr.MaxRSS}
+			CPU: pr.CPU, Wall: pr.Wall, Forked: pr.Forked, MaxRSS: pr.MaxRSS, Worker: pr.Worker, NotWorker: pr.NotWorker}
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()

@@ -340,6 +340,11 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if forks != nil {
 		runner = forks.Runner(runner, proc.DefaultGrace)
 	}
+	if len(actions) > cfg.Jobs { // a worker pays off where a fork server does
+		var closeWorkers func()
+		runner, closeWorkers = Workers(cfg, runner, tl, limited(warn))
+		finishers = append(finishers, closeWorkers)
+	}
 	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner}))
 	// A race's local try is speculative: it runs niced, taking only the
 	// CPU that this machine's share of the work (uploads, downloads,

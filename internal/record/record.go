@@ -124,6 +124,10 @@ type Action struct {
 	Where      string `json:"where"`
 	// Forked: a local compiler forked from a fork server, not exec'd.
 	Forked bool `json:"forked,omitempty"`
+	// Worker: a thindist-worker compiled it, in-process; NotWorker says
+	// why not, when a worker was configured.
+	Worker    bool   `json:"worker,omitempty"`
+	NotWorker string `json:"not_worker,omitempty"`
 	// Raced: a local and a remote execution ran at once; Where is the
 	// winner.
 	Raced bool `json:"raced,omitempty"`

@@ -140,6 +140,7 @@ func (r *Recorder) Finished(a *action.Action, slot int, res *executor.Result, er
 		rec.CPU = res.CPU.Microseconds()
 		rec.MaxRSS = res.MaxRSS
 		rec.Forked = res.Forked
+		rec.Worker, rec.NotWorker = res.Worker, res.NotWorker
 		rec.Raced = res.Raced
 		rec.BytesUp, rec.BytesDown = res.BytesUp, res.BytesDown
 		switch res.Where {

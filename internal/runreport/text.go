@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"github.com/thindist/thindist/internal/report"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,7 +15,7 @@ import (
 
 // Counts are how a run's actions ended.
 type Counts struct {
-	Total, Cached, RemoteCached, Remote, Local, Forked, Failed, Stopped int
+	Total, Cached, RemoteCached, Remote, Local, Forked, Worker, Failed, Stopped int
 	// CPU is the compile time of the actions compiled; Saved what the
 	// cache hits saved.
 	CPU, Saved time.Duration
@@ -42,6 +44,9 @@ func Count(run *record.Run) Counts {
 			if a.Forked {
 				c.Forked++
 			}
+			if a.Worker {
+				c.Worker++
+			}
 		case record.WhereFailed:
 			c.Failed++
 		case record.WhereStopped:
@@ -66,8 +71,11 @@ func WriteText(w io.Writer, run *record.Run) {
 	if run.Error != "" {
 		fmt.Fprintf(w, "  FAILED:   %s\n", firstLine(run.Error))
 	}
-	fmt.Fprintf(w, "  jobs:     %d: %d cached, %d remote cache, %d remote, %d local (%d forked), %d failed",
-		c.Total, c.Cached, c.RemoteCached, c.Remote, c.Local, c.Forked, c.Failed)
+	fmt.Fprintf(w, "  jobs:     %d: %d cached, %d remote cache, %d remote, %d local (%d forked", c.Total, c.Cached, c.RemoteCached, c.Remote, c.Local, c.Forked)
+	if c.Worker > 0 {
+		fmt.Fprintf(w, ", %d on a worker", c.Worker)
+	}
+	fmt.Fprintf(w, "), %d failed", c.Failed)
 	if c.Stopped > 0 {
 		fmt.Fprintf(w, ", %d stopped", c.Stopped)
 	}
@@ -128,10 +136,30 @@ func WriteText(w io.Writer, run *record.Run) {
 		fmt.Fprintf(w, "  critical: %s: %s\n", round(sum), strings.Join(names, " -> "))
 	}
 	writeMisses(w, run)
+	writeNotWorker(w, run)
 	for i := range run.Actions {
 		if a := &run.Actions[i]; a.Error != "" {
 			fmt.Fprintf(w, "  failed:   %s: %s\n", a.Module, firstLine(a.Error))
 		}
+	}
+}
+
+// writeNotWorker groups the modules compiled locally but not on a worker
+// (when one was configured) by why not.
+func writeNotWorker(w io.Writer, run *record.Run) {
+	by := map[string][]string{}
+	for _, a := range run.Actions {
+		if a.Where == record.WhereLocal && a.NotWorker != "" {
+			by[a.NotWorker] = append(by[a.NotWorker], a.Module)
+		}
+	}
+	whys := slices.Sorted(maps.Keys(by))
+	for _, why := range whys {
+		ms := by[why]
+		if len(ms) > 3 {
+			ms = append(ms[:3], fmt.Sprintf("%d more", len(ms)-3))
+		}
+		fmt.Fprintf(w, "  no worker: %s: %s\n", why, strings.Join(ms, ", "))
 	}
 }
 
@@ -197,9 +225,12 @@ func WhereText(a *record.Action) string {
 		record.WhereStopped:     "stopped",
 	}[a.Where]
 	if a.Where == record.WhereLocal {
-		if a.Forked {
+		switch {
+		case a.Worker:
+			s += ", worker"
+		case a.Forked:
 			s += ", forked"
-		} else {
+		default:
 			s += ", exec'd"
 		}
 	}

@@ -45,3 +45,22 @@ func TestReportShowsTransfersAndPhaseDetail(t *testing.T) {
 		}
 	}
 }
+
+// TestReportSaysWhichRunner: the text report says which modules a worker
+// compiled, and why the others were not.
+func TestReportSaysWhichRunner(t *testing.T) {
+	start := time.Now()
+	w := act("w.o", record.WhereLocal, 0, 50_000)
+	w.Worker = true
+	x := act("x.o", record.WhereLocal, 0, 60_000)
+	x.NotWorker = `/usr/bin/clang-19 is "Debian clang version 19.1.7", the worker is built for "Debian clang version 22.1.8"`
+	run := &record.Run{ID: "x", Entry: "dtlto", Start: start, End: start.Add(time.Second), Actions: []record.Action{w, x}}
+	var text bytes.Buffer
+	WriteText(&text, run)
+	for _, want := range []string{"2 local (0 forked, 1 on a worker)", "w.o (local, worker, CPU 50ms", "x.o (local, exec'd, CPU 60ms",
+		"  no worker: " + x.NotWorker + ": x.o\n"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text report lacks %q:\n%s", want, text.String())
+		}
+	}
+}

@@ -179,6 +179,11 @@ func (r *runner) runOn(ctx context.Context, w *process, dir string, argv, env []
 		w.wait()
 		why = reason
 	}
+	memory := fmt.Sprintf("the worker passed its memory bound (%d MiB)", r.opts.MemLimit>>20)
+	if w.rss() > r.opts.MemLimit {
+		stop(memory)
+		return nil, why, nil
+	}
 	for {
 		select {
 		case rp := <-done:
@@ -194,8 +199,8 @@ func (r *runner) runOn(ctx context.Context, w *process, dir string, argv, env []
 			stop(fmt.Sprintf("the job ran past the worker's time bound (%s)", r.opts.Timeout))
 			return nil, why, nil
 		case <-poll.C:
-			if rss := w.rss(); rss > r.opts.MemLimit {
-				stop(fmt.Sprintf("the worker passed its memory bound (%d MiB)", r.opts.MemLimit>>20))
+			if w.rss() > r.opts.MemLimit {
+				stop(memory)
 				return nil, why, nil
 			}
 		}

@@ -4,53 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/testprog"
 )
-
-var (
-	buildOnce sync.Once
-	built     string
-	buildErr  error
-)
-
-// workerPath builds worker/ (make keeps it up to date) and returns the
-// executable, skipping t where LLVM 22's clang headers are not installed
-// (failing instead under CI=true, which installs them).
-func workerPath(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("THINDIST_WORKER"); p != "" {
-		return p
-	}
-	if _, err := os.Stat("/usr/lib/llvm-22/include/clang/Driver/Driver.h"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and libclang-cpp22-dev is not installed: %v", err)
-		}
-		t.Skipf("libclang-cpp22-dev not installed: %v", err)
-	}
-	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		dir := filepath.Join(filepath.Dir(file), "..", "..", "worker")
-		out, err := exec.Command("make", "-s", "-C", dir).CombinedOutput()
-		if err != nil {
-			buildErr = err
-			built = string(out)
-			return
-		}
-		built = filepath.Join(dir, "thindist-worker")
-	})
-	if buildErr != nil {
-		t.Fatalf("building the worker: %v\n%s", buildErr, built)
-	}
-	return built
-}
 
 // command is a's command line writing its object to out.
 func command(a *action.Action, out string) *proc.Cmd {
@@ -85,19 +44,24 @@ func compileBoth(t *testing.T, r proc.Runner, a *action.Action, extra ...string)
 	return res[1]
 }
 
-// TestByteIdentical: a generated C++ program's DTLTO backends compiled by
-// one worker, one after another, are byte-identical to exec'd clang's.
+// TestByteIdentical: a generated C++ program's DTLTO backends (archive
+// members included) compiled by one worker, one after another, are
+// byte-identical to exec'd clang's, with and without -mllvm options.
 func TestByteIdentical(t *testing.T) {
-	path := workerPath(t)
+	path := testprog.Worker(t)
 	actions := testprog.Actions(t, testprog.Options{Modules: 6, CXX: true, ArchiveModules: 2})
 	r := NewRunner(proc.Exec{}, proc.Exec{}, Options{Path: path})
 	defer r.Close()
-	for _, a := range actions {
-		if res := compileBoth(t, r, a); !res.Worker {
-			t.Errorf("%s: not compiled by the worker: %s", a.ID, res.NotWorker)
+	// Each module with an -mllvm option, then without: an option one job
+	// set must not stay set for the next (the worker resets LLVM's).
+	for _, extra := range [][]string{{"-mllvm", "-align-all-functions=6"}, nil} {
+		for _, a := range actions {
+			if res := compileBoth(t, r, a, extra...); !res.Worker {
+				t.Errorf("%s: not compiled by the worker: %s", a.ID, res.NotWorker)
+			}
 		}
 	}
-	if st := r.Stats(); st.Started != 1 || st.Jobs != len(actions) {
-		t.Errorf("stats %+v: want 1 worker for %d jobs", st, len(actions))
+	if st := r.Stats(); st.Started != 1 || st.Jobs != 2*len(actions) {
+		t.Errorf("stats %+v: want 1 worker for %d jobs", st, 2*len(actions))
 	}
 }
