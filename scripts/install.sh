@@ -5,8 +5,9 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/lib/apt.sh"
 
-# What thindist and the demo need: clang, lld and llvm-ar of LLVM 22, and make.
-need_packages clang-22 lld-22 llvm-22 make
+# What thindist and the demo need: clang, lld and llvm-ar of LLVM 22, and make;
+# the worker (worker/) builds against LLVM 22's clang libraries.
+need_packages clang-22 lld-22 llvm-22 make libclang-cpp22-dev libclang-22-dev llvm-22-dev
 
 cd "$root"
 bindir=$(go env GOBIN)
@@ -16,6 +17,10 @@ bindir=$(go env GOBIN)
 # (not one, another owner's), build without it.
 go build -buildvcs=auto -o "$bindir/thindist" ./cmd/thindist 2>/dev/null || go build -buildvcs=false -o "$bindir/thindist" ./cmd/thindist
 echo "installed $bindir/thindist"
+# thindist runs the thindist-worker it finds beside itself (docs/worker.md).
+make -s -C worker
+install -m 755 worker/thindist-worker "$bindir/thindist-worker"
+echo "installed $bindir/thindist-worker"
 
 # The demo: compile with -flto=thin, link with thindist as the distributor.
 demo=$(mktemp -d)

@@ -14,7 +14,7 @@ cd "$root"
 # generators, Meson), dpkg-dev for Debian sources, iproute2 and util-linux for
 # the network and namespace tests, BuildStream's CAS server as a second REAPI
 # implementation, and Chromium for the HTML report's rendering test.
-need_packages clang-22 lld-22 llvm-22 make \
+need_packages clang-22 lld-22 llvm-22 make libclang-cpp22-dev libclang-22-dev llvm-22-dev \
 	clang-19 lld-19 llvm-19 \
 	cmake ninja-build meson dpkg-dev iproute2 util-linux \
 	python3-buildstream chromium

@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/thindist/thindist/internal/testprog"
+)
+
+// TestWorkerLinkByteIdentical: `thindist link` with a worker writes the
+// native objects and the output it writes without one, for plain, -r,
+// -shared, PIE and static links, -mllvm options, a sample profile and
+// per-module options (--compdb), and the record says the worker compiled
+// every module.
+func TestWorkerLinkByteIdentical(t *testing.T) {
+	w := testprog.Worker(t)
+	p := program(t, testprog.Options{Modules: 6, CXX: true, ArchiveModules: 2, Seed: 3}, "-fPIC")
+	prof, err := p.WriteSampleProfile("prof.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Per-module options: the odd modules were compiled at -O1 -g.
+	var db []map[string]any
+	for i, m := range p.Modules {
+		args := []string{clang + "++", "-flto=thin", "-O2", "-fPIC", "-c", m.Source, "-o", m.Object}
+		if i%2 == 1 {
+			args = append(args, "-O1", "-g")
+		}
+		db = append(db, map[string]any{"directory": p.Dir, "file": m.Source, "arguments": args, "output": m.Object})
+	}
+	data, _ := json.Marshal(db)
+	if err := os.WriteFile(filepath.Join(p.Dir, "compile_commands.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		thindist []string
+		link     []string
+	}{
+		{"plain", nil, nil},
+		{"r", nil, []string{"-r", "-nostdlib"}},
+		{"shared", nil, []string{"-shared"}},
+		{"pie", nil, []string{"-pie"}},
+		{"static", nil, []string{"-static"}},
+		{"mllvm", nil, []string{"-mllvm", "-align-all-functions=6"}},
+		{"profile", nil, []string{"-fprofile-sample-use=" + prof}},
+		{"compdb", []string{"--compdb=compile_commands.json"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var objs [2]map[string][]byte
+			for i, flag := range []string{"--no-worker", "--worker=" + w} {
+				keep := filepath.Join(t.TempDir(), "natives")
+				out := "prog-" + c.name + []string{"-exec", "-worker"}[i]
+				args := append([]string{"link", "--jobs=1", flag, "--keep-native-objects=" + keep}, c.thindist...)
+				args = append(append(append(args, "--", clang+"++", "-flto=thin", "-fuse-ld=lld", "-O2"), c.link...), p.Objects...)
+				args = append(args, "-o", out)
+				cache := t.TempDir()
+				if code, msg := runThindist(t, p.Dir, []string{"THINDIST_CACHE_DIR=" + cache}, args...); code != 0 {
+					t.Fatalf("thindist %s: exit %d\n%s", strings.Join(args, " "), code, msg)
+				}
+				objs[i] = readTree(t, keep)
+				objs[i]["OUTPUT"], _ = os.ReadFile(filepath.Join(p.Dir, out))
+				run := lastRecord(t, p.Dir, cache)
+				for _, a := range run.Actions {
+					if a.Worker != (i == 1) {
+						t.Errorf("%s: %s on a worker: %v (why not: %q)", flag, a.Module, a.Worker, a.NotWorker)
+					}
+				}
+			}
+			if len(objs[0]) < len(p.Modules)+1 || len(objs[0]) != len(objs[1]) {
+				t.Fatalf("%d native objects without the worker, %d with", len(objs[0]), len(objs[1]))
+			}
+			for name, b := range objs[0] {
+				if !bytes.Equal(b, objs[1][name]) {
+					t.Errorf("%s differs with the worker (%d bytes, %d without)", name, len(objs[1][name]), len(b))
+				}
+			}
+		})
+	}
+}
+
+// readTree reads every file under dir, by relative path.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(dir, path)
+		files[rel] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
