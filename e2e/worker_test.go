@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -100,4 +101,33 @@ func readTree(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// TestWorkerNotForClang19: a link with Debian's clang 19 compiles its
+// backends without the clang 22 worker, and `thindist report` says why.
+func TestWorkerNotForClang19(t *testing.T) {
+	w := testprog.Worker(t)
+	bin19 := "/usr/lib/llvm-19/bin"
+	testprog.NeedLLVM(t, bin19, "clang", "ld.lld")
+	p, err := testprog.Generate(t.TempDir(), testprog.Options{Modules: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Compile(context.Background(), filepath.Join(bin19, "clang")); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	env := []string{"THINDIST_CACHE_DIR=" + cache}
+	args := append([]string{"link", "--jobs=1", "--worker=" + w, "--", filepath.Join(bin19, "clang"), "-flto=thin", "-fuse-ld=lld", "-O2"}, p.Objects...)
+	if code, msg := runThindist(t, p.Dir, env, append(args, "-o", "prog")...); code != 0 {
+		t.Fatalf("thindist link: exit %d\n%s", code, msg)
+	}
+	if got := runProg(t, p, "prog"); got != p.Want {
+		t.Errorf("the program prints %q, want %q", got, p.Want)
+	}
+	code, report := runThindistStdout(t, p.Dir, env, "report")
+	want := `no worker: ` + filepath.Join(bin19, "clang") + ` is "Debian clang version 19`
+	if code != 0 || !strings.Contains(report, want) || strings.Contains(report, "on a worker") {
+		t.Errorf("thindist report (exit %d) lacks %q:\n%s", code, want, report)
+	}
 }
