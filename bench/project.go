@@ -262,6 +262,12 @@ var methods = []method{
 		return []string{"-fthinlto-distributor=" + t.thindist, fmt.Sprintf("-Xthinlto-distributor=--jobs=%d", jobs),
 			"-Xthinlto-distributor=--no-cache", "-Xthinlto-distributor=--no-fork-server"}
 	}},
+	{name: "thindist, worker", extra: func(t *tools, jobs int) []string {
+		// Backends on thindist-worker processes (docs/worker.md), started
+		// for the link.
+		return []string{"-fthinlto-distributor=" + t.thindist, fmt.Sprintf("-Xthinlto-distributor=--jobs=%d", jobs),
+			"-Xthinlto-distributor=--no-cache", "-Xthinlto-distributor=--worker=" + t.worker}
+	}},
 }
 
 const (

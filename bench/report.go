@@ -200,7 +200,7 @@ func (rep *report) linksMarkdown(b *strings.Builder, withLinks []*projectResult)
 		fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s | %.3f | %.3f | %.3f | %.3f |\n", r.p.name, len(r.backend),
 			sec(ip), sec(se), sec(td), sec(te), sec(total), ratio(td, ip), ratio(td, se), ratio(td, total), ratio(td, te))
 	}
-	b.WriteString("\n\"thindist\" forks each compiler from a server started once per compiler (the default); \"thindist, exec\" runs it with --no-fork-server. ")
+	b.WriteString("\n\"thindist\" forks each compiler from a server started once per compiler (the default); \"thindist, exec\" runs it with --no-fork-server; \"thindist, worker\" compiles the backends on thindist-worker processes started for the link. ")
 	b.WriteString("The exec limit is the least any distributor that execs one compiler per backend needs:\n")
 	b.WriteString("thin link + max(largest backend, Σ backends / N) + final link, each part measured alone (backends exec'd one at a time by the serial distributor):\n\n")
 	b.WriteString("| project | thin link | largest backend | Σ backends | final link | CPU in-process | CPU serial | CPU thindist |\n")

@@ -30,6 +30,9 @@ type tools struct {
 	serial   string // serial_dist.py
 	noopcc   string // the no-op compiler
 	timewrap string // times the distributor process (testdata/timewrap.c)
+	// worker is thindist-worker (worker/), kept apart from thindist so that
+	// only the "thindist, worker" method uses it.
+	worker string
 }
 
 func setupTools(ctx context.Context, o *options) (*tools, error) {
@@ -44,6 +47,16 @@ func setupTools(ctx context.Context, o *options) (*tools, error) {
 		serial:   filepath.Join(bin, "serial_dist.py"),
 		noopcc:   filepath.Join(bin, "noopcc"),
 		timewrap: filepath.Join(bin, "timewrap"),
+		worker:   filepath.Join(bin, "worker", "thindist-worker"),
+	}
+	if out, err := exec.CommandContext(ctx, "make", "-s", "-C", "worker").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the worker (run from the repository's root): %v\n%s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Dir(t.worker), 0o755); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "cp", "worker/thindist-worker", t.worker).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("copying the worker: %v\n%s", err, out)
 	}
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", t.thindist,
 		"github.com/thindist/thindist/cmd/thindist").CombinedOutput(); err != nil {
