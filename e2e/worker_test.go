@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,7 +63,7 @@ func TestWorkerLinkByteIdentical(t *testing.T) {
 				if code, msg := runThindist(t, p.Dir, []string{"THINDIST_CACHE_DIR=" + cache}, args...); code != 0 {
 					t.Fatalf("thindist %s: exit %d\n%s", strings.Join(args, " "), code, msg)
 				}
-				objs[i] = readTree(t, keep)
+				objs[i] = testprog.ReadTree(t, keep)
 				objs[i]["OUTPUT"], _ = os.ReadFile(filepath.Join(p.Dir, out))
 				run := lastRecord(t, p.Dir, cache)
 				for _, a := range run.Actions {
@@ -83,24 +82,6 @@ func TestWorkerLinkByteIdentical(t *testing.T) {
 			}
 		})
 	}
-}
-
-// readTree reads every file under dir, by relative path.
-func readTree(t *testing.T, dir string) map[string][]byte {
-	files := map[string][]byte{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		rel, _ := filepath.Rel(dir, path)
-		files[rel] = b
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
 }
 
 // TestWorkerNotForClang19: a link with Debian's clang 19 compiles its

@@ -1,6 +1,7 @@
 package testprog
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,4 +41,23 @@ func Worker(t testing.TB) string {
 		t.Fatalf("building the worker: %v\n%s", worker.err, worker.out)
 	}
 	return worker.path
+}
+
+// ReadTree reads every file under dir, by path relative to dir.
+func ReadTree(t testing.TB, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(dir, path)
+		files[rel] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }

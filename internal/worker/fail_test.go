@@ -123,7 +123,7 @@ func TestClang19(t *testing.T) {
 func TestRerun(t *testing.T) {
 	path := testprog.Worker(t)
 	for _, c := range []struct {
-		name string
+		name        string
 		opts        Options
 		stall, kill bool
 		why         string
