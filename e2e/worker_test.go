@@ -112,3 +112,29 @@ func TestWorkerNotForClang19(t *testing.T) {
 		t.Errorf("thindist report (exit %d) lacks %q:\n%s", code, want, report)
 	}
 }
+
+// TestWorkerKilledMidJob: a DTLTO link whose every worker is killed once it
+// has taken its job still links a correct program: each job is rerun by
+// exec, and the record says why.
+func TestWorkerKilledMidJob(t *testing.T) {
+	w := testprog.Worker(t)
+	p := program(t, testprog.Options{Modules: 4, Seed: 11})
+	// The real worker answers the compiler check; --serve reads a little
+	// of its first job and is killed.
+	dying := filepath.Join(t.TempDir(), "dying-worker")
+	script := "#!/bin/sh\n[ \"$1\" = --serve ] || exec " + w + " \"$@\"\nhead -c 4 >/dev/null\nkill -9 $$\n"
+	if err := os.WriteFile(dying, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	checkBoth(t, p, linkCmd{distArgs: []string{"--jobs=1", "--worker=" + dying}, env: []string{"THINDIST_CACHE_DIR=" + cache}})
+	run := lastRecord(t, p.Dir, cache)
+	for _, a := range run.Actions {
+		if a.Worker || a.NotWorker != "the worker ended mid-job (signal: killed); rerun by exec" {
+			t.Errorf("%s: worker %v, why not %q; want a rerun by exec", a.Module, a.Worker, a.NotWorker)
+		}
+	}
+	if len(run.Actions) != len(p.Modules) {
+		t.Errorf("%d actions recorded, want %d", len(run.Actions), len(p.Modules))
+	}
+}
