@@ -193,6 +193,10 @@ int runCC1(llvm::SmallVectorImpl<const char *> &argv) {
   auto invocation = std::make_shared<CompilerInvocation>();
   bool ok = CompilerInvocation::CreateFromArgs(*invocation, args, diags, argv[0]);
   auto ci = std::make_unique<CompilerInstance>(std::move(invocation), std::move(pchOps));
+  // -disable-free (the driver always passes it) only saves a short-lived
+  // clang its teardown; a worker frees each job's memory before the next.
+  ci->getFrontendOpts().DisableFree = false;
+  ci->getCodeGenOpts().DisableFree = false;
   if (ci->getHeaderSearchOpts().UseBuiltinIncludes && ci->getHeaderSearchOpts().ResourceDir.empty())
     ci->getHeaderSearchOpts().ResourceDir = GetResourcesPath(jobClang);
   ci->createVirtualFileSystem(llvm::vfs::getRealFileSystem(), buffer);
@@ -204,8 +208,6 @@ int runCC1(llvm::SmallVectorImpl<const char *> &argv) {
   llvm::remove_fatal_error_handler();
   llvm::TimerGroup::printAll(llvm::errs());
   llvm::TimerGroup::clearAll();
-  // -disable-free only saves a short-lived clang its teardown; a worker
-  // frees each job's memory (ci's destructor) before the next.
   return !ok;
 }
 
