@@ -14,38 +14,46 @@ import (
 // the worker's own clang libraries report for that compiler. A worker built
 // against another LLVM, a compiler that is a wrapper script, or one that
 // cannot be run fails the check.
+//
+// Two processes, run at once: `path --probe compiler`, and `compiler -v
+// -print-resource-dir`, which prints its version line on stderr (-v) and
+// its resource directory on stdout.
 func Check(ctx context.Context, path, compiler, dir string, env []string) string {
-	run := func(argv ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Dir, cmd.Env = dir, env
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("%s: %v %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
-		}
-		return string(out), nil
+	type output struct {
+		stdout, stderr string
+		err            error
 	}
-	probe, err := run(path, "--probe", compiler)
-	if err != nil {
-		return fmt.Sprintf("the worker cannot be run (%v)", err)
+	run := func(argv ...string) chan output {
+		ch := make(chan output, 1)
+		go func() {
+			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+			cmd.Dir, cmd.Env = dir, env
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if err != nil {
+				err = fmt.Errorf("%s: %v %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
+			}
+			ch <- output{stdout.String(), stderr.String(), err}
+		}()
+		return ch
 	}
-	want := strings.SplitN(probe, "\n", 3)
+	probeCh, clangCh := run(path, "--probe", compiler), run(compiler, "-v", "-print-resource-dir")
+	probe, clang := <-probeCh, <-clangCh
+	if probe.err != nil {
+		return fmt.Sprintf("the worker cannot be run (%v)", probe.err)
+	}
+	want := strings.SplitN(probe.stdout, "\n", 3)
 	if len(want) < 2 {
-		return fmt.Sprintf("the worker's probe printed %q", probe)
+		return fmt.Sprintf("the worker's probe printed %q", probe.stdout)
 	}
-	version, err := run(compiler, "--version")
-	if err != nil {
-		return fmt.Sprintf("cannot ask the compiler its version (%v)", err)
+	if clang.err != nil {
+		return fmt.Sprintf("cannot ask the compiler its version and resource directory (%v)", clang.err)
 	}
-	if v, _, _ := strings.Cut(version, "\n"); v != want[0] {
+	if v, _, _ := strings.Cut(clang.stderr, "\n"); v != want[0] {
 		return fmt.Sprintf("%s is %q, the worker is built for %q", compiler, v, want[0])
 	}
-	res, err := run(compiler, "-print-resource-dir")
-	if err != nil {
-		return fmt.Sprintf("cannot ask the compiler its resource directory (%v)", err)
-	}
-	if r := strings.TrimSpace(res); r != want[1] {
+	if r := strings.TrimSpace(clang.stdout); r != want[1] {
 		return fmt.Sprintf("%s's resource directory is %s, the worker's would be %s", compiler, r, want[1])
 	}
 	return ""
