@@ -252,9 +252,9 @@ func TestWriteBehindCountsWhatItSends(t *testing.T) {
 	w := NewWriteBehind(context.Background(), s, WriteBehindOptions{Window: time.Hour, BurstBytes: 1 << 20, MaxPending: 8 << 20, Warn: t.Errorf})
 	sent := func(data []byte) int64 {
 		t.Helper()
-		res, err := executor.Metered(executor.Func(func(ctx context.Context, _ *action.Action, _ []string) (*executor.Result, error) {
+		res, err := executor.Metered(executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
 			return &executor.Result{}, w.WriteBlobBytes(ctx, digest.OfBytes(data), data)
-		})).Execute(context.Background(), &action.Action{ID: "m.o"}, nil)
+		})).Execute(context.Background(), executor.Job{Action: &action.Action{ID: "m.o"}, Out: nil})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ type Options struct {
 	// work begins while the store answers: a remote executor uploads the
 	// action's input files meanwhile (remote.Executor.Ahead). drop is called
 	// once the action has been served, whichever way.
-	Ahead func(ctx context.Context, a *action.Action) (drop func())
+	Ahead func(ctx context.Context, j executor.Job) (drop func())
 	// StoreMessages writes each stored result's canonical Action and
 	// Command (reapi.Keyer.Messages, with KeepMessages set) to the store
 	// before its entry, as REAPI asks of a client that writes an
@@ -90,24 +90,25 @@ func NewExecutor(store Store, keys *reapi.Keyer, next executor.Executor, opts Op
 
 // Execute serves a from the store if it can, else runs it and stores the
 // result.
-func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+func (e *Executor) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
+	a, out := j.Action, j.Out
 	key, shard, err := e.keys.KeyShard(a)
 	if err != nil {
 		var nc *reapi.NotCached
 		if !errors.As(err, &nc) { // by design, and in the record: no warning
 			e.opts.Warn("%s: not cached: %v", a.ID, err)
 		}
-		return e.next.Execute(ctx, a, out)
+		return e.next.Execute(ctx, j)
 	}
-	// The shard just read for the key goes down with the action: a remote
+	// The shard just read for the key goes down with the job: a remote
 	// executor below builds its remote action from the same bytes.
-	ctx = reapi.WithShard(ctx, a, shard)
+	j.Shard = shard
 	var msgs map[digest.Digest][]byte
 	if e.opts.StoreMessages {
 		msgs, _ = e.keys.Messages(a) // taken now, so that a hit does not leave them kept
 	}
 	if e.opts.Ahead != nil && e.hits.Load() <= e.misses.Load() {
-		drop := e.opts.Ahead(ctx, a)
+		drop := e.opts.Ahead(ctx, j)
 		defer drop()
 	}
 	res, err := e.lookup(ctx, key, a, out)
@@ -127,7 +128,7 @@ func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) 
 		}
 	}
 	e.misses.Add(1)
-	res, err = e.next.Execute(ctx, a, out)
+	res, err = e.next.Execute(ctx, j)
 	if err != nil || res.Failed() || unavailable || e.opts.ReadOnly || e.opts.StoreFrom != nil && !e.opts.StoreFrom(res.Where) {
 		return res, err
 	}

@@ -38,7 +38,8 @@ type fake struct {
 	produce func() (obj []byte, res *executor.Result)
 }
 
-func (f *fake) Execute(_ context.Context, _ *action.Action, out []string) (*executor.Result, error) {
+func (f *fake) Execute(_ context.Context, j executor.Job) (*executor.Result, error) {
+	out := j.Out
 	f.runs.Add(1)
 	obj, res := f.produce()
 	if obj != nil {
@@ -69,13 +70,13 @@ func TestExecutorHitMiss(t *testing.T) {
 	}}
 	ex := chain(t, disk, comp, Options{Where: executor.LocalCache})
 	out := filepath.Join(t.TempDir(), "obj")
-	if _, err := ex.Execute(ctx, a, []string{out}); err != nil {
+	if _, err := ex.Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err != nil {
 		t.Fatal(err)
 	}
 	// A second executor, as a second link would have.
 	ex2 := chain(t, disk, comp, Options{Where: executor.LocalCache})
 	out2 := filepath.Join(t.TempDir(), "obj")
-	res, err := ex2.Execute(ctx, a, []string{out2})
+	res, err := ex2.Execute(ctx, executor.Job{Action: a, Out: []string{out2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestExecutorHitMiss(t *testing.T) {
 	d, _ := digest.FromProto(ar.OutputFiles[0].Digest)
 	os.WriteFile(disk.casPath(d), elfObject("two"), 0o644) // a valid object, the wrong one
 	out3 := filepath.Join(t.TempDir(), "obj")
-	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, a, []string{out3}); err != nil {
+	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out3}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(out3); string(got) != string(elfObject("one")) {
@@ -143,7 +144,7 @@ func TestExecutorNeverCachesFailures(t *testing.T) {
 			comp := &fake{produce: func() ([]byte, *executor.Result) { r := tc.res; return tc.obj, &r }}
 			for i := 0; i < 2; i++ {
 				out := filepath.Join(t.TempDir(), "obj")
-				if _, err := chain(t, disk, comp, Options{}).Execute(ctx, a, []string{out}); err == nil {
+				if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err == nil {
 					t.Fatalf("run %d succeeded", i)
 				}
 				if _, err := os.Stat(out); err == nil {
@@ -165,7 +166,7 @@ func TestExecutorReadOnly(t *testing.T) {
 	a := realActions(t)[0]
 	disk := openDisk(t)
 	comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("ro"), &executor.Result{} }}
-	if _, err := chain(t, disk, comp, Options{ReadOnly: true}).Execute(ctx, a, []string{filepath.Join(t.TempDir(), "o")}); err != nil {
+	if _, err := chain(t, disk, comp, Options{ReadOnly: true}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "o")}}); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := disk.Stats(); s.Entries != 0 {
@@ -223,7 +224,7 @@ func TestExecutorUnusableHitLeavesNoLink(t *testing.T) {
 	first := &fake{produce: func() ([]byte, *executor.Result) {
 		return elfObject("one"), &executor.Result{Stderr: []byte("warning: x\n")}
 	}}
-	if _, err := chain(t, disk, first, Options{}).Execute(ctx, a, []string{filepath.Join(t.TempDir(), "obj")}); err != nil {
+	if _, err := chain(t, disk, first, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
 		t.Fatal(err)
 	}
 	ar, err := disk.GetActionResult(ctx, mustKey(t, a), nil)
@@ -237,7 +238,7 @@ func TestExecutorUnusableHitLeavesNoLink(t *testing.T) {
 	}
 	second := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("two"), &executor.Result{} }}
 	out := filepath.Join(t.TempDir(), "obj")
-	if _, err := chain(t, disk, second, Options{}).Execute(ctx, a, []string{out}); err != nil {
+	if _, err := chain(t, disk, second, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err != nil {
 		t.Fatal(err)
 	}
 	if second.runs.Load() != 1 {
@@ -262,12 +263,12 @@ func TestExecutorAhead(t *testing.T) {
 	disk := openDisk(t)
 	comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("x"), &executor.Result{} }}
 	var ahead, dropped []string
-	opts := Options{Where: executor.LocalCache, Ahead: func(_ context.Context, a *action.Action) func() {
-		ahead = append(ahead, a.ID)
-		return func() { dropped = append(dropped, a.ID) }
+	opts := Options{Where: executor.LocalCache, Ahead: func(_ context.Context, j executor.Job) func() {
+		ahead = append(ahead, j.Action.ID)
+		return func() { dropped = append(dropped, j.Action.ID) }
 	}}
 	ex := chain(t, disk, comp, opts)
-	if _, err := ex.Execute(ctx, as[0], []string{filepath.Join(t.TempDir(), "o")}); err != nil {
+	if _, err := ex.Execute(ctx, executor.Job{Action: as[0], Out: []string{filepath.Join(t.TempDir(), "o")}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(ahead) != 1 || len(dropped) != 1 {
@@ -279,12 +280,12 @@ func TestExecutorAhead(t *testing.T) {
 	ex2 := chain(t, disk, comp, opts)
 	ex2.misses.Store(1)
 	for range 2 {
-		if _, err := ex2.Execute(ctx, as[0], []string{filepath.Join(t.TempDir(), "o")}); err != nil {
+		if _, err := ex2.Execute(ctx, executor.Job{Action: as[0], Out: []string{filepath.Join(t.TempDir(), "o")}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ex2.hits.Add(5)
-	if _, err := ex2.Execute(ctx, as[1], []string{filepath.Join(t.TempDir(), "o")}); err != nil {
+	if _, err := ex2.Execute(ctx, executor.Job{Action: as[1], Out: []string{filepath.Join(t.TempDir(), "o")}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(ahead) != 2 || len(dropped) != 2 {
@@ -292,15 +293,15 @@ func TestExecutorAhead(t *testing.T) {
 	}
 }
 
-// shardSeer is a compiler that notes the shard its context carries.
+// shardSeer is a compiler that notes the shard its Job carries.
 type shardSeer struct {
 	fake
 	seen []byte
 }
 
-func (s *shardSeer) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
-	s.seen = reapi.ShardFrom(ctx, a)
-	return s.fake.Execute(ctx, a, out)
+func (s *shardSeer) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
+	s.seen = j.Shard
+	return s.fake.Execute(ctx, j)
 }
 
 // TestExecutorPassesShard: on a miss, the shard the key was made from goes
@@ -314,7 +315,7 @@ func TestExecutorPassesShard(t *testing.T) {
 	}
 	comp := &shardSeer{fake: fake{produce: func() ([]byte, *executor.Result) { return elfObject("one"), &executor.Result{} }}}
 	ex := chain(t, openDisk(t), comp, Options{Where: executor.LocalCache})
-	if _, err := ex.Execute(context.Background(), a, []string{filepath.Join(t.TempDir(), "obj")}); err != nil {
+	if _, err := ex.Execute(context.Background(), executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
 		t.Fatal(err)
 	}
 	if string(comp.seen) != string(want) {

@@ -17,23 +17,24 @@ import (
 	"github.com/thindist/thindist/internal/proc"
 )
 
-// Executor runs one action and leaves its outputs at out[i] for a.Outputs[i].
-// The caller owns those paths (a staging area it later renames from), so an
-// executor never writes an action's final outputs itself.
+// Executor runs one action (j.Action) and leaves its outputs at j.Out[i] for
+// j.Action.Outputs[i]. The caller owns those paths (a staging area it later
+// renames from), so an executor never writes an action's final outputs
+// itself.
 //
 // A nil error means the command ran; Result says how it ended. An error means
 // the executor could not run it at all (missing input, unreachable server,
 // cancellation); decorators decide whether another executor may try.
 type Executor interface {
-	Execute(ctx context.Context, a *action.Action, out []string) (*Result, error)
+	Execute(ctx context.Context, j Job) (*Result, error)
 }
 
 // Func adapts a function to Executor.
-type Func func(ctx context.Context, a *action.Action, out []string) (*Result, error)
+type Func func(ctx context.Context, j Job) (*Result, error)
 
 // Execute calls f.
-func (f Func) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
-	return f(ctx, a, out)
+func (f Func) Execute(ctx context.Context, j Job) (*Result, error) {
+	return f(ctx, j)
 }
 
 // Where says which executor produced a result.

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/thindist/thindist/internal/action"
 )
 
 // Final reports whether err is an action's own failure: the compiler ran
@@ -96,8 +94,9 @@ func (f *Fallback) Stats() FallbackStats {
 }
 
 // Execute implements Executor.
-func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
-	res, err := f.primary.Execute(ctx, a, out)
+func (f *Fallback) Execute(ctx context.Context, j Job) (*Result, error) {
+	a := j.Action
+	res, err := f.primary.Execute(ctx, j)
 	if err == nil || ctx.Err() != nil || Final(err) {
 		return res, err
 	}
@@ -107,7 +106,7 @@ func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) 
 		f.unsupportedOnce.Do(func() {
 			f.o.Warn("%s and other actions run on this machine, not by %s: %v", a.ID, f.o.What, un)
 		})
-		return f.secondary.Execute(ctx, a, out)
+		return f.secondary.Execute(ctx, j)
 	}
 	if f.o.None {
 		if f.o.Hint != "" {
@@ -127,7 +126,7 @@ func (f *Fallback) Execute(ctx context.Context, a *action.Action, out []string) 
 	default:
 		f.o.Warn("%s: %s failed, compiling locally: %s", a.ID, f.o.What, summary(strings.TrimPrefix(err.Error(), a.ID+": ")))
 	}
-	return f.secondary.Execute(ctx, a, out)
+	return f.secondary.Execute(ctx, j)
 }
 
 // summary is the first line of a failure and its hint lines ("  (...)",

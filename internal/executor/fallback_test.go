@@ -16,16 +16,16 @@ import (
 // says.
 type counting struct {
 	calls atomic.Int64
-	f     func(ctx context.Context, a *action.Action, out []string) (*Result, error)
+	f     func(ctx context.Context, j Job) (*Result, error)
 }
 
-func (c *counting) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+func (c *counting) Execute(ctx context.Context, j Job) (*Result, error) {
 	c.calls.Add(1)
-	return c.f(ctx, a, out)
+	return c.f(ctx, j)
 }
 
 func returning(res *Result, err error) *counting {
-	return &counting{f: func(context.Context, *action.Action, []string) (*Result, error) { return res, err }}
+	return &counting{f: func(context.Context, Job) (*Result, error) { return res, err }}
 }
 
 func collectWarnings(w *[]string) func(string, ...any) {
@@ -39,7 +39,7 @@ func TestFallbackWarningKeepsHint(t *testing.T) {
 	local := returning(&Result{Where: Local}, nil)
 	var warnings []string
 	f := NewFallback(failing, local, FallbackOptions{What: "remote execution", Warn: collectWarnings(&warnings)})
-	if _, err := f.Execute(t.Context(), &action.Action{ID: "a.o"}, nil); err != nil {
+	if _, err := f.Execute(t.Context(), Job{Action: &action.Action{ID: "a.o"}, Out: nil}); err != nil {
 		t.Fatal(err)
 	}
 	want := "a.o: remote execution failed, compiling locally: remote execution failed: boom ...\n  (check --remote-platform)"
@@ -77,7 +77,7 @@ func TestFallbackFinal(t *testing.T) {
 			local := returning(&Result{Where: Local}, nil)
 			var warnings []string
 			f := NewFallback(returning(nil, tc.err), local, FallbackOptions{What: "remote execution", Warn: collectWarnings(&warnings)})
-			res, err := f.Execute(t.Context(), a, nil)
+			res, err := f.Execute(t.Context(), Job{Action: a, Out: nil})
 			if got := local.calls.Load() == 1; got != tc.fallback {
 				t.Fatalf("secondary ran: %v, want %v (err %v, warnings %q)", got, tc.fallback, err, warnings)
 			}
@@ -104,13 +104,13 @@ func TestFallbackNone(t *testing.T) {
 	local := returning(&Result{Where: Local}, nil)
 	var warnings []string
 	f := NewFallback(returning(nil, errors.New("boom")), local, FallbackOptions{None: true, Hint: "no fallback", Warn: collectWarnings(&warnings)})
-	_, err := f.Execute(t.Context(), &action.Action{ID: "a.o"}, nil)
+	_, err := f.Execute(t.Context(), Job{Action: &action.Action{ID: "a.o"}, Out: nil})
 	if err == nil || err.Error() != "boom\n  (no fallback)" || local.calls.Load() != 0 {
 		t.Errorf("%v, %d local calls", err, local.calls.Load())
 	}
 	un := NewFallback(returning(nil, &Unsupported{Err: errors.New("absolute paths")}), local, FallbackOptions{None: true, What: "remote execution", Warn: collectWarnings(&warnings)})
 	for _, id := range []string{"a.o", "b.o"} {
-		if _, err := un.Execute(t.Context(), &action.Action{ID: id}, nil); err != nil {
+		if _, err := un.Execute(t.Context(), Job{Action: &action.Action{ID: id}, Out: nil}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,7 +131,7 @@ func TestFallbackRunWideOnce(t *testing.T) {
 	var warnings []string
 	f := NewFallback(returning(nil, runWideErr{}), returning(&Result{}, nil), FallbackOptions{What: "remote execution", Warn: collectWarnings(&warnings)})
 	for _, id := range []string{"a.o", "b.o", "c.o"} {
-		if _, err := f.Execute(t.Context(), &action.Action{ID: id}, nil); err != nil {
+		if _, err := f.Execute(t.Context(), Job{Action: &action.Action{ID: id}, Out: nil}); err != nil {
 			t.Fatal(err)
 		}
 	}

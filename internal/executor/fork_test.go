@@ -33,7 +33,7 @@ func TestLocalForks(t *testing.T) {
 		for _, s := range argv {
 			a.Args = append(a.Args, action.Arg{Text: s})
 		}
-		res, err := e.Execute(t.Context(), a, []string{filepath.Join(dir, "out.o")})
+		res, err := e.Execute(t.Context(), Job{Action: a, Out: []string{filepath.Join(dir, "out.o")}})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%v: %+v %v", argv, res, err)
 		}

@@ -34,15 +34,15 @@ func Hedge(primary, second Executor, pick func(*action.Action) bool) *Hedged {
 // would start a goroutine for the primary and another waiting for a grant
 // that never comes, and wake both at its end, for every action of a link
 // (most are not hedged).
-func (h *Hedged) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
-	if !h.pick(a) {
-		res, err := h.r.primary.Execute(ctx, a, out)
+func (h *Hedged) Execute(ctx context.Context, j Job) (*Result, error) {
+	if !h.pick(j.Action) {
+		res, err := h.r.primary.Execute(ctx, j)
 		if err != nil {
-			removeAll(out) // what the primary left, as a race removes it
+			removeAll(j.Out) // what the primary left, as a race removes it
 		}
 		return res, err
 	}
-	return h.r.Execute(ctx, a, out)
+	return h.r.Execute(ctx, j)
 }
 
 // Stats returns the counts of the run so far.
@@ -54,8 +54,8 @@ func (h *Hedged) Stats() HedgeStats {
 // never to others.
 type pickSpare func(*action.Action) bool
 
-func (p pickSpare) Wait(ctx context.Context, a *action.Action) (func(), error) {
-	if p(a) {
+func (p pickSpare) Wait(ctx context.Context, j Job) (func(), error) {
+	if p(j.Action) {
 		return func() {}, nil
 	}
 	<-ctx.Done()

@@ -18,7 +18,7 @@ func TestHedgeSecondWins(t *testing.T) {
 	first.hold = make(chan struct{}) // a slow worker: never done
 	h := Hedge(first, second, func(a *action.Action) bool { return a == raceAction })
 	out := raceOut(t)
-	res, err := h.Execute(boundedCtx(t), raceAction, out)
+	res, err := h.Execute(boundedCtx(t), Job{Action: raceAction, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestHedgeFirstWins(t *testing.T) {
 		<-second.started // both run before the first ends
 		close(first.hold)
 	}()
-	res, err := h.Execute(boundedCtx(t), raceAction, out)
+	res, err := h.Execute(boundedCtx(t), Job{Action: raceAction, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestHedgeOnlyPicked(t *testing.T) {
 	first, second := newSide(Remote, "first"), newSide(Remote, "second")
 	h := Hedge(first, second, func(*action.Action) bool { return false })
 	out := raceOut(t)
-	res, err := h.Execute(boundedCtx(t), raceAction, out)
+	res, err := h.Execute(boundedCtx(t), Job{Action: raceAction, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,22 +89,23 @@ func TestHedgeOnlyPicked(t *testing.T) {
 	// context: no race (and none of a race's goroutines) around it.
 	ctx := boundedCtx(t)
 	var same bool
-	plain := Hedge(Func(func(got context.Context, a *action.Action, out []string) (*Result, error) {
+	plain := Hedge(Func(func(got context.Context, j Job) (*Result, error) {
 		same = got == ctx
 		return &Result{Where: Remote}, nil
 	}), second, func(*action.Action) bool { return false })
-	if _, err := plain.Execute(ctx, raceAction, raceOut(t)); err != nil || !same {
+	if _, err := plain.Execute(ctx, Job{Action: raceAction, Out: raceOut(t)}); err != nil || !same {
 		t.Errorf("an action not picked: %v, called with the caller's context %v; want a plain call", err, same)
 	}
 	// What a failed primary left is removed, as a race removes it.
-	failing := Hedge(Func(func(_ context.Context, a *action.Action, out []string) (*Result, error) {
+	failing := Hedge(Func(func(_ context.Context, j Job) (*Result, error) {
+		out := j.Out
 		if err := os.WriteFile(out[0], []byte("half"), 0o644); err != nil {
 			return nil, err
 		}
 		return nil, errors.New("failed")
 	}), second, func(*action.Action) bool { return false })
 	failedOut := raceOut(t)
-	if _, err := failing.Execute(ctx, raceAction, failedOut); err == nil {
+	if _, err := failing.Execute(ctx, Job{Action: raceAction, Out: failedOut}); err == nil {
 		t.Error("a failed primary's error was lost")
 	}
 	if _, err := os.Stat(failedOut[0]); !os.IsNotExist(err) {
@@ -126,7 +127,7 @@ func TestHedgeInsideRace(t *testing.T) {
 	}()
 	ex := Race(Hedge(first, second, func(*action.Action) bool { return true }), local, grantedSpare())
 	out := raceOut(t)
-	res, err := ex.Execute(boundedCtx(t), raceAction, out)
+	res, err := ex.Execute(boundedCtx(t), Job{Action: raceAction, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ type hybridWaiter struct {
 	length   float64  // the action's lengthOf (0: not planned)
 	grant    chan int // the side granted; buffered
 	// stage, for a race's waiter, is its remote side's progress.
-	stage *remoteStage
+	stage *Stage
 	// since is when it began to wait.
 	since time.Time
 }
@@ -319,7 +319,8 @@ func Critical(actions []*action.Action, slots, limit int) map[*action.Action]boo
 }
 
 // Execute implements Executor.
-func (h *Hybrid) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+func (h *Hybrid) Execute(ctx context.Context, j Job) (*Result, error) {
+	a := j.Action
 	w := h.waiter(a)
 	h.mu.Lock()
 	h.settle(w.rank)
@@ -331,13 +332,13 @@ func (h *Hybrid) Execute(ctx context.Context, a *action.Action, out []string) (*
 	defer h.release(side)
 	h.started[side].Add(1)
 	if side == localSide {
-		res, err := h.local.Execute(ctx, a, out)
+		res, err := h.local.Execute(ctx, j)
 		if err == nil {
 			h.observe(a, res)
 		}
 		return res, err
 	}
-	res, err := h.remote.Execute(ctx, a, out)
+	res, err := h.remote.Execute(ctx, j)
 	if err == nil {
 		h.observe(a, res)
 	}
@@ -361,10 +362,10 @@ func (h *Hybrid) Drained() {
 // Wait implements Spare for the races of remote actions: a local slot at
 // once for a critical action, else once nothing waits for one to start an
 // action.
-func (h *Hybrid) Wait(ctx context.Context, a *action.Action) (func(), error) {
-	w := h.waiter(a)
+func (h *Hybrid) Wait(ctx context.Context, j Job) (func(), error) {
+	w := h.waiter(j.Action)
 	w.rank = int(h.arrivals.Add(1)) // oldest first
-	w.stage = remoteStageOf(ctx)
+	w.stage = j.Stage
 	side, err := h.enqueue(ctx, w, &h.spares)
 	if err != nil {
 		return nil, err

@@ -24,7 +24,8 @@ func newHeld(where Where) *held {
 	return &held{where: where, started: make(chan string, 16), release: make(chan struct{})}
 }
 
-func (h *held) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+func (h *held) Execute(ctx context.Context, j Job) (*Result, error) {
+	a := j.Action
 	h.started <- a.ID
 	select {
 	case <-h.release:
@@ -37,8 +38,9 @@ func (h *held) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 // byID sends each action to the executor of its ID.
 type byID map[string]Executor
 
-func (m byID) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
-	return m[a.ID].Execute(ctx, a, out)
+func (m byID) Execute(ctx context.Context, j Job) (*Result, error) {
+	a, out := j.Action, j.Out
+	return m[a.ID].Execute(ctx, Job{Action: a, Out: out})
 }
 
 // TestHybridFillsBothSides: this machine's slots fill first, then the
@@ -51,7 +53,7 @@ func TestHybridFillsBothSides(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.Execute(t.Context(), &action.Action{ID: id}, nil); err != nil {
+			if _, err := h.Execute(t.Context(), Job{Action: &action.Action{ID: id}, Out: nil}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -97,14 +99,14 @@ func TestHybridRacesOnceDrained(t *testing.T) {
 		byID{"first": busy}, HybridOptions{RemoteSlots: 4, LocalSlots: 1})
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.Execute(t.Context(), &action.Action{ID: "first"}, nil)
+		_, err := h.Execute(t.Context(), Job{Action: &action.Action{ID: "first"}, Out: nil})
 		done <- err
 	}()
 	<-busy.started
 	out := raceOut(t)
 	res := make(chan *Result, 1)
 	go func() {
-		r, err := h.Execute(t.Context(), &action.Action{ID: "m.o"}, out)
+		r, err := h.Execute(t.Context(), Job{Action: &action.Action{ID: "m.o"}, Out: out})
 		if err != nil {
 			t.Error(err)
 		}
@@ -146,7 +148,7 @@ func TestHybridStartsInPlanOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.Execute(t.Context(), a, nil); err != nil {
+			if _, err := h.Execute(t.Context(), Job{Action: a, Out: nil}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -216,7 +218,7 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 	out := raceOut(t)
 	res := make(chan *Result, 1)
 	go func() {
-		r, err := h.Execute(t.Context(), big, out)
+		r, err := h.Execute(t.Context(), Job{Action: big, Out: out})
 		if err != nil {
 			t.Error(err)
 		}
@@ -232,7 +234,7 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.Execute(t.Context(), a, nil); err != nil {
+			if _, err := h.Execute(t.Context(), Job{Action: a, Out: nil}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -354,7 +356,7 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 		}
 		midDone := make(chan *Result, 1)
 		go func() {
-			res, err := h.Execute(t.Context(), mid, raceOut(t))
+			res, err := h.Execute(t.Context(), Job{Action: mid, Out: raceOut(t)})
 			if err != nil {
 				t.Error(err)
 			}
@@ -376,7 +378,7 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 			}
 			continue
 		}
-		res, err := h.Execute(t.Context(), big, raceOut(t))
+		res, err := h.Execute(t.Context(), Job{Action: big, Out: raceOut(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -514,7 +516,7 @@ func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string
 			first = a
 		}
 	}
-	go h.Execute(t.Context(), first, nil)
+	go h.Execute(t.Context(), Job{Action: first, Out: nil})
 	<-busy.started // the one local slot is taken
 	h.Drained()
 	type grant struct {
@@ -523,17 +525,16 @@ func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string
 	}
 	granted := make(chan grant, len(spares))
 	for i, sp := range spares {
-		st := new(remoteStage)
+		st := new(Stage)
 		if !sp.since.IsZero() {
 			st.since.Store(sp.since.UnixNano())
 		}
-		ctx := withRemoteStage(t.Context(), st)
 		a := sp.action
 		if a == nil {
 			a = &action.Action{ID: sp.id}
 		}
 		go func() {
-			release, err := h.Wait(ctx, a)
+			release, err := h.Wait(t.Context(), Job{Action: a, Stage: st})
 			if err != nil {
 				t.Error(err)
 				return
@@ -562,9 +563,9 @@ func TestHybridRacesLongQueuedBeforeDrained(t *testing.T) {
 	now := time.Now()
 	granted := make(chan string, 4)
 	wait := func(id string, queued, executing time.Time) {
-		ctx := stagedContext(t, queued, executing)
+		st := staged(queued, executing)
 		go func() {
-			if _, err := h.Wait(ctx, &action.Action{ID: id}); err == nil {
+			if _, err := h.Wait(t.Context(), Job{Action: &action.Action{ID: id}, Stage: st}); err == nil {
 				granted <- id
 			}
 		}()
@@ -613,15 +614,15 @@ func TestHybridBackloggedStartsHere(t *testing.T) {
 	now := time.Now()
 	releases := make(chan func(), 4)
 	wait := func(id string, queued, executing time.Time) {
-		ctx := stagedContext(t, queued, executing)
+		st := staged(queued, executing)
 		go func() {
-			if release, err := h.Wait(ctx, &action.Action{ID: id}); err == nil {
+			if release, err := h.Wait(t.Context(), Job{Action: &action.Action{ID: id}, Stage: st}); err == nil {
 				releases <- release
 			}
 		}()
 	}
 	start := func(id string) {
-		go h.Execute(t.Context(), &action.Action{ID: id}, nil)
+		go h.Execute(t.Context(), Job{Action: &action.Action{ID: id}, Out: nil})
 	}
 	wait("running", now.Add(-time.Second), now) // a worker runs it
 	start("first")
@@ -662,9 +663,9 @@ func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
 	now := time.Now()
 	releases := make(chan func(), 4)
 	wait := func(id string, queued, executing time.Time) {
-		ctx := stagedContext(t, queued, executing)
+		st := staged(queued, executing)
 		go func() {
-			if release, err := h.Wait(ctx, acts[id]); err == nil {
+			if release, err := h.Wait(t.Context(), Job{Action: acts[id], Stage: st}); err == nil {
 				releases <- release
 			}
 		}()
@@ -678,9 +679,9 @@ func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
 	if !backlogged(h) {
 		t.Fatal("not backlogged with an action long in the cluster's queue")
 	}
-	go h.Execute(t.Context(), acts["worse"], nil)
+	go h.Execute(t.Context(), Job{Action: acts["worse"], Out: nil})
 	expectNoStart(t, remote, local, 3*queuedLong, "ranked after every action in the backlogged cluster's queue, the local slot racing")
-	go h.Execute(t.Context(), acts["better"], nil)
+	go h.Execute(t.Context(), Job{Action: acts["better"], Out: nil})
 	expectStart(t, "better", remote, local) // ranked before one in the cluster's queue
 	release()
 	expectStart(t, "worse", local, remote)
@@ -736,10 +737,10 @@ func backlogged(h *Hybrid) bool {
 	return h.backlogged(time.Now())
 }
 
-// stagedContext is the context of a race whose remote side was sent for
-// execution at queued and taken by a worker at executing (zero: not yet).
-func stagedContext(t *testing.T, queued, executing time.Time) context.Context {
-	st := new(remoteStage)
+// staged is the Stage of a race whose remote side was sent for execution
+// at queued and taken by a worker at executing (zero: not yet).
+func staged(queued, executing time.Time) *Stage {
+	st := new(Stage)
 	for _, x := range []struct {
 		at time.Time
 		to *atomic.Int64
@@ -748,7 +749,7 @@ func stagedContext(t *testing.T, queued, executing time.Time) context.Context {
 			x.to.Store(x.at.UnixNano())
 		}
 	}
-	return withRemoteStage(t.Context(), st)
+	return st
 }
 
 // TestHybridCriticalRaceWaitsForWidth: a critical action's race starts at
@@ -759,8 +760,8 @@ func stagedContext(t *testing.T, queued, executing time.Time) context.Context {
 // taking anything is not waited for longer than criticalWait.
 func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 	start := time.Now()
-	stage := func(executing bool) *remoteStage {
-		st := new(remoteStage)
+	stage := func(executing bool) *Stage {
+		st := new(Stage)
 		st.queued.Store(start.UnixNano())
 		if executing {
 			st.since.Store(start.UnixNano())
@@ -783,7 +784,7 @@ func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 	// The wait runs from when the critical action was sent: its own upload
 	// may take longer than criticalWait. Not sent after criticalUpload, it
 	// is raced.
-	unsent := func() *remoteStage { return new(remoteStage) }
+	unsent := func() *Stage { return new(Stage) }
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),

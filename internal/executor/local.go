@@ -70,7 +70,8 @@ type local struct {
 	seq  atomic.Int64
 }
 
-func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+func (l *local) Execute(ctx context.Context, j Job) (*Result, error) {
+	a, out := j.Action, j.Out
 	dir := a.Dir
 	if a.Mapped() {
 		sandbox, err := l.sandbox(a, out[0])
@@ -89,13 +90,13 @@ func (l *local) Execute(ctx context.Context, a *action.Action, out []string) (*R
 	}
 
 	if l.opts.Limiter != nil {
-		release, err := acquire(ctx, l.opts.Limiter, a)
+		release, err := acquire(ctx, l.opts.Limiter, j)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
 	}
-	Begun(ctx)
+	j.Begin()
 	pr, err := l.opts.Runner.Run(ctx, &proc.Cmd{Argv: argv, Dir: dir, Env: l.opts.Env, Nice: l.opts.Nice})
 	var res *Result
 	if pr != nil {

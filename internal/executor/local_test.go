@@ -24,7 +24,7 @@ func TestLocalNeverWritesThroughALink(t *testing.T) {
 	os.Chmod(blob, 0o644) // writable, as a careless writer would find it
 	a := &action.Action{ID: "m.o", Dir: dir,
 		Args: []action.Arg{action.Lit("/bin/sh"), action.Lit("-c"), action.Lit(`echo fresh > "$0"`), action.Out("", 0)}}
-	res, err := NewLocal(LocalOptions{}).Execute(t.Context(), a, []string{out})
+	res, err := NewLocal(LocalOptions{}).Execute(t.Context(), Job{Action: a, Out: []string{out}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%v %+v", err, res)
 	}

@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
-
-	"github.com/thindist/thindist/internal/action"
 )
 
 // Spare hands out spare capacity for second tries: a Race asks for a slot
 // as soon as its primary starts, and runs its secondary once granted.
 type Spare interface {
-	// Wait blocks until a slot is granted for a or ctx ends; release
-	// gives the slot back.
-	Wait(ctx context.Context, a *action.Action) (release func(), err error)
+	// Wait blocks until a slot is granted for j or ctx ends; release
+	// gives the slot back. j.Stage is the primary's progress.
+	Wait(ctx context.Context, j Job) (release func(), err error)
 }
 
 // Race runs each action with primary and, once spare grants a slot, with
@@ -63,30 +61,31 @@ type sideResult struct {
 	err error
 }
 
-func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+func (r *race) Execute(ctx context.Context, j Job) (*Result, error) {
+	out := j.Out
 	results := make(chan sideResult, 2)
-	if remoteStageOf(ctx) == nil {
+	if j.Stage == nil {
 		// The primary's progress, for the spare to choose what to race
 		// (a nested race, a Hedge, shares its outer race's).
-		ctx = withRemoteStage(ctx, new(remoteStage))
+		j.Stage = new(Stage)
 	}
 	start := func(ex Executor, suffix string) *side {
 		sctx, stop := context.WithCancel(ctx)
+		sj := j
+		s := &side{ex: ex, stop: stop, out: out}
 		if suffix != "" {
 			// A speculative try: the action has begun when its
 			// primary has (a head start lasts until the remote
 			// side's inputs are up).
-			sctx = WithBegun(sctx, nil)
-		}
-		s := &side{ex: ex, stop: stop, out: out}
-		if suffix != "" {
+			sj.Begun = nil
 			s.out = make([]string, len(out))
 			for i, o := range out {
 				s.out[i] = o + suffix
 			}
+			sj.Out = s.out
 		}
 		go func() {
-			res, err := ex.Execute(sctx, a, s.out)
+			res, err := ex.Execute(sctx, sj)
 			results <- sideResult{s, res, err}
 		}()
 		return s
@@ -105,7 +104,7 @@ func (r *race) Execute(ctx context.Context, a *action.Action, out []string) (*Re
 	defer stopWaiting()
 	granted := make(chan func(), 1)
 	go func() {
-		release, err := r.spare.Wait(wctx, a)
+		release, err := r.spare.Wait(wctx, j)
 		if err != nil {
 			return
 		}

@@ -37,7 +37,8 @@ func newSide(where Where, content string) *sideFake {
 	return &sideFake{where: where, content: []byte(content), started: make(chan struct{})}
 }
 
-func (f *sideFake) Execute(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+func (f *sideFake) Execute(ctx context.Context, j Job) (*Result, error) {
+	out := j.Out
 	defer f.stopped.Store(true)
 	f.startOnce.Do(func() { close(f.started) })
 	if f.hold != nil {
@@ -70,7 +71,7 @@ type spareAt struct {
 	released atomic.Int64
 }
 
-func (s *spareAt) Wait(ctx context.Context, _ *action.Action) (func(), error) {
+func (s *spareAt) Wait(ctx context.Context, _ Job) (func(), error) {
 	select {
 	case <-s.at:
 		s.granted.Add(1)
@@ -125,7 +126,7 @@ func TestRaceLocalWins(t *testing.T) {
 	remote.hold = make(chan struct{}) // stalls
 	spare := grantedSpare()
 	out := raceOut(t)
-	res, err := Race(remote, local, spare).Execute(t.Context(), raceAction, out)
+	res, err := Race(remote, local, spare).Execute(t.Context(), Job{Action: raceAction, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestRaceLocalWins(t *testing.T) {
 func TestRacePrimaryWinsAlone(t *testing.T) {
 	remote, local := newSide(Remote, "remote"), newSide(Local, "local")
 	out := raceOut(t)
-	res, err := Race(remote, local, &spareAt{}).Execute(t.Context(), raceAction, out)
+	res, err := Race(remote, local, &spareAt{}).Execute(t.Context(), Job{Action: raceAction, Out: out})
 	if err != nil || res.Where != Remote || res.Raced {
 		t.Fatalf("%v %+v", err, res)
 	}
@@ -169,7 +170,7 @@ func TestRaceRemoteWins(t *testing.T) {
 		close(remote.hold)
 	}()
 	out := raceOut(t)
-	res, err := Race(remote, local, spare).Execute(t.Context(), raceAction, out)
+	res, err := Race(remote, local, spare).Execute(t.Context(), Job{Action: raceAction, Out: out})
 	if err != nil || res.Where != Remote || !res.Raced {
 		t.Fatalf("%v %+v", err, res)
 	}
@@ -191,7 +192,7 @@ func TestRaceFailures(t *testing.T) {
 		remote.err = compileError
 		spare := grantedSpare()
 		go func() { <-local.started; close(remote.hold) }()
-		_, err := Race(remote, local, spare).Execute(t.Context(), raceAction, raceOut(t))
+		_, err := Race(remote, local, spare).Execute(t.Context(), Job{Action: raceAction, Out: raceOut(t)})
 		if err != compileError || local.cancelled.Load() != 1 {
 			t.Errorf("%v; local cancelled %d times", err, local.cancelled.Load())
 		}
@@ -201,7 +202,7 @@ func TestRaceFailures(t *testing.T) {
 		remote, local := newSide(Remote, "remote"), newSide(Local, "local")
 		remote.err = errors.New("Unavailable")
 		spare := &spareAt{at: make(chan struct{})} // never granted
-		_, err := Race(remote, local, spare).Execute(t.Context(), raceAction, raceOut(t))
+		_, err := Race(remote, local, spare).Execute(t.Context(), Job{Action: raceAction, Out: raceOut(t)})
 		if err != remote.err {
 			t.Errorf("%v, want the remote error for a Fallback to handle", err)
 		}
@@ -215,7 +216,7 @@ func TestRaceCancel(t *testing.T) {
 	spare := grantedSpare()
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-local.started; cancel() }()
-	_, err := Race(remote, local, spare).Execute(ctx, raceAction, raceOut(t))
+	_, err := Race(remote, local, spare).Execute(ctx, Job{Action: raceAction, Out: raceOut(t)})
 	if !errors.Is(err, context.Canceled) || remote.cancelled.Load() != 1 || local.cancelled.Load() != 1 {
 		t.Errorf("%v; cancelled remote %d local %d", err, remote.cancelled.Load(), local.cancelled.Load())
 	}
@@ -230,7 +231,7 @@ func TestRaceDirtyPrimary(t *testing.T) {
 		remote, local := newSide(Remote, "half"), newSide(Local, "local")
 		remote.err, remote.dirty = errors.New("Unavailable"), true
 		out := raceOut(t)
-		if _, err := Race(remote, local, &spareAt{}).Execute(t.Context(), raceAction, out); err != remote.err {
+		if _, err := Race(remote, local, &spareAt{}).Execute(t.Context(), Job{Action: raceAction, Out: out}); err != remote.err {
 			t.Fatalf("%v, want the primary's error", err)
 		}
 		if len(remote.wrote) == 0 {
@@ -259,7 +260,7 @@ func localWinsAfterRemoteFails(t *testing.T, dirty bool) {
 		close(local.hold)
 	}()
 	out := raceOut(t)
-	res, err := Race(remote, local, spare).Execute(t.Context(), raceAction, out)
+	res, err := Race(remote, local, spare).Execute(t.Context(), Job{Action: raceAction, Out: out})
 	if err != nil || res.Where != Local {
 		t.Fatalf("%v %+v", err, res)
 	}

@@ -15,24 +15,13 @@ type SlotObserver interface {
 	DoneWaiting(a *action.Action)
 }
 
-type slotObserverKey struct{}
-
-// WithSlotObserver returns a context whose local executions report their
-// wait for a slot to o. The observer travels with the context because the
-// wait happens deep in the executor chain (below caches, behind a remote
-// fallback), which passes the context through untouched.
-func WithSlotObserver(ctx context.Context, o SlotObserver) context.Context {
-	return context.WithValue(ctx, slotObserverKey{}, o)
-}
-
-// acquire takes a slot of l for a, telling ctx's SlotObserver, if any,
-// while it waits.
-func acquire(ctx context.Context, l Limiter, a *action.Action) (func(), error) {
-	o, _ := ctx.Value(slotObserverKey{}).(SlotObserver)
-	if o == nil {
+// acquire takes a slot of l for j, telling j.Slots, if set, while it
+// waits.
+func acquire(ctx context.Context, l Limiter, j Job) (func(), error) {
+	if j.Slots == nil {
 		return l.Acquire(ctx)
 	}
-	o.WaitingForSlot(a)
-	defer o.DoneWaiting(a)
+	j.Slots.WaitingForSlot(j.Action)
+	defer j.Slots.DoneWaiting(j.Action)
 	return l.Acquire(ctx)
 }

@@ -18,7 +18,7 @@ func (e slotEvents) WaitingForSlot(a *action.Action) { e <- "waiting " + a.ID }
 func (e slotEvents) DoneWaiting(a *action.Action)    { e <- "done waiting " + a.ID }
 
 // TestSlotObserver: an action waiting for a local slot is reported as
-// waiting until it holds one, through the context.
+// waiting until it holds one, to the Job's SlotObserver.
 func TestSlotObserver(t *testing.T) {
 	dir := t.TempDir()
 	sem := NewSemaphore(1)
@@ -27,11 +27,10 @@ func TestSlotObserver(t *testing.T) {
 		t.Fatal(err)
 	}
 	events := make(slotEvents, 4)
-	ctx := WithSlotObserver(t.Context(), events)
 	a := &action.Action{ID: "m.o", Dir: dir, Args: []action.Arg{{Text: "/bin/sh"}, {Text: "-c"}, {Text: "true"}}}
 	done := make(chan error, 1)
 	go func() {
-		_, err := NewLocal(LocalOptions{Limiter: sem}).Execute(ctx, a, []string{filepath.Join(dir, "out.o")})
+		_, err := NewLocal(LocalOptions{Limiter: sem}).Execute(t.Context(), Job{Action: a, Out: []string{filepath.Join(dir, "out.o")}, Slots: events})
 		done <- err
 	}()
 	if got := <-events; got != "waiting m.o" {
@@ -52,7 +51,7 @@ func TestSlotObserver(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Without an observer in the context nothing is reported.
-	if _, err := NewLocal(LocalOptions{Limiter: sem}).Execute(t.Context(), a, []string{filepath.Join(dir, "out.o")}); err != nil {
+	if _, err := NewLocal(LocalOptions{Limiter: sem}).Execute(t.Context(), Job{Action: a, Out: []string{filepath.Join(dir, "out.o")}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(events) != 0 {
@@ -72,7 +71,7 @@ func TestForkServerStartNotInWall(t *testing.T) {
 	e := NewLocal(LocalOptions{Env: env, Runner: pool.Runner(proc.Exec{}, 0)})
 	a := &action.Action{ID: "m.o", Dir: dir, Args: []action.Arg{{Text: "/bin/sh"}, {Text: "-c"}, {Text: "true"}}}
 	began := time.Now()
-	res, err := e.Execute(t.Context(), a, []string{filepath.Join(dir, "out.o")})
+	res, err := e.Execute(t.Context(), Job{Action: a, Out: []string{filepath.Join(dir, "out.o")}})
 	took := time.Since(began)
 	if err != nil || !res.Forked {
 		t.Skipf("not forked (%v): no fork server here", err)

@@ -2,21 +2,19 @@ package executor
 
 import "testing"
 
-// TestRemoteStagesOf: Queued and Executing on a context made by
-// WithRemoteStagesOf mark the stage of every context it was given, and
-// not the stage of the context it was made from.
-func TestRemoteStagesOf(t *testing.T) {
-	a, b, base := new(remoteStage), new(remoteStage), new(remoteStage)
-	ctx := WithRemoteStagesOf(withRemoteStage(t.Context(), base),
-		withRemoteStage(t.Context(), a), t.Context(), withRemoteStage(t.Context(), b))
-	Queued(ctx)
-	Executing(ctx)
-	for name, s := range map[string]*remoteStage{"a": a, "b": b} {
-		if s.queued.Load() == 0 || s.since.Load() == 0 {
-			t.Errorf("stage %s: queued %d, executing %d; want both marked", name, s.queued.Load(), s.since.Load())
+// TestStages: Queued and Executing on Stages mark every stage of it, skip
+// nil ones, and leave other stages alone.
+func TestStages(t *testing.T) {
+	a, b, other := new(Stage), new(Stage), new(Stage)
+	ss := Stages{a, nil, b}
+	ss.Queued()
+	ss.Executing()
+	for name, s := range map[string]*Stage{"a": a, "b": b} {
+		if q, e := s.Progress(); q.IsZero() || e.IsZero() {
+			t.Errorf("stage %s: queued %v, executing %v; want both marked", name, q, e)
 		}
 	}
-	if base.queued.Load() != 0 || base.since.Load() != 0 {
-		t.Errorf("the stage of the context it was made from was marked")
+	if q, e := other.Progress(); !q.IsZero() || !e.IsZero() {
+		t.Errorf("a stage not in Stages was marked")
 	}
 }

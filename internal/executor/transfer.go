@@ -3,8 +3,6 @@ package executor
 import (
 	"context"
 	"sync/atomic"
-
-	"github.com/thindist/thindist/internal/action"
 )
 
 // Transfer counts the bytes one action's execution sent to a remote service
@@ -44,9 +42,9 @@ func Received(ctx context.Context, n int64) {
 // returns no result, so its bytes count in the remote client's totals
 // alone.
 func Metered(next Executor) Executor {
-	return Func(func(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+	return Func(func(ctx context.Context, j Job) (*Result, error) {
 		t := &Transfer{}
-		res, err := next.Execute(WithTransfer(ctx, t), a, out)
+		res, err := next.Execute(WithTransfer(ctx, t), j)
 		if res != nil {
 			res.BytesUp, res.BytesDown = t.sent.Load(), t.received.Load()
 		}

@@ -23,8 +23,9 @@ const BackendErrorMarker = "Error running ThinLTO backend"
 // file as outputs[0]. Anything else becomes a *BackendError and its outputs
 // are removed, so it can neither reach the linker nor a cache.
 func Verified(next Executor) Executor {
-	return Func(func(ctx context.Context, a *action.Action, out []string) (*Result, error) {
-		res, err := next.Execute(ctx, a, out)
+	return Func(func(ctx context.Context, j Job) (*Result, error) {
+		a, out := j.Action, j.Out
+		res, err := next.Execute(ctx, j)
 		if err != nil {
 			return res, err
 		}

@@ -64,13 +64,13 @@ func TestVerifiedRejectsAndRemoves(t *testing.T) {
 		Outputs: []action.Output{{Path: "m.native.o"}}}
 	out := []string{filepath.Join(dir, "staged.o")}
 	run := func(data []byte, res *Result) error {
-		inner := Func(func(context.Context, *action.Action, []string) (*Result, error) {
+		inner := Func(func(context.Context, Job) (*Result, error) {
 			if data != nil {
 				os.WriteFile(out[0], data, 0o644)
 			}
 			return res, nil
 		})
-		_, err := Verified(inner).Execute(context.Background(), a, out)
+		_, err := Verified(inner).Execute(context.Background(), Job{Action: a, Out: out})
 		return err
 	}
 	if err := run(elfHeader(1), &Result{}); err != nil {
@@ -103,23 +103,24 @@ func TestVerifiedRejectsAndRemoves(t *testing.T) {
 func TestVerifiedOnce(t *testing.T) {
 	out := []string{filepath.Join(t.TempDir(), "m.o")}
 	a := &action.Action{ID: "m.o"}
-	writes := Func(func(ctx context.Context, a *action.Action, out []string) (*Result, error) {
+	writes := Func(func(ctx context.Context, j Job) (*Result, error) {
+		out := j.Out
 		return &Result{}, os.WriteFile(out[0], elfHeader(1), 0o644)
 	})
-	res, err := Verified(writes).Execute(t.Context(), a, out)
+	res, err := Verified(writes).Execute(t.Context(), Job{Action: a, Out: out})
 	if err != nil || !res.ObjectChecked {
 		t.Fatalf("%v, %+v: the checked result is not marked", err, res)
 	}
 	stale := &Result{ObjectChecked: true}
-	if _, err := Verified(Func(func(context.Context, *action.Action, []string) (*Result, error) {
+	if _, err := Verified(Func(func(context.Context, Job) (*Result, error) {
 		return stale, os.Remove(out[0])
-	})).Execute(t.Context(), a, out); err != nil {
+	})).Execute(t.Context(), Job{Action: a, Out: out}); err != nil {
 		t.Errorf("the object of a checked result was read again: %v", err)
 	}
 	stale.ExitCode, stale.ObjectChecked = 1, true
-	if _, err := Verified(Func(func(context.Context, *action.Action, []string) (*Result, error) {
+	if _, err := Verified(Func(func(context.Context, Job) (*Result, error) {
 		return stale, nil
-	})).Execute(t.Context(), a, out); err == nil {
+	})).Execute(t.Context(), Job{Action: a, Out: out}); err == nil {
 		t.Error("a failed compile passed as checked")
 	}
 }

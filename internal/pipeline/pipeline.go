@@ -172,12 +172,13 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 
 	observers := []schedule.Observer{summary, warnings{env, console}}
 	var progress *report.Progress
+	var slots executor.SlotObserver
 	if live {
 		progress = report.NewProgress(console, tl)
 		progress.Expect(actions) // their Expected, from history
 		observers = append(observers, progress)
 		// Actions waiting for a local slot show as queued, not running.
-		ctx = executor.WithSlotObserver(ctx, progress)
+		slots = progress
 	}
 	var trace *report.Trace
 	if cfg.Trace != "" {
@@ -200,6 +201,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		Preparing: ch.preparing,
 		Observer:  report.Tee(observers...),
 		Planner:   ch.planner,
+		Slots:     slots,
 	})
 	endBackends()
 	env.GC.Finishing()

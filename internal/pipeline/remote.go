@@ -217,7 +217,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		warnAll("%s does not let clients write its ActionCache (update_enabled=false): results are found by "+
 			"their executable action, but those of archive members, whose action changes with every link, are not reused", rc.Target)
 	}
-	var ahead func(context.Context, *action.Action) func()
+	var ahead func(context.Context, executor.Job) func()
 	if rex != nil && grouper == nil {
 		// A cold action's upload goes with its lookup, not after it. (A
 		// group's members are uploaded together, as one action.)

@@ -48,7 +48,7 @@ type ExecOptions struct {
 	// another than the cacheable action's.
 	DoNotCache bool
 	// Shard, if not nil, is the action's index shard as already read (for
-	// its cache key, WithShard): the remote action is built from these
+	// its cache key, executor.Job.Shard): the remote action is built from these
 	// bytes instead of the file's.
 	Shard []byte
 }

@@ -153,7 +153,7 @@ func (k *Keyer) Key(a *action.Action) (digest.Digest, error) {
 // KeyShard is Key, and also returns the bytes of a's index shard that this
 // call read to compute the key: nil when the key was already known (or
 // could not be made). Building a's remote action from them
-// (ExecOptions.Shard, WithShard) saves reading the shard again, and sends
+// (ExecOptions.Shard, executor.Job.Shard) saves reading the shard again, and sends
 // the worker the very bytes the key was made from.
 func (k *Keyer) KeyShard(a *action.Action) (digest.Digest, []byte, error) {
 	k.mu.Lock()

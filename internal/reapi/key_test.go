@@ -253,8 +253,7 @@ func TestKeyOncePerAction(t *testing.T) {
 }
 
 // TestKeyShard: the first key of an action hands back the shard it was
-// made from, byte for byte; a memoised one hands back none. The context
-// carries it to that action only.
+// made from, byte for byte; a memoised one hands back none.
 func TestKeyShard(t *testing.T) {
 	p := program(t, testprog.Options{Modules: 3, Seed: 5})
 	a := capture(t, p, "prog")[0]
@@ -272,16 +271,6 @@ func TestKeyShard(t *testing.T) {
 	}
 	if d2, again, err := k.KeyShard(a); err != nil || d2 != d || again != nil {
 		t.Errorf("memoised KeyShard: %v, %d bytes, %v; want %v, none", d2, len(again), err, d)
-	}
-	ctx := WithShard(context.Background(), a, shard)
-	if got := ShardFrom(ctx, a); !bytes.Equal(got, want) {
-		t.Errorf("ShardFrom gave %d bytes, want %d", len(got), len(want))
-	}
-	if got := ShardFrom(ctx, clone(a)); got != nil {
-		t.Errorf("ShardFrom gave another action's shard")
-	}
-	if WithShard(ctx, a, nil) != ctx {
-		t.Errorf("WithShard of no shard changed the context")
 	}
 }
 

@@ -60,7 +60,8 @@ func TestSchedulingFollowsHistory(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var got []string
-		ex := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		ex := executor.Func(func(_ context.Context, j executor.Job) (*executor.Result, error) {
+			a, out := j.Action, j.Out
 			mu.Lock()
 			got = append(got, a.ID)
 			mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapi"
 )
 
@@ -28,11 +29,12 @@ type preparation struct {
 // fewer between the lookup and the Execute. A lookup that hits has cost a
 // FindMissingBlobs, and the upload of modules the service lacked, which a
 // miss would have sent too.
-func (e *Executor) Ahead(ctx context.Context, a *action.Action) (drop func()) {
+func (e *Executor) Ahead(ctx context.Context, j executor.Job) (drop func()) {
+	a := j.Action
 	if e.off.Load() != nil {
 		return func() {}
 	}
-	ex, err := reapi.BuildExecutable(a, e.execOptions(ctx, a, false))
+	ex, err := reapi.BuildExecutable(a, e.execOptions(j.Shard, false))
 	if err != nil {
 		return func() {} // Execute builds it again and says why
 	}
@@ -69,12 +71,12 @@ func (p *preparation) release() {
 	}
 }
 
-// execOptions are the options a's remote action is built with, under ctx
-// (which may carry a's shard, reapi.WithShard); hedge makes it a second
-// execution (do_not_cache).
-func (e *Executor) execOptions(ctx context.Context, a *action.Action, hedge bool) reapi.ExecOptions {
+// execOptions are the options an action's remote action is built with,
+// from its shard's bytes if a cache read them (executor.Job.Shard; nil:
+// read the file); hedge makes it a second execution (do_not_cache).
+func (e *Executor) execOptions(shard []byte, hedge bool) reapi.ExecOptions {
 	return reapi.ExecOptions{
 		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout, DoNotCache: hedge,
-		Shard: reapi.ShardFrom(ctx, a),
+		Shard: shard,
 	}
 }

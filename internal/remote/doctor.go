@@ -9,6 +9,7 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
 	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapi"
 )
 
@@ -42,7 +43,7 @@ func (e *Executor) RunCommand(ctx context.Context, argv []string) (*CommandResul
 	if err := e.c.CAS.Ensure(ctx, blobs, nil); err != nil {
 		return nil, fmt.Errorf("uploading the action: %w", err)
 	}
-	resp, _, err := e.run(ctx, ex)
+	resp, _, err := e.run(ctx, ex, executor.Stages(nil))
 	if err != nil {
 		return nil, err
 	}

@@ -132,8 +132,8 @@ func NewExecutor(c *Client, o ExecOptions) *Executor {
 }
 
 // Execute implements executor.Executor.
-func (e *Executor) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
-	return e.execute(ctx, a, out, false)
+func (e *Executor) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
+	return e.execute(ctx, j, false)
 }
 
 // Hedging returns an executor that runs each action as a second execution
@@ -146,11 +146,12 @@ func (e *Executor) Hedging() executor.Executor { return hedging{e} }
 
 type hedging struct{ e *Executor }
 
-func (h hedging) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
-	return h.e.execute(ctx, a, out, true)
+func (h hedging) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
+	return h.e.execute(ctx, j, true)
 }
 
-func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, hedge bool) (*executor.Result, error) {
+func (e *Executor) execute(ctx context.Context, j executor.Job, hedge bool) (*executor.Result, error) {
+	a, out := j.Action, j.Out
 	start := time.Now()
 	if p := e.off.Load(); p != nil {
 		return nil, p
@@ -165,7 +166,7 @@ func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, 
 		ex = prep.ex
 	} else {
 		var err error
-		if ex, err = reapi.BuildExecutable(a, e.execOptions(ctx, a, hedge)); err != nil {
+		if ex, err = reapi.BuildExecutable(a, e.execOptions(j.Shard, hedge)); err != nil {
 			return nil, fmt.Errorf("preparing the remote action: %w", err)
 		}
 	}
@@ -185,9 +186,9 @@ func (e *Executor) execute(ctx context.Context, a *action.Action, out []string, 
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
 	uploaded := time.Now()
-	executor.Begun(ctx)
-	executor.Queued(ctx)
-	resp, executing, err := e.run(ctx, ex)
+	j.Begin()
+	j.Stage.Queued()
+	resp, executing, err := e.run(ctx, ex, j.Stage)
 	if err != nil {
 		return nil, err
 	}
@@ -231,8 +232,8 @@ func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Execu
 
 // run executes ex, following the operation stream, resuming it with
 // WaitExecution when it drops, and retrying transient failures a bounded
-// number of times.
-func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.ExecuteResponse, executing time.Time, err error) {
+// number of times. marks hears when a worker takes it.
+func (e *Executor) run(ctx context.Context, ex *reapi.Executable, marks executor.StageMarks) (resp *repb.ExecuteResponse, executing time.Time, err error) {
 	var opName string
 	var lastErr error
 	// The operation's stage and since when, across streams: the bounds on
@@ -277,7 +278,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable) (resp *repb.Ex
 				stage, since = st, time.Now()
 				if st == repb.ExecutionStage_EXECUTING {
 					executing = since
-					executor.Executing(ctx)
+					marks.Executing()
 				}
 				if timer != nil {
 					timer.Stop()

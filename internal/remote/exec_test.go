@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
@@ -145,7 +144,7 @@ func TestExecPriority(t *testing.T) {
 	as, outs := shellActions(t, 3, -1)
 	for i, a := range as {
 		a.Rank = 10 * (i + 1)
-		if _, err := ex.Execute(t.Context(), a, outs[i]); err != nil {
+		if _, err := ex.Execute(t.Context(), executor.Job{Action: a, Out: outs[i]}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +169,7 @@ func TestExecReadsStreamToItsEnd(t *testing.T) {
 		as, outs := shellActions(t, 4, -1)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		for i, a := range as {
-			if res, err := ex.Execute(ctx, a, outs[i]); err != nil || res.Failed() {
+			if res, err := ex.Execute(ctx, executor.Job{Action: a, Out: outs[i]}); err != nil || res.Failed() {
 				t.Fatalf("linger %v: %v %+v", c.linger, err, res)
 			}
 		}
@@ -190,13 +189,13 @@ func TestAhead(t *testing.T) {
 	ex := remote.NewExecutor(c, remote.ExecOptions{NoLookup: true})
 	as, outs := shellActions(t, 2, -1)
 
-	drop := ex.Ahead(t.Context(), as[0])
+	drop := ex.Ahead(t.Context(), executor.Job{Action: as[0]})
 	deadline := time.Now().Add(10 * time.Second)
 	for srv.Stats().BlobsUploaded == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	// The upload itself finishes in the background: Execute waits for it.
-	res, err := ex.Execute(t.Context(), as[0], outs[0])
+	res, err := ex.Execute(t.Context(), executor.Job{Action: as[0], Out: outs[0]})
 	drop()
 	if err != nil || res.Failed() {
 		t.Fatalf("%v %+v", err, res)
@@ -209,8 +208,8 @@ func TestAhead(t *testing.T) {
 		t.Errorf("output %q", got)
 	}
 
-	ex.Ahead(t.Context(), as[1])()
-	if res, err := ex.Execute(t.Context(), as[1], outs[1]); err != nil || res.Failed() {
+	ex.Ahead(t.Context(), executor.Job{Action: as[1]})()
+	if res, err := ex.Execute(t.Context(), executor.Job{Action: as[1], Out: outs[1]}); err != nil || res.Failed() {
 		t.Fatalf("after a dropped preparation: %v %+v", err, res)
 	}
 	if es := ex.Stats(); es.Ahead != 2 || es.AheadUnused != 1 || es.Executed != 2 {
@@ -219,33 +218,33 @@ func TestAhead(t *testing.T) {
 }
 
 // TestExecReportsExecuting: the executor tells the race of its action when
-// it sends the action for execution (executor.Queued) and when the server
-// reports a worker has taken it (executor.Executing), which the race's
-// spare sees in the context of its Wait.
+// it sends the action for execution (executor.Stage.Queued) and when the
+// server reports a worker has taken it (executor.Stage.Executing), which
+// the race's spare sees in the Job of its Wait.
 func TestExecReportsExecuting(t *testing.T) {
 	_, addr := fake(t, reapitest.Options{})
 	ex := remote.NewExecutor(dial(t, addr, remote.Options{}), remote.ExecOptions{})
 	as, outs := shellActions(t, 1, -1)
-	spare := &waitingSpare{ctx: make(chan context.Context, 1)}
-	res, err := executor.Race(ex, executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	spare := &waitingSpare{stage: make(chan *executor.Stage, 1)}
+	res, err := executor.Race(ex, executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
-	}), spare).Execute(t.Context(), as[0], outs[0])
+	}), spare).Execute(t.Context(), executor.Job{Action: as[0], Out: outs[0]})
 	if err != nil || res.Failed() || res.Where != executor.Remote {
 		t.Fatalf("%v %+v", err, res)
 	}
-	queued, executing := executor.RemoteProgress(<-spare.ctx)
+	queued, executing := (<-spare.stage).Progress()
 	if queued.IsZero() || executing.IsZero() || executing.Before(queued) {
 		t.Fatalf("the race's spare saw the action sent at %v and taken by a worker at %v, want both, in that order", queued, executing)
 	}
 }
 
-// waitingSpare passes on the context of the Wait it is asked, and grants
-// nothing.
-type waitingSpare struct{ ctx chan context.Context }
+// waitingSpare passes on the Stage of the Job it is asked to Wait for,
+// and grants nothing.
+type waitingSpare struct{ stage chan *executor.Stage }
 
-func (s *waitingSpare) Wait(ctx context.Context, _ *action.Action) (func(), error) {
-	s.ctx <- ctx
+func (s *waitingSpare) Wait(ctx context.Context, j executor.Job) (func(), error) {
+	s.stage <- j.Stage
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

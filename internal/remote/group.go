@@ -115,9 +115,7 @@ type group struct {
 
 // member is one action of a group.
 type member struct {
-	a   *action.Action
-	out []string
-	ctx context.Context // its caller's: its race's stage (executor.Executing)
+	j executor.Job // its caller's: the action, its outputs, shard, stage and begun
 	// done is closed with res/err set, or with alone set: run the action
 	// alone.
 	done  chan struct{}
@@ -131,17 +129,17 @@ type member struct {
 }
 
 // Execute implements executor.Executor.
-func (g *Grouper) Execute(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
-	if !g.groupable(a) {
-		return g.single(ctx, a, out)
+func (g *Grouper) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
+	if !g.groupable(j.Action) {
+		return g.single(ctx, j)
 	}
-	m := &member{a: a, out: out, ctx: ctx, done: make(chan struct{})}
+	m := &member{j: j, done: make(chan struct{})}
 	grp, alone := g.join(ctx, m)
 	if alone {
 		// A free slot, taken: nothing waits, nothing to save by waiting.
 		defer g.slots.release()
 		g.singles.Add(1)
-		return g.e.Execute(ctx, a, out)
+		return g.e.Execute(ctx, j)
 	}
 	select {
 	case <-m.done:
@@ -153,7 +151,7 @@ func (g *Grouper) Execute(ctx context.Context, a *action.Action, out []string) (
 		return nil, ctx.Err()
 	}
 	if m.alone {
-		return g.single(ctx, a, out)
+		return g.single(ctx, j)
 	}
 	return m.res, m.err
 }
@@ -169,13 +167,13 @@ func (g *Grouper) groupable(a *action.Action) bool {
 }
 
 // single runs a alone in an execution slot.
-func (g *Grouper) single(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+func (g *Grouper) single(ctx context.Context, j executor.Job) (*executor.Result, error) {
 	if err := g.slots.acquire(ctx, alonePriority); err != nil {
 		return nil, err
 	}
 	defer g.slots.release()
 	g.singles.Add(1)
-	return g.e.Execute(ctx, a, out)
+	return g.e.Execute(ctx, j)
 }
 
 // join takes a free execution slot for m (alone: the caller runs it and
@@ -262,7 +260,7 @@ func (g *Grouper) run(ctx context.Context, members []*member) {
 	var exes []*reapi.Executable
 	var ms []*member
 	for _, m := range members {
-		ex, err := reapi.BuildExecutable(m.a, e.execOptions(ctx, m.a, false))
+		ex, err := reapi.BuildExecutable(m.j.Action, e.execOptions(m.j.Shard, false))
 		if err != nil {
 			m.err = fmt.Errorf("preparing the remote action: %w", err)
 			close(m.done)
@@ -281,13 +279,6 @@ func (g *Grouper) run(ctx context.Context, members []*member) {
 	}
 	g.groups.Add(1)
 	g.grouped.Add(int64(len(ms)))
-	// The group's queueing and execution are each member's: their races
-	// hear of them, as of an execution of their own.
-	var of []context.Context
-	for _, m := range ms {
-		of = append(of, m.ctx)
-	}
-	ctx = executor.WithRemoteStagesOf(ctx, of...)
 	start := time.Now()
 	resp, err := g.execute(ctx, grp, ms)
 	if err != nil {
@@ -304,7 +295,7 @@ func (g *Grouper) rerun(ms []*member) {
 }
 
 // execute uploads the group's inputs and runs it; once the inputs are up,
-// each member has begun (executor.Begun: its scheduler's head start and
+// each member has begun (executor.Job.Begun: its scheduler's head start and
 // preparation window let others go) and is queued, as an action sent
 // alone is.
 func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (*repb.ExecuteResponse, error) {
@@ -315,11 +306,15 @@ func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (
 	if err := e.c.CAS.Ensure(ctx, grp.Blobs, grp.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
+	// The group's queueing and execution are each member's: their races
+	// hear of them, as of an execution of their own.
+	var stages executor.Stages
 	for _, m := range ms {
-		executor.Begun(m.ctx)
+		m.j.Begin()
+		stages = append(stages, m.j.Stage)
 	}
-	executor.Queued(ctx)
-	resp, _, err := e.run(ctx, grp.Executable)
+	stages.Queued()
+	resp, _, err := e.run(ctx, grp.Executable, stages)
 	return resp, err
 }
 
@@ -358,7 +353,7 @@ func (g *Grouper) collect(ctx context.Context, grp *reapi.Group, ms []*member, r
 		}
 		m.mu.Lock()
 		if !m.gone {
-			m.res, m.err = g.e.collect(ctx, m.a, grp.Members[i], &repb.ExecuteResponse{Result: ar, CachedResult: resp.CachedResult}, m.out)
+			m.res, m.err = g.e.collect(ctx, m.j.Action, grp.Members[i], &repb.ExecuteResponse{Result: ar, CachedResult: resp.CachedResult}, m.j.Out)
 			if m.err != nil {
 				m.err = fmt.Errorf("remote result rejected: %w", m.err)
 			} else {

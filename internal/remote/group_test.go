@@ -79,7 +79,7 @@ func runAllThen(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper, ex e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i], errs[i] = ex.Execute(t.Context(), as[i], outs[i])
+			res[i], errs[i] = ex.Execute(t.Context(), executor.Job{Action: as[i], Out: outs[i]})
 		}()
 	}
 	release(int64(len(as)))
@@ -99,7 +99,7 @@ func backlog(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper) func(n 
 	singles := g.Stats().Singles
 	go func() {
 		defer close(done)
-		g.Execute(ctx, as[0], outs[0])
+		g.Execute(ctx, executor.Job{Action: as[0], Out: outs[0]})
 	}()
 	waitFor := func(what string, ok func() bool) {
 		for start := time.Now(); !ok(); time.Sleep(5 * time.Millisecond) {
@@ -233,7 +233,7 @@ func TestGroupSimulationReplay(t *testing.T) {
 	rec, recAddr := fake(t, reapitest.Options{Simulation: &reapitest.Simulation{Record: true, Workers: 2}})
 	single := remote.NewExecutor(dial(t, recAddr, remote.Options{}), remote.ExecOptions{})
 	for i, a := range as {
-		if res, err := single.Execute(t.Context(), a, outs[i]); err != nil || res.Failed() {
+		if res, err := single.Execute(t.Context(), executor.Job{Action: a, Out: outs[i]}); err != nil || res.Failed() {
 			t.Fatalf("recording %s: %v %+v", a.ID, err, res)
 		}
 	}
@@ -269,8 +269,8 @@ func TestGroupSimulationReplay(t *testing.T) {
 
 // TestGroupReportsExecuting: each member of a group hears, through its
 // own race, that the group was sent for execution and that a worker took
-// it (executor.Queued, executor.Executing), and tells its scheduler it has
-// begun (executor.Begun), as an action sent alone does
+// it (executor.Stage.Queued, Executing), and tells its scheduler it has
+// begun (executor.Job.Begun), as an action sent alone does
 // (TestExecReportsExecuting); before, only the member whose context the
 // group's was made from did, and the others looked queued to the Hybrid,
 // and held their place in the preparation window, for as long as they ran.
@@ -280,18 +280,19 @@ func TestGroupReportsExecuting(t *testing.T) {
 	as, outs := shellActions(t, 4, -1)
 	spares := make([]*waitingSpare, len(as))
 	for i := range spares {
-		spares[i] = &waitingSpare{ctx: make(chan context.Context, 1)}
+		spares[i] = &waitingSpare{stage: make(chan *executor.Stage, 1)}
 	}
-	local := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	local := executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
 	var begun [4]atomic.Bool
-	raced := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	raced := executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
+		a := j.Action
 		for i := range as {
 			if as[i] == a {
-				ctx = executor.WithBegun(ctx, func() { begun[i].Store(true) })
-				return executor.Race(g, local, spares[i]).Execute(ctx, a, out)
+				j.Begun = func() { begun[i].Store(true) }
+				return executor.Race(g, local, spares[i]).Execute(ctx, j)
 			}
 		}
 		return nil, fmt.Errorf("unknown action %s", a.ID)
@@ -304,7 +305,7 @@ func TestGroupReportsExecuting(t *testing.T) {
 		if !begun[i].Load() {
 			t.Errorf("%s: never told its scheduler it had begun", as[i].ID)
 		}
-		queued, executing := executor.RemoteProgress(<-spares[i].ctx)
+		queued, executing := (<-spares[i].stage).Progress()
 		if queued.IsZero() || executing.IsZero() || executing.Before(queued) {
 			t.Errorf("%s: its race saw it sent at %v and taken by a worker at %v, want both, in that order", as[i].ID, queued, executing)
 		}

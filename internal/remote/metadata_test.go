@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
@@ -27,7 +28,7 @@ func TestRequestMetadata(t *testing.T) {
 	ex := remote.NewExecutor(c, remote.ExecOptions{})
 	as, outs := shellActions(t, 2, -1)
 	for i, a := range as {
-		if res, err := ex.Execute(t.Context(), a, outs[i]); err != nil || res.Failed() {
+		if res, err := ex.Execute(t.Context(), executor.Job{Action: a, Out: outs[i]}); err != nil || res.Failed() {
 			t.Fatalf("%v %+v", err, res)
 		}
 	}

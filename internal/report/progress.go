@@ -21,7 +21,7 @@ import (
 // terminal's width leaves room for. An action is running once it holds a
 // local process slot or is in flight with a remote service; one waiting
 // for a slot (a --jobs slot, a token of make's jobserver: the local
-// executor tells Progress through executor.WithSlotObserver), or not yet
+// executor tells Progress through executor.Job.Slots), or not yet
 // taken up, is queued. The estimate is the expected time of the work left
 // (action.Expected, from earlier runs) over the slots seen running at
 // once at a tick, shown when every action left has one.

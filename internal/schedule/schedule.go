@@ -38,7 +38,7 @@ type Options struct {
 	// Observer, if set, hears every start and finish.
 	Observer Observer
 	// Preparing, if above 0, bounds the actions preparing at once: started
-	// and not yet begun (executor.Begun) or ended, i.e. computing keys,
+	// and not yet begun (executor.Job.Begun) or ended, i.e. computing keys,
 	// looking up caches, uploading inputs. They are let in in order. With
 	// hundreds preparing together on this machine's few cores, each
 	// finishes its preparation only as late as the last: a remote cluster
@@ -55,6 +55,9 @@ type Options struct {
 	// failure): an executor with spare capacity may then spend it on the
 	// actions in flight (races).
 	Planner executor.Planner
+	// Slots, if set, hears when an action waits for a local process slot
+	// (executor.Job.Slots).
+	Slots executor.SlotObserver
 }
 
 // Run executes every action and returns once all have finished or, after a
@@ -130,7 +133,7 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 				}
 				began := beganFunc(gate, i, preparing)
 				obs.Started(a, slot)
-				res, done, err := runSafe(executor.WithBegun(ctx, began), a, ex, st)
+				res, done, err := runSafe(ctx, executor.Job{Action: a, Begun: began, Slots: opts.Slots}, ex, st)
 				began()
 				if opts.Planner != nil {
 					opts.Planner.Ended(a)
@@ -181,8 +184,10 @@ func beganFunc(gate *headStart, i int, preparing chan struct{}) func() {
 	}
 }
 
-// runOne executes a into staged outputs and renames them into place.
-func runOne(ctx context.Context, a *action.Action, ex executor.Executor, st *staging) (*executor.Result, []string, error) {
+// runOne executes j's action into staged outputs (j.Out) and renames them
+// into place.
+func runOne(ctx context.Context, j executor.Job, ex executor.Executor, st *staging) (*executor.Result, []string, error) {
+	a := j.Action
 	out := make([]string, len(a.Outputs))
 	for i, o := range a.Outputs {
 		p, err := st.path(a.Abs(o.Path))
@@ -197,7 +202,8 @@ func runOne(ctx context.Context, a *action.Action, ex executor.Executor, st *sta
 			os.Remove(p) // whatever was not renamed into place
 		}
 	}()
-	res, err := ex.Execute(ctx, a, out)
+	j.Out = out
+	res, err := ex.Execute(ctx, j)
 	if err != nil {
 		var be *executor.BackendError
 		if !errors.As(err, &be) && ctx.Err() == nil {

@@ -49,7 +49,8 @@ func (r *recorder) Finished(*action.Action, int, *executor.Result, error) {}
 func TestRunLargestFirstAndRenamesIntoPlace(t *testing.T) {
 	dir := t.TempDir()
 	as := actions(t, dir, 5)
-	write := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	write := executor.Func(func(_ context.Context, j executor.Job) (*executor.Result, error) {
+		a, out := j.Action, j.Out
 		if filepath.Dir(out[0]) == dir {
 			t.Errorf("%s: staged output %s is not in a staging directory", a.ID, out[0])
 		}
@@ -78,7 +79,8 @@ func TestRunStopsAtFirstFailureAndRemovesOutputs(t *testing.T) {
 	dir := t.TempDir()
 	as := actions(t, dir, 6)
 	var ran atomic.Int32
-	ex := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	ex := executor.Func(func(_ context.Context, j executor.Job) (*executor.Result, error) {
+		a, out := j.Action, j.Out
 		ran.Add(1)
 		if a.ID == "m4.o" {
 			return nil, &executor.BackendError{Action: a, Result: &executor.Result{Exit: proc.Exit{ExitCode: 1}}, Reason: "exit status 1"}
@@ -104,7 +106,7 @@ func TestPreflightNamesMissingInputs(t *testing.T) {
 	dir := t.TempDir()
 	as := actions(t, dir, 2)
 	as[1].Inputs = append(as[1].Inputs, action.Input{Path: "gone.o", Role: action.RoleImport})
-	ex := executor.Func(func(context.Context, *action.Action, []string) (*executor.Result, error) {
+	ex := executor.Func(func(context.Context, executor.Job) (*executor.Result, error) {
 		t.Error("an action ran despite a missing input")
 		return &executor.Result{}, nil
 	})
@@ -142,7 +144,8 @@ func TestPlanner(t *testing.T) {
 	p := &planner{}
 	var seen []string
 	var mu sync.Mutex
-	ex := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	ex := executor.Func(func(_ context.Context, j executor.Job) (*executor.Result, error) {
+		a, out := j.Action, j.Out
 		mu.Lock()
 		seen = append(seen, fmt.Sprintf("%s@%d/%d", a.ID, len(p.order), p.drained.Load()))
 		mu.Unlock()
@@ -168,7 +171,7 @@ func TestPlanner(t *testing.T) {
 }
 
 // TestHeadStart: the others wait until the head-start actions have begun
-// their real work (executor.Begun), not until they end; a head-start action
+// their real work (executor.Job.Begun), not until they end; a head-start action
 // that ends without saying so (a cache hit) releases them too.
 func TestHeadStart(t *testing.T) {
 	for _, begins := range []bool{true, false} {
@@ -177,13 +180,14 @@ func TestHeadStart(t *testing.T) {
 		release := make(chan struct{})
 		var early atomic.Int64 // others started before the head had begun
 		var headBegun atomic.Bool
-		ex := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+		ex := executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
+			a, out := j.Action, j.Out
 			if a.ID == "m3.o" {
 				// Recorded before Begun: once Begun returns the others
 				// may start at any moment, before a later Store.
 				headBegun.Store(true)
 				if begins {
-					executor.Begun(ctx)
+					j.Begin()
 					<-release // still running while the others go
 				}
 			} else {
@@ -219,7 +223,8 @@ func TestHeadStartTiers(t *testing.T) {
 	begun := map[string]bool{}
 	var events []string
 	hold := make(chan struct{})
-	ex := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	ex := executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
+		a, out := j.Action, j.Out
 		mu.Lock()
 		// What had begun when a started: the tiers before it, all of them.
 		var before []string
@@ -234,7 +239,7 @@ func TestHeadStartTiers(t *testing.T) {
 		mu.Lock()
 		begun[a.ID] = true
 		mu.Unlock()
-		executor.Begun(ctx)
+		j.Begin()
 		if a.ID == "m4.o" || a.ID == "m3.o" {
 			<-hold // the head runs on while the others start
 		}
@@ -289,7 +294,8 @@ func TestPreparing(t *testing.T) {
 		}
 	}
 	release := make(chan struct{})
-	ex := executor.Func(func(ctx context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	ex := executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
+		a, out := j.Action, j.Out
 		peak(&most, preparing.Add(1))
 		time.Sleep(5 * time.Millisecond) // preparing
 		preparing.Add(-1)
@@ -297,7 +303,7 @@ func TestPreparing(t *testing.T) {
 			// Cache hits: they end without beginning.
 			return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
 		}
-		executor.Begun(ctx)
+		j.Begin()
 		peak(&mostRunning, running.Add(1))
 		defer running.Add(-1)
 		select {

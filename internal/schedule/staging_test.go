@@ -9,7 +9,6 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 )
 
@@ -62,7 +61,8 @@ func TestStaleStagingRemoved(t *testing.T) {
 		}
 	}
 	as := actions(t, dir, 1)
-	write := executor.Func(func(_ context.Context, a *action.Action, out []string) (*executor.Result, error) {
+	write := executor.Func(func(_ context.Context, j executor.Job) (*executor.Result, error) {
+		a, out := j.Action, j.Out
 		return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
 	})
 	if err := Run(context.Background(), as, write, Options{Parallel: 1}); err != nil {
