@@ -138,6 +138,16 @@ func (e *Executor) Execute(ctx context.Context, j executor.Job) (*executor.Resul
 	return res, nil
 }
 
+// String names the decorator by its store (LocalCache or RemoteCache) and
+// the executor it serves misses with.
+func (e *Executor) String() string {
+	name := "LocalCache"
+	if e.opts.Where == executor.RemoteCache {
+		name = "RemoteCache"
+	}
+	return name + "(" + executor.Name(e.next) + ")"
+}
+
 // lookup fetches the result for key into out. Any problem with the entry
 // (a missing or corrupt blob, a record that does not match the action) is
 // returned as an error and the action runs.

@@ -129,6 +129,8 @@ func (f *Fallback) Execute(ctx context.Context, j Job) (*Result, error) {
 	return f.secondary.Execute(ctx, j)
 }
 
+func (f *Fallback) String() string { return wraps("Fallback", f.primary, f.secondary) }
+
 // summary is the first line of a failure and its hint lines ("  (...)",
 // such as "check --remote-platform"): other details, such as a
 // compiler's output, are left out (" ...").

@@ -12,21 +12,21 @@ type HedgeStats struct {
 	Won    int64 // ... whose second execution's result was used
 }
 
-// Hedged is the executor Hedge returns.
-type Hedged struct {
+// Hedge is the executor NewHedge returns.
+type Hedge struct {
 	r    *race
 	pick func(*action.Action) bool
 }
 
-// Hedge runs each action that pick chooses on primary and second at once
+// NewHedge runs each action that pick chooses on primary and second at once
 // (a hedged request), and the others on primary alone: for the few long
 // actions that bound a link's length, a second worker of a cluster costs
 // little, while one slow or failing worker would otherwise hold the
 // whole link. The first verified result wins and the other execution is
 // cancelled, as in a Race; second writes to private names until it wins.
 // Both should be Verified.
-func Hedge(primary, second Executor, pick func(*action.Action) bool) *Hedged {
-	return &Hedged{r: &race{primary: primary, secondary: second, spare: pickSpare(pick), suffix: ".hedge", hedge: true}, pick: pick}
+func NewHedge(primary, second Executor, pick func(*action.Action) bool) *Hedge {
+	return &Hedge{r: &race{primary: primary, secondary: second, spare: pickSpare(pick), suffix: ".hedge", hedge: true}, pick: pick}
 }
 
 // Execute implements Executor. An action pick does not choose runs on
@@ -34,7 +34,7 @@ func Hedge(primary, second Executor, pick func(*action.Action) bool) *Hedged {
 // would start a goroutine for the primary and another waiting for a grant
 // that never comes, and wake both at its end, for every action of a link
 // (most are not hedged).
-func (h *Hedged) Execute(ctx context.Context, j Job) (*Result, error) {
+func (h *Hedge) Execute(ctx context.Context, j Job) (*Result, error) {
 	if !h.pick(j.Action) {
 		res, err := h.r.primary.Execute(ctx, j)
 		if err != nil {
@@ -46,9 +46,11 @@ func (h *Hedged) Execute(ctx context.Context, j Job) (*Result, error) {
 }
 
 // Stats returns the counts of the run so far.
-func (h *Hedged) Stats() HedgeStats {
+func (h *Hedge) Stats() HedgeStats {
 	return HedgeStats{Hedged: h.r.seconds.Load(), Won: h.r.secondWon.Load()}
 }
+
+func (h *Hedge) String() string { return wraps("Hedge", h.r.primary, h.r.secondary) }
 
 // pickSpare grants a second try at once to the actions it picks, and
 // never to others.

@@ -16,7 +16,7 @@ import (
 func TestHedgeSecondWins(t *testing.T) {
 	first, second := newSide(Remote, "first"), newSide(Remote, "second")
 	first.hold = make(chan struct{}) // a slow worker: never done
-	h := Hedge(first, second, func(a *action.Action) bool { return a == raceAction })
+	h := NewHedge(first, second, func(a *action.Action) bool { return a == raceAction })
 	out := raceOut(t)
 	res, err := h.Execute(boundedCtx(t), Job{Action: raceAction, Out: out})
 	if err != nil {
@@ -40,7 +40,7 @@ func TestHedgeFirstWins(t *testing.T) {
 	first, second := newSide(Remote, "first"), newSide(Remote, "second")
 	second.hold = make(chan struct{})
 	first.hold = make(chan struct{})
-	h := Hedge(first, second, func(*action.Action) bool { return true })
+	h := NewHedge(first, second, func(*action.Action) bool { return true })
 	out := raceOut(t)
 	go func() {
 		<-second.started // both run before the first ends
@@ -66,7 +66,7 @@ func TestHedgeFirstWins(t *testing.T) {
 // first executor.
 func TestHedgeOnlyPicked(t *testing.T) {
 	first, second := newSide(Remote, "first"), newSide(Remote, "second")
-	h := Hedge(first, second, func(*action.Action) bool { return false })
+	h := NewHedge(first, second, func(*action.Action) bool { return false })
 	out := raceOut(t)
 	res, err := h.Execute(boundedCtx(t), Job{Action: raceAction, Out: out})
 	if err != nil {
@@ -89,7 +89,7 @@ func TestHedgeOnlyPicked(t *testing.T) {
 	// context: no race (and none of a race's goroutines) around it.
 	ctx := boundedCtx(t)
 	var same bool
-	plain := Hedge(Func(func(got context.Context, j Job) (*Result, error) {
+	plain := NewHedge(Func(func(got context.Context, j Job) (*Result, error) {
 		same = got == ctx
 		return &Result{Where: Remote}, nil
 	}), second, func(*action.Action) bool { return false })
@@ -97,7 +97,7 @@ func TestHedgeOnlyPicked(t *testing.T) {
 		t.Errorf("an action not picked: %v, called with the caller's context %v; want a plain call", err, same)
 	}
 	// What a failed primary left is removed, as a race removes it.
-	failing := Hedge(Func(func(_ context.Context, j Job) (*Result, error) {
+	failing := NewHedge(Func(func(_ context.Context, j Job) (*Result, error) {
 		out := j.Out
 		if err := os.WriteFile(out[0], []byte("half"), 0o644); err != nil {
 			return nil, err
@@ -125,7 +125,7 @@ func TestHedgeInsideRace(t *testing.T) {
 		<-second.started
 		close(local.hold) // all three run at once before one ends
 	}()
-	ex := Race(Hedge(first, second, func(*action.Action) bool { return true }), local, grantedSpare())
+	ex := Race(NewHedge(first, second, func(*action.Action) bool { return true }), local, grantedSpare())
 	out := raceOut(t)
 	res, err := ex.Execute(boundedCtx(t), Job{Action: raceAction, Out: out})
 	if err != nil {

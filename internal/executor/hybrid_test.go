@@ -47,7 +47,7 @@ func (m byID) Execute(ctx context.Context, j Job) (*Result, error) {
 // remote ones; a further action waits for a free slot on either side.
 func TestHybridFillsBothSides(t *testing.T) {
 	remote, local := newHeld(Remote), newHeld(Local)
-	h := NewHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 2, LocalSlots: 1})
+	h := newHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 2, LocalSlots: 1})
 	var wg sync.WaitGroup
 	run := func(id string) {
 		wg.Add(1)
@@ -95,7 +95,7 @@ func TestHybridRacesOnceDrained(t *testing.T) {
 	local := newSide(Local, "local")
 	// The local slot is busy with an action of its own, "first".
 	busy := newHeld(Local)
-	h := NewHybrid(func(spare Spare) Executor { return Race(remote, local, spare) },
+	h := newHybrid(func(spare Spare) Executor { return Race(remote, local, spare) },
 		byID{"first": busy}, HybridOptions{RemoteSlots: 4, LocalSlots: 1})
 	done := make(chan error, 1)
 	go func() {
@@ -122,7 +122,7 @@ func TestHybridRacesOnceDrained(t *testing.T) {
 		t.Fatal("a race started before the caller had started everything")
 	default:
 	}
-	h.Drained()
+	h.d.Drained()
 	r := <-res
 	if r == nil || r.Where != Local || !r.Raced {
 		t.Fatalf("result %+v, want the local side of a race", r)
@@ -140,9 +140,9 @@ func TestHybridRacesOnceDrained(t *testing.T) {
 // planned order (largest first), not in the order they arrived.
 func TestHybridStartsInPlanOrder(t *testing.T) {
 	remote := newHeld(Remote)
-	h := NewHybrid(func(Spare) Executor { return remote }, nil, HybridOptions{RemoteSlots: 1})
+	h := newHybrid(func(Spare) Executor { return remote }, nil, HybridOptions{RemoteSlots: 1})
 	big, mid, small, first := &action.Action{ID: "big"}, &action.Action{ID: "mid"}, &action.Action{ID: "small"}, &action.Action{ID: "first"}
-	h.Plan([]*action.Action{first, big, mid, small})
+	h.d.Plan([]*action.Action{first, big, mid, small})
 	var wg sync.WaitGroup
 	run := func(a *action.Action) {
 		wg.Add(1)
@@ -176,11 +176,11 @@ func TestHybridStartsInPlanOrder(t *testing.T) {
 // waitQueued waits until a waits in h's queue.
 func waitQueued(t *testing.T, h *Hybrid, a *action.Action) {
 	t.Helper()
-	rank := h.rank[a]
+	rank := h.d.plan.rank[a]
 	for {
-		h.mu.Lock()
-		found := slices.ContainsFunc(h.queue, func(w *hybridWaiter) bool { return w.rank == rank })
-		h.mu.Unlock()
+		h.d.mu.Lock()
+		found := slices.ContainsFunc(h.d.queue, func(w *hybridWaiter) bool { return w.rank == rank })
+		h.d.mu.Unlock()
 		if found {
 			return
 		}
@@ -207,13 +207,13 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 	}
 	big := &action.Action{ID: "big", Weight: 100}
 	localWork := newHeld(Local) // what the local slot takes from the queue
-	h := NewHybrid(func(spare Spare) Executor { return Race(remote, local, spare) }, localWork,
+	h := newHybrid(func(spare Spare) Executor { return Race(remote, local, spare) }, localWork,
 		HybridOptions{RemoteSlots: 2, LocalSlots: 1, Races: true})
-	if tiers := h.Plan(append([]*action.Action{big}, waiting...)); fmt.Sprint(tiers) != "[1]" {
+	if tiers := h.d.Plan(append([]*action.Action{big}, waiting...)); fmt.Sprint(tiers) != "[1]" {
 		t.Errorf("head start tiers %v, want [1] (big)", tiers)
 	}
-	if !h.critical[big] || len(h.critical) != 1 {
-		t.Fatalf("critical %v, want big alone", h.critical)
+	if !h.d.plan.critical[big] || len(h.d.plan.critical) != 1 {
+		t.Fatalf("critical %v, want big alone", h.d.plan.critical)
 	}
 	out := raceOut(t)
 	res := make(chan *Result, 1)
@@ -313,28 +313,26 @@ func TestCritical(t *testing.T) {
 	}
 }
 
-// TestHybridHedgesWithinBudget: the critical actions are hedged only
-// while their second executions add at most HedgeBudget to the link's
-// work: on a long link the largest action is, on a short one it is not.
-func TestHybridHedgesWithinBudget(t *testing.T) {
-	plan := func(small int) (*Hybrid, *action.Action) {
+// TestPlanTwoWorkersWithinBudget: the critical actions run on two workers
+// only while their second executions add at most HedgeBudget to the
+// link's work: on a long link the largest action does, on a short one it
+// does not. The plan is a value of the order alone.
+func TestPlanTwoWorkersWithinBudget(t *testing.T) {
+	plan := func(small int) (Plan, *action.Action) {
 		big := &action.Action{ID: "big", Weight: 40}
 		order := []*action.Action{big}
 		for i := 0; i < small; i++ {
 			order = append(order, &action.Action{ID: "s", Weight: 10})
 		}
-		h := NewHybrid(func(Spare) Executor { return newSide(Remote, "") }, newSide(Local, ""),
-			HybridOptions{RemoteSlots: 256, LocalSlots: 2, Races: true})
-		h.Plan(order)
-		return h, big
+		return NewPlan(order, HybridOptions{RemoteSlots: 256, LocalSlots: 2, Races: true}), big
 	}
 	// 40 of 40 + 1000: under 5%.
-	if h, big := plan(100); !h.critical[big] || !h.Hedges(big) || len(h.hedge) != 1 {
-		t.Errorf("long link: critical %v, hedged %v; want the big action both, alone", h.critical[big], h.hedge)
+	if p, big := plan(100); !p.critical[big] || !p.OnTwoWorkers(big) || len(p.twoWorkers) != 1 {
+		t.Errorf("long link: critical %v, on two workers %v; want the big action both, alone", p.critical[big], p.twoWorkers)
 	}
 	// 40 of 40 + 50: far over.
-	if h, big := plan(5); !h.critical[big] || h.Hedges(big) {
-		t.Errorf("short link: critical %v, hedged %v; want the big action critical, not hedged", h.critical[big], h.Hedges(big))
+	if p, big := plan(5); !p.critical[big] || p.OnTwoWorkers(big) {
+		t.Errorf("short link: critical %v, on two workers %v; want the big action critical, not on two", p.critical[big], p.OnTwoWorkers(big))
 	}
 }
 
@@ -349,9 +347,9 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 		remote, local := newHeld(Remote), newHeld(Local)
 		close(remote.release)
 		close(local.release)
-		h := NewHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 1, LocalSlots: 1})
+		h := newHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 1, LocalSlots: 1})
 		big, mid, small := &action.Action{ID: "big", Weight: 100}, &action.Action{ID: "mid", Weight: 90}, &action.Action{ID: "small", Weight: 1}
-		if tiers := h.Plan([]*action.Action{big, mid, small}); fmt.Sprint(tiers) != "[2]" {
+		if tiers := h.d.Plan([]*action.Action{big, mid, small}); fmt.Sprint(tiers) != "[2]" {
 			t.Fatalf("head start tiers %v, want [2] (big and mid, one tier)", tiers)
 		}
 		midDone := make(chan *Result, 1)
@@ -372,7 +370,7 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if !arrives {
-			h.Ended(big) // served above the Hybrid
+			h.d.Ended(big) // served above the Hybrid
 			if res := <-midDone; res.Where != Local {
 				t.Errorf("mid ran on %v once big ended elsewhere, want here (local first without races)", res.Where)
 			}
@@ -467,11 +465,11 @@ func TestHybridRacesSlowClusterByGain(t *testing.T) {
 			h, busy := racingHybrid(plan)
 			// One action each way has finished: a compile here of weight
 			// 100 in 1 s, a worker's of weight 100 in c.remote.
-			h.observe(actions["big"], &Result{Where: Local, Wall: time.Second})
-			h.observe(actions["big"], &Result{Where: Remote, Wall: time.Hour, Steps: []Step{
+			h.d.observe(actions["big"], &Result{Where: Local, Wall: time.Second})
+			h.d.observe(actions["big"], &Result{Where: Remote, Wall: time.Hour, Steps: []Step{
 				{Name: "queued", Start: now, End: now.Add(time.Hour)},
 				{Name: "executing", Start: now, End: now.Add(c.remote)}}})
-			h.observe(actions["big"], &Result{Where: RemoteCache, Wall: time.Hour}) // ran nowhere
+			h.d.observe(actions["big"], &Result{Where: RemoteCache, Wall: time.Hour}) // ran nowhere
 			for i := range spares {
 				spares[i].action = actions[spares[i].id]
 			}
@@ -488,10 +486,10 @@ func TestHybridRacesSlowClusterByGain(t *testing.T) {
 // of critical actions, granted first.)
 func racingHybrid(plan []*action.Action) (*Hybrid, *held) {
 	busy := newHeld(Local)
-	h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, byID{"first": busy},
+	h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, byID{"first": busy},
 		HybridOptions{RemoteSlots: 4, LocalSlots: 1})
 	if plan != nil {
-		h.Plan(plan)
+		h.d.Plan(plan)
 	}
 	return h, busy
 }
@@ -511,14 +509,14 @@ type spareRace struct {
 func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string {
 	t.Helper()
 	first := &action.Action{ID: "first"}
-	for a := range h.rank {
+	for a := range h.d.plan.rank {
 		if a.ID == "first" {
 			first = a
 		}
 	}
 	go h.Execute(t.Context(), Job{Action: first, Out: nil})
 	<-busy.started // the one local slot is taken
-	h.Drained()
+	h.d.Drained()
 	type grant struct {
 		id      string
 		release func()
@@ -534,7 +532,7 @@ func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string
 			a = &action.Action{ID: sp.id}
 		}
 		go func() {
-			release, err := h.Wait(t.Context(), Job{Action: a, Stage: st})
+			release, err := h.d.Wait(t.Context(), Job{Action: a, Stage: st})
 			if err != nil {
 				t.Error(err)
 				return
@@ -558,14 +556,14 @@ func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string
 // queuedLong in the cluster's queue, at once if it has, by a timer when
 // it will have; not one a worker runs, nor one not yet sent.
 func TestHybridRacesLongQueuedBeforeDrained(t *testing.T) {
-	h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
+	h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
 		HybridOptions{RemoteSlots: 4, LocalSlots: 3})
 	now := time.Now()
 	granted := make(chan string, 4)
 	wait := func(id string, queued, executing time.Time) {
 		st := staged(queued, executing)
 		go func() {
-			if _, err := h.Wait(t.Context(), Job{Action: &action.Action{ID: id}, Stage: st}); err == nil {
+			if _, err := h.d.Wait(t.Context(), Job{Action: &action.Action{ID: id}, Stage: st}); err == nil {
 				granted <- id
 			}
 		}()
@@ -597,7 +595,7 @@ func TestHybridRacesLongQueuedBeforeDrained(t *testing.T) {
 		t.Fatalf("%s joined before the caller was drained", id)
 	case <-time.After(2 * queuedLong):
 	}
-	h.Drained() // now the last local slot joins one of the others
+	h.d.Drained() // now the last local slot joins one of the others
 	if id := next(); id != "unsent" && id != "running" {
 		t.Fatalf("%s joined after draining", id)
 	}
@@ -609,14 +607,14 @@ func TestHybridRacesLongQueuedBeforeDrained(t *testing.T) {
 // is busy.
 func TestHybridBackloggedStartsHere(t *testing.T) {
 	remote, local := newHeld(Remote), newHeld(Local)
-	h := NewHybrid(func(Spare) Executor { return remote }, local,
+	h := newHybrid(func(Spare) Executor { return remote }, local,
 		HybridOptions{RemoteSlots: 4, LocalSlots: 1, Races: true})
 	now := time.Now()
 	releases := make(chan func(), 4)
 	wait := func(id string, queued, executing time.Time) {
 		st := staged(queued, executing)
 		go func() {
-			if release, err := h.Wait(t.Context(), Job{Action: &action.Action{ID: id}, Stage: st}); err == nil {
+			if release, err := h.d.Wait(t.Context(), Job{Action: &action.Action{ID: id}, Stage: st}); err == nil {
 				releases <- release
 			}
 		}()
@@ -651,7 +649,7 @@ func TestHybridBackloggedStartsHere(t *testing.T) {
 // action waits for this machine's slot.
 func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
 	remote, local := newHeld(Remote), newHeld(Local)
-	h := NewHybrid(func(Spare) Executor { return remote }, local,
+	h := newHybrid(func(Spare) Executor { return remote }, local,
 		HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
 	acts := map[string]*action.Action{}
 	var order []*action.Action
@@ -659,13 +657,13 @@ func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
 		acts[id] = &action.Action{ID: id, Weight: 100}
 		order = append(order, acts[id])
 	}
-	h.Plan(order)
+	h.d.Plan(order)
 	now := time.Now()
 	releases := make(chan func(), 4)
 	wait := func(id string, queued, executing time.Time) {
 		st := staged(queued, executing)
 		go func() {
-			if release, err := h.Wait(t.Context(), Job{Action: acts[id], Stage: st}); err == nil {
+			if release, err := h.d.Wait(t.Context(), Job{Action: acts[id], Stage: st}); err == nil {
 				releases <- release
 			}
 		}()
@@ -691,9 +689,9 @@ func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
 func waitSpares(t *testing.T, h *Hybrid, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		h.mu.Lock()
-		got := len(h.spares)
-		h.mu.Unlock()
+		h.d.mu.Lock()
+		got := len(h.d.spares)
+		h.d.mu.Unlock()
 		if got == n {
 			return
 		}
@@ -732,9 +730,9 @@ func expectNoStart(t *testing.T, remote, local *held, d time.Duration, why strin
 }
 
 func backlogged(h *Hybrid) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.backlogged(time.Now())
+	h.d.mu.Lock()
+	defer h.d.mu.Unlock()
+	return h.d.backlogged(time.Now())
 }
 
 // staged is the Stage of a race whose remote side was sent for execution
@@ -787,19 +785,19 @@ func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 	unsent := func() *Stage { return new(Stage) }
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
+			h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
 				HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
 			crit := &hybridWaiter{critical: true, since: start, stage: stage(c.critExecuting), grant: make(chan int, 1)}
-			h.spares = append(h.spares, crit)
+			h.d.spares = append(h.d.spares, crit)
 			for i := 0; i < c.executing+c.queued; i++ {
-				h.spares = append(h.spares, &hybridWaiter{since: start, stage: stage(i < c.executing), grant: make(chan int, 1)})
+				h.d.spares = append(h.d.spares, &hybridWaiter{since: start, stage: stage(i < c.executing), grant: make(chan int, 1)})
 			}
-			h.mu.Lock()
-			got := h.raceAtStart(crit, start.Add(c.after))
-			if h.wake != nil {
-				h.wake.Stop()
+			h.d.mu.Lock()
+			got := h.d.raceAtStart(crit, start.Add(c.after))
+			if h.d.wake != nil {
+				h.d.wake.Stop()
 			}
-			h.mu.Unlock()
+			h.d.mu.Unlock()
 			if got != c.wantRace || crit.critical != c.wantCritic {
 				t.Errorf("race now %v, still critical %v; want %v, %v", got, crit.critical, c.wantRace, c.wantCritic)
 			}
@@ -809,18 +807,26 @@ func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 		after    time.Duration
 		wantRace bool
 	}{{criticalWait, false}, {criticalUpload, true}} {
-		h := NewHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
+		h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
 			HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
 		crit := &hybridWaiter{critical: true, since: start, stage: unsent(), grant: make(chan int, 1)}
-		h.spares = append(h.spares, crit)
-		h.mu.Lock()
-		got := h.raceAtStart(crit, start.Add(c.after))
-		if h.wake != nil {
-			h.wake.Stop()
+		h.d.spares = append(h.d.spares, crit)
+		h.d.mu.Lock()
+		got := h.d.raceAtStart(crit, start.Add(c.after))
+		if h.d.wake != nil {
+			h.d.wake.Stop()
 		}
-		h.mu.Unlock()
+		h.d.mu.Unlock()
 		if got != c.wantRace {
 			t.Errorf("not yet sent, %v after its race began to wait: race now %v, want %v", c.after, got, c.wantRace)
 		}
 	}
+}
+
+// newHybrid builds a Hybrid as the pipeline does: its Dispatcher first,
+// then the remote side from it (which may race on the Dispatcher's spare
+// local slots).
+func newHybrid(remote func(Spare) Executor, local Executor, o HybridOptions) *Hybrid {
+	d := NewDispatcher(o)
+	return NewHybrid(d, remote(d), local)
 }

@@ -112,6 +112,14 @@ func (l *local) Execute(ctx context.Context, j Job) (*Result, error) {
 	return res, nil
 }
 
+// String names a local executor, niced or not.
+func (l *local) String() string {
+	if l.opts.Nice != 0 {
+		return fmt.Sprintf("Local[nice %d]", l.opts.Nice)
+	}
+	return "Local"
+}
+
 type sandbox struct{ root, workDir string }
 
 // sandbox lays out a's inputs as links in a fresh directory beside the

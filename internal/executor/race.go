@@ -46,6 +46,8 @@ type race struct {
 	secondWon atomic.Int64 // ... whose result was used
 }
 
+func (r *race) String() string { return wraps("Race", r.primary, r.secondary) }
+
 type side struct {
 	ex   Executor
 	out  []string

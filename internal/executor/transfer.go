@@ -41,13 +41,17 @@ func Received(ctx context.Context, n int64) {
 // counted in the result's BytesUp and BytesDown. A failed execution
 // returns no result, so its bytes count in the remote client's totals
 // alone.
-func Metered(next Executor) Executor {
-	return Func(func(ctx context.Context, j Job) (*Result, error) {
-		t := &Transfer{}
-		res, err := next.Execute(WithTransfer(ctx, t), j)
-		if res != nil {
-			res.BytesUp, res.BytesDown = t.sent.Load(), t.received.Load()
-		}
-		return res, err
-	})
+func Metered(next Executor) Executor { return metered{next} }
+
+type metered struct{ next Executor }
+
+func (m metered) Execute(ctx context.Context, j Job) (*Result, error) {
+	t := &Transfer{}
+	res, err := m.next.Execute(WithTransfer(ctx, t), j)
+	if res != nil {
+		res.BytesUp, res.BytesDown = t.sent.Load(), t.received.Load()
+	}
+	return res, err
 }
+
+func (m metered) String() string { return wraps("Metered", m.next) }

@@ -22,23 +22,26 @@ const BackendErrorMarker = "Error running ThinLTO backend"
 // compiler exited 0, said nothing of a failed backend, and wrote an object
 // file as outputs[0]. Anything else becomes a *BackendError and its outputs
 // are removed, so it can neither reach the linker nor a cache.
-func Verified(next Executor) Executor {
-	return Func(func(ctx context.Context, j Job) (*Result, error) {
-		a, out := j.Action, j.Out
-		res, err := next.Execute(ctx, j)
-		if err != nil {
-			return res, err
+func Verified(next Executor) Executor { return verified{next} }
+
+type verified struct{ next Executor }
+
+func (v verified) Execute(ctx context.Context, j Job) (*Result, error) {
+	res, err := v.next.Execute(ctx, j)
+	if err != nil {
+		return res, err
+	}
+	if err := check(j.Action, res, j.Out[0], !res.ObjectChecked); err != nil {
+		for _, o := range j.Out {
+			os.Remove(o)
 		}
-		if err := check(a, res, out[0], !res.ObjectChecked); err != nil {
-			for _, o := range out {
-				os.Remove(o)
-			}
-			return res, err
-		}
-		res.ObjectChecked = true
-		return res, nil
-	})
+		return res, err
+	}
+	res.ObjectChecked = true
+	return res, nil
 }
+
+func (v verified) String() string { return wraps("Verified", v.next) }
 
 // Check applies the checks of Verified to one result whose primary output is
 // at obj.

@@ -159,9 +159,6 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	if err != nil {
 		return err
 	}
-	// Each result says what its action sent to and read from the remote
-	// service, for the record.
-	ch.ex = executor.Metered(ch.ex)
 	finish := ch.finish
 	finished := false
 	defer func() {
@@ -299,16 +296,10 @@ func inputPaths(actions []*action.Action) []string {
 	return paths
 }
 
-// buildChain composes the executors cfg asks for, innermost first:
-//
-//	local processes                 Verified(local)
-//	remote execution, else local    Fallback(Race(Hedge(Verified(remote), Verified(remote, do_not_cache)), Verified(local)), Verified(local))   (--remote)
-//	both sides at once              Hybrid(remote side above, Verified(local))                          (--remote)
-//	remote cache                    Verified(remotecache(...))                                          (--remote)
-//	local cache                     Verified(localcache(...))
-//
-// Every producer is wrapped in Verified, so nothing unverified is stored or
-// linked. files memoises the inputs' digests.
+// buildChain composes the executors cfg asks for. docs/architecture.md
+// shows the chain of each mode, as executor.Describe prints it (and
+// TestChainDoc checks). Every producer is wrapped in Verified, so nothing
+// unverified is stored or linked. files memoises the inputs' digests.
 func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions []*action.Action, files *digest.Files) (*chain, error) {
 	limiter, closeLimiter, err := localLimiter(cfg, env, warn)
 	if err != nil {
@@ -397,7 +388,10 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 			finishers = append(finishers, func() { r.finish(cfg.Quiet) })
 		}
 	}
+	// Each result says what its action sent to and read from the remote
+	// service, for the record.
 	if disk == nil {
+		ch.ex = executor.Metered(ch.ex)
 		return ch, nil
 	}
 	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: limited(warn),
@@ -412,7 +406,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 			warn("cache %s: %v", dir, err)
 		}
 	})
-	ch.ex = executor.Verified(cached)
+	ch.ex = executor.Metered(executor.Verified(cached))
 	return ch, nil
 }
 

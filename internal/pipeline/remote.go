@@ -141,7 +141,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 	var rex *remote.Executor
 	var fb *executor.Fallback
 	var hybrid *executor.Hybrid
-	var hedge *executor.Hedged
+	var hedge *executor.Hedge
 	var grouper *remote.Grouper
 	if !cacheOnly {
 		rex = remote.NewExecutor(client, remote.ExecOptions{
@@ -165,33 +165,33 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 					"action's result must go under its own key; not grouping", rc.Target)
 			}
 		}
-		remoteSide := func(spare executor.Spare) executor.Executor {
-			var ex executor.Executor = executor.Verified(rexec)
-			if !rc.NoRace && !rc.NoHedge {
-				// The critical actions, which alone bound the link,
-				// run on two workers at once, and here as well (the
-				// Race below, from the start): one slow worker, or this
-				// machine's few busy cores, cannot hold the link. The
-				// premium is one more execution of at most one action
-				// per local slot, within 5% of the link's work.
-				hedge = executor.Hedge(ex, executor.Verified(rex.Hedging()), func(a *action.Action) bool { return hybrid.Hedges(a) })
-				ex = hedge
-			}
-			if !rc.NoRace {
-				ex = executor.Race(ex, speculative, spare)
-			}
-			fb = executor.NewFallback(ex, local, executor.FallbackOptions{
-				None: rc.Fallback == "none", What: "remote execution",
-				Hint: "--remote-fallback=none: not compiling locally",
-				Warn: func(format string, args ...any) { warn(format, args...) },
-			})
-			return fb
-		}
 		localJobs := rc.LocalJobs
 		if localJobs < 0 {
 			localJobs = cfg.Jobs
 		}
-		hybrid = executor.NewHybrid(remoteSide, local, executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace})
+		// The slots and the plan first; the executors that use them
+		// after.
+		slots := executor.NewDispatcher(executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace})
+		var remoteSide executor.Executor = executor.Verified(rexec)
+		if !rc.NoRace && !rc.NoHedge {
+			// The critical actions, which alone bound the link, run on
+			// two workers at once, and here as well (the Race below,
+			// from the start): one slow worker, or this machine's few
+			// busy cores, cannot hold the link. The premium is one more
+			// execution of at most one action per local slot, within
+			// executor.HedgeBudget of the link's work.
+			hedge = executor.NewHedge(remoteSide, executor.Verified(rex.SecondWorker()), slots.OnTwoWorkers)
+			remoteSide = hedge
+		}
+		if !rc.NoRace {
+			remoteSide = executor.Race(remoteSide, speculative, slots)
+		}
+		fb = executor.NewFallback(remoteSide, local, executor.FallbackOptions{
+			None: rc.Fallback == "none", What: "remote execution",
+			Hint: "--remote-fallback=none: not compiling locally",
+			Warn: func(format string, args ...any) { warn(format, args...) },
+		})
+		hybrid = executor.NewHybrid(slots, fb, local)
 		// In flight: an action per slot, and localAhead more per local
 		// slot, looked up and waiting in the Hybrid for a free slot.
 		// Without them a local slot that frees stays idle while the next
@@ -199,7 +199,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		// cache: a cold gen500 link on a cluster slower than this machine
 		// (16 slots each ten times slower, 25 ms) compiled locally at half
 		// the rate of a local-only link, and took 1.10 times as long.
-		producer, parallel, planner = hybrid, remoteSlots+localJobs*(1+localAhead), hybrid
+		producer, parallel, planner = hybrid, remoteSlots+localJobs*(1+localAhead), slots
 	}
 	// The shared ActionCache takes results that remote workers produced
 	// (or that came from the remote cache), and what this machine compiled

@@ -73,10 +73,10 @@ func (p *preparation) release() {
 
 // execOptions are the options an action's remote action is built with,
 // from its shard's bytes if a cache read them (executor.Job.Shard; nil:
-// read the file); hedge makes it a second execution (do_not_cache).
-func (e *Executor) execOptions(shard []byte, hedge bool) reapi.ExecOptions {
+// read the file); second makes it a second execution (do_not_cache).
+func (e *Executor) execOptions(shard []byte, second bool) reapi.ExecOptions {
 	return reapi.ExecOptions{
-		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout, DoNotCache: hedge,
+		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout, DoNotCache: second,
 		Shard: shard,
 	}
 }

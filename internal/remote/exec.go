@@ -136,28 +136,33 @@ func (e *Executor) Execute(ctx context.Context, j executor.Job) (*executor.Resul
 	return e.execute(ctx, j, false)
 }
 
-// Hedging returns an executor that runs each action as a second execution
-// of a computation already running (executor.Hedge), with e's connection,
-// counters and circuit breaker. Its actions are do_not_cache
+// SecondWorker returns an executor that runs each action as a second
+// execution of a computation already running (executor.Hedge), with e's
+// connection, counters and circuit breaker. Its actions are do_not_cache
 // (reapi.ExecOptions.DoNotCache): the server runs each on a worker of its
 // own instead of merging it with the first execution, and stores nothing
 // under it; nothing is looked up for them either.
-func (e *Executor) Hedging() executor.Executor { return hedging{e} }
+func (e *Executor) SecondWorker() executor.Executor { return secondWorker{e} }
 
-type hedging struct{ e *Executor }
+type secondWorker struct{ e *Executor }
 
-func (h hedging) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
-	return h.e.execute(ctx, j, true)
+func (s secondWorker) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
+	return s.e.execute(ctx, j, true)
 }
 
-func (e *Executor) execute(ctx context.Context, j executor.Job, hedge bool) (*executor.Result, error) {
+func (s secondWorker) String() string { return "RemoteExecution[second worker]" }
+
+// String names the executor in a chain (executor.Describe).
+func (e *Executor) String() string { return "RemoteExecution" }
+
+func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*executor.Result, error) {
 	a, out := j.Action, j.Out
 	start := time.Now()
 	if p := e.off.Load(); p != nil {
 		return nil, p
 	}
 	var prep *preparation
-	if !hedge {
+	if !second {
 		prep = e.take(a)
 		defer prep.release()
 	}
@@ -166,7 +171,7 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, hedge bool) (*ex
 		ex = prep.ex
 	} else {
 		var err error
-		if ex, err = reapi.BuildExecutable(a, e.execOptions(j.Shard, hedge)); err != nil {
+		if ex, err = reapi.BuildExecutable(a, e.execOptions(j.Shard, second)); err != nil {
 			return nil, fmt.Errorf("preparing the remote action: %w", err)
 		}
 	}
@@ -174,7 +179,7 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, hedge bool) (*ex
 	ctx = forAction(ctx, a.ID, ex.ActionDigest)
 	// Look the executable action up first, as Bazel does: servers such
 	// as Buildbarn never consult their ActionCache in Execute.
-	if res, ok := e.lookup(ctx, a, ex, out, hedge); ok {
+	if res, ok := e.lookup(ctx, a, ex, out, second); ok {
 		res.Wall = time.Since(start)
 		return res, nil
 	}
@@ -215,8 +220,8 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, hedge bool) (*ex
 // lookup serves ex from the server's ActionCache if it holds a usable
 // result for the executable action (checked like an executed one).
 // Anything else is a miss.
-func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Executable, out []string, hedge bool) (*executor.Result, bool) {
-	if e.o.SkipCacheLookup || e.o.NoLookup || hedge {
+func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Executable, out []string, second bool) (*executor.Result, bool) {
+	if e.o.SkipCacheLookup || e.o.NoLookup || second {
 		return nil, false
 	}
 	ar, err := NewStore(e.c).GetActionResult(ctx, ex.ActionDigest, ex.Outputs)

@@ -156,6 +156,9 @@ func (g *Grouper) Execute(ctx context.Context, j executor.Job) (*executor.Result
 	return m.res, m.err
 }
 
+// String names the decorator and the remote executor it groups for.
+func (g *Grouper) String() string { return "Grouper(" + g.e.String() + ")" }
+
 func (g *Grouper) groupable(a *action.Action) bool {
 	if g.o.Max < 2 || g.off.Load() {
 		return false

@@ -1,0 +1,266 @@
+package executor
+
+import (
+	"context"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// Dispatcher owns a Hybrid's remote and local slots and hands them out:
+// to actions to start (the Hybrid's Execute) and, as the Spare of the
+// races on the remote side, to second tries waiting for a local slot. It
+// is the run's Planner: the Plan it is given ranks the waiters, and its
+// critical and two-worker actions are the Plan's. Built first, before
+// the executors that use it (NewHybrid, Race, Hedge).
+type Dispatcher struct {
+	o HybridOptions
+
+	// Set by Plan before the first Execute, read-only after.
+	plan Plan
+
+	mu sync.Mutex
+	// settled[r] says that the head-start action of rank r has arrived
+	// here or ended elsewhere (Ended); every rank below settledUpTo has.
+	// An action takes a slot only if as many remain for the head-start
+	// actions ranked before it that have not: those start together, and
+	// the largest, whose key takes longest to compute, would otherwise
+	// arrive last and find this machine's few slots taken.
+	settled     []bool
+	settledUpTo int
+	free        [2]int          // free slots: [remoteSide], [localSide]
+	queue       []*hybridWaiter // actions waiting to start, in plan order
+	spares      []*hybridWaiter // races waiting for a local slot, oldest first
+	drained     bool
+	paces       [2]pace // [remoteSide], [localSide]
+	// wake, when set, dispatches again at wakeAt, when a race waiting in
+	// the cluster's queue will have waited queuedLong.
+	wake   *time.Timer
+	wakeAt time.Time
+	// stagesSeen: the server has reported a worker taking an action
+	// (Executing), so an action not reported is in its queue, not
+	// running unreported.
+	stagesSeen bool
+
+	atStart  atomic.Int64 // races of critical actions, granted with the remote run
+	arrivals atomic.Int64
+}
+
+const (
+	remoteSide = 0
+	localSide  = 1
+)
+
+type hybridWaiter struct {
+	rank     int
+	planned  int      // the action's rank in the plan (rank, for a race's waiter, is its arrival)
+	critical bool     // a critical action: remote only; its race starts at once
+	length   float64  // the action's lengthOf (0: not planned)
+	grant    chan int // the side granted; buffered
+	// stage, for a race's waiter, is its remote side's progress.
+	stage *Stage
+	// since is when it began to wait.
+	since time.Time
+}
+
+// NewDispatcher returns the slots of a Hybrid with o's bounds.
+func NewDispatcher(o HybridOptions) *Dispatcher {
+	d := &Dispatcher{o: o}
+	d.free[remoteSide], d.free[localSide] = max(o.RemoteSlots, 1), max(o.LocalSlots, 0)
+	return d
+}
+
+// Plan implements Planner: it plans the actions in the order given
+// (NewPlan). It must be called before the first Execute or Wait.
+func (d *Dispatcher) Plan(order []*action.Action) []int {
+	d.plan = NewPlan(order, d.o)
+	d.mu.Lock()
+	d.settled, d.settledUpTo = make([]bool, d.plan.head), 0
+	d.mu.Unlock()
+	return d.plan.Tiers()
+}
+
+// OnTwoWorkers reports whether a should run on a second worker as well
+// (Plan.OnTwoWorkers); a Hedge picks its actions with it.
+func (d *Dispatcher) OnTwoWorkers(a *action.Action) bool { return d.plan.OnTwoWorkers(a) }
+
+// settle marks the head-start action of rank r settled (Plan). d.mu is
+// held.
+func (d *Dispatcher) settle(r int) {
+	if r < 0 || r >= len(d.settled) {
+		return
+	}
+	d.settled[r] = true
+	for d.settledUpTo < len(d.settled) && d.settled[d.settledUpTo] {
+		d.settledUpTo++
+	}
+}
+
+// unsettledBefore is how many head-start actions ranked before r have
+// neither arrived nor ended. d.mu is held.
+func (d *Dispatcher) unsettledBefore(r int) int {
+	n := 0
+	for k := d.settledUpTo; k < min(r, len(d.settled)); k++ {
+		if !d.settled[k] {
+			n++
+		}
+	}
+	return n
+}
+
+// Ended implements Planner.
+func (d *Dispatcher) Ended(a *action.Action) {
+	r, ok := d.plan.rank[a]
+	if !ok || r >= len(d.settled) {
+		return // not a head-start action: nothing waits for it (settled is set by Plan)
+	}
+	d.mu.Lock()
+	d.settle(r)
+	d.dispatch()
+	d.mu.Unlock()
+}
+
+// Drained implements Planner: from now on free local slots go to any race.
+func (d *Dispatcher) Drained() {
+	d.mu.Lock()
+	d.drained = true
+	d.dispatch()
+	d.mu.Unlock()
+}
+
+// Wait implements Spare for the races of remote actions: a local slot at
+// once for a critical action, else once nothing waits for one to start an
+// action.
+func (d *Dispatcher) Wait(ctx context.Context, j Job) (func(), error) {
+	w := d.waiter(j.Action)
+	w.rank = int(d.arrivals.Add(1)) // oldest first
+	w.stage = j.Stage
+	side, err := d.enqueue(ctx, w, &d.spares)
+	if err != nil {
+		return nil, err
+	}
+	if w.critical {
+		d.atStart.Add(1)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { d.release(side) }) }, nil
+}
+
+// start waits for a slot for a, to start it (Hybrid.Execute), and
+// returns the side granted; release gives it back.
+func (d *Dispatcher) start(ctx context.Context, a *action.Action) (int, error) {
+	w := d.waiter(a)
+	d.mu.Lock()
+	d.settle(w.rank)
+	d.mu.Unlock()
+	return d.enqueue(ctx, w, &d.queue)
+}
+
+func (d *Dispatcher) waiter(a *action.Action) *hybridWaiter {
+	rank, ok := d.plan.rank[a]
+	if !ok {
+		// Not planned: after the planned ones, first come first served.
+		rank = math.MaxInt32 + int(d.arrivals.Add(1))
+	}
+	w := &hybridWaiter{rank: rank, planned: rank, critical: d.plan.critical[a], grant: make(chan int, 1), since: time.Now()}
+	if ok {
+		w.length = d.plan.length(a)
+	}
+	return w
+}
+
+// enqueue adds w to list, ordered by rank, and waits for its grant. A
+// waiter that gives up is removed; a grant that came meanwhile goes back.
+func (d *Dispatcher) enqueue(ctx context.Context, w *hybridWaiter, list *[]*hybridWaiter) (int, error) {
+	d.mu.Lock()
+	i := sort.Search(len(*list), func(i int) bool { return (*list)[i].rank > w.rank })
+	*list = append(*list, nil)
+	copy((*list)[i+1:], (*list)[i:])
+	(*list)[i] = w
+	d.dispatch()
+	d.mu.Unlock()
+	select {
+	case side := <-w.grant:
+		return side, nil
+	case <-ctx.Done():
+	}
+	d.mu.Lock()
+	if removeWaiter(list, w) {
+		d.mu.Unlock()
+		return 0, ctx.Err()
+	}
+	d.mu.Unlock()
+	d.release(<-w.grant)
+	return 0, ctx.Err()
+}
+
+func removeWaiter(list *[]*hybridWaiter, w *hybridWaiter) bool {
+	for i, x := range *list {
+		if x == w {
+			*list = append((*list)[:i], (*list)[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Dispatcher) release(side int) {
+	d.mu.Lock()
+	d.free[side]++
+	d.dispatch()
+	d.mu.Unlock()
+}
+
+// grant gives waiter i of list a slot on side and removes it from list.
+func (d *Dispatcher) grant(list *[]*hybridWaiter, i, side int) {
+	d.free[side]--
+	(*list)[i].grant <- side
+	*list = append((*list)[:i], (*list)[i+1:]...)
+}
+
+// pace is what one side has taken per unit of length (lengthOf) over the
+// actions it finished: here a compiler's wall time, on the cluster a
+// worker's executing time.
+type pace struct{ seconds, length float64 }
+
+// per is the seconds per unit of length, 0 before anything finished.
+func (p pace) per() float64 {
+	if p.length <= 0 {
+		return 0
+	}
+	return p.seconds / p.length
+}
+
+// observe adds a's result to its side's pace. A race won here counts for
+// this machine; the cluster's loser, cancelled, says nothing.
+func (d *Dispatcher) observe(a *action.Action, res *Result) {
+	if res == nil || d.plan.length == nil {
+		return
+	}
+	length := d.plan.length(a)
+	side, took := localSide, res.Wall
+	switch res.Where {
+	case Local:
+	case Remote:
+		side, took = remoteSide, 0
+		for _, s := range res.Steps {
+			if s.Name == "executing" {
+				took = s.End.Sub(s.Start)
+			}
+		}
+	default:
+		return // a cache's: nothing ran
+	}
+	if length <= 0 || took <= 0 {
+		return
+	}
+	d.mu.Lock()
+	d.stagesSeen = d.stagesSeen || side == remoteSide
+	d.paces[side].seconds += took.Seconds()
+	d.paces[side].length += length
+	d.mu.Unlock()
+}
