@@ -60,10 +60,9 @@ func (d *Dispatcher) dispatch() {
 // or, once the cluster has shown itself no wider than this machine, not
 // from the start at all (w is then raced as any other). A race from the
 // start holds one of this machine's few slots for the action's whole
-// length; against a cluster of one worker slot that took the action at
-// once, a cold gen5000 link compiled on one local slot of two for the 15 s
-// of its main.o, and lost what the cluster gained (1.04 x this machine
-// alone). So the race waits for the cluster to be seen running more
+// length; against a cluster that took the action at once and has few
+// slots, that slot is lost to the rest of the link while the cluster runs
+// the action anyway. So the race waits for the cluster to be seen running more
 // actions at once than this machine has slots (a cluster wide enough for
 // the link's length to be the critical action's soon is), or backlogged
 // with no more running (narrow): at most criticalWait after the action
@@ -158,11 +157,10 @@ func (d *Dispatcher) seesStages() bool {
 // with its rank as its ExecutionPolicy priority, and the cluster serves
 // its queue by priority (Buildbarn's scheduler orders an invocation's
 // queued operations so), so an action ranked before that one is served
-// before it: held here for a local slot instead, a long action ready
-// after hundreds of short ones were sent waited for this machine's slots,
-// busy with the link's longest actions (races), and ran 0.6 s late (one
-// 7-Zip link in five at 64 slots, 1.07-1.55 times the ideal). d.mu is
-// held.
+// before it. Held here for a local slot instead, a long action ready
+// after hundreds of short ones were sent would wait for this machine's
+// slots, busy with the link's longest actions (races), and end late.
+// d.mu is held.
 func (d *Dispatcher) lastQueued() int {
 	last := -1
 	for _, w := range d.spares {
@@ -184,10 +182,9 @@ const queuedLong = 100 * time.Millisecond
 // has started everything (Drained): the newest of those whose remote side
 // has waited queuedLong in the cluster's queue. Without it a local slot
 // idles while the cluster queues hundreds of actions: with races remote
-// slots are taken first, and --remote-jobs (256) is more than a cluster of
-// one slot, or of 16 slow ones, runs at once; on those a cold gen500 link
-// compiled here at a sixth of this machine's rate until the last action
-// had started. If none has waited long enough yet, a timer dispatches
+// slots are taken first, and --remote-jobs may be more than a small or
+// slow cluster runs at once, so this machine would compile only a
+// fraction of what it can until the last action had started. If none has waited long enough yet, a timer dispatches
 // again when the first will have. d.mu is held.
 func (d *Dispatcher) raceQueued(now time.Time) (int, bool) {
 	if !d.seesStages() {
@@ -231,10 +228,9 @@ func (d *Dispatcher) wakeUpAt(t, now time.Time) {
 // action whose result should come last. That is one still in the cluster's
 // queue, the newest of those (the cluster serves better-ranked actions
 // first), as long as any waits there: a worker is already running every
-// other, and cancelling one for a local run throws its progress away. On a
-// cluster slower than this machine (16 slots each ten times slower, gen500)
-// racing the longest-running first cancelled 192 executions, the link no
-// faster than on this machine alone. Once none is queued, the one executing
+// other, and cancelling one for a local run throws its progress away (on
+// a cluster slower than this machine, racing the longest-running first
+// cancels executions by the hundred and gains nothing). Once none is queued, the one executing
 // longest: a slow or stuck worker's. Before the caller has started
 // everything, only one that has waited long in the cluster's queue
 // (raceQueued). d.mu is held.
@@ -274,9 +270,8 @@ const overdue = 2
 // a local run ends after its length times this machine's pace. The
 // cluster serves its queue largest first, so its slow slots get the
 // largest actions, and racing the queue's far end regardless, as nextRace
-// does on a cluster as fast as this machine, left this machine the small
-// ones: a cold lua5.4 link on 16 slots each ten times slower was no
-// faster than on this machine alone. An action a worker has run for over
+// does on a cluster as fast as this machine, would leave this machine the
+// small ones and the link no faster than on this machine alone. An action a worker has run for over
 // overdue times its expected time (a stuck or overloaded worker) is raced
 // before any, the longest-running first. ok is false until both sides
 // have finished an action, or on a cluster as fast as this machine. d.mu

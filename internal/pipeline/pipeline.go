@@ -314,8 +314,8 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	dir := CacheDir(cfg, env)
 	// Read once, for exec'd and forked compilers alike.
 	environ := os.Environ()
-	// A fork server pays for its start (loading the compiler once, 30-70 ms)
-	// from a slot's second job on: a link with no more actions than local
+	// A fork server pays for its start (loading the compiler once) from a
+	// slot's second job on: a link with no more actions than local
 	// slots (Kbuild's final vmlinux links have one) execs them at once.
 	var forks *forkserver.Pool
 	if !cfg.NoForkServer && len(actions) > cfg.Jobs {

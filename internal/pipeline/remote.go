@@ -31,11 +31,10 @@ type remoteChain struct {
 // enough for this machine's cores to stay busy while each waits out the
 // round trips of its preparation (the ActionCache lookup,
 // FindMissingBlobs, the upload, and one to spare) at about
-// preparingCPU each, and no fewer than minPreparing. Measured on the
-// simulated cluster (bench/RESULTS.md): with every action preparing at
-// once, a 500-module link's first executions began 240 ms after its
-// start on 2 cores at 0.2 ms; 32 at a time, 100 ms sooner; 32 at a time
-// at 25 ms starved the cluster (1.38 → 1.78 × ideal), 128 did not.
+// preparingCPU each, and no fewer than minPreparing: with every action
+// preparing at once the first executions begin late, and with too few
+// over a distant service the cluster starves (docs/architecture.md, "How
+// many actions prepare at once").
 func Preparing(rtt time.Duration, cores int) int {
 	const (
 		roundTrips   = 4
@@ -196,9 +195,8 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		// slot, looked up and waiting in the Hybrid for a free slot.
 		// Without them a local slot that frees stays idle while the next
 		// action computes its key and waits a round trip for the remote
-		// cache: a cold gen500 link on a cluster slower than this machine
-		// (16 slots each ten times slower, 25 ms) compiled locally at half
-		// the rate of a local-only link, and took 1.10 times as long.
+		// cache (docs/architecture.md, "Actions kept ready beyond the
+		// slots").
 		producer, parallel, planner = hybrid, remoteSlots+localJobs*(1+localAhead), slots
 	}
 	// The shared ActionCache takes results that remote workers produced

@@ -9,10 +9,10 @@ import (
 // uploads, by power-of-two capacity from 4 KiB to 4 MiB (grpcMax, the
 // largest blob a batch holds). The transport sends the blobs from these
 // buffers (codec): one goes back once the server has answered its batch
-// call OK, and is dropped after a failed one. Reading each file into
-// new memory cost more than the read itself on big links: 7-Zip uploads
-// 25 MB of bitcode, and fresh memory is zeroed and faulted in page by page
-// (on this project's VM at about 0.5 GB/s).
+// call OK, and is dropped after a failed one. Reading each file into new
+// memory costs more than the read itself on big links, which upload tens
+// of megabytes of bitcode: fresh memory is zeroed and faulted in page by
+// page.
 type readBufs struct {
 	tiers [readBufTiers]sync.Pool
 }

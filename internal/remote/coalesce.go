@@ -20,9 +20,8 @@ const coalesceWindow = 300 * time.Microsecond
 // A request that comes when none has for a window goes at once, alone, as
 // its caller's call: when actions end one by one (a small link's do, each
 // reading its outputs by itself), waiting would only delay it, and wake
-// the process once more when the window passes; on the machine of
-// bench/RESULTS.md a wake-up costs more CPU than the call ("Waking up").
-// The first request of a burst goes alone so, and the others gather
+// the process once more when the window passes, which can cost more CPU
+// than the call itself. The first request of a burst goes alone so, and the others gather
 // behind it as before.
 type coalescer[Req, Resp any] struct {
 	window time.Duration

@@ -15,7 +15,7 @@ import (
 // memory (the buffers files were read into), and the transport copies
 // each uploaded byte once. The bytes on the wire are those proto.Marshal
 // gives. Megabytes go up per action in a C++ project with debug
-// information: 7-Zip uploads 25 MB of bitcode.
+// information.
 type codec struct{ proto encoding.CodecV2 }
 
 var _ encoding.CodecV2 = codec{}
