@@ -26,7 +26,6 @@ import (
 	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/proc"
-	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/redact"
 	"github.com/thindist/thindist/internal/report"
@@ -143,17 +142,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		defer stopPrefetch()
 		files.Prefetch(pctx, inputPaths(actions), runtime.GOMAXPROCS(0))
 	}
-	// The history orders the actions (Expected); reading it overlaps
-	// connecting to the remote service, which takes a round trip or more.
-	planned := make(chan struct{})
-	if rec := env.Record; rec != nil && !cfg.NoRecord {
-		go func() {
-			defer close(planned)
-			rec.Plan(record.Open(CacheDir(cfg, env)), actions)
-		}()
-	} else {
-		close(planned)
-	}
+	planned := planFromHistory(cfg, env, actions)
 	ch, err := buildChain(ctx, cfg, env, console, warn, tl, actions, files)
 	<-planned
 	if err != nil {
@@ -188,11 +177,11 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 
 	endBackends := tl.Begin("backends")
-	budget := gctune.Local()
 	if cfg.Remote.Target != "" {
-		budget = gctune.Remote()
+		env.GC.Steady(gctune.Remote())
+	} else {
+		env.GC.Steady(gctune.Local())
 	}
-	env.GC.Steady(budget)
 	runErr := schedule.Run(ctx, actions, ch.ex, schedule.Options{
 		Parallel:  ch.parallel,
 		Preparing: ch.preparing,
@@ -209,34 +198,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	finished = true
 	keepFailed(CacheDir(cfg, env), summary.Output, actions, runErr)
 	if runErr != nil {
-		switch {
-		case errors.Is(runErr, context.Canceled):
-			if env.Diag != nil {
-				env.Diag(Diagnostic{Msg: "interrupted; stopped every backend and removed temporary files"})
-			} else {
-				console.Printf("thindist: interrupted; stopped every backend and removed temporary files")
-			}
-		case env.Diag != nil:
-			// One diagnostic per failed module, so the linker shows each.
-			for _, e := range split(runErr) {
-				var mi *schedule.MissingInputs
-				if errors.As(e, &mi) {
-					for _, m := range mi.Missing {
-						env.Diag(Diagnostic{Module: m.Action.ID, Msg: m.Msg +
-							" (nothing was compiled: a missing import makes clang write an empty object)"})
-					}
-					continue
-				}
-				d := Diagnostic{Msg: e.Error()}
-				var be *executor.BackendError
-				if errors.As(e, &be) {
-					d.Module = be.Action.ID
-				}
-				env.Diag(d)
-			}
-		default:
-			console.Printf("thindist: error: %s", errorText(runErr))
-		}
+		reportFailure(env, console, runErr)
 	}
 	if printSummary {
 		console.Printf("%s", summary.Line())
@@ -254,6 +216,54 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		return &Reported{Err: runErr}
 	}
 	return nil
+}
+
+// planFromHistory orders the actions by the run history (Expected), in
+// the background: reading it overlaps connecting to the remote service,
+// which takes a round trip or more. The channel is closed once done.
+func planFromHistory(cfg *config.Config, env Env, actions []*action.Action) <-chan struct{} {
+	planned := make(chan struct{})
+	if rec := env.Record; rec != nil && !cfg.NoRecord {
+		go func() {
+			defer close(planned)
+			rec.Plan(record.Open(CacheDir(cfg, env)), actions)
+		}()
+	} else {
+		close(planned)
+	}
+	return planned
+}
+
+// reportFailure shows why the run failed: on the console, or through
+// env.Diag one diagnostic per failed module, so the linker shows each.
+func reportFailure(env Env, console *report.Console, runErr error) {
+	switch {
+	case errors.Is(runErr, context.Canceled):
+		if env.Diag != nil {
+			env.Diag(Diagnostic{Msg: "interrupted; stopped every backend and removed temporary files"})
+		} else {
+			console.Printf("thindist: interrupted; stopped every backend and removed temporary files")
+		}
+	case env.Diag != nil:
+		for _, e := range split(runErr) {
+			var mi *schedule.MissingInputs
+			if errors.As(e, &mi) {
+				for _, m := range mi.Missing {
+					env.Diag(Diagnostic{Module: m.Action.ID, Msg: m.Msg +
+						" (nothing was compiled: a missing import makes clang write an empty object)"})
+				}
+				continue
+			}
+			d := Diagnostic{Msg: e.Error()}
+			var be *executor.BackendError
+			if errors.As(e, &be) {
+				d.Module = be.Action.ID
+			}
+			env.Diag(d)
+		}
+	default:
+		console.Printf("thindist: error: %s", errorText(runErr))
+	}
 }
 
 // speculativeNice is how much lower a race's local try runs (nice(1)).
@@ -345,48 +355,40 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	speculative := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner, Nice: speculativeNice}))
 	ch := &chain{ex: local, parallel: cfg.Jobs, finish: finish}
 
-	var disk *cache.Disk
-	if !cfg.NoCache {
-		if disk, err = cache.OpenDisk(dir); err != nil {
-			if cfg.CacheDir != "" {
-				finish()
-				return nil, fmt.Errorf("the cache directory named by --cache-dir cannot be used: %w", err)
-			}
-			warn("running without a cache: %v", err)
-			disk = nil
-		}
+	disk, err := openCache(cfg, dir, warn)
+	if err != nil {
+		finish()
+		return nil, err
 	}
 	idDir := ""
 	if disk != nil {
 		idDir = filepath.Join(dir, "compilers")
 	}
-	ids := cache.NewCompilerIDs(idDir)
-	keys := &reapi.Keyer{Files: files, CompilerID: ids.ID, Getenv: env.Getenv}
-	if env.Record != nil {
-		keys.Observe = env.Record.Key
-	}
+	compilerID := cache.NewCompilerIDs(idDir).ID
+	var conn *remoteConn
 	switch rc := &cfg.Remote; {
 	case rc.Target == "":
-	case disk != nil && allCached(ctx, disk, keys, rc, actions): // nothing to run: no need to connect
-		remoteKeys(keys, rc, !rc.CacheOnly)
+	case disk != nil && allCached(ctx, disk, newKeyer(files, compilerID, Env{Getenv: env.Getenv}, rc, nil), actions):
+		// Nothing to run: no need to connect.
 	default:
-		r, err := newRemote(ctx, cfg, env, console, warn, keys, local, speculative, tl, dir)
-		if err != nil {
+		if conn, err = connectRemote(ctx, cfg, env, warn, tl, dir); err != nil {
 			if rc.Fallback == "none" {
 				finish()
 				return nil, err
 			}
 			warn("%v; compiling locally", err)
-			// The keys the service would give: a link without it finds
-			// what links with it stored here, and the other way round.
-			remoteKeys(keys, rc, !rc.CacheOnly)
-		} else {
-			ch.ex, ch.parallel, ch.preparing, ch.planner = r.chain, r.parallel, r.preparing, r.planner
-			if env.Record != nil {
-				env.Record.Update(func(run *record.Run) { run.Remote, run.RemoteJobs = cfg.Remote.Target, cfg.Remote.Jobs })
-			}
-			finishers = append(finishers, func() { r.finish(cfg.Quiet) })
 		}
+	}
+	// The keys, built once: what the remote service changes in them is
+	// known now.
+	keys := newKeyer(files, compilerID, env, &cfg.Remote, conn)
+	if conn != nil {
+		r := newRemote(ctx, cfg, env, console, warn, conn, keys, local, speculative, tl)
+		ch.ex, ch.parallel, ch.preparing, ch.planner = r.chain, r.parallel, r.preparing, r.planner
+		if env.Record != nil {
+			env.Record.Update(func(run *record.Run) { run.Remote, run.RemoteJobs = cfg.Remote.Target, cfg.Remote.Jobs })
+		}
+		finishers = append(finishers, func() { r.finish(cfg.Quiet) })
 	}
 	// Each result says what its action sent to and read from the remote
 	// service, for the record.
@@ -408,6 +410,24 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	})
 	ch.ex = executor.Metered(executor.Verified(cached))
 	return ch, nil
+}
+
+// openCache opens the local cache in dir, unless cfg turns it off (nil).
+// A directory that cannot be used is an error if the user named it, and
+// otherwise costs only the cache, with a warning.
+func openCache(cfg *config.Config, dir string, warn func(string, ...any)) (*cache.Disk, error) {
+	if cfg.NoCache {
+		return nil, nil
+	}
+	disk, err := cache.OpenDisk(dir)
+	if err != nil {
+		if cfg.CacheDir != "" {
+			return nil, fmt.Errorf("the cache directory named by --cache-dir cannot be used: %w", err)
+		}
+		warn("running without a cache: %v", err)
+		return nil, nil
+	}
+	return disk, nil
 }
 
 // CheckCacheDir returns an error if the cache directory the user named

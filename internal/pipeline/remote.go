@@ -10,6 +10,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/record"
@@ -87,30 +88,42 @@ const (
 	storePending = 64 << 20
 )
 
-// newRemote connects to the service and builds
-// Verified(remotecache(Hybrid(Fallback(Race(Verified(remote), speculative), local), local))),
-// or with --remote-cache-only Verified(remotecache(local)).
+// remoteConn is the connection to the remote service and what the run
+// uses it for, decided once it answers.
+type remoteConn struct {
+	client *remote.Client
+	// cacheOnly: no remote execution (--remote-cache-only, or the service
+	// offers none).
+	cacheOnly bool
+	// readOnly: the run does not write the ActionCache (cache-only without
+	// --remote-upload, or the service does not let clients write it).
+	readOnly bool
+	// cpu0 is thindist's own CPU time when it began to connect.
+	cpu0 time.Duration
+}
+
+// connectRemote dials the service, or waits for the dial begun before the
+// run (Env.Dialing), and decides what the run uses it for.
 //
 // A service that a link found unreachable within unreachableFor is not
 // tried (unless --remote-fallback=none); one found unreachable now, or
 // down mid-link, is marked so in the cache directory dir, and one reached
 // has its mark cleared.
-func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), keys *reapi.Keyer, local, speculative executor.Executor, tl *report.Timeline, dir string) (*remoteChain, error) {
+func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(string, ...any), tl *report.Timeline, dir string) (*remoteConn, error) {
 	rc := &cfg.Remote
 	if rc.Fallback != "none" {
 		if err := skipRemote(dir, rc.Target, time.Now()); err != nil {
 			return nil, err
 		}
 	}
-	cpu0 := ownCPU()
+	conn := &remoteConn{cpu0: ownCPU()}
 	opts := RemoteOptions(rc)
 	endConnect := tl.Begin("connecting") // or waiting for the dial begun before the run
-	var client *remote.Client
 	var err error
 	if env.Dialing.claim(opts) {
-		client, err = env.Dialing.wait(ctx)
+		conn.client, err = env.Dialing.wait(ctx)
 	} else {
-		client, err = dial(ctx, opts)
+		conn.client, err = dial(ctx, opts)
 	}
 	endConnect()
 	if err != nil {
@@ -120,84 +133,168 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		return nil, err
 	}
 	clearUnreachable(dir, rc.Target)
-	client.OnDown(func(err error) {
+	conn.client.OnDown(func(err error) {
 		markUnreachable(dir, rc.Target, time.Now())
 		warnAll("%v: not using it for the rest of this link; the remaining actions compile here, and their results are not stored there", err)
 	})
-	warn := limited(warnAll)
-	cacheOnly := rc.CacheOnly
-	if !cacheOnly && !client.ExecEnabled() {
+	conn.cacheOnly = rc.CacheOnly
+	if !conn.cacheOnly && !conn.client.ExecEnabled() {
 		warnAll("%s offers no remote execution; using it as a cache only", rc.Target)
-		cacheOnly = true
+		conn.cacheOnly = true
 	}
-	remoteKeys(keys, rc, !cacheOnly)
-	// The remote cache's lookups wait on the network, not on a local
-	// slot: as many actions as the local slots, and localAhead more per
-	// slot, are in flight, so that the lookups do not keep the local
-	// slots idle (and a service that stops answering holds none of them).
-	producer, parallel := local, cfg.Jobs*(1+localAhead)
-	var planner executor.Planner
-	var rex *remote.Executor
-	var fb *executor.Fallback
-	var hybrid *executor.Hybrid
-	var hedge *executor.Hedge
-	var grouper *remote.Grouper
-	if !cacheOnly {
-		rex = remote.NewExecutor(client, remote.ExecOptions{
-			Compiler: rc.Compiler, Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
-			Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
-			ExecStall: rc.ExecStall, Files: keys.Files,
-			// The remote cache below looks every action up and, when the
-			// server lets clients write, stores what runs remotely.
-			NoLookup: client.ACUpdateEnabled(),
-		})
-		var rexec executor.Executor = rex
-		remoteSlots := rc.Jobs
-		if rc.Group > 1 {
-			if client.ACUpdateEnabled() {
-				// Up to Group times as many actions in flight, grouped
-				// into --remote-jobs executions.
-				grouper = remote.NewGrouper(rex, remote.GroupOptions{Max: rc.Group, Slots: rc.Jobs, Warn: warnAll})
-				rexec, remoteSlots = grouper, rc.Jobs*rc.Group
-			} else {
-				warnAll("--remote-group: %s does not let clients write its ActionCache, where each grouped "+
-					"action's result must go under its own key; not grouping", rc.Target)
-			}
+	conn.readOnly = conn.cacheOnly && !rc.Upload || !conn.client.ACUpdateEnabled()
+	return conn, nil
+}
+
+// newKeyer is the run's Keyer, built once: files memoises the inputs'
+// digests, compilerID names a compiler (cache.CompilerIDs). With a remote
+// service (rc.Target) the workers' compiler and platform are part of
+// every key, whether the run reached it or not (conn nil: not connected),
+// so that a link without it finds what links with it stored here, and
+// the other way round; once connected, the canonical messages are kept
+// for the ActionCache's writer.
+func newKeyer(files *digest.Files, compilerID func(string) (string, error), env Env, rc *config.Remote, conn *remoteConn) *reapi.Keyer {
+	keys := &reapi.Keyer{Files: files, CompilerID: compilerID, Getenv: env.Getenv}
+	if env.Record != nil {
+		keys.Observe = env.Record.Key
+	}
+	if rc.Target == "" {
+		return keys
+	}
+	if rc.Compiler != "" {
+		// The workers' compiler is part of every key.
+		keys.CompilerID = func(path string) (string, error) {
+			id, err := compilerID(path)
+			return id + "\x00remote-compiler=" + rc.Compiler, err
 		}
-		localJobs := rc.LocalJobs
-		if localJobs < 0 {
-			localJobs = cfg.Jobs
+	}
+	if conn == nil {
+		// Remote execution is in use unless rc says cache only.
+		if !rc.CacheOnly {
+			keys.Platform = reapi.Platform(rc.Platform)
 		}
-		// The slots and the plan first; the executors that use them
-		// after.
-		slots := executor.NewDispatcher(executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace})
-		var remoteSide executor.Executor = executor.Verified(rexec)
-		if !rc.NoRace && !rc.NoHedge {
-			// The critical actions, which alone bound the link, run on
-			// two workers at once, and here as well (the Race below,
-			// from the start): one slow worker, or this machine's few
-			// busy cores, cannot hold the link. The premium is one more
-			// execution of at most one action per local slot, within
-			// executor.HedgeBudget of the link's work.
-			hedge = executor.NewHedge(remoteSide, executor.Verified(rex.SecondWorker()), slots.OnTwoWorkers)
-			remoteSide = hedge
+		return keys
+	}
+	if !conn.cacheOnly {
+		keys.Platform = reapi.Platform(rc.Platform)
+	}
+	// Each entry goes with its canonical Action and Command (REAPI: a
+	// client writing the ActionCache puts them in the CAS first).
+	keys.KeepMessages = !conn.readOnly
+	return keys
+}
+
+// allCached reports whether the local cache has the result of every
+// action under probe's keys (those the remote configuration gives them,
+// newKeyer without a connection), so that the link need not connect to
+// the service at all: a fully cached link does not wait for it, nor stall
+// when it is down.
+func allCached(ctx context.Context, disk *cache.Disk, probe *reapi.Keyer, actions []*action.Action) bool {
+	for _, a := range actions {
+		key, _, err := probe.KeyShard(a)
+		if err != nil {
+			return false
 		}
-		if !rc.NoRace {
-			remoteSide = executor.Race(remoteSide, speculative, slots)
+		if _, err := disk.GetActionResult(ctx, key, nil); err != nil {
+			return false
 		}
-		fb = executor.NewFallback(remoteSide, local, executor.FallbackOptions{
-			None: rc.Fallback == "none", What: "remote execution",
-			Hint: "--remote-fallback=none: not compiling locally",
-			Warn: func(format string, args ...any) { warn(format, args...) },
-		})
-		hybrid = executor.NewHybrid(slots, fb, local)
-		// In flight: an action per slot, and localAhead more per local
-		// slot, looked up and waiting in the Hybrid for a free slot.
-		// Without them a local slot that frees stays idle while the next
-		// action computes its key and waits a round trip for the remote
-		// cache (docs/architecture.md, "Actions kept ready beyond the
-		// slots").
-		producer, parallel, planner = hybrid, remoteSlots+localJobs*(1+localAhead), slots
+	}
+	return true
+}
+
+// remoteSide is the remote execution part of the chain and the parts of
+// it whose counters the run reports.
+type remoteSide struct {
+	producer executor.Executor
+	parallel int
+	planner  executor.Planner
+	rex      *remote.Executor
+	fb       *executor.Fallback
+	hybrid   *executor.Hybrid
+	hedge    *executor.Hedge
+	grouper  *remote.Grouper
+}
+
+// newRemoteSide builds the remote execution part of the chain on client:
+// the Dispatcher (slots and plan) first, then the executors that use it,
+// innermost first (docs/architecture.md shows the result).
+func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *reapi.Keyer, local, speculative executor.Executor, warnAll, warn func(string, ...any)) *remoteSide {
+	rc := &cfg.Remote
+	rs := &remoteSide{}
+	rs.rex = remote.NewExecutor(client, remote.ExecOptions{
+		Compiler: rc.Compiler, Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
+		Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
+		ExecStall: rc.ExecStall, Files: keys.Files,
+		// The remote cache above looks every action up and, when the
+		// server lets clients write, stores what runs remotely.
+		NoLookup: client.ACUpdateEnabled(),
+	})
+	var rexec executor.Executor = rs.rex
+	remoteSlots := rc.Jobs
+	if rc.Group > 1 {
+		if client.ACUpdateEnabled() {
+			// Up to Group times as many actions in flight, grouped
+			// into --remote-jobs executions.
+			rs.grouper = remote.NewGrouper(rs.rex, remote.GroupOptions{Max: rc.Group, Slots: rc.Jobs, Warn: warnAll})
+			rexec, remoteSlots = rs.grouper, rc.Jobs*rc.Group
+		} else {
+			warnAll("--remote-group: %s does not let clients write its ActionCache, where each grouped "+
+				"action's result must go under its own key; not grouping", rc.Target)
+		}
+	}
+	localJobs := rc.LocalJobs
+	if localJobs < 0 {
+		localJobs = cfg.Jobs
+	}
+	slots := executor.NewDispatcher(executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace})
+	var ex executor.Executor = executor.Verified(rexec)
+	if !rc.NoRace && !rc.NoHedge {
+		// The critical actions, which alone bound the link, run on two
+		// workers at once, and here as well (the Race below, from the
+		// start): one slow worker, or this machine's few busy cores,
+		// cannot hold the link. The premium is one more execution of at
+		// most one action per local slot, within executor.HedgeBudget of
+		// the link's work.
+		rs.hedge = executor.NewHedge(ex, executor.Verified(rs.rex.SecondWorker()), slots.OnTwoWorkers)
+		ex = rs.hedge
+	}
+	if !rc.NoRace {
+		ex = executor.Race(ex, speculative, slots)
+	}
+	rs.fb = executor.NewFallback(ex, local, executor.FallbackOptions{
+		None: rc.Fallback == "none", What: "remote execution",
+		Hint: "--remote-fallback=none: not compiling locally",
+		Warn: func(format string, args ...any) { warn(format, args...) },
+	})
+	rs.hybrid = executor.NewHybrid(slots, rs.fb, local)
+	// In flight: an action per slot, and localAhead more per local slot,
+	// looked up and waiting in the Hybrid for a free slot. Without them a
+	// local slot that frees stays idle while the next action computes its
+	// key and waits a round trip for the remote cache
+	// (docs/architecture.md, "Actions kept ready beyond the slots").
+	rs.producer, rs.parallel, rs.planner = rs.hybrid, remoteSlots+localJobs*(1+localAhead), slots
+	return rs
+}
+
+// newRemote builds the remote part of the chain on conn: the remote cache
+// in front of remote execution and this machine (newRemoteSide), or of
+// this machine alone with --remote-cache-only.
+func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), conn *remoteConn, keys *reapi.Keyer, local, speculative executor.Executor, tl *report.Timeline) *remoteChain {
+	rc := &cfg.Remote
+	client := conn.client
+	warn := limited(warnAll)
+	// Cache only: the remote cache's lookups wait on the network, not on
+	// a local slot: as many actions as the local slots, and localAhead
+	// more per slot, are in flight, so that the lookups do not keep the
+	// local slots idle (and a service that stops answering holds none of
+	// them).
+	rs := &remoteSide{producer: local, parallel: cfg.Jobs * (1 + localAhead)}
+	if !conn.cacheOnly {
+		rs = newRemoteSide(cfg, env, client, keys, local, speculative, warnAll, warn)
+	}
+	if !client.ACUpdateEnabled() && !(conn.cacheOnly && !rc.Upload) {
+		warnAll("%s does not let clients write its ActionCache (update_enabled=false): results are found by "+
+			"their executable action, but those of archive members, whose action changes with every link, are not reused", rc.Target)
 	}
 	// The shared ActionCache takes results that remote workers produced
 	// (or that came from the remote cache), and what this machine compiled
@@ -209,30 +306,20 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		}
 		return rc.Upload
 	}
-	readOnly := cacheOnly && !rc.Upload
-	if !client.ACUpdateEnabled() && !readOnly {
-		readOnly = true
-		warnAll("%s does not let clients write its ActionCache (update_enabled=false): results are found by "+
-			"their executable action, but those of archive members, whose action changes with every link, are not reused", rc.Target)
-	}
 	var ahead func(context.Context, executor.Job) func()
-	if rex != nil && grouper == nil {
+	if rs.rex != nil && rs.grouper == nil {
 		// A cold action's upload goes with its lookup, not after it. (A
 		// group's members are uploaded together, as one action.)
-		ahead = rex.Ahead
+		ahead = rs.rex.Ahead
 	}
 	// Results are stored while the link goes on, in bursts: one lookup and
 	// batched uploads for the objects of all of a burst's results.
 	behind := cache.NewWriteBehind(ctx, remote.NewStore(client), cache.WriteBehindOptions{
 		Window: storeWindow, BurstBytes: storeBurst, MaxPending: storePending, Warn: warn,
 	})
-	// Each entry goes with its canonical Action and Command (REAPI: a
-	// client writing the ActionCache puts them in the CAS first); the
-	// bursts carry them at the cost of their bytes.
-	keys.KeepMessages = !readOnly
-	rcache := cache.NewExecutor(behind, keys, producer, cache.Options{
-		Where: executor.RemoteCache, ReadOnly: readOnly, StoreFrom: storeFrom, Warn: warn, Ahead: ahead,
-		StoreMessages: !readOnly, Unusable: env.Record.Unusable, Run: env.Record.ID(),
+	rcache := cache.NewExecutor(behind, keys, rs.producer, cache.Options{
+		Where: executor.RemoteCache, ReadOnly: conn.readOnly, StoreFrom: storeFrom, Warn: warn, Ahead: ahead,
+		StoreMessages: !conn.readOnly, Unusable: env.Record.Unusable, Run: env.Record.ID(),
 	})
 	finish := func(quiet bool) {
 		defer client.Close()
@@ -243,99 +330,104 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		if now := tl.Now(); now.Sub(start) >= time.Millisecond {
 			tl.Add("storing results", start, now)
 		}
+		st := rs.stats(client, rcache, behind, conn.cpu0)
 		if rec := env.Record; rec != nil {
-			rec.Update(func(run *record.Run) {
-				// The sums of the actions' BytesUp and BytesDown
-				// (executor.Metered), and what failed actions moved.
-				c := client.Stats()
-				run.Invocation = client.Invocation()
-				run.BytesUp = c.BytesUploaded
-				run.BytesDown = c.BytesRead + c.BytesInlined
-				if fb != nil {
-					run.FellBack = fb.Stats().Fallbacks
-				}
-			})
+			rec.Update(st.record)
 		}
-		if quiet {
-			return
+		if !quiet {
+			console.Printf("%s", st.line(rc.Target))
 		}
-		c, cs := client.Stats(), rcache.Stats()
-		line := fmt.Sprintf("thindist: remote %s (invocation %s): %d cache hits, %d misses", rc.Target, client.Invocation(), cs.Hits, cs.Misses)
-		if rex != nil {
-			es, fs, hs := rex.Stats(), fb.Stats(), hybrid.Stats()
-			line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
-				es.Executed, es.ServerCacheHits, es.Retries, fs.Fallbacks+fs.Unsupported)
-			line += fmt.Sprintf("; %d uploads begun with their lookup (%d of them not executed here)", es.Ahead, es.AheadUnused)
-			line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
-				hs.Local, hs.Races, hs.RacesWonHere, hs.RacedAtStart)
-			if hedge != nil {
-				gs := hedge.Stats()
-				line += fmt.Sprintf("; %d hedged on a second worker (%d won there)", gs.Hedged, gs.Won)
-			}
-			if grouper != nil {
-				gs := grouper.Stats()
-				line += fmt.Sprintf("; %d grouped into %d executions (%d sent alone again)", gs.Grouped, gs.Groups, gs.Reruns)
-			}
-		}
-		if ws := behind.Stats(); ws.Results+ws.Failed > 0 {
-			line += fmt.Sprintf("; %d results stored in %d bursts", ws.Results, ws.Bursts)
-			if ws.Failed > 0 {
-				line += fmt.Sprintf(" (%d could not be)", ws.Failed)
-			}
-		}
-		line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
-			c.BlobsUploaded, mib(c.BytesUploaded), mib(c.WireBytesUploaded), mib(c.BytesRequested))
-		// thindist's own CPU since it dialled (every RPC, protobuf,
-		// hashing and file I/O; not the compilers it ran here), per action
-		// that reached the remote cache.
-		if n := cs.Hits + cs.Misses; n > 0 {
-			cpu := ownCPU() - cpu0
-			line += fmt.Sprintf("; thindist CPU %s, %.2f ms per action", cpu.Round(time.Millisecond),
-				float64(cpu.Microseconds())/1e3/float64(n))
-		}
-		console.Printf("%s", line)
 	}
-	rch := &remoteChain{chain: executor.Verified(rcache), parallel: parallel, planner: planner, finish: finish}
-	if !cacheOnly {
+	rch := &remoteChain{chain: executor.Verified(rcache), parallel: rs.parallel, planner: rs.planner, finish: finish}
+	if !conn.cacheOnly {
 		rch.preparing = Preparing(client.RTT, runtime.GOMAXPROCS(0))
 	}
-	return rch, nil
+	return rch
 }
 
-// remoteKeys makes keys those of actions that may run on rc's workers
-// (exec: remote execution is in use): the workers' compiler and platform
-// are part of every key.
-func remoteKeys(keys *reapi.Keyer, rc *config.Remote, exec bool) {
-	if rc.Compiler != "" {
-		localID := keys.CompilerID
-		keys.CompilerID = func(path string) (string, error) {
-			id, err := localID(path)
-			return id + "\x00remote-compiler=" + rc.Compiler, err
-		}
+// remoteStats are the counters of a run's remote chain, read once at its
+// end, for the record and the summary line.
+type remoteStats struct {
+	invocation string
+	transfers  remote.TransferStats
+	cache      cache.ExecutorStats
+	stored     cache.WriteBehindStats
+	// exec, fallback and hybrid are set with remote execution; hedge and
+	// group when those ran.
+	exec     *remote.ExecStats
+	fallback executor.FallbackStats
+	hybrid   executor.HybridStats
+	hedge    *executor.HedgeStats
+	group    *remote.GroupStats
+	// cpu is thindist's own CPU since it began to connect.
+	cpu time.Duration
+}
+
+// stats reads the counters of rs and of the chain around it.
+func (rs *remoteSide) stats(client *remote.Client, rcache *cache.Executor, behind *cache.WriteBehind, cpu0 time.Duration) remoteStats {
+	st := remoteStats{invocation: client.Invocation(), transfers: client.Stats(), cache: rcache.Stats(),
+		stored: behind.Stats(), cpu: ownCPU() - cpu0}
+	if rs.rex != nil {
+		es := rs.rex.Stats()
+		st.exec, st.fallback, st.hybrid = &es, rs.fb.Stats(), rs.hybrid.Stats()
 	}
-	if exec {
-		keys.Platform = reapi.Platform(rc.Platform)
+	if rs.hedge != nil {
+		hs := rs.hedge.Stats()
+		st.hedge = &hs
+	}
+	if rs.grouper != nil {
+		gs := rs.grouper.Stats()
+		st.group = &gs
+	}
+	return st
+}
+
+// record puts what the run moved and how often it fell back in its record.
+func (st remoteStats) record(run *record.Run) {
+	// The sums of the actions' BytesUp and BytesDown (executor.Metered),
+	// and what failed actions moved.
+	run.Invocation = st.invocation
+	run.BytesUp = st.transfers.BytesUploaded
+	run.BytesDown = st.transfers.BytesRead + st.transfers.BytesInlined
+	if st.exec != nil {
+		run.FellBack = st.fallback.Fallbacks
 	}
 }
 
-// allCached reports whether the local cache has the result of every
-// action, under the keys the remote configuration gives them (the
-// service offering remote execution unless rc says cache only), so that
-// the link need not connect to the service at all: a fully cached link
-// does not wait for it, nor stall when it is down. keys is left as it is.
-func allCached(ctx context.Context, disk *cache.Disk, keys *reapi.Keyer, rc *config.Remote, actions []*action.Action) bool {
-	probe := &reapi.Keyer{Files: keys.Files, CompilerID: keys.CompilerID, Getenv: keys.Getenv}
-	remoteKeys(probe, rc, !rc.CacheOnly)
-	for _, a := range actions {
-		key, _, err := probe.KeyShard(a)
-		if err != nil {
-			return false
+// line is the remote summary line of a run on target.
+func (st remoteStats) line(target string) string {
+	c, cs := st.transfers, st.cache
+	line := fmt.Sprintf("thindist: remote %s (invocation %s): %d cache hits, %d misses", target, st.invocation, cs.Hits, cs.Misses)
+	if es := st.exec; es != nil {
+		fs, hs := st.fallback, st.hybrid
+		line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
+			es.Executed, es.ServerCacheHits, es.Retries, fs.Fallbacks+fs.Unsupported)
+		line += fmt.Sprintf("; %d uploads begun with their lookup (%d of them not executed here)", es.Ahead, es.AheadUnused)
+		line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
+			hs.Local, hs.Races, hs.RacesWonHere, hs.RacedAtStart)
+		if gs := st.hedge; gs != nil {
+			line += fmt.Sprintf("; %d hedged on a second worker (%d won there)", gs.Hedged, gs.Won)
 		}
-		if _, err := disk.GetActionResult(ctx, key, nil); err != nil {
-			return false
+		if gs := st.group; gs != nil {
+			line += fmt.Sprintf("; %d grouped into %d executions (%d sent alone again)", gs.Grouped, gs.Groups, gs.Reruns)
 		}
 	}
-	return true
+	if ws := st.stored; ws.Results+ws.Failed > 0 {
+		line += fmt.Sprintf("; %d results stored in %d bursts", ws.Results, ws.Bursts)
+		if ws.Failed > 0 {
+			line += fmt.Sprintf(" (%d could not be)", ws.Failed)
+		}
+	}
+	line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
+		c.BlobsUploaded, mib(c.BytesUploaded), mib(c.WireBytesUploaded), mib(c.BytesRequested))
+	// thindist's own CPU since it dialled (every RPC, protobuf, hashing
+	// and file I/O; not the compilers it ran here), per action that
+	// reached the remote cache.
+	if n := cs.Hits + cs.Misses; n > 0 {
+		line += fmt.Sprintf("; thindist CPU %s, %.2f ms per action", st.cpu.Round(time.Millisecond),
+			float64(st.cpu.Microseconds())/1e3/float64(n))
+	}
+	return line
 }
 
 // ownCPU is the user and system CPU this process has used: thindist's own
