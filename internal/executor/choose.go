@@ -34,12 +34,12 @@ func (d *Dispatcher) dispatch() {
 		w := d.queue[i]
 		// A slot is left for each action ranked before w that has yet
 		// to arrive (settle).
-		p := d.unsettledBefore(w.rank)
+		p := d.unsettledBefore(w.Rank)
 		local, remote := d.free[localSide] > p, d.free[remoteSide] > p
 		switch {
 		case (!d.o.Races || backlog && !w.critical) && local:
 			d.grant(&d.queue, i, localSide)
-		case remote && (!backlog || w.critical || w.rank < lastQueued):
+		case remote && (!backlog || w.critical || w.Rank < lastQueued):
 			d.grant(&d.queue, i, remoteSide)
 		case !w.critical && local:
 			d.grant(&d.queue, i, localSide)

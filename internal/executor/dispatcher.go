@@ -3,12 +3,12 @@ package executor
 import (
 	"context"
 	"math"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/slots"
 )
 
 // Dispatcher owns a Hybrid's remote and local slots and hands them out:
@@ -32,9 +32,9 @@ type Dispatcher struct {
 	// arrive last and find this machine's few slots taken.
 	settled     []bool
 	settledUpTo int
-	free        [2]int          // free slots: [remoteSide], [localSide]
-	queue       []*hybridWaiter // actions waiting to start, in plan order
-	spares      []*hybridWaiter // races waiting for a local slot, oldest first
+	free        [2]int                     // free slots: [remoteSide], [localSide]
+	queue       slots.Queue[*hybridWaiter] // actions waiting to start, in plan order
+	spares      slots.Queue[*hybridWaiter] // races waiting for a local slot, oldest first
 	drained     bool
 	paces       [2]pace // [remoteSide], [localSide]
 	// wake, when set, dispatches again at wakeAt, when a race waiting in
@@ -55,12 +55,13 @@ const (
 	localSide  = 1
 )
 
+// hybridWaiter waits for a side's slot: its Rank orders it in its queue,
+// its grant is the side.
 type hybridWaiter struct {
-	rank     int
-	planned  int      // the action's rank in the plan (rank, for a race's waiter, is its arrival)
-	critical bool     // a critical action: remote only; its race starts at once
-	length   float64  // the action's lengthOf (0: not planned)
-	grant    chan int // the side granted; buffered
+	slots.Waiter
+	planned  int     // the action's rank in the plan (Rank, for a race's waiter, is its arrival)
+	critical bool    // a critical action: remote only; its race starts at once
+	length   float64 // the action's lengthOf (0: not planned)
 	// stage, for a race's waiter, is its remote side's progress.
 	stage *Stage
 	// since is when it began to wait.
@@ -137,7 +138,7 @@ func (d *Dispatcher) Drained() {
 // action.
 func (d *Dispatcher) Wait(ctx context.Context, j Job) (func(), error) {
 	w := d.waiter(j.Action)
-	w.rank = int(d.arrivals.Add(1)) // oldest first
+	w.Rank = int(d.arrivals.Add(1)) // oldest first
 	w.stage = j.Stage
 	side, err := d.enqueue(ctx, w, &d.spares)
 	if err != nil {
@@ -155,7 +156,7 @@ func (d *Dispatcher) Wait(ctx context.Context, j Job) (func(), error) {
 func (d *Dispatcher) start(ctx context.Context, a *action.Action) (int, error) {
 	w := d.waiter(a)
 	d.mu.Lock()
-	d.settle(w.rank)
+	d.settle(w.Rank)
 	d.mu.Unlock()
 	return d.enqueue(ctx, w, &d.queue)
 }
@@ -166,46 +167,22 @@ func (d *Dispatcher) waiter(a *action.Action) *hybridWaiter {
 		// Not planned: after the planned ones, first come first served.
 		rank = math.MaxInt32 + int(d.arrivals.Add(1))
 	}
-	w := &hybridWaiter{rank: rank, planned: rank, critical: d.plan.critical[a], grant: make(chan int, 1), since: time.Now()}
+	w := &hybridWaiter{Waiter: slots.NewWaiter(rank), planned: rank, critical: d.plan.critical[a], since: time.Now()}
 	if ok {
 		w.length = d.plan.length(a)
 	}
 	return w
 }
 
-// enqueue adds w to list, ordered by rank, and waits for its grant. A
-// waiter that gives up is removed; a grant that came meanwhile goes back.
-func (d *Dispatcher) enqueue(ctx context.Context, w *hybridWaiter, list *[]*hybridWaiter) (int, error) {
+// enqueue adds w to list, ordered by rank, and waits for its grant, the
+// side (slots.Wait: a waiter that gives up is removed; a grant that came
+// meanwhile goes back).
+func (d *Dispatcher) enqueue(ctx context.Context, w *hybridWaiter, list *slots.Queue[*hybridWaiter]) (int, error) {
 	d.mu.Lock()
-	i := sort.Search(len(*list), func(i int) bool { return (*list)[i].rank > w.rank })
-	*list = append(*list, nil)
-	copy((*list)[i+1:], (*list)[i:])
-	(*list)[i] = w
+	list.Add(w)
 	d.dispatch()
 	d.mu.Unlock()
-	select {
-	case side := <-w.grant:
-		return side, nil
-	case <-ctx.Done():
-	}
-	d.mu.Lock()
-	if removeWaiter(list, w) {
-		d.mu.Unlock()
-		return 0, ctx.Err()
-	}
-	d.mu.Unlock()
-	d.release(<-w.grant)
-	return 0, ctx.Err()
-}
-
-func removeWaiter(list *[]*hybridWaiter, w *hybridWaiter) bool {
-	for i, x := range *list {
-		if x == w {
-			*list = append((*list)[:i], (*list)[i+1:]...)
-			return true
-		}
-	}
-	return false
+	return slots.Wait(ctx, &d.mu, list, w, d.release)
 }
 
 func (d *Dispatcher) release(side int) {
@@ -216,10 +193,9 @@ func (d *Dispatcher) release(side int) {
 }
 
 // grant gives waiter i of list a slot on side and removes it from list.
-func (d *Dispatcher) grant(list *[]*hybridWaiter, i, side int) {
+func (d *Dispatcher) grant(list *slots.Queue[*hybridWaiter], i, side int) {
 	d.free[side]--
-	(*list)[i].grant <- side
-	*list = append((*list)[:i], (*list)[i+1:]...)
+	list.Grant(i, side)
 }
 
 // pace is what one side has taken per unit of length (lengthOf) over the

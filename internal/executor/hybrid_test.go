@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/slots"
 )
 
 // held is a fake executor whose calls block until released, reporting
@@ -179,7 +180,7 @@ func waitQueued(t *testing.T, h *Hybrid, a *action.Action) {
 	rank := h.d.plan.rank[a]
 	for {
 		h.d.mu.Lock()
-		found := slices.ContainsFunc(h.d.queue, func(w *hybridWaiter) bool { return w.rank == rank })
+		found := slices.ContainsFunc(h.d.queue, func(w *hybridWaiter) bool { return w.Rank == rank })
 		h.d.mu.Unlock()
 		if found {
 			return
@@ -787,10 +788,10 @@ func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
 				HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
-			crit := &hybridWaiter{critical: true, since: start, stage: stage(c.critExecuting), grant: make(chan int, 1)}
+			crit := &hybridWaiter{critical: true, since: start, stage: stage(c.critExecuting), Waiter: slots.NewWaiter(0)}
 			h.d.spares = append(h.d.spares, crit)
 			for i := 0; i < c.executing+c.queued; i++ {
-				h.d.spares = append(h.d.spares, &hybridWaiter{since: start, stage: stage(i < c.executing), grant: make(chan int, 1)})
+				h.d.spares = append(h.d.spares, &hybridWaiter{since: start, stage: stage(i < c.executing), Waiter: slots.NewWaiter(0)})
 			}
 			h.d.mu.Lock()
 			got := h.d.raceAtStart(crit, start.Add(c.after))
@@ -809,7 +810,7 @@ func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 	}{{criticalWait, false}, {criticalUpload, true}} {
 		h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
 			HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
-		crit := &hybridWaiter{critical: true, since: start, stage: unsent(), grant: make(chan int, 1)}
+		crit := &hybridWaiter{critical: true, since: start, stage: unsent(), Waiter: slots.NewWaiter(0)}
 		h.d.spares = append(h.d.spares, crit)
 		h.d.mu.Lock()
 		got := h.d.raceAtStart(crit, start.Add(c.after))

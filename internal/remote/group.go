@@ -14,6 +14,7 @@ import (
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/slots"
 )
 
 // GroupOptions configures a Grouper.
@@ -76,7 +77,7 @@ type GroupStats struct {
 type Grouper struct {
 	e     *Executor
 	o     GroupOptions
-	slots *slotQueue
+	slots *slots.Pool
 
 	mu  sync.Mutex
 	cur *group
@@ -96,7 +97,7 @@ func NewGrouper(e *Executor, o GroupOptions) *Grouper {
 	if o.SmallBytes <= 0 {
 		o.SmallBytes = DefaultGroupSmallBytes
 	}
-	return &Grouper{e: e, o: o, slots: &slotQueue{free: max(1, o.Slots)}}
+	return &Grouper{e: e, o: o, slots: slots.NewPool(o.Slots)}
 }
 
 // Stats returns the counts of the run so far.
@@ -137,7 +138,7 @@ func (g *Grouper) Execute(ctx context.Context, j executor.Job) (*executor.Result
 	grp, alone := g.join(ctx, m)
 	if alone {
 		// A free slot, taken: nothing waits, nothing to save by waiting.
-		defer g.slots.release()
+		defer g.slots.Release()
 		g.singles.Add(1)
 		return g.e.Execute(ctx, j)
 	}
@@ -171,10 +172,10 @@ func (g *Grouper) groupable(a *action.Action) bool {
 
 // single runs a alone in an execution slot.
 func (g *Grouper) single(ctx context.Context, j executor.Job) (*executor.Result, error) {
-	if err := g.slots.acquire(ctx, alonePriority); err != nil {
+	if err := g.slots.Acquire(ctx, alonePriority); err != nil {
 		return nil, err
 	}
-	defer g.slots.release()
+	defer g.slots.Release()
 	g.singles.Add(1)
 	return g.e.Execute(ctx, j)
 }
@@ -190,7 +191,7 @@ func (g *Grouper) join(ctx context.Context, m *member) (grp *group, alone bool) 
 		grp = nil // every member left: the group will not run for a newcomer
 	}
 	if grp == nil {
-		if g.slots.tryAcquire() {
+		if g.slots.TryAcquire() {
 			return nil, true
 		}
 		// The group's work serves every member: it ends when the last of
@@ -227,7 +228,7 @@ func (g *Grouper) leave(grp *group) {
 // runs it.
 func (g *Grouper) send(grp *group) {
 	defer grp.cancel()
-	got := g.slots.acquire(grp.ctx, groupPriority) == nil // else every member has gone
+	got := g.slots.Acquire(grp.ctx, groupPriority) == nil // else every member has gone
 	g.mu.Lock()
 	if g.cur == grp {
 		g.cur = nil
@@ -239,7 +240,7 @@ func (g *Grouper) send(grp *group) {
 		g.alone(members)
 		return
 	}
-	defer g.slots.release()
+	defer g.slots.Release()
 	g.run(grp.ctx, members)
 }
 
@@ -440,74 +441,11 @@ func (g *Grouper) groupFiles(ctx context.Context, grp *reapi.Group, ar *repb.Act
 	return files, nil
 }
 
-// slotQueue holds the execution slots. A freed slot goes to an action
-// sent alone before a group: those are the large backends, which the
-// scheduler starts first because they make the critical path (or members
-// handed back), and grouping must never queue them behind a backlog of
-// tiny ones.
-type slotQueue struct {
-	mu   sync.Mutex
-	free int
-	wait [2][]chan struct{} // by priority, each first come first served
-}
-
+// The Grouper's execution slots (a slots.Pool) go to an action sent alone
+// before a group: those are the large backends, which the scheduler starts
+// first because they make the critical path (or members handed back), and
+// grouping must never queue them behind a backlog of tiny ones.
 const (
 	alonePriority = 0
 	groupPriority = 1
 )
-
-// tryAcquire takes a free slot if there is one.
-func (q *slotQueue) tryAcquire() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.free > 0 {
-		q.free--
-		return true
-	}
-	return false
-}
-
-// acquire waits for a slot, behind the waiters of its priority and of
-// higher ones.
-func (q *slotQueue) acquire(ctx context.Context, prio int) error {
-	q.mu.Lock()
-	if q.free > 0 {
-		q.free--
-		q.mu.Unlock()
-		return nil
-	}
-	ch := make(chan struct{}, 1)
-	q.wait[prio] = append(q.wait[prio], ch)
-	q.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-	}
-	q.mu.Lock()
-	for i, c := range q.wait[prio] {
-		if c == ch {
-			q.wait[prio] = append(q.wait[prio][:i], q.wait[prio][i+1:]...)
-			q.mu.Unlock()
-			return ctx.Err()
-		}
-	}
-	q.mu.Unlock()
-	q.release() // granted meanwhile: pass it on
-	return ctx.Err()
-}
-
-// release frees a slot: to the first waiter of the highest priority.
-func (q *slotQueue) release() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for p := range q.wait {
-		if len(q.wait[p]) > 0 {
-			ch := q.wait[p][0]
-			q.wait[p] = q.wait[p][1:]
-			ch <- struct{}{}
-			return
-		}
-	}
-	q.free++
-}
