@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -90,4 +92,33 @@ func buildForDoc(t *testing.T, flags string, actions []*action.Action) string {
 	}
 	defer ch.finish()
 	return executor.Describe(ch.ex)
+}
+
+// TestArchitectureNamesEveryPackage: docs/architecture.md's table names
+// every package of the module, so a newcomer finds each one's job there.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile(architectureDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Dir(filepath.Dir(architectureDoc))
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if goFiles, _ := filepath.Glob(filepath.Join(path, "*.go")); len(goFiles) == 0 || rel == "." {
+			return nil
+		}
+		if !bytes.Contains(doc, []byte("| `"+filepath.ToSlash(rel)+"` |")) {
+			t.Errorf("%s does not name package %s in its table", architectureDoc, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
