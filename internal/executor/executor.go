@@ -1,8 +1,12 @@
-// Package executor runs backend actions. One small interface, Executor, and
+// Package executor runs backend actions. One small interface, Executor,
+// taking a Job (everything an executor needs of one action), and
 // behaviours composed around it as decorators, in the manner of Buildbarn's
 // BlobAccess: Local runs processes, Verified rejects results that must never
-// reach the linker, and other packages add a cache and remote execution in
-// front of them.
+// reach the linker, Fallback, Race, Hedge and Hybrid share the work between
+// remote execution and this machine (the Hybrid's Dispatcher holds the
+// slots and the Plan), and other packages add a cache and remote execution
+// in front of them. Every executor names itself (String); Describe prints
+// a chain; docs/architecture.md shows the chain of each mode.
 package executor
 
 import (

@@ -20,11 +20,11 @@ type StageMarks interface {
 	// Queued: the action was sent for execution; from now until a
 	// worker takes it, it waits in the cluster's queue, where a wait long
 	// enough says the cluster is narrower than the actions sent to it
-	// (Hybrid).
+	// (Dispatcher).
 	Queued()
 	// Executing: a remote worker has taken the action; until then it
 	// only waits in the cluster's queue, and a free local slot is better
-	// spent on it than on one a worker is already running (Hybrid).
+	// spent on it than on one a worker is already running (Dispatcher).
 	Executing()
 }
 
