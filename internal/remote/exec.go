@@ -239,11 +239,8 @@ func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Execu
 // WaitExecution when it drops, and retrying transient failures a bounded
 // number of times. marks hears when a worker takes it.
 func (e *Executor) run(ctx context.Context, ex *reapi.Executable, marks executor.StageMarks) (resp *repb.ExecuteResponse, executing time.Time, err error) {
-	var opName string
+	op := &operation{e: e, ex: ex, marks: marks}
 	var lastErr error
-	// The operation's stage and since when, across streams: the bounds on
-	// QUEUED and EXECUTING hold whatever the streams do.
-	stage, since := repb.ExecutionStage_UNKNOWN, time.Time{}
 	unavailable := 0
 	retries := e.c.retrier(e.c.opts.RetryWindow)
 	attempts := 0
@@ -256,70 +253,18 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable, marks executor
 			}
 			e.retries.Add(1)
 		}
-		if p := e.off.Load(); p != nil && opName == "" {
+		if p := e.off.Load(); p != nil && op.name == "" {
 			// Another action tripped the breaker (maybe while this one
 			// waited to try again): do not send this one either.
 			return nil, time.Time{}, p
 		}
 		attempts = attempt
-		sctx, cancel := context.WithCancel(e.c.withMD(ctx))
-		var stream grpc.ServerStreamingClient[longrunningpb.Operation]
-		if opName == "" {
-			// The outputs come back in the response where the server
-			// inlines them: no read after the execution.
-			stream, err = e.c.exec().Execute(sctx, &repb.ExecuteRequest{
-				InstanceName: e.c.opts.Instance, ActionDigest: ex.ActionDigest.Proto(),
-				SkipCacheLookup: e.o.SkipCacheLookup, DigestFunction: repb.DigestFunction_SHA256,
-				ExecutionPolicy: &repb.ExecutionPolicy{Priority: ex.Priority},
-				InlineStdout:    true, InlineStderr: true, InlineOutputFiles: ex.Outputs,
-			})
-		} else {
-			stream, err = e.c.exec().WaitExecution(sctx, &repb.WaitExecutionRequest{Name: opName})
-		}
-		var expired atomic.Int32 // the stage whose bound passed, cancelling the stream
-		var timer *time.Timer
-		onStage := func(st repb.ExecutionStage_Value) {
-			if st != stage {
-				stage, since = st, time.Now()
-				if st == repb.ExecutionStage_EXECUTING {
-					executing = since
-					marks.Executing()
-				}
-				if timer != nil {
-					timer.Stop()
-					timer = nil
-				}
-			}
-			if timer != nil {
-				return
-			}
-			if bound, _ := e.stageBound(st); bound > 0 {
-				timer = time.AfterFunc(bound-time.Since(since), func() {
-					expired.Store(int32(st))
-					cancel() // the server drops an operation nobody waits for
-				})
-			}
-		}
-		if err == nil {
-			var name string
-			resp, name, err = follow(stream, onStage)
-			if name != "" {
-				opName = name
-				retries.progress() // the server took the action: the retry window starts anew
-			}
-			if err == nil && resp != nil {
-				drain(stream, cancel)
-			}
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		cancel()
+		resp, expired, err := op.follow(ctx, retries)
 		if ctx.Err() != nil {
 			return nil, time.Time{}, ctx.Err()
 		}
-		if st := repb.ExecutionStage_Value(expired.Load()); st != repb.ExecutionStage_UNKNOWN && (err != nil || resp == nil) {
-			return nil, time.Time{}, e.stageExpired(st)
+		if expired != repb.ExecutionStage_UNKNOWN && (err != nil || resp == nil) {
+			return nil, time.Time{}, e.stageExpired(expired)
 		}
 		if err == nil && resp == nil {
 			// The stream ended without a finished operation: resume it.
@@ -329,38 +274,31 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable, marks executor
 		if err == nil {
 			err = status.FromProto(resp.GetStatus()).Err()
 			if err == nil {
-				return resp, executing, nil
+				return resp, op.executing, nil
 			}
 			if status.Code(err) == codes.DeadlineExceeded {
 				return nil, time.Time{}, fmt.Errorf("the action timed out on the worker: %v", err)
 			}
-			opName = "" // the operation is over: a retry executes anew
+			op.name = "" // the operation is over: a retry executes anew
 		}
 		lastErr = err
-		switch code := status.Code(err); {
-		case code == codes.NotFound && opName != "":
-			opName = "" // the server forgot the operation: execute again
-		case code == codes.FailedPrecondition && missingInputs(err):
-			// Inputs went missing from the CAS (evicted): upload again.
-			for d := range ex.Blobs {
-				e.c.CAS.Forget(d)
+		switch classify(err, op.name != "") {
+		case reexecute:
+			op.name = ""
+		case reupload:
+			if err := e.uploadAgain(ctx, ex); err != nil {
+				return nil, time.Time{}, err
 			}
-			for d := range ex.Files {
-				e.c.CAS.Forget(d)
-			}
-			if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
-				return nil, time.Time{}, fmt.Errorf("uploading inputs again: %w", err)
-			}
-			opName = ""
-		case code == codes.Unavailable && opName == "":
+			op.name = ""
+		case unavailableBeforeTaken:
 			unavailable++
-		case transient(err):
-		case permanent(code):
+		case transientFailure:
+		case runWideFailure:
 			// The server cannot run any of this run's actions (no worker
 			// for the platform, no permission, no execution service):
 			// the remaining actions do not try.
 			p := &Permanent{Err: fmt.Errorf("remote execution: %w", err)}
-			if code == codes.FailedPrecondition || mentionsPlatform(err) {
+			if status.Code(err) == codes.FailedPrecondition || mentionsPlatform(err) {
 				p.Hint = fmt.Sprintf("the server has no worker for the platform properties [%s] thindist sent: check --remote-platform", e.platformString())
 			}
 			e.off.CompareAndSwap(nil, p)
@@ -372,6 +310,59 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable, marks executor
 	if d := e.c.Down(); d != nil {
 		return nil, time.Time{}, d // the retries ended as the service went down
 	}
+	return nil, time.Time{}, e.exhausted(attempts, lastErr, unavailable)
+}
+
+// failure is what a failed Execute or WaitExecution means for the action
+// (classify).
+type failure int
+
+const (
+	actionFailure          failure = iota // this action failed: no retry
+	reexecute                             // the server forgot the operation: execute again
+	reupload                              // inputs went missing from the CAS: upload them again, execute again
+	unavailableBeforeTaken                // the service was unavailable before it took the action: retry
+	transientFailure                      // retry
+	runWideFailure                        // no action of the run can succeed (Permanent)
+)
+
+// classify says what err, the failure of a call about an operation
+// (resuming: a WaitExecution of one the server had taken), means.
+func classify(err error, resuming bool) failure {
+	switch code := status.Code(err); {
+	case code == codes.NotFound && resuming:
+		return reexecute
+	case code == codes.FailedPrecondition && missingInputs(err):
+		return reupload
+	case code == codes.Unavailable && !resuming:
+		return unavailableBeforeTaken
+	case transient(err):
+		return transientFailure
+	case permanent(code):
+		return runWideFailure
+	}
+	return actionFailure
+}
+
+// uploadAgain uploads ex's inputs anew, after the server said some went
+// missing from its CAS (evicted).
+func (e *Executor) uploadAgain(ctx context.Context, ex *reapi.Executable) error {
+	for d := range ex.Blobs {
+		e.c.CAS.Forget(d)
+	}
+	for d := range ex.Files {
+		e.c.CAS.Forget(d)
+	}
+	if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
+		return fmt.Errorf("uploading inputs again: %w", err)
+	}
+	return nil
+}
+
+// exhausted is the error of an action whose retries ran out after
+// attempts, the last failing with lastErr, unavailable of them with the
+// service unavailable before it took the action.
+func (e *Executor) exhausted(attempts int, lastErr error, unavailable int) error {
 	msg := fmt.Sprintf("remote execution failed after %d attempts: %v", attempts, lastErr)
 	if status.Code(lastErr) == codes.Unavailable || mentionsPlatform(lastErr) {
 		// The service stayed unavailable, or has no worker for the
@@ -389,9 +380,87 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable, marks executor
 				"as Buildbarn does during its scheduler's platformQueueWithNoWorkersTimeout after start: check --remote-platform", e.platformString())
 		}
 		e.off.CompareAndSwap(nil, p)
-		return nil, time.Time{}, e.off.Load() // the same error for every action, reported once
+		return e.off.Load() // the same error for every action, reported once
 	}
-	return nil, time.Time{}, errors.New(msg)
+	return errors.New(msg)
+}
+
+// operation follows one remote execution across the streams about it:
+// its name once the server took it, its stage and since when (the bounds
+// on QUEUED and EXECUTING hold whatever the streams do), and when a
+// worker took it.
+type operation struct {
+	e         *Executor
+	ex        *reapi.Executable
+	marks     executor.StageMarks
+	name      string // "": not taken yet, or to execute anew
+	stage     repb.ExecutionStage_Value
+	since     time.Time
+	executing time.Time
+}
+
+// follow sends the operation for execution (Execute) or resumes it
+// (WaitExecution) and follows the stream to its end. resp is the finished
+// operation's response, nil if the stream ended before; expired is the
+// stage whose bound (stageBound) passed, cancelling the stream, or
+// UNKNOWN. The server taking the action restarts retries' window.
+func (op *operation) follow(ctx context.Context, retries *retrier) (resp *repb.ExecuteResponse, expired repb.ExecutionStage_Value, err error) {
+	e := op.e
+	sctx, cancel := context.WithCancel(e.c.withMD(ctx))
+	defer cancel()
+	var stream grpc.ServerStreamingClient[longrunningpb.Operation]
+	if op.name == "" {
+		// The outputs come back in the response where the server
+		// inlines them: no read after the execution.
+		stream, err = e.c.exec().Execute(sctx, &repb.ExecuteRequest{
+			InstanceName: e.c.opts.Instance, ActionDigest: op.ex.ActionDigest.Proto(),
+			SkipCacheLookup: e.o.SkipCacheLookup, DigestFunction: repb.DigestFunction_SHA256,
+			ExecutionPolicy: &repb.ExecutionPolicy{Priority: op.ex.Priority},
+			InlineStdout:    true, InlineStderr: true, InlineOutputFiles: op.ex.Outputs,
+		})
+	} else {
+		stream, err = e.c.exec().WaitExecution(sctx, &repb.WaitExecutionRequest{Name: op.name})
+	}
+	var expiredStage atomic.Int32 // the stage whose bound passed, cancelling the stream
+	var timer *time.Timer
+	onStage := func(st repb.ExecutionStage_Value) {
+		if st != op.stage {
+			op.stage, op.since = st, time.Now()
+			if st == repb.ExecutionStage_EXECUTING {
+				op.executing = op.since
+				op.marks.Executing()
+			}
+			if timer != nil {
+				timer.Stop()
+				timer = nil
+			}
+		}
+		if timer != nil {
+			return
+		}
+		if bound, _ := e.stageBound(st); bound > 0 {
+			timer = time.AfterFunc(bound-time.Since(op.since), func() {
+				expiredStage.Store(int32(st))
+				cancel() // the server drops an operation nobody waits for
+			})
+		}
+	}
+	if err == nil {
+		var name string
+		resp, name, err = follow(stream, onStage)
+		if name != "" {
+			op.name = name
+			retries.progress() // the server took the action: the retry window starts anew
+		}
+		if err == nil && resp != nil {
+			drain(stream, cancel)
+		}
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	cancel()
+	return resp, repb.ExecutionStage_Value(expiredStage.Load()), err
 }
 
 // stageBound is the client's bound on how long an operation may stay in
