@@ -1,0 +1,432 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/plainfile"
+)
+
+// Uploader makes blobs present in the CAS: it asks FindMissingBlobs and
+// uploads only what is missing, and each distinct blob at most once per run
+// however many actions need it (concurrent requests for one blob wait for
+// the first).
+type Uploader struct {
+	c  *Client
+	mu sync.Mutex
+	m  map[digest.Digest]*upload
+	// The FindMissingBlobs and BatchUpdateBlobs calls of the actions in
+	// flight, coalesced.
+	finds   *coalescer[[]digest.Digest, found]
+	updates *coalescer[blobBatch, error]
+	// digested is the run's memo of input digests (UseDigests): a file
+	// it has digested and that has not changed since is sent without
+	// being hashed again.
+	digested atomic.Pointer[digest.Files]
+}
+
+// UseDigests gives u the run's memo of file digests (the one the actions'
+// keys and remote actions are built with), so that a file read for an
+// upload is hashed again only if its stamp does not show it unchanged
+// since the memo digested it (digest.Files.Unchanged).
+func (u *Uploader) UseDigests(f *digest.Files) { u.digested.Store(f) }
+
+// found is the answer of a coalesced FindMissingBlobs to one request.
+type found struct {
+	missing []digest.Digest
+	err     error
+}
+
+// blobBatch is blobs of one action for a coalesced BatchUpdateBlobs.
+type blobBatch struct {
+	ds   []digest.Digest
+	data [][]byte
+	size int64 // with perBlobOverhead per blob
+}
+
+type upload struct {
+	done chan struct{}
+	err  error
+}
+
+// present is the entry of every digest known to be in the CAS once its
+// upload (if any) has ended: one shared, finished entry instead of one with
+// its own channel per digest, which for 5,000 modules kept about 6.5 MB
+// live to the end of the link. It is never changed.
+var present = func() *upload {
+	e := &upload{done: make(chan struct{})}
+	close(e.done)
+	return e
+}()
+
+func newUploader(c *Client) *Uploader {
+	u := &Uploader{c: c, m: map[digest.Digest]*upload{}}
+	u.finds = &coalescer[[]digest.Digest, found]{window: coalesceWindow,
+		fits: func(reqs [][]digest.Digest, next []digest.Digest) bool {
+			n := len(next)
+			for _, r := range reqs {
+				n += len(r)
+			}
+			return n <= findMissingChunk
+		},
+		run: u.findMissing,
+	}
+	u.updates = &coalescer[blobBatch, error]{window: coalesceWindow,
+		fits: func(reqs []blobBatch, next blobBatch) bool {
+			n := next.size
+			for _, r := range reqs {
+				n += r.size
+			}
+			return n <= c.batchData()
+		},
+		run: u.batchUpdate,
+	}
+	return u
+}
+
+// findMissing is one FindMissingBlobs call for the requests of a batch.
+func (u *Uploader) findMissing(ctx context.Context, reqs [][]digest.Digest) []found {
+	var all []digest.Digest
+	for _, r := range reqs {
+		all = append(all, r...)
+	}
+	missing, err := u.c.FindMissing(ctx, all)
+	out := make([]found, len(reqs))
+	if err != nil {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	set := make(map[digest.Digest]bool, len(missing))
+	for _, d := range missing {
+		set[d] = true
+	}
+	for i, r := range reqs {
+		for _, d := range r {
+			if set[d] {
+				out[i].missing = append(out[i].missing, d)
+			}
+		}
+	}
+	return out
+}
+
+// batchUpdate is one BatchUpdateBlobs call for the requests of a batch.
+func (u *Uploader) batchUpdate(ctx context.Context, reqs []blobBatch) []error {
+	var ds []digest.Digest
+	var data [][]byte
+	for _, r := range reqs {
+		ds = append(ds, r.ds...)
+		data = append(data, r.data...)
+	}
+	err := u.c.batchUpdate(ctx, ds, data)
+	if err == nil {
+		u.c.transfers.batchUpdateCalls.Add(1)
+	}
+	out := make([]error, len(reqs))
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+// MarkPresent records that d is in the CAS (e.g. an output just read from
+// it), so storing it again costs nothing.
+func (u *Uploader) MarkPresent(d digest.Digest) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.m[d]; !ok {
+		u.m[d] = present
+	}
+}
+
+// Present reports whether the run knows d to be in the CAS: uploaded, or
+// found or read there.
+func (u *Uploader) Present(d digest.Digest) bool {
+	u.mu.Lock()
+	e, ok := u.m[d]
+	u.mu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case <-e.done:
+		return e.err == nil
+	default:
+		return false
+	}
+}
+
+// Forget drops what the run knows of d (the server said it is missing after
+// all), so the next Ensure uploads it again.
+func (u *Uploader) Forget(d digest.Digest) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if e, ok := u.m[d]; ok {
+		select {
+		case <-e.done:
+			delete(u.m, d)
+		default:
+		}
+	}
+}
+
+// Ensure makes every blob (contents in memory) and file (digest → local
+// path) present in the CAS.
+func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, files map[digest.Digest]string) error {
+	return u.ensure(ctx, blobs, files, true)
+}
+
+// EnsureNew is Ensure for blobs made for an action that the caches have
+// just missed (its Action, Command, Directory messages and index shard):
+// those are sent without asking FindMissingBlobs first, a round trip less
+// before the action's Execute. Only the files are asked about. A blob the
+// service had after all costs its bytes again, a few KiB.
+func (u *Uploader) EnsureNew(ctx context.Context, blobs map[digest.Digest][]byte, files map[digest.Digest]string) error {
+	return u.ensure(ctx, blobs, files, false)
+}
+
+func (u *Uploader) ensure(ctx context.Context, blobs map[digest.Digest][]byte, files map[digest.Digest]string, askBlobs bool) error {
+	var mine []digest.Digest
+	var wait []*upload
+	mineSet := map[digest.Digest]*upload{}
+	u.mu.Lock()
+	claim := func(d digest.Digest) {
+		if e, ok := u.m[d]; ok {
+			if _, own := mineSet[d]; !own {
+				wait = append(wait, e)
+			}
+			return
+		}
+		e := &upload{done: make(chan struct{})}
+		u.m[d] = e
+		mineSet[d] = e
+		mine = append(mine, d)
+		u.c.transfers.bytesRequested.Add(d.Size)
+	}
+	for d := range blobs {
+		claim(d)
+	}
+	for d := range files {
+		claim(d)
+	}
+	u.mu.Unlock()
+
+	if len(mine) > 0 {
+		ask := mine
+		var unasked []digest.Digest
+		if !askBlobs {
+			ask, unasked = nil, nil
+			for _, d := range mine {
+				if _, ok := blobs[d]; ok {
+					unasked = append(unasked, d)
+				} else {
+					ask = append(ask, d)
+				}
+			}
+		}
+		errs := u.uploadMissing(ctx, ask, unasked, blobs, files)
+		u.mu.Lock()
+		for _, d := range mine {
+			e := mineSet[d]
+			e.err = errs[d]
+			if e.err != nil {
+				delete(u.m, d) // let a later action try again
+			} else {
+				u.m[d] = present // those waiting hold e
+			}
+			close(e.done)
+		}
+		u.mu.Unlock()
+		for _, d := range mine {
+			if err := errs[d]; err != nil {
+				return err
+			}
+		}
+	}
+	for _, e := range wait {
+		select {
+		case <-e.done:
+			if e.err != nil && errors.Is(e.err, context.Canceled) && ctx.Err() == nil {
+				// The action uploading it gave up (a race it lost, a
+				// group whose members left), not the service: upload
+				// what is still missing for this one.
+				return u.ensure(ctx, blobs, files, askBlobs)
+			}
+			if e.err != nil {
+				return e.err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// uploadMissing uploads those of ds the server lacks, and every one of
+// unasked; the error of each digest that could not be made present is in
+// the map.
+func (u *Uploader) uploadMissing(ctx context.Context, ds, unasked []digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string) map[digest.Digest]error {
+	errs := map[digest.Digest]error{}
+	var mu sync.Mutex // guards errs: batches go up concurrently (below)
+	fail := func(err error, ds ...digest.Digest) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range ds {
+			errs[d] = err
+		}
+	}
+	missing := unasked
+	for start := 0; start < len(ds); start += findMissingChunk {
+		chunk := ds[start:min(start+findMissingChunk, len(ds))]
+		f, err := u.finds.do(ctx, chunk)
+		if err == nil {
+			err = f.err
+		}
+		if err != nil {
+			fail(fmt.Errorf("FindMissingBlobs: %w", err), chunk...)
+			continue
+		}
+		missing = append(missing, f.missing...)
+	}
+	sort.Slice(missing, func(i, j int) bool { return missing[i].Size < missing[j].Size })
+	digested := u.digested.Load()
+	content := func(d digest.Digest) ([]byte, error) {
+		if b, ok := blobs[d]; ok {
+			return b, nil
+		}
+		data, err := plainfile.ReadFile(files[d])
+		if err != nil {
+			return nil, err
+		}
+		if digest.OfBytes(data) != d {
+			return nil, fmt.Errorf("%s changed while thindist was running", files[d])
+		}
+		return data, nil
+	}
+	// pooled is content for a batch: a file is read into a pooled buffer
+	// (buf, nil for a blob in memory), given back once its batch call has
+	// returned.
+	pooled := func(d digest.Digest) (data []byte, buf *[]byte, err error) {
+		if b, ok := blobs[d]; ok {
+			return b, nil, nil
+		}
+		// One byte more than the digest's size: a file that grew shows.
+		buf = u.c.bufs.get(int(d.Size) + 1)
+		n, stamp, err := plainfile.ReadHeadStamped(files[d], *buf)
+		if err == nil && (int64(n) != d.Size ||
+			!digested.Unchanged(files[d], d, stamp) && digest.OfBytes((*buf)[:n]) != d) {
+			err = fmt.Errorf("%s changed while thindist was running", files[d])
+		}
+		if err != nil {
+			u.c.bufs.put(buf)
+			return nil, nil, err
+		}
+		return (*buf)[:n], buf, nil
+	}
+	// A batch goes while the next is read: an action that imports
+	// hundreds of modules (a program's main module, often its longest
+	// backend) sends several batches, and one after the other they cost a
+	// round trip each before its execution can start.
+	inFlight := make(chan struct{}, batchesInFlight)
+	var wg sync.WaitGroup
+	stream := func(d digest.Digest, content func() ([]byte, error)) {
+		wire, err := u.c.streamWrite(ctx, d, content)
+		if err != nil {
+			fail(fmt.Errorf("uploading %s: %w", d, err), d)
+			return
+		}
+		u.c.transfers.streamWrites.Add(1)
+		u.uploaded(ctx, d)
+		u.c.transfers.wireBytesUploaded.Add(wire)
+	}
+	send := func(batch []digest.Digest, batchData [][]byte, batchSize int64, bufs []*[]byte) {
+		err, werr := u.updates.do(ctx, blobBatch{ds: batch, data: batchData, size: batchSize})
+		if werr != nil {
+			err = werr
+		}
+		if err != nil {
+			// The transport sends the blobs from these buffers (codec),
+			// and a call that failed or that this action gave up on may
+			// not be done with them: they are not reused. A call the
+			// server answered OK has had every byte read.
+			bufs = nil
+		}
+		defer func() {
+			for _, b := range bufs {
+				u.c.bufs.put(b)
+			}
+		}()
+		var rej *batchRejected
+		switch {
+		case errors.As(err, &rej):
+			// The server refused the batch as too large (its message
+			// limit is below what it advertised, or it advertised none):
+			// send these blobs one by one and smaller batches from now on.
+			u.c.lowerBatchLimit(batchSize)
+			for i, d := range batch {
+				data := batchData[i]
+				stream(d, func() ([]byte, error) { return data, nil })
+			}
+		case err != nil:
+			fail(err, batch...)
+		default:
+			for _, d := range batch {
+				u.uploaded(ctx, d)
+			}
+		}
+	}
+	var batch []digest.Digest
+	var batchData [][]byte
+	var batchBufs []*[]byte
+	var batchSize int64
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		b, data, size, bufs := batch, batchData, batchSize, batchBufs
+		batch, batchData, batchSize, batchBufs = nil, nil, 0, nil
+		inFlight <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-inFlight; wg.Done() }()
+			send(b, data, size, bufs)
+		}()
+	}
+	for _, d := range missing {
+		limit := u.c.batchData() // lowered by a refused batch
+		if d.Size+perBlobOverhead > limit {
+			flush()
+			stream(d, func() ([]byte, error) { return content(d) })
+			continue
+		}
+		data, buf, err := pooled(d)
+		if err != nil {
+			fail(err, d)
+			continue
+		}
+		if batchSize+d.Size+perBlobOverhead > limit {
+			flush()
+		}
+		batch = append(batch, d)
+		batchData = append(batchData, data)
+		if buf != nil {
+			batchBufs = append(batchBufs, buf)
+		}
+		batchSize += d.Size + perBlobOverhead
+	}
+	flush()
+	wg.Wait()
+	return errs
+}
+
+// batchesInFlight bounds the batches one action's upload has in flight at
+// once: reading the next overlaps sending the last, without one action's
+// thousands of imports holding every connection.
+const batchesInFlight = 4
