@@ -273,157 +273,206 @@ func (u *Uploader) ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 // unasked; the error of each digest that could not be made present is in
 // the map.
 func (u *Uploader) uploadMissing(ctx context.Context, ds, unasked []digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string) map[digest.Digest]error {
-	errs := map[digest.Digest]error{}
-	var mu sync.Mutex // guards errs: batches go up concurrently (below)
-	fail := func(err error, ds ...digest.Digest) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, d := range ds {
-			errs[d] = err
-		}
-	}
-	missing := unasked
-	for start := 0; start < len(ds); start += findMissingChunk {
-		chunk := ds[start:min(start+findMissingChunk, len(ds))]
-		f, err := u.finds.do(ctx, chunk)
-		if err == nil {
-			err = f.err
-		}
-		if err != nil {
-			fail(fmt.Errorf("FindMissingBlobs: %w", err), chunk...)
+	up := &uploading{ctx: ctx, u: u, blobs: blobs, files: files, digested: u.digested.Load(),
+		errs: map[digest.Digest]error{}, inFlight: make(chan struct{}, batchesInFlight)}
+	missing := up.findMissing(ds, unasked)
+	sort.Slice(missing, func(i, j int) bool { return missing[i].Size < missing[j].Size })
+	for _, d := range missing {
+		limit := u.c.batchData() // lowered by a refused batch
+		if d.Size+perBlobOverhead > limit {
+			up.flush()
+			up.stream(d, func() ([]byte, error) { return up.content(d) })
 			continue
 		}
-		missing = append(missing, f.missing...)
-	}
-	sort.Slice(missing, func(i, j int) bool { return missing[i].Size < missing[j].Size })
-	digested := u.digested.Load()
-	content := func(d digest.Digest) ([]byte, error) {
-		if b, ok := blobs[d]; ok {
-			return b, nil
-		}
-		data, err := plainfile.ReadFile(files[d])
+		data, buf, err := up.pooled(d)
 		if err != nil {
-			return nil, err
+			up.fail(err, d)
+			continue
 		}
-		if digest.OfBytes(data) != d {
-			return nil, fmt.Errorf("%s changed while thindist was running", files[d])
+		if up.next.size+d.Size+perBlobOverhead > limit {
+			up.flush()
 		}
-		return data, nil
+		up.next.add(d, data, buf)
 	}
-	// pooled is content for a batch: a file is read into a pooled buffer
-	// (buf, nil for a blob in memory), given back once its batch call has
-	// returned.
-	pooled := func(d digest.Digest) (data []byte, buf *[]byte, err error) {
-		if b, ok := blobs[d]; ok {
-			return b, nil, nil
-		}
-		// One byte more than the digest's size: a file that grew shows.
-		buf = u.c.bufs.get(int(d.Size) + 1)
-		n, stamp, err := plainfile.ReadHeadStamped(files[d], *buf)
-		if err == nil && (int64(n) != d.Size ||
-			!digested.Unchanged(files[d], d, stamp) && digest.OfBytes((*buf)[:n]) != d) {
-			err = fmt.Errorf("%s changed while thindist was running", files[d])
-		}
-		if err != nil {
-			u.c.bufs.put(buf)
-			return nil, nil, err
-		}
-		return (*buf)[:n], buf, nil
-	}
+	up.flush()
+	up.wg.Wait()
+	return up.errs
+}
+
+// uploading is one uploadMissing: what it uploads from (blobs in memory,
+// files), the batch it fills, the batches in flight, and the errors.
+type uploading struct {
+	ctx      context.Context
+	u        *Uploader
+	blobs    map[digest.Digest][]byte
+	files    map[digest.Digest]string
+	digested *digest.Files
+
+	mu   sync.Mutex // guards errs: batches go up concurrently
+	errs map[digest.Digest]error
+
 	// A batch goes while the next is read: an action that imports
 	// hundreds of modules (a program's main module, often its longest
 	// backend) sends several batches, and one after the other they cost a
 	// round trip each before its execution can start.
-	inFlight := make(chan struct{}, batchesInFlight)
-	var wg sync.WaitGroup
-	stream := func(d digest.Digest, content func() ([]byte, error)) {
-		wire, err := u.c.streamWrite(ctx, d, content)
+	inFlight chan struct{}
+	wg       sync.WaitGroup
+	next     pendingBatch // the batch being filled
+}
+
+// pendingBatch is a batch being filled: its blobs, their contents, the
+// pooled buffers those were read into, and its size with overheads.
+type pendingBatch struct {
+	ds   []digest.Digest
+	data [][]byte
+	bufs []*[]byte
+	size int64
+}
+
+// add puts blob d, whose content is data (read into buf, nil for a blob in
+// memory), in the batch.
+func (b *pendingBatch) add(d digest.Digest, data []byte, buf *[]byte) {
+	b.ds = append(b.ds, d)
+	b.data = append(b.data, data)
+	if buf != nil {
+		b.bufs = append(b.bufs, buf)
+	}
+	b.size += d.Size + perBlobOverhead
+}
+
+// fail records err for ds.
+func (up *uploading) fail(err error, ds ...digest.Digest) {
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	for _, d := range ds {
+		up.errs[d] = err
+	}
+}
+
+// findMissing asks which of ds the server lacks, in chunks, and returns
+// them after unasked.
+func (up *uploading) findMissing(ds, unasked []digest.Digest) []digest.Digest {
+	missing := unasked
+	for start := 0; start < len(ds); start += findMissingChunk {
+		chunk := ds[start:min(start+findMissingChunk, len(ds))]
+		f, err := up.u.finds.do(up.ctx, chunk)
+		if err == nil {
+			err = f.err
+		}
 		if err != nil {
-			fail(fmt.Errorf("uploading %s: %w", d, err), d)
-			return
-		}
-		u.c.transfers.streamWrites.Add(1)
-		u.uploaded(ctx, d)
-		u.c.transfers.wireBytesUploaded.Add(wire)
-	}
-	send := func(batch []digest.Digest, batchData [][]byte, batchSize int64, bufs []*[]byte) {
-		err, werr := u.updates.do(ctx, blobBatch{ds: batch, data: batchData, size: batchSize})
-		if werr != nil {
-			err = werr
-		}
-		if err != nil {
-			// The transport sends the blobs from these buffers (codec),
-			// and a call that failed or that this action gave up on may
-			// not be done with them: they are not reused. A call the
-			// server answered OK has had every byte read.
-			bufs = nil
-		}
-		defer func() {
-			for _, b := range bufs {
-				u.c.bufs.put(b)
-			}
-		}()
-		var rej *batchRejected
-		switch {
-		case errors.As(err, &rej):
-			// The server refused the batch as too large (its message
-			// limit is below what it advertised, or it advertised none):
-			// send these blobs one by one and smaller batches from now on.
-			u.c.lowerBatchLimit(batchSize)
-			for i, d := range batch {
-				data := batchData[i]
-				stream(d, func() ([]byte, error) { return data, nil })
-			}
-		case err != nil:
-			fail(err, batch...)
-		default:
-			for _, d := range batch {
-				u.uploaded(ctx, d)
-			}
-		}
-	}
-	var batch []digest.Digest
-	var batchData [][]byte
-	var batchBufs []*[]byte
-	var batchSize int64
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		b, data, size, bufs := batch, batchData, batchSize, batchBufs
-		batch, batchData, batchSize, batchBufs = nil, nil, 0, nil
-		inFlight <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-inFlight; wg.Done() }()
-			send(b, data, size, bufs)
-		}()
-	}
-	for _, d := range missing {
-		limit := u.c.batchData() // lowered by a refused batch
-		if d.Size+perBlobOverhead > limit {
-			flush()
-			stream(d, func() ([]byte, error) { return content(d) })
+			up.fail(fmt.Errorf("FindMissingBlobs: %w", err), chunk...)
 			continue
 		}
-		data, buf, err := pooled(d)
-		if err != nil {
-			fail(err, d)
-			continue
-		}
-		if batchSize+d.Size+perBlobOverhead > limit {
-			flush()
-		}
-		batch = append(batch, d)
-		batchData = append(batchData, data)
-		if buf != nil {
-			batchBufs = append(batchBufs, buf)
-		}
-		batchSize += d.Size + perBlobOverhead
+		missing = append(missing, f.missing...)
 	}
-	flush()
-	wg.Wait()
-	return errs
+	return missing
+}
+
+// content is blob d's content, for a stream: from memory, or read from
+// its file and checked against d.
+func (up *uploading) content(d digest.Digest) ([]byte, error) {
+	if b, ok := up.blobs[d]; ok {
+		return b, nil
+	}
+	data, err := plainfile.ReadFile(up.files[d])
+	if err != nil {
+		return nil, err
+	}
+	if digest.OfBytes(data) != d {
+		return nil, fmt.Errorf("%s changed while thindist was running", up.files[d])
+	}
+	return data, nil
+}
+
+// pooled is blob d's content for a batch: a file is read into a pooled
+// buffer (buf, nil for a blob in memory), given back once its batch call
+// has returned.
+func (up *uploading) pooled(d digest.Digest) (data []byte, buf *[]byte, err error) {
+	if b, ok := up.blobs[d]; ok {
+		return b, nil, nil
+	}
+	bufs, path := &up.u.c.bufs, up.files[d]
+	// One byte more than the digest's size: a file that grew shows.
+	buf = bufs.get(int(d.Size) + 1)
+	n, stamp, err := plainfile.ReadHeadStamped(path, *buf)
+	if err == nil && (int64(n) != d.Size ||
+		!up.digested.Unchanged(path, d, stamp) && digest.OfBytes((*buf)[:n]) != d) {
+		err = fmt.Errorf("%s changed while thindist was running", path)
+	}
+	if err != nil {
+		bufs.put(buf)
+		return nil, nil, err
+	}
+	return (*buf)[:n], buf, nil
+}
+
+// stream uploads blob d alone, through ByteStream.
+func (up *uploading) stream(d digest.Digest, content func() ([]byte, error)) {
+	c := up.u.c
+	wire, err := c.streamWrite(up.ctx, d, content)
+	if err != nil {
+		up.fail(fmt.Errorf("uploading %s: %w", d, err), d)
+		return
+	}
+	c.transfers.streamWrites.Add(1)
+	up.u.uploaded(up.ctx, d)
+	c.transfers.wireBytesUploaded.Add(wire)
+}
+
+// flush sends the batch being filled, if any, in the background, once
+// fewer than batchesInFlight are.
+func (up *uploading) flush() {
+	if len(up.next.ds) == 0 {
+		return
+	}
+	b := up.next
+	up.next = pendingBatch{}
+	up.inFlight <- struct{}{}
+	up.wg.Add(1)
+	go func() {
+		defer func() { <-up.inFlight; up.wg.Done() }()
+		up.send(b)
+	}()
+}
+
+// send uploads batch b.
+func (up *uploading) send(b pendingBatch) {
+	c := up.u.c
+	err, werr := up.u.updates.do(up.ctx, blobBatch{ds: b.ds, data: b.data, size: b.size})
+	if werr != nil {
+		err = werr
+	}
+	bufs := b.bufs
+	if err != nil {
+		// The transport sends the blobs from these buffers (codec),
+		// and a call that failed or that this action gave up on may
+		// not be done with them: they are not reused. A call the
+		// server answered OK has had every byte read.
+		bufs = nil
+	}
+	defer func() {
+		for _, buf := range bufs {
+			c.bufs.put(buf)
+		}
+	}()
+	var rej *batchRejected
+	switch {
+	case errors.As(err, &rej):
+		// The server refused the batch as too large (its message
+		// limit is below what it advertised, or it advertised none):
+		// send these blobs one by one and smaller batches from now on.
+		c.lowerBatchLimit(b.size)
+		for i, d := range b.ds {
+			data := b.data[i]
+			up.stream(d, func() ([]byte, error) { return data, nil })
+		}
+	case err != nil:
+		up.fail(err, b.ds...)
+	default:
+		for _, d := range b.ds {
+			up.u.uploaded(up.ctx, d)
+		}
+	}
 }
 
 // batchesInFlight bounds the batches one action's upload has in flight at
