@@ -216,17 +216,34 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		c.closeConns()
 		return nil, fmt.Errorf("remote %s: GetCapabilities: %w", o.Target, err)
 	}
+	if err := c.useCapabilities(caps); err != nil {
+		c.closeConns()
+		return nil, err
+	}
+	c.enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	// Every blob read is checked against its SHA-256 digest, which
+	// covers what zstd's own checksum would.
+	c.dec, _ = zstd.NewReader(nil, zstd.IgnoreChecksum(true))
+	c.CAS = newUploader(c)
+	c.reads = c.newReads()
+	h.armed.Store(true)
+	return c, nil
+}
+
+// useCapabilities sets c up for what the server says it offers (caps): an
+// error if it has no CAS or no SHA-256; compression as the options allow
+// and the server supports; the batch size limit.
+func (c *Client) useCapabilities(caps *repb.ServerCapabilities) error {
+	o := c.opts
 	c.Caps = caps
 	cc := caps.GetCacheCapabilities()
 	if cc == nil {
-		c.closeConns()
-		return nil, fmt.Errorf("remote %s: the server has no CAS (no cache capabilities); point --remote at a service that has one "+
+		return fmt.Errorf("remote %s: the server has no CAS (no cache capabilities); point --remote at a service that has one "+
 			"(Buildbarn: the frontend, bb_storage, not bb_scheduler's client port)", o.Target)
 	}
 	fns := cc.GetDigestFunctions()
 	if len(fns) > 0 && !slices.Contains(fns, repb.DigestFunction_SHA256) {
-		c.closeConns()
-		return nil, fmt.Errorf("remote %s: the server does not support SHA-256 digests (it offers %v)", o.Target, fns)
+		return fmt.Errorf("remote %s: the server does not support SHA-256 digests (it offers %v)", o.Target, fns)
 	}
 	if o.Compression != CompressNone {
 		c.zstdRead = slices.Contains(cc.GetSupportedCompressors(), repb.Compressor_ZSTD)
@@ -243,14 +260,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		limit = grpcMax
 	}
 	c.batchLimit.Store(limit)
-	c.enc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
-	// Every blob read is checked against its SHA-256 digest, which
-	// covers what zstd's own checksum would.
-	c.dec, _ = zstd.NewReader(nil, zstd.IgnoreChecksum(true))
-	c.CAS = newUploader(c)
-	c.reads = c.newReads()
-	h.armed.Store(true)
-	return c, nil
+	return nil
 }
 
 // Down is the *DownError once the service has been found down mid-run,
