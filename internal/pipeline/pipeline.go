@@ -261,30 +261,8 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	dir := CacheDir(cfg, env)
 	// Read once, for exec'd and forked compilers alike.
 	environ := os.Environ()
-	// A fork server pays for its start (loading the compiler once) from a
-	// slot's second job on: a link with no more actions than local
-	// slots (Kbuild's final vmlinux links have one) execs them at once.
-	var forks *forkserver.Pool
-	if !cfg.NoForkServer && len(actions) > cfg.Jobs {
-		var closeForks func()
-		forks, closeForks = ForkServers(dir, environ, limited(warn))
-		finishers = append(finishers, closeForks, func() {
-			// Run before closeForks (finishers run last first), once the
-			// backends phase has ended: its share spent starting servers.
-			if st := forks.Stats(); st.Servers > 0 {
-				tl.Detail("backends", fmt.Sprintf("%s starting %s", report.Round(st.Startup), plural(st.Servers, "fork server")))
-			}
-		})
-	}
-	var runner proc.Runner = proc.Exec{}
-	if forks != nil {
-		runner = forks.Runner(runner, proc.DefaultGrace)
-	}
-	if len(actions) > cfg.Jobs { // a worker pays off where a fork server does
-		var closeWorkers func()
-		runner, closeWorkers = Workers(cfg, runner, tl, limited(warn))
-		finishers = append(finishers, closeWorkers)
-	}
+	runner, closeRunner := localRunner(cfg, dir, environ, len(actions), tl, warn)
+	finishers = append(finishers, closeRunner...)
 	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner}))
 	// A race's local try is speculative: it runs niced, taking only the
 	// CPU that this machine's share of the work (uploads, downloads,
@@ -347,6 +325,37 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	})
 	ch.ex = executor.Metered(executor.Verified(cached))
 	return ch, nil
+}
+
+// localRunner is how the compilers of n actions run here: exec'd, forked
+// from fork servers, or sent to workers; closers release what it holds,
+// the last first.
+func localRunner(cfg *config.Config, dir string, environ []string, n int, tl *report.Timeline, warn func(string, ...any)) (runner proc.Runner, closers []func()) {
+	// A fork server pays for its start (loading the compiler once) from a
+	// slot's second job on: a link with no more actions than local
+	// slots (Kbuild's final vmlinux links have one) execs them at once.
+	var forks *forkserver.Pool
+	if !cfg.NoForkServer && n > cfg.Jobs {
+		var closeForks func()
+		forks, closeForks = ForkServers(dir, environ, limited(warn))
+		closers = append(closers, closeForks, func() {
+			// Run before closeForks (closers run last first), once the
+			// backends phase has ended: its share spent starting servers.
+			if st := forks.Stats(); st.Servers > 0 {
+				tl.Detail("backends", fmt.Sprintf("%s starting %s", report.Round(st.Startup), plural(st.Servers, "fork server")))
+			}
+		})
+	}
+	runner = proc.Exec{}
+	if forks != nil {
+		runner = forks.Runner(runner, proc.DefaultGrace)
+	}
+	if n > cfg.Jobs { // a worker pays off where a fork server does
+		var closeWorkers func()
+		runner, closeWorkers = Workers(cfg, runner, tl, limited(warn))
+		closers = append(closers, closeWorkers)
+	}
+	return runner, closers
 }
 
 // openCache opens the local cache in dir, unless cfg turns it off (nil).
