@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/record"
 )
 
@@ -80,5 +81,41 @@ func TestReplayedStderrSaysSo(t *testing.T) {
 	}
 	if want := "(replayed from the cache: printed by run " + id + ";"; !strings.Contains(second, want) || !strings.Contains(second, "remark:") {
 		t.Errorf("the relink's replayed remarks lack %q:\n%s", want, second)
+	}
+}
+
+// TestSideFilesStayHere: with remote execution, a backend asked for side
+// files compiles on this machine, where they are written, not on a worker
+// (which would write them on its own disk and return the object alone),
+// even when every action is meant for the cluster.
+func TestSideFilesStayHere(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	dir, cache := t.TempDir(), t.TempDir()
+	recordProgram(t, dir, 2)
+	srv, addr := fakeRemote(t, reapitest.Options{})
+	out := linkWith(t, dir, cache, "-Wl,--thinlto-remote-compiler-arg=--save-temps",
+		"-Xthinlto-distributor=--remote=grpc://"+addr, "-Xthinlto-distributor=--remote-fallback=none",
+		"-Xthinlto-distributor="+remoteOnly)
+	var temps []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && strings.HasSuffix(p, ".s") {
+			temps = append(temps, p)
+		}
+		return nil
+	})
+	if len(temps) == 0 {
+		t.Errorf("the link wrote no --save-temps files here:\n%s", out)
+	}
+	if n := srv.Stats().Executions; n != 0 {
+		t.Errorf("%d actions asked for side files ran on the cluster, want none", n)
+	}
+	for _, a := range lastRecord(t, dir, cache).Actions {
+		if a.Where != record.WhereLocal {
+			t.Errorf("%s was %s, want local", a.Module, a.Where)
+		}
+	}
+	if !strings.Contains(out, "asks the compiler for side files (--save-temps)") {
+		t.Errorf("the link did not say why it compiled here:\n%s", out)
 	}
 }

@@ -267,12 +267,15 @@ func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *rea
 		Warn: func(format string, args ...any) { warn(format, args...) },
 	})
 	rs.hybrid = executor.NewHybrid(slots, rs.fb, local)
+	// A command that asks for side files runs here: a worker would write
+	// them on its own disk, and they are not outputs it returns.
+	producer := executor.NewLocalFor(rs.hybrid, local, reapi.SideFiles, warnAll)
 	// In flight: an action per slot, and localAhead more per local slot,
 	// looked up and waiting in the Hybrid for a free slot. Without them a
 	// local slot that frees stays idle while the next action computes its
 	// key and waits a round trip for the remote cache
 	// (docs/architecture.md, "Actions kept ready beyond the slots").
-	rs.producer, rs.parallel, rs.planner = rs.hybrid, remoteSlots+localJobs*(1+localAhead), slots
+	rs.producer, rs.parallel, rs.planner = producer, remoteSlots+localJobs*(1+localAhead), slots
 	return rs
 }
 
