@@ -250,7 +250,7 @@ type clusterRun struct {
 	dist time.Duration // the distributor process
 	self time.Duration // thindist's own CPU
 	// selfSystem is the kernel's part of self: on a file system whose
-	// file creation is slow it can be a large one (bench/RESULTS.md).
+	// file creation is slow it can be a large one (bench/history/JOURNAL.md).
 	selfSystem time.Duration
 	steal      time.Duration // the VM's steal time during the link
 	// server is the simulated cluster's CPU during the link: it shares

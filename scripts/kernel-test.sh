@@ -15,7 +15,7 @@
 # alone, ld.lld in-process against thindist link without a cache, a link
 # without bitcode, and the relink after editing one .c file with warm caches
 # (lld's --thinlto-cache-dir, thindist's cache); that part has not yet been
-# run end to end (bench/RESULTS.md has the figures taken by hand).
+# run end to end (bench/history/JOURNAL.md has the figures taken by hand).
 #
 # Usage: scripts/kernel-test.sh [SCRATCH]
 #   SCRATCH (default $THINDIST_KERNEL_SCRATCH or /var/tmp/thindist-kernel)
@@ -189,7 +189,7 @@ done
 echo "kernel-test: OK"
 
 [ "${THINDIST_KERNEL_BENCH:-0}" = 1 ] || exit 0
-# Timings (recorded in bench/RESULTS.md). First the vmlinux.o link alone,
+# Timings (recorded in bench/history/JOURNAL.md). First the vmlinux.o link alone,
 # as Kbuild runs it (without the objtool run that follows it), in-process
 # (Kbuild's --thinlto-cache-dir overridden by an empty one)
 # and through thindist without a cache, alternating, twice each.

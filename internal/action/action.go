@@ -230,8 +230,9 @@ func quote(s string) string {
 // change from link to link; any other path is unchanged.
 //
 // The cache key names every module of every shard by this, so it is parsed
-// by hand: a regular expression spent 1–2 ms of a 33-module lua link's CPU
-// backtracking over its archive members' names (perf).
+// by hand: a regular expression spent a noticeable share of a small link's
+// CPU backtracking over its archive members' names (see docs/design.md,
+// "Module names parsed by hand").
 func ModuleName(path string) string {
 	if !strings.Contains(path, " at ") || strings.ContainsRune(path, '\n') {
 		return path

@@ -221,7 +221,7 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 		if canonOK && ev.kind == evEnter && ev.blockID == globalValSummaryBlockID {
 			// The block's canonical rendering stands for its content,
 			// which this walk jumps over rather than decode again (most
-			// of a shard's bytes; 18 % of the time on the test shard).
+			// of a shard's bytes; see docs/design.md, "Shard digests").
 			// Its exit is rendered as the walk would have.
 			d.event(ev)
 			d.tag(tagSummary)

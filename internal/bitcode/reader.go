@@ -233,8 +233,8 @@ func walk(c container, fn func(*event) error) (trailing int, err error) {
 // walkBuffers hold what a walk allocates besides its events: the
 // abbreviations' operands, the block stack, a record's operands. A caller
 // that walks once per action (TableAndDigest, twice) keeps them between
-// walks: allocated anew, the operands alone were 17 KB of garbage per
-// action, an eighth of a remote action's. Whatever a walk's events
+// walks, rather than allocating them anew for each (see docs/design.md,
+// "Shard digests"). Whatever a walk's events
 // point into (an abbreviation, ev.abbrevs, ev.ops) is overwritten by the
 // next walk with the same buffers.
 type walkBuffers struct {

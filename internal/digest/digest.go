@@ -64,8 +64,8 @@ func ofFile(path string) (Digest, plainfile.Stamp, error) {
 }
 
 // bufs holds copy buffers: io.Copy from an *os.File into a hash allocates
-// 32 KiB per call, which on a warm relink of 500 jobs (three files hashed
-// per job) was half of thindist's allocation and most of its GC work.
+// 32 KiB per call, which on a warm relink (three files hashed per job)
+// would be most of thindist's allocation and of its GC work.
 var bufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // Copy is io.Copy through a pooled buffer, for writers such as hashes that
@@ -155,7 +155,7 @@ func (f *Files) Get(path string) (Digest, error) {
 // it again: Get has digested it to d, the stamp it took before reading it
 // is equal to now, and was not racy. False means "not known", and the
 // caller hashes. An uploader reads each input again to send it, and
-// hashing it twice was about 6% of thindist's CPU on a C++ project.
+// this spares hashing it twice (see docs/design.md, "Inputs hashed once").
 func (f *Files) Unchanged(path string, d Digest, now plainfile.Stamp) bool {
 	if f == nil {
 		return false

@@ -1,7 +1,7 @@
 // Package forkserver starts a compiler once and forks it for every backend
 // job instead of exec'ing it anew.
 //
-// Debian's clang-22 spends about 30 ms of every process loading, relocating
+// Debian's clang-22 spends a good part of every process loading, relocating
 // and initialising libLLVM and libclang-cpp before main runs: on small
 // ThinLTO backends that is most of the job, and it is what makes a
 // process-per-backend distributor slower than lld's in-process threads. A
@@ -48,8 +48,7 @@ type Status struct {
 	// fork child's high-water mark from the pages fork mapped for it (the
 	// server's relocated data and heap), and counts the pages it touches
 	// after; pages of the libraries that only the server's start-up touched
-	// are not in it. So it is below an exec'd compiler's for the same job
-	// (59 MB against 88 MB for a small clang-22 backend).
+	// are not in it. So it is below an exec'd compiler's for the same job.
 	MaxRSS int64
 }
 
@@ -321,8 +320,8 @@ func (s *Server) Close() {
 	s.conn.CloseRead()
 	s.conn.Close()
 	// Killed is enough: nothing it started outlives the run. Waiting for
-	// a compiler's exit as well (unmapping it) took 7 ms at the end of
-	// every link, which waited for it; it is reaped in the background.
+	// a compiler's exit as well (unmapping it) would delay the end of
+	// every link, which waits for Stop; it is reaped in the background.
 	<-s.stopped
 }
 

@@ -54,8 +54,8 @@ func (r *runner) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
 	}
 	start := time.Now()
 	// A niced (speculative) job is forked too: exec'ing the compiler
-	// instead cost a race's local try 60 ms of CPU more than a forked
-	// compile here (gen500's backends, 148 against 85 ms).
+	// instead would cost a race's local try the compiler's start-up CPU
+	// (see docs/design.md, "Fork server").
 	st, err := srv.Run(ctx, Job{Argv: c.Argv, Dir: dir, Stdout: out, Stderr: &stderr, Nice: c.Nice}, r.grace)
 	if errors.Is(err, ErrUnavailable) {
 		return r.fallback.Run(ctx, c)

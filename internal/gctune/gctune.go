@@ -4,11 +4,11 @@
 // at once. While it starts (flags, the job file, the connection, the
 // history) and while it finishes (the summary, the trace, the record), the
 // linker waits for it, and a collection there is pure delay: the runtime's
-// minimum heap, scaled down by the low target the backends run at, made
-// the start of a 311-job link collect several times, 8 ms of a 33 ms
-// start (measured). Those two phases run with the collector off under a
-// memory limit, which still bounds the heap. The backends, and thindist's
-// other commands, run at a target that follows the live heap (Steady).
+// minimum heap, scaled down by the low target the backends run at, would
+// make a large link's start collect several times. Those two phases run
+// with the collector off under a memory limit, which still bounds the
+// heap. The backends, and thindist's other commands, run at a target that
+// follows the live heap (Steady). See docs/design.md, "Collector phases".
 package gctune
 
 import (
@@ -30,27 +30,21 @@ type Budget struct {
 // Local is the budget of a run whose backends all run on this machine,
 // and of thindist's other commands.
 //
-// A link's live heap is a few MB and almost all it allocates is garbage at
-// once (messages, blobs, contexts): at Go's default of 100 it collects
-// half as often as at 50. A large link's live heap (the actions, the
-// record: 12 MB for 10,000 jobs) would at 100 peak at twice that (10,000
-// no-op jobs: 44.7–46.2 MiB RSS against 37.6–38.8 at 50), so there the
-// target comes down, to MinPercent at the least. With Peak at 14 MiB those
-// jobs peak as they did at a fixed 50 (38.1–38.7 MiB against 38.3–38.5,
-// three runs each; at 16 and 18 MiB: 39.2–40.1 MiB), and a live heap up to
-// 7 MiB still collects at 100.
+// Almost all a link allocates is garbage at once (messages, blobs,
+// contexts): at Go's default of 100 it collects half as often as at 50.
+// A large link's live heap (the actions, the record) would at 100 peak at
+// twice its size, so there the target comes down, to MinPercent at the
+// least: a live heap up to half of Peak still collects at 100, a larger
+// one at the target that keeps its peak at Peak (see docs/design.md,
+// "Collector phases").
 func Local() Budget { return Budget{MinPercent: 50, MaxPercent: 100, Peak: 14 << 20} }
 
 // Remote is the budget of a link that sends its actions to a remote
 // cache or cluster. Each action allocates there (its key, its messages,
-// its RPCs: about 100 KB for a small module), and the collector's work
-// grows with what is allocated over the target: on the simulated cluster,
-// a 5,000-module link whose live heap grows to 50 MB (every action's
-// state, the trace) spent 0.74–0.76 ms of thindist's CPU per remote action
-// under Local, whose target falls to 50 past 14 MiB, 0.59–0.61 ms at a
-// fixed 100 and 0.55–0.56 at 200 (three links each; W = 256, 25 ms). So the
-// target stays at 100 at the least, and at 200 while the heap's peak stays
-// within 128 MiB.
+// its RPCs), and the collector's work grows with what is allocated over
+// the target, while a large remote link's live heap (every action's
+// state, the trace) grows past Local's Peak. So the target stays at 100
+// at the least, and at 200 while the heap's peak stays within Peak.
 func Remote() Budget { return Budget{MinPercent: 100, MaxPercent: 200, Peak: 128 << 20} }
 
 // percentFor is b's target for a live heap of live bytes (0: not known
@@ -67,10 +61,9 @@ func (b Budget) percentFor(live uint64) int {
 
 // Limit bounds the heap while the collector is off: past it, the runtime
 // collects anyway. Whatever the heap reaches there stays resident, so the
-// start and the end of a large run set its peak memory: at 32 MiB, 10,000
-// no-op jobs peaked at 42.5–43.8 MiB RSS, at 24 MiB at 37.7–37.9 (their
-// live heap, at most 13 MB, collected a few times more while it starts).
-// A link of a few hundred jobs stays far below either.
+// start and the end of a large run set its peak memory: the limit is as
+// low as lets a large run start without collecting over and over. A link
+// of a few hundred jobs stays far below it.
 const Limit = 24 << 20
 
 // Tuner switches the collector between the phases. Its methods do nothing
@@ -119,9 +112,8 @@ func (t *Tuner) Steady(b Budget) {
 // Finishing turns the collector off again once the backends have ended,
 // under Limit or, if larger, the heap goal the steady phase had reached:
 // the heap may grow as large as it already could, and no larger. Under
-// Limit alone, a remote link whose live heap had grown past it (50 MB for
-// 5,000 modules) collected back to back while it wrote its summary and
-// trace: nine collections in 250 ms, 0.06 ms of CPU per action.
+// Limit alone, a remote link whose live heap had grown past it would
+// collect back to back while it wrote its summary and trace.
 func (t *Tuner) Finishing() {
 	if t == nil {
 		return

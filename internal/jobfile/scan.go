@@ -5,10 +5,9 @@ import "encoding/json"
 // scanLLD decodes a job file in lld's schema in one pass over data.
 //
 // The general path (parse) decodes the file into maps of raw values, then
-// each value again, so encoding/json reads every byte four or five times;
-// for 500 jobs that took 20–40 ms of a link's critical path (a fresh
-// process, measured). This path reads each byte once and slices plain
-// strings out of data.
+// each value again, so encoding/json reads every byte several times, on
+// the link's critical path. This path reads each byte once and slices
+// plain strings out of data (see docs/design.md, "Job file fast path").
 //
 // It reports ok = false for anything else: a file in the RFC's v0 schema,
 // a null, a field of another type, a key given twice, malformed JSON. Parse

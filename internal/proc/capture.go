@@ -29,9 +29,9 @@ var scratch = sync.Pool{New: func() any { return new([4096]byte) }}
 // ReadFrom drains r (a process's stdout or stderr pipe: os/exec copies it
 // with io.Copy, which uses ReadFrom when there is one). Without it io.Copy
 // allocates a 32 KiB buffer per stream per process although compilers
-// rarely print anything: 640 MB of garbage for 10,000 jobs, which drove
-// thindist's peak RSS over 50 MiB. A pooled buffer makes a silent process
-// cost no allocation at all.
+// rarely print anything, which on a large run is most of thindist's
+// garbage. A pooled buffer makes a silent process cost no allocation at
+// all (see docs/design.md, "Output capture").
 func (c *Capture) ReadFrom(r io.Reader) (int64, error) {
 	buf := scratch.Get().(*[4096]byte)
 	defer scratch.Put(buf)

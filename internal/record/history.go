@@ -42,8 +42,8 @@ type past struct {
 // first, until every module is found, or it has read historyRuns of that
 // directory's records or historyReads records in all (a module new to the
 // link must not make every link read every record). It reads each record's
-// compile times only (Run.Times, at its head: a 10,000-module record is
-// megabytes of JSON, whose whole took 0.5-1 s to read); the records
+// compile times only (Run.Times, at its head: a large link's record is
+// megabytes of JSON); the records
 // themselves are read only if a miss needs explaining (Explain). A record
 // that cannot be read is skipped: history only ever improves a run.
 func (s *Store) History(dir string, modules []string) *History {

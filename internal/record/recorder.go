@@ -107,9 +107,8 @@ func (r *Recorder) ID() string {
 }
 
 // Planned implements schedule.Observer: the record's actions are sized
-// for the run at once (grown by doubling, a 10,000-action record held its
-// old and new arrays at once, 9 MB at the peak of a run whose whole heap
-// is 20).
+// for the run at once (grown by doubling, a large record would hold its
+// old and new arrays together at the peak of the run).
 func (r *Recorder) Planned(n int) {
 	r.mu.Lock()
 	if more := n - len(r.run.Actions); more > 0 {
@@ -295,9 +294,9 @@ func (r *Recorder) Finish(end time.Time, runErr error) *Run {
 
 // ReadAhead begins reading the newest record of the run's directory in
 // store, for Plan: it needs nothing from the job file, and reading it (a
-// 500-module link's record: about 10 ms, a 5,000-module one's far more)
-// would otherwise wait for the job file to be read, then delay the first
-// backend. Plan, given the same store, uses it.
+// large link's record is large) would otherwise wait for the job file to
+// be read, then delay the first backend. Plan, given the same store, uses
+// it.
 func (r *Recorder) ReadAhead(store *Store) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

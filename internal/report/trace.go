@@ -151,9 +151,9 @@ func (t *Trace) Write(path string) error {
 }
 
 // encodeTrace renders the trace file. It is written after the last
-// backend, while the linker waits: by hand, the events of a link of 5,000
-// modules take a few milliseconds, where encoding/json's reflection took
-// 120 ms. The result is what json.Marshal gives for
+// backend, while the linker waits, so it is rendered by hand rather than
+// through encoding/json's reflection, many times slower on a large link's
+// events. The result is what json.Marshal gives for
 // {"traceEvents": events, "displayTimeUnit": "ms", "otherData": meta}.
 func encodeTrace(events []traceEvent, meta map[string]any) ([]byte, error) {
 	b := make([]byte, 0, 64+200*len(events))

@@ -54,8 +54,8 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 	})
 	whyFile := filepath.Join(p.work, "why-extract.txt")
 	// No --thinlto-emit-imports-files: each module's imports are read from
-	// its shard (see imports), and on ext4 creating those 500 extra files
-	// took longer than the thin link itself (bench/RESULTS.md, finding 4).
+	// its shard (see imports), which spares creating one file per module
+	// (see docs/design.md, "Thin link without import files").
 	for _, f := range []string{"--why-extract=" + whyFile, "--thinlto-index-only=" + indexFile,
 		"--thinlto-prefix-replace=;" + idx + ";" + native} {
 		args = append(args, p.line.wrap(f)...)
