@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/thindist/thindist/internal/procstart"
 	"github.com/thindist/thindist/internal/reapitest"
 )
 
@@ -223,24 +223,10 @@ func (p *serverProc) stop() {
 // for) included, from /proc/PID/stat: the benchmark does not count it as
 // other processes' interference.
 func (p *serverProc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	st, err := procstart.ReadStat(p.cmd.Process.Pid)
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+1:]
-	}
-	f := strings.Fields(s)
-	// After the command: state is field 3 of stat, utime 14, stime 15,
-	// cutime 16, cstime 17 (1-based), so f[11..14] here.
-	if len(f) < 15 {
-		return 0
-	}
-	var ticks int64
-	for _, x := range f[11:15] {
-		n, _ := strconv.ParseInt(x, 10, 64)
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+	d, _ := st.CPU(true)
+	return d
 }

@@ -1,6 +1,7 @@
 // Package procstart reads from /proc when a process started and what it
 // is, so that a run can tell how long its parent (lld, running thindist as
-// its DTLTO distributor) worked before starting it.
+// its DTLTO distributor) worked before starting it. It is the one parser
+// of /proc/<pid>/stat (Stat).
 package procstart
 
 import (
@@ -17,6 +18,68 @@ import (
 // every Linux architecture (the kernel converts to it for user space).
 const clockTicks = 100
 
+// Stat is a process's /proc/<pid>/stat line, split into its fields.
+type Stat struct {
+	path   string   // where it was read, for errors
+	fields []string // fields 3 onward (after the command name)
+}
+
+// ReadStat reads process pid's /proc/<pid>/stat.
+func ReadStat(pid int) (Stat, error) {
+	return readStat(fmt.Sprintf("/proc/%d/stat", pid))
+}
+
+// readStat reads and splits the stat file at path.
+func readStat(path string) (Stat, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Stat{}, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces or
+	// parentheses itself: the fields that follow start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return Stat{}, fmt.Errorf("%s: no command name", path)
+	}
+	return Stat{path: path, fields: strings.Fields(string(b[i+1:]))}, nil
+}
+
+// Field returns field n (numbered from 1 as in proc(5), n ≥ 3) as a
+// number.
+func (s Stat) Field(n int) (uint64, error) {
+	if n < 3 || n-3 >= len(s.fields) {
+		return 0, fmt.Errorf("%s: %d fields, no field %d", s.path, len(s.fields)+2, n)
+	}
+	v, err := strconv.ParseUint(s.fields[n-3], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: field %d %q: %v", s.path, n, s.fields[n-3], err)
+	}
+	return v, nil
+}
+
+// StartTicks is the process's start time (field 22), in clock ticks
+// (USER_HZ) after boot: with the PID, it names the process beyond doubt
+// within one boot.
+func (s Stat) StartTicks() (uint64, error) { return s.Field(22) }
+
+// CPU is the process's CPU time: user and system (fields 14 and 15), and
+// with children, those of its children it has waited for (16 and 17).
+func (s Stat) CPU(children bool) (time.Duration, error) {
+	last := 15
+	if children {
+		last = 17
+	}
+	var ticks uint64
+	for n := 14; n <= last; n++ {
+		v, err := s.Field(n)
+		if err != nil {
+			return 0, err
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
 // Of returns when process pid started, to 1/100 s.
 func Of(pid int) (time.Time, error) {
 	return of(fmt.Sprintf("/proc/%d/stat", pid), "/proc/uptime", time.Now())
@@ -25,24 +88,13 @@ func Of(pid int) (time.Time, error) {
 // of computes a start time from a stat file and the uptime file, read at
 // now.
 func of(statPath, uptimePath string, now time.Time) (time.Time, error) {
-	stat, err := os.ReadFile(statPath)
+	st, err := readStat(statPath)
 	if err != nil {
 		return time.Time{}, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces or
-	// parentheses itself: the fields that follow start after the last ')'.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return time.Time{}, fmt.Errorf("%s: no command name", statPath)
-	}
-	fields := strings.Fields(string(stat[i+1:]))
-	const startField = 22 - 3 // field 22 (starttime), counted from field 3
-	if len(fields) <= startField {
-		return time.Time{}, fmt.Errorf("%s: %d fields, no start time", statPath, len(fields)+2)
-	}
-	ticks, err := strconv.ParseUint(fields[startField], 10, 64)
+	ticks, err := st.StartTicks()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%s: start time %q: %v", statPath, fields[startField], err)
+		return time.Time{}, err
 	}
 	up, err := os.ReadFile(uptimePath)
 	if err != nil {

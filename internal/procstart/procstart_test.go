@@ -72,3 +72,30 @@ func TestOfRealProcess(t *testing.T) {
 		t.Errorf("the test's parent (go test) taken for a linker")
 	}
 }
+
+// TestStatFields reads fields by their proc(5) numbers past a command name
+// with spaces and parentheses, and sums the CPU fields in clock ticks.
+func TestStatFields(t *testing.T) {
+	stat := filepath.Join(t.TempDir(), "stat")
+	// Fields 14-17 (utime, stime, cutime, cstime) are 100, 50, 7, 3.
+	os.WriteFile(stat, []byte("4242 (a) b (c)) S 1 2 3 4 5 6 7 8 9 10 100 50 7 3 15 16 17 18 12345 999\n"), 0o644)
+	st, err := readStat(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := st.Field(3); err == nil {
+		t.Errorf("field 3 (the state, S) read as the number %d", v)
+	}
+	if v, err := st.StartTicks(); err != nil || v != 12345 {
+		t.Errorf("StartTicks = %d, %v; want 12345", v, err)
+	}
+	if d, err := st.CPU(false); err != nil || d != 1500*time.Millisecond {
+		t.Errorf("CPU(false) = %v, %v; want 1.5s", d, err)
+	}
+	if d, err := st.CPU(true); err != nil || d != 1600*time.Millisecond {
+		t.Errorf("CPU(true) = %v, %v; want 1.6s", d, err)
+	}
+	if _, err := st.Field(40); err == nil {
+		t.Error("a field past the line's end is read")
+	}
+}

@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/thindist/thindist/internal/procstart"
 )
 
 // staging hands out temporary output paths in a private directory beside
@@ -170,21 +171,16 @@ func (me owner) outlived(o owner) bool {
 	return err == nil && start != o.start // the PID was reused
 }
 
-// startTime returns field 22 of /proc/PID/stat, the process's start time.
+// startTime returns process pid's start time (procstart.Stat.StartTicks),
+// as it is written in an owner name.
 func startTime(pid int) (string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procstart.ReadStat(pid)
 	if err != nil {
 		return "", err
 	}
-	// The command name (field 2) may hold spaces and parentheses: count
-	// from the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	t, err := st.StartTicks()
+	if err != nil {
+		return "", err
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return "", fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	return f[19], nil // fields 3.. are f[0..]: field 22 is f[19]
+	return strconv.FormatUint(t, 10), nil
 }
