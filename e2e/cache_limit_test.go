@@ -1,4 +1,4 @@
-package cachetest
+package e2e
 
 import (
 	"fmt"
@@ -17,12 +17,12 @@ func cacheBytes(t *testing.T, dir string) int64 {
 	return n
 }
 
-// TestSizeLimit fills a cache shared by three programs past --cache-size:
+// TestCacheSizeLimit fills a cache shared by three programs past --cache-size:
 // A and B are linked, A relinked (its entries become the most recently
 // used), then C is linked with a limit of what A and B took. The cache must
 // shrink to the limit by evicting B, the least recently used: A and C still
 // hit completely, B recompiles.
-func TestSizeLimit(t *testing.T) {
+func TestCacheSizeLimit(t *testing.T) {
 	shared := filepath.Join(t.TempDir(), "cache")
 	a := newRig(t, testprog.Options{Modules: 6, Seed: 10})
 	b := newRig(t, testprog.Options{Modules: 6, Seed: 11})

@@ -1,4 +1,4 @@
-package cachetest
+package e2e
 
 import (
 	"fmt"
@@ -11,12 +11,12 @@ import (
 	"github.com/thindist/thindist/internal/testprog"
 )
 
-// TestConcurrentLinks runs four links of the same program at once, each
+// TestCacheConcurrentLinks runs four links of the same program at once, each
 // into its own output directory, all sharing one cache directory: a cold
 // round (every link stores the same entries at the same time), a warm one,
 // and a cold one again after `cache clear`. Every program must be
 // byte-identical to an uncached link, and the cache whole afterwards.
-func TestConcurrentLinks(t *testing.T) {
+func TestCacheConcurrentLinks(t *testing.T) {
 	r := newRig(t, testprog.Options{Modules: 8, Seed: 5, ArchiveModules: 2, ThinArchiveModules: 2})
 	refRes := r.linkQuiet(link{out: "prog.ref", distArgs: []string{"--no-cache"}})
 	ref := readFile(t, refRes.out)

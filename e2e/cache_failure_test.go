@@ -1,4 +1,4 @@
-package cachetest
+package e2e
 
 import (
 	"fmt"
@@ -10,12 +10,12 @@ import (
 	"github.com/thindist/thindist/internal/testprog"
 )
 
-// TestFailuresNotCached: a backend that fails (a non-zero exit, or exit 0
+// TestCacheFailuresNotStored: a backend that fails (a non-zero exit, or exit 0
 // with "Error running ThinLTO backend" and an empty object, as clang does
 // when an import is missing) fails the link and is not stored; the next
 // link, with the same compiler (same key), compiles exactly that module
 // again and reuses what the failed link stored for the others.
-func TestFailuresNotCached(t *testing.T) {
+func TestCacheFailuresNotStored(t *testing.T) {
 	r := newRig(t, testprog.Options{Modules: 5, Seed: 30})
 	trigger := filepath.Join(r.tools, "fail-module")
 	// A wrapper that fails the backend of the module named in the trigger

@@ -1,4 +1,4 @@
-package cachetest
+package e2e
 
 import (
 	"context"
@@ -53,12 +53,12 @@ func findID(p *testprog.Program, m testprog.Module, ids []string) string {
 
 var firstConst = regexp.MustCompile(`\{(\d+)u`)
 
-// TestInvalidation changes one thing at a time and relinks: a source file
+// TestCacheInvalidation changes one thing at a time and relinks: a source file
 // (only its module and the modules importing from it recompile), a flag
 // that lld puts in common.args, a --thinlto-remote-compiler-arg, the
 // compiler's executable and the sample profile (every job misses). After
 // each, the program must be byte-identical to one linked without the cache.
-func TestInvalidation(t *testing.T) {
+func TestCacheInvalidation(t *testing.T) {
 	r := newRig(t, testprog.Options{Modules: 8, Seed: 3, ArchiveModules: 2, ThinArchiveModules: 2})
 	cold := r.link(link{})
 	all := cold.modules()

@@ -1,12 +1,10 @@
-// Package cachetest checks thindist's action cache with real links: clang
-// and lld 22 run thindist as their DTLTO distributor on generated programs,
-// and a compiler wrapper (passed as lld's remote compiler) records every
+// The cache tests check thindist's action cache with real links: clang and
+// lld 22 run thindist as their DTLTO distributor on generated programs, and
+// a compiler wrapper (passed as lld's remote compiler) records every
 // backend it runs, so each test knows exactly which jobs compiled and which
-// were served from the cache.
-//
-// The tests need Debian's clang-22 and lld-22 (/usr/lib/llvm-22/bin, or
-// $THINDIST_E2E_LLVM). Without them they are skipped, except when CI=true.
-package cachetest
+// were served from the cache. Each rig has a cache directory of its own.
+
+package e2e
 
 import (
 	"bufio"
@@ -29,23 +27,6 @@ import (
 
 	"github.com/thindist/thindist/internal/testprog"
 )
-
-var (
-	// thindist is the binary under test, built once by TestMain.
-	thindist string
-	llvmBin  = testprog.LLVMBin()
-	clang    = filepath.Join(llvmBin, "clang")
-)
-
-func TestMain(m *testing.M) {
-	testprog.MainWithThindist(m, "thindist-cachetest-", func(exe, _ string) { thindist = exe })
-}
-
-// needClang skips the test without clang 22, or fails it in CI.
-func needClang(t *testing.T) {
-	t.Helper()
-	testprog.NeedLLVM(t, llvmBin, "clang", "ld.lld", "llvm-ar")
-}
 
 // rig is one generated, compiled program with its own cache directory, a
 // compiler wrapper that logs every backend it runs, and a distributor
@@ -125,7 +106,7 @@ func writeScript(t *testing.T, path, text string) {
 func (r *rig) writeWrapper(name, extra string) string {
 	path := filepath.Join(r.tools, name)
 	writeScript(r.t, path, fmt.Sprintf(`#!/bin/sh
-# thindist cachetest compiler wrapper %s
+# thindist cache test compiler wrapper %s
 for a in "$@"; do
   case "$a" in -fthinlto-index=*) printf '%%s\n' "${a#-fthinlto-index=}" >> %s;; esac
 done
@@ -149,12 +130,12 @@ type link struct {
 type result struct {
 	out      string   // absolute path of the program
 	stderr   string   // the driver's output, thindist's summary included
-	jobs     []job    // from lld's job file
+	jobs     []rigJob    // from lld's job file
 	compiled []string // the modules (see modID) whose backends ran
 }
 
-// job is one backend job of lld's job file.
-type job struct {
+// rigJob is one backend job of lld's job file.
+type rigJob struct {
 	module string   // modID of inputs[0]
 	shard  string   // inputs[1] as spelled
 	uses   []string // modID of inputs[0] and of every import
@@ -224,7 +205,7 @@ func (r *rig) link(l link) *result {
 	}
 	res := r.linkQuiet(l)
 	res.jobs = r.jobFile(res.out)
-	byShard := map[string]job{}
+	byShard := map[string]rigJob{}
 	for _, j := range res.jobs {
 		byShard[j.shard] = j
 	}
@@ -264,7 +245,7 @@ func (r *rig) linkQuiet(l link) *result {
 
 // jobFile reads the one job file of the link to out that has not been read
 // yet.
-func (r *rig) jobFile(out string) []job {
+func (r *rig) jobFile(out string) []rigJob {
 	r.t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -293,12 +274,12 @@ func (r *rig) jobFile(out string) []job {
 	if err := json.Unmarshal(data, &jf); err != nil {
 		r.t.Fatal(err)
 	}
-	var jobs []job
+	var jobs []rigJob
 	for _, j := range jf.Jobs {
 		if len(j.Inputs) < 2 {
 			r.t.Fatalf("job with inputs %q", j.Inputs)
 		}
-		jb := job{module: modID(j.Inputs[0]), shard: j.Inputs[1]}
+		jb := rigJob{module: modID(j.Inputs[0]), shard: j.Inputs[1]}
 		jb.uses = append(jb.uses, jb.module)
 		for _, in := range j.Inputs[2:] {
 			jb.uses = append(jb.uses, modID(in))

@@ -1,4 +1,4 @@
-package cachetest
+package e2e
 
 import (
 	"context"
@@ -12,11 +12,11 @@ import (
 	"github.com/thindist/thindist/internal/testprog"
 )
 
-// TestWarmRelinkLua links a real project, Debian's lua5.4 (lua.o plus the
+// TestCacheWarmRelinkLua links a real project, Debian's lua5.4 (lua.o plus the
 // regular static archive liblua.a, 30-odd members), twice and, where
 // possible, a third time from a PID namespace: the relinks run no
 // compiler and produce the same interpreter, which still works.
-func TestWarmRelinkLua(t *testing.T) {
+func TestCacheWarmRelinkLua(t *testing.T) {
 	needClang(t)
 	src, err := realproj.FindSource(realproj.LuaPackage)
 	if err != nil {

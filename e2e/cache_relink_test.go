@@ -1,4 +1,4 @@
-package cachetest
+package e2e
 
 import (
 	"encoding/json"
@@ -42,7 +42,7 @@ func canUnshare() bool {
 	return exec.Command(p, "--pid", "--fork", "true").Run() == nil
 }
 
-// TestWarmRelink links the same objects twice (two lld processes, so two
+// TestCacheWarmRelink links the same objects twice (two lld processes, so two
 // PIDs in every temporary name): the second link runs no compiler at all
 // and produces a byte-identical program. With archives, lld copies members
 // out under PID-bearing names and writes those names into the importers'
@@ -50,7 +50,7 @@ func canUnshare() bool {
 // a PID namespace, where lld's PID (and so every member and shard name) is
 // shorter: the key must not depend on the shard's raw length either. And
 // one more links into another directory.
-func TestWarmRelink(t *testing.T) {
+func TestCacheWarmRelink(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		o    testprog.Options

@@ -1,4 +1,4 @@
-package cachetest
+package e2e
 
 import (
 	"os"
@@ -11,10 +11,10 @@ import (
 	"github.com/thindist/thindist/internal/testprog"
 )
 
-// TestStatsNoCacheClear checks `thindist cache stats` after cold and warm
+// TestCacheStatsNoCacheClear checks `thindist cache stats` after cold and warm
 // links, that --no-cache neither reads nor writes the cache, and that
 // `thindist cache clear` empties it.
-func TestStatsNoCacheClear(t *testing.T) {
+func TestCacheStatsNoCacheClear(t *testing.T) {
 	r := newRig(t, testprog.Options{Modules: 5, Seed: 20})
 	cold := r.link(link{})
 	n := len(cold.modules())

@@ -1,4 +1,4 @@
-package cachetest
+package e2e
 
 import (
 	"os"
@@ -45,11 +45,11 @@ func objectEntries(t *testing.T, dir string) (records, blobs []string) {
 	return records, blobs
 }
 
-// TestCorruption damages three entries of a warm cache: a flipped byte in
+// TestCacheCorruption damages three entries of a warm cache: a flipped byte in
 // one object, another object truncated, a third action's record deleted.
 // The relink must recompile exactly those three, produce the same program,
 // and leave the cache whole again.
-func TestCorruption(t *testing.T) {
+func TestCacheCorruption(t *testing.T) {
 	r := newRig(t, testprog.Options{Modules: 6, Seed: 4, ArchiveModules: 2})
 	cold := r.link(link{})
 	ref := keep(t, cold, "prog.ref")
