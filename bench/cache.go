@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/thindist/thindist/bench/internal/machine"
 )
 
 // Issue 3's figures: a cold link, a warm relink with nothing changed and a
@@ -202,7 +204,7 @@ func benchCache(ctx context.Context, t *tools, o *options, p *project) (*cacheRe
 				// No retry on a disturbed run: a repeated cold link would
 				// be warm. The interference is recorded instead.
 				before := countFiles(lldDir)
-				waitQuiet(ctx, o.maxBusy, o.settle)
+				machine.WaitQuiet(ctx, o.maxBusy, o.settle)
 				tm, err := timed(ctx, b.Dir, nil, t.tc.Clang, b.LinkArgs(out, ct.args(t, o.jobs, dir, rec, trace)...)...)
 				tm.interference = tm.others
 				if err == nil {

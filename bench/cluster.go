@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thindist/thindist/bench/internal/machine"
 	"github.com/thindist/thindist/internal/reapitest"
 )
 
@@ -584,11 +585,11 @@ func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out
 		args = append(args, "-Xthinlto-distributor="+e)
 	}
 	os.Remove(filepath.Join(p.build.Dir, out))
-	waitQuiet(ctx, o.maxBusy, o.settle)
-	srv0, steal0 := srv.cpu(), stolen()
+	machine.WaitQuiet(ctx, o.maxBusy, o.settle)
+	srv0, steal0 := srv.cpu(), machine.Stolen()
 	tm, err := timed(ctx, p.build.Dir, nil, t.tc.Clang, p.build.LinkArgs(out, args...)...)
 	srvCPU := srv.cpu() - srv0
-	r.steal = stolen() - steal0
+	r.steal = machine.Stolen() - steal0
 	if srvCPU > 0 && tm.wall > 0 {
 		tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
 	}

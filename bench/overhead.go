@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/thindist/thindist/bench/internal/machine"
 )
 
 // overheadResult is thindist's own cost on a job file whose compiler does
@@ -57,7 +59,7 @@ func measureOverhead(ctx context.Context, t *tools, o *options, dir string, n, p
 		// files behind, and the file system slows down from run to run.
 		for k := range res.modes {
 			mode := &res.modes[(i+k)%len(res.modes)]
-			waitQuiet(ctx, o.maxBusy, o.settle)
+			machine.WaitQuiet(ctx, o.maxBusy, o.settle)
 			// --no-cache: the distributor, not the cache (on by default since
 			// issue 3, it would hash and store every no-op job).
 			args := append([]string{fmt.Sprintf("--jobs=%d", parallel), "--no-cache"}, mode.flags...)
@@ -174,7 +176,7 @@ func readWrapRecord(path string) (wrapRecord, error) {
 			return w, fmt.Errorf("%s: field %d of %q: bad value", path, i+1, b)
 		}
 	}
-	ticks := func(n int64) time.Duration { return time.Duration(n) * tick }
+	ticks := func(n int64) time.Duration { return time.Duration(n) * machine.Tick }
 	return wrapRecord{ran: true, wall: time.Duration(v[0]), self: ticks(v[1]), children: ticks(v[2]), maxRSS: v[3] << 10, selfSystem: ticks(v[4])}, nil
 }
 

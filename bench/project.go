@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/thindist/thindist/bench/internal/machine"
 	"github.com/thindist/thindist/internal/realproj"
 	"github.com/thindist/thindist/internal/testprog"
 )
@@ -179,7 +180,7 @@ func timed(ctx context.Context, dir string, env []string, name string, args ...s
 	}
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	pr := startProbe()
+	pr := machine.StartProbe()
 	start := time.Now()
 	err := cmd.Run()
 	t := timing{wall: time.Since(start)}
@@ -188,7 +189,7 @@ func timed(ctx context.Context, dir string, env []string, name string, args ...s
 			t.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
 	}
-	t.others = pr.others(t.wall, t.cpu)
+	t.others = pr.Others(t.wall, t.cpu)
 	t.output = stderr.Bytes()
 	if err != nil {
 		return t, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.Bytes())
@@ -205,7 +206,7 @@ func quietTimed(ctx context.Context, o *options, width int, dir string, env []st
 	var t timing
 	slack := max(0, 1-float64(width)/float64(runtime.NumCPU()))
 	for attempt := 0; ; attempt++ {
-		waitQuiet(ctx, o.maxBusy, o.settle)
+		machine.WaitQuiet(ctx, o.maxBusy, o.settle)
 		var err error
 		t, err = timed(ctx, dir, env, name, args...)
 		t.interference = max(0, t.others-slack)
@@ -343,7 +344,7 @@ func (r *projectResult) measureLimit(ctx context.Context, t *tools, o *options) 
 	// The serial distributor appends to its log: one attempt, no retry
 	// (the backends it times run one at a time, so they are the least
 	// sensitive to other processes of all the measurements).
-	waitQuiet(ctx, o.maxBusy, o.settle)
+	machine.WaitQuiet(ctx, o.maxBusy, o.settle)
 	_, err := timed(ctx, b.Dir, []string{"BENCH_SERIAL_LOG=" + log, "BENCH_SERIAL_KEEP=" + keep},
 		t.tc.Clang, b.LinkArgs("bench.out", methods[serial].extra(t, r.jobs)...)...)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thindist/thindist/bench/internal/machine"
 	"github.com/thindist/thindist/internal/reapitest"
 )
 
@@ -100,7 +101,7 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 				args = append(args, "-Xthinlto-distributor="+e)
 			}
 			os.Remove(filepath.Join(dir, out))
-			waitQuiet(ctx, o.maxBusy, o.settle)
+			machine.WaitQuiet(ctx, o.maxBusy, o.settle)
 			// The server and its workers are the benchmark's: their CPU
 			// is not other processes'.
 			srv0 := srv.cpu()

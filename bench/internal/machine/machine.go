@@ -1,4 +1,7 @@
-package main
+// Package machine measures how busy the benchmark's machine is: it waits
+// for a quiet machine before a timed command, and measures the share of
+// the CPU that other processes took while it ran, and the VM's steal time.
+package machine
 
 import (
 	"context"
@@ -52,23 +55,24 @@ func cpuTicks() (busy, total int64, err error) {
 	return busy, total, nil
 }
 
-const tick = 10 * time.Millisecond // USER_HZ = 100
+// Tick is a clock tick (USER_HZ = 100), the unit of /proc's CPU times.
+const Tick = 10 * time.Millisecond
 
-// stolen is the machine's steal time so far (/proc/stat): time the
+// Stolen is the machine's steal time so far (/proc/stat): time the
 // hypervisor ran something else while this VM's CPUs wanted to run. A
 // link that stalls as a whole (every execution ends at once, late) with
 // steal time beside it was paused by the host, not by thindist.
-func stolen() time.Duration {
+func Stolen() time.Duration {
 	v, err := cpuFields()
 	if err != nil {
 		return 0
 	}
-	return time.Duration(v[7]) * tick
+	return time.Duration(v[7]) * Tick
 }
 
-// waitQuiet waits until a window of the machine is at most maxBusy busy, or
+// WaitQuiet waits until a window of the machine is at most maxBusy busy, or
 // until timeout, and returns the busy fraction of the last window.
-func waitQuiet(ctx context.Context, maxBusy float64, timeout time.Duration) float64 {
+func WaitQuiet(ctx context.Context, maxBusy float64, timeout time.Duration) float64 {
 	deadline := time.Now().Add(timeout)
 	frac := 1.0
 	for {
@@ -91,18 +95,21 @@ func waitQuiet(ctx context.Context, maxBusy float64, timeout time.Duration) floa
 	}
 }
 
-// interference is the share of the machine's CPU capacity during a command
-// that processes other than the command used.
-type probe struct{ busy0 int64 }
+// A Probe measures the share of the machine's CPU capacity that processes
+// other than a command used while it ran.
+type Probe struct{ busy0 int64 }
 
-func startProbe() probe {
+// StartProbe starts measuring, just before the command starts.
+func StartProbe() Probe {
 	b, _, _ := cpuTicks()
-	return probe{busy0: b}
+	return Probe{busy0: b}
 }
 
-func (p probe) others(wall, own time.Duration) float64 {
+// Others is the share of the machine's CPU capacity (wall × cores) that
+// processes other than the command, which used own, took in its wall time.
+func (p Probe) Others(wall, own time.Duration) float64 {
 	b, _, _ := cpuTicks()
-	busy := time.Duration(b-p.busy0) * tick
+	busy := time.Duration(b-p.busy0) * Tick
 	other := busy - own
 	if other < 0 || wall <= 0 {
 		return 0
