@@ -16,12 +16,13 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/bench/internal/machine"
+	"github.com/thindist/thindist/internal/reapisim"
 	"github.com/thindist/thindist/internal/reapitest"
 )
 
 // Issue 10's figures: thindist on a SIMULATED cluster. This is a simulation,
 // not a cluster: the REAPI test double in its simulation mode
-// (reapitest.Simulation), in a process of its own (remoteserver.go), on
+// (reapisim.Simulation), in a process of its own (remoteserver.go), on
 // loopback. A recording link executes every action once for real, keeping
 // its outputs and CPU time; in the replay links W simulated worker slots
 // return each recorded result after the recorded CPU time (actions queue for
@@ -90,8 +91,8 @@ func (res *clusterResult) record(ctx context.Context, t *tools, o *options, p *p
 			err = json.Unmarshal(mb, &m)
 		} else if os.IsNotExist(err) {
 			// A recording kept by hand: every action recorded.
-			var r *reapitest.Recording
-			if r, err = reapitest.LoadRecording(kept); err == nil {
+			var r *reapisim.Recording
+			if r, err = reapisim.LoadRecording(kept); err == nil {
 				m.Backends = r.CPUTimes()
 				m.Recorded = len(m.Backends)
 			}
@@ -130,7 +131,7 @@ func (res *clusterResult) record(ctx context.Context, t *tools, o *options, p *p
 		return fmt.Errorf("recording link: %w", err)
 	}
 	res.recordingWall = rec.wall
-	loaded, err := reapitest.LoadRecording(path)
+	loaded, err := reapisim.LoadRecording(path)
 	if err != nil {
 		return err
 	}
@@ -174,15 +175,15 @@ type simConfig struct {
 	Slowdown      float64       `json:"slowdown,omitempty"`
 }
 
-func parseSimConfig(s string) (*reapitest.Simulation, simConfig, error) {
+func parseSimConfig(s string) (*reapisim.Simulation, simConfig, error) {
 	var c simConfig
 	if err := json.Unmarshal([]byte(s), &c); err != nil {
 		return nil, c, fmt.Errorf("-simulate %q: %v", s, err)
 	}
-	sim := &reapitest.Simulation{Record: c.Record, Workers: c.Workers, RTT: c.RTT,
+	sim := &reapisim.Simulation{Record: c.Record, Workers: c.Workers, RTT: c.RTT,
 		BytesPerSecond: c.BitsPerSecond / 8, SlowFactor: c.SlowFactor, Slowdown: c.Slowdown}
 	if !c.Record && c.Recording != "" {
-		rec, err := reapitest.LoadRecording(c.Recording)
+		rec, err := reapisim.LoadRecording(c.Recording)
 		if err != nil {
 			return nil, c, err
 		}
@@ -258,7 +259,7 @@ type clusterRun struct {
 	// this machine's cores with thindist and lld, which a real cluster
 	// would not.
 	server  time.Duration
-	sim     reapitest.SimulationStats
+	sim     reapisim.Stats
 	stats   reapitest.Stats
 	summary string
 	others  float64

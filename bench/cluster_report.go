@@ -73,7 +73,7 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 			fmt.Fprintf(b, "- %s\n", m)
 		}
 	}
-	b.WriteString("\nNot a cluster: a SIMULATION of one (the REAPI test double's simulation mode, `reapitest.Simulation`, " +
+	b.WriteString("\nNot a cluster: a SIMULATION of one (the cluster simulator, `reapisim.Simulation`, " +
 		"in a process of its own on this machine, loopback, started for each link and warmed by one call of each kind a link begins with, " +
 		"as a running service is). A recording link executed every action once for real " +
 		"(2 at a time) and kept its outputs and CPU time; in each replay link W simulated worker slots return each recorded result " +

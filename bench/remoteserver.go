@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/thindist/thindist/internal/procstart"
+	"github.com/thindist/thindist/internal/reapisim"
 	"github.com/thindist/thindist/internal/reapitest"
 )
 
@@ -30,7 +31,7 @@ import (
 // address, and answers one command per line on stdin with one JSON line:
 //
 //	stats    {"stats": reapitest.Stats, "uploads": [reapitest.UploadRecord],
-//	          "simulation": reapitest.SimulationStats}
+//	          "simulation": reapisim.Stats}
 //	reset    reapitest.FakeServer.ResetStats
 //	inline   reapitest.FakeServer.SetInlineOutputs(true)
 //
@@ -39,10 +40,10 @@ import (
 // stopping it saves the recording when it recorded anything.
 
 type serverReply struct {
-	Stats      reapitest.Stats           `json:"stats"`
-	Uploads    []reapitest.UploadRecord  `json:"uploads,omitempty"`
-	Simulation reapitest.SimulationStats `json:"simulation"`
-	Error      string                    `json:"error,omitempty"`
+	Stats      reapitest.Stats          `json:"stats"`
+	Uploads    []reapitest.UploadRecord `json:"uploads,omitempty"`
+	Simulation reapisim.Stats           `json:"simulation"`
+	Error      string                   `json:"error,omitempty"`
 }
 
 // serveReapitest is the server process's main; simulate is "" or a
@@ -50,11 +51,14 @@ type serverReply struct {
 func serveReapitest(execRoot, simulate string) error {
 	opts := reapitest.Options{Zstd: true, ExecRootDir: execRoot}
 	var sc simConfig
+	var sim *reapisim.Simulator
 	if simulate != "" {
-		var err error
-		if opts.Simulation, sc, err = parseSimConfig(simulate); err != nil {
+		s, c, err := parseSimConfig(simulate)
+		if err != nil {
 			return err
 		}
+		sc, sim = c, reapisim.New(*s, opts.Zstd)
+		opts.Cluster = sim
 	}
 	if simulate != "" {
 		warmHeap()
@@ -71,9 +75,9 @@ func serveReapitest(execRoot, simulate string) error {
 	srv.ResetStats()
 	if sc.Recording != "" {
 		defer func() {
-			if srv.SimulationStats().Recorded > 0 {
+			if sim.Stats().Recorded > 0 {
 				srv.Stop()
-				if err := srv.Recording().Save(sc.Recording); err != nil {
+				if err := sim.Recording().Save(sc.Recording); err != nil {
 					fmt.Fprintf(os.Stderr, "bench: REAPI simulation: %v\n", err)
 				}
 			}
@@ -86,7 +90,10 @@ func serveReapitest(execRoot, simulate string) error {
 		var r serverReply
 		switch cmd := strings.TrimSpace(in.Text()); cmd {
 		case "stats":
-			r.Stats, r.Uploads, r.Simulation = srv.Stats(), srv.Uploads(), srv.SimulationStats()
+			r.Stats, r.Uploads = srv.Stats(), srv.Uploads()
+			if sim != nil {
+				r.Simulation = sim.Stats()
+			}
 		case "reset":
 			srv.ResetStats()
 		case "inline":

@@ -1,7 +1,7 @@
 // Command replayworker stands in for the compiler on a REAL remote execution
 // worker (Buildbarn's bb_runner, say) so that a benchmark can measure
 // thindist against a real cluster on a machine too small to compile for 64
-// worker slots. Like the simulated cluster (reapitest.Simulation, bench's
+// worker slots. Like the simulated cluster (reapisim.Simulation, bench's
 // -parts cluster), it replays a recording: it finds the recorded result of
 // the action it is asked to run, waits the action's recorded CPU time, and
 // writes the recorded outputs, stdout and stderr. It does not compile.
@@ -14,7 +14,7 @@
 //	replayworker -split RECORDING.json -dir DIR    # once, on the worker's machine
 //	replayworker -dir DIR -- "$0" "$@"             # as the compiler, per action
 //
-// The action is found by reapitest.ContentKey, computed from what a worker
+// The action is found by reapisim.ContentKey, computed from what a worker
 // sees: the arguments, and the input root on disk (the working directory
 // with thindist's nested "w" components, action.Layout, stripped). The
 // command's output paths are not visible to the process: they are taken
@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/atomicfile"
-	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/reapisim"
 )
 
 func main() {
@@ -52,7 +52,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *split != "" {
-		rec, err := reapitest.LoadRecording(*split)
+		rec, err := reapisim.LoadRecording(*split)
 		if err == nil {
 			err = rec.Split(*dir)
 		}
@@ -88,8 +88,8 @@ func replay(start time.Time, dir string, argv []string) (int, error) {
 		return 0, fmt.Errorf("input root %s: %w", root, err)
 	}
 	outputs := outputPaths(argv)
-	key := reapitest.ContentKey(nil, argv, workDir, files, outputs)
-	rec, err := reapitest.LoadRecording(filepath.Join(dir, key+".json"))
+	key := reapisim.ContentKey(nil, argv, workDir, files, outputs)
+	rec, err := reapisim.LoadRecording(filepath.Join(dir, key+".json"))
 	if err != nil {
 		return 0, fmt.Errorf("action %s (%d input files, outputs %q) is not recorded: %w", key, len(files), outputs, err)
 	}
@@ -189,5 +189,5 @@ func listFiles(root string) (map[string]string, error) {
 	return files, err
 }
 
-// digestKey spells a digest as reapitest's recordings do.
+// digestKey spells a digest as reapisim's recordings do.
 func digestKey(hash string, size int64) string { return fmt.Sprintf("%s/%d", hash, size) }

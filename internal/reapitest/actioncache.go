@@ -18,7 +18,7 @@ type acStore struct {
 
 func newACStore() *acStore { return &acStore{results: map[string]*repb.ActionResult{}} }
 
-func acKey(instance string, d *repb.Digest) string { return instance + "\x00" + digestKey(d) }
+func acKey(instance string, d *repb.Digest) string { return instance + "\x00" + DigestKey(d) }
 
 func (a *acStore) get(instance string, d *repb.Digest) (*repb.ActionResult, bool) {
 	a.mu.Lock()
@@ -72,7 +72,7 @@ func (a acService) GetActionResult(ctx context.Context, req *repb.GetActionResul
 	r, ok := a.s.ac.get(req.GetInstanceName(), req.GetActionDigest())
 	if !ok {
 		a.s.acMisses.Add(1)
-		return nil, status.Errorf(codes.NotFound, "no action result for %s", digestKey(req.GetActionDigest()))
+		return nil, status.Errorf(codes.NotFound, "no action result for %s", DigestKey(req.GetActionDigest()))
 	}
 	a.s.acHits.Add(1)
 	r, _ = a.s.applyResultFaults(MethodGetActionResult, r)

@@ -116,7 +116,7 @@ func (b byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_Re
 	}
 	data, ok := b.s.cas.get(r.digest)
 	if !ok {
-		return status.Errorf(codes.NotFound, "blob %s not found", digestKey(r.digest))
+		return status.Errorf(codes.NotFound, "blob %s not found", DigestKey(r.digest))
 	}
 	b.s.blobsRead.Add(1)
 	b.s.bytesReadRaw.Add(int64(len(data)))
@@ -139,7 +139,7 @@ func (b byteStreamService) Read(req *bspb.ReadRequest, stream bspb.ByteStream_Re
 	case r.compressed && whole && !corrupted:
 		data = b.s.cas.zstd(r.digest, data)
 	case r.compressed:
-		data = zstdCompress(data)
+		data = ZstdCompress(data)
 	}
 	for len(data) > 0 {
 		n := min(len(data), readChunkSize)

@@ -35,19 +35,21 @@ func newCASStore() *casStore {
 	return &casStore{blobs: map[string][]byte{}, packed: map[string][]byte{}}
 }
 
-func digestKey(d *repb.Digest) string {
+// DigestKey names a digest as "hash/size".
+func DigestKey(d *repb.Digest) string {
 	return fmt.Sprintf("%s/%d", d.GetHash(), d.GetSizeBytes())
 }
 
-func digestOf(data []byte) *repb.Digest {
+// DigestOf is data's SHA-256 digest.
+func DigestOf(data []byte) *repb.Digest {
 	h := sha256.Sum256(data)
 	return &repb.Digest{Hash: hex.EncodeToString(h[:]), SizeBytes: int64(len(data))}
 }
 
 func (c *casStore) put(data []byte) *repb.Digest {
-	d := digestOf(data)
+	d := DigestOf(data)
 	c.mu.Lock()
-	c.blobs[digestKey(d)] = bytes.Clone(data)
+	c.blobs[DigestKey(d)] = bytes.Clone(data)
 	c.mu.Unlock()
 	return d
 }
@@ -57,14 +59,14 @@ func (c *casStore) put(data []byte) *repb.Digest {
 // the server no second hash and no copy, as a real server's would not.
 func (c *casStore) keep(d *repb.Digest, data []byte) {
 	c.mu.Lock()
-	c.blobs[digestKey(d)] = data
+	c.blobs[DigestKey(d)] = data
 	c.mu.Unlock()
 }
 
 // keepRecorded stores a recorded blob, digest d, and its zstd form packed
 // (nil: none made), as they are: a recording's blobs are never changed.
 func (c *casStore) keepRecorded(d *repb.Digest, data, packed []byte) {
-	k := digestKey(d)
+	k := DigestKey(d)
 	c.mu.Lock()
 	c.blobs[k] = data
 	if packed != nil {
@@ -75,14 +77,14 @@ func (c *casStore) keepRecorded(d *repb.Digest, data, packed []byte) {
 
 // zstd returns the zstd form of the blob d, whose contents are data.
 func (c *casStore) zstd(d *repb.Digest, data []byte) []byte {
-	k := digestKey(d)
+	k := DigestKey(d)
 	c.mu.RLock()
 	z, ok := c.packed[k]
 	c.mu.RUnlock()
 	if ok {
 		return z
 	}
-	z = zstdCompress(data)
+	z = ZstdCompress(data)
 	c.mu.Lock()
 	c.packed[k] = z
 	c.mu.Unlock()
@@ -92,7 +94,7 @@ func (c *casStore) zstd(d *repb.Digest, data []byte) []byte {
 func (c *casStore) get(d *repb.Digest) ([]byte, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	b, ok := c.blobs[digestKey(d)]
+	b, ok := c.blobs[DigestKey(d)]
 	return b, ok
 }
 
@@ -137,9 +139,9 @@ func checkDigestFunction(f repb.DigestFunction_Value) error {
 
 // verify checks that data matches d.
 func verify(d *repb.Digest, data []byte) error {
-	got := digestOf(data)
+	got := DigestOf(data)
 	if got.Hash != d.GetHash() || got.SizeBytes != d.GetSizeBytes() {
-		return status.Errorf(codes.InvalidArgument, "digest mismatch: declared %s, data is %s", digestKey(d), digestKey(got))
+		return status.Errorf(codes.InvalidArgument, "digest mismatch: declared %s, data is %s", DigestKey(d), DigestKey(got))
 	}
 	return nil
 }
@@ -164,7 +166,8 @@ func zstdInit() {
 	})
 }
 
-func zstdCompress(data []byte) []byte {
+// ZstdCompress is data compressed as the server serves it with zstd.
+func ZstdCompress(data []byte) []byte {
 	zstdInit()
 	return zstdEnc.EncodeAll(data, nil)
 }
@@ -189,15 +192,15 @@ func cloneResult(ar *repb.ActionResult) *repb.ActionResult {
 	return proto.Clone(ar).(*repb.ActionResult)
 }
 
-// missingBlobsError is the FAILED_PRECONDITION error the REAPI specifies for
+// MissingBlobsError is the FAILED_PRECONDITION error the REAPI specifies for
 // Execute when inputs are absent from the CAS.
-func missingBlobsError(missing []*repb.Digest) error {
+func MissingBlobsError(missing []*repb.Digest) error {
 	st := status.New(codes.FailedPrecondition, "reapitest: blobs missing from CAS")
 	pf := &errdetails.PreconditionFailure{}
 	for _, d := range missing {
 		pf.Violations = append(pf.Violations, &errdetails.PreconditionFailure_Violation{
 			Type:    "MISSING",
-			Subject: "blobs/" + digestKey(d),
+			Subject: "blobs/" + DigestKey(d),
 		})
 	}
 	if withDetails, err := st.WithDetails(pf); err == nil {
@@ -345,7 +348,7 @@ func (c casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobs
 		}
 		data, ok := c.s.cas.get(d)
 		if !ok {
-			r.Status = grpcStatus(status.Errorf(codes.NotFound, "blob %s not found", digestKey(d)))
+			r.Status = grpcStatus(status.Errorf(codes.NotFound, "blob %s not found", DigestKey(d)))
 			continue
 		}
 		c.s.blobsRead.Add(1)
@@ -360,7 +363,7 @@ func (c casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobs
 		switch {
 		case useZstd && corruptThis:
 			r.Compressor = repb.Compressor_ZSTD
-			r.Data = zstdCompress(data)
+			r.Data = ZstdCompress(data)
 		case useZstd:
 			r.Compressor = repb.Compressor_ZSTD
 			r.Data = c.s.cas.zstd(d, data)
@@ -392,14 +395,14 @@ func (c casService) GetTree(req *repb.GetTreeRequest, stream grpc.ServerStreamin
 	for len(queue) > 0 {
 		d := queue[0]
 		queue = queue[1:]
-		if seen[digestKey(d)] {
+		if seen[DigestKey(d)] {
 			continue
 		}
-		seen[digestKey(d)] = true
+		seen[DigestKey(d)] = true
 		dir, err := c.s.getDirectory(d)
 		if err != nil {
 			if len(seen) == 1 {
-				return status.Errorf(codes.NotFound, "root directory %s not found", digestKey(d))
+				return status.Errorf(codes.NotFound, "root directory %s not found", DigestKey(d))
 			}
 			continue // the spec lets GetTree omit missing subtrees
 		}
@@ -423,11 +426,11 @@ func (c casService) GetTree(req *repb.GetTreeRequest, stream grpc.ServerStreamin
 func (s *FakeServer) getDirectory(d *repb.Digest) (*repb.Directory, error) {
 	data, ok := s.cas.get(d)
 	if !ok {
-		return nil, missingBlobsError([]*repb.Digest{d})
+		return nil, MissingBlobsError([]*repb.Digest{d})
 	}
 	dir := &repb.Directory{}
 	if err := proto.Unmarshal(data, dir); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "blob %s is not a Directory: %v", digestKey(d), err)
+		return nil, status.Errorf(codes.InvalidArgument, "blob %s is not a Directory: %v", DigestKey(d), err)
 	}
 	return dir, nil
 }

@@ -19,9 +19,9 @@ import (
 
 // write sends chunks with ByteStream Write starting at offset. If finish is
 // false the stream is half-closed without finish_write.
-func (c *clients) write(t *testing.T, name string, offset int64, chunks [][]byte, finish bool) (*bspb.WriteResponse, error) {
+func (c *Client) write(t *testing.T, name string, offset int64, chunks [][]byte, finish bool) (*bspb.WriteResponse, error) {
 	t.Helper()
-	stream, err := c.bs.Write(ctxT(t))
+	stream, err := c.ByteStream.Write(callContext(t))
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func TestCapabilities(t *testing.T) {
 		{Options{Zstd: true, MaxBatchTotalSizeBytes: 4 << 20}, []repb.Compressor_Value{repb.Compressor_ZSTD}},
 	} {
 		_, c := startFake(t, tc.opts)
-		caps, err := c.cap.GetCapabilities(ctxT(t), &repb.GetCapabilitiesRequest{})
+		caps, err := c.Capabilities.GetCapabilities(callContext(t), &repb.GetCapabilitiesRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,10 +81,10 @@ func TestBatchUpdateReadFindMissing(t *testing.T) {
 	s, c := startFake(t, Options{Zstd: true, MaxBatchTotalSizeBytes: 100})
 	good := []byte("good blob")
 	big := []byte(strings.Repeat("z", 60))
-	resp, err := c.cas.BatchUpdateBlobs(ctxT(t), &repb.BatchUpdateBlobsRequest{Requests: []*repb.BatchUpdateBlobsRequest_Request{
-		{Digest: digestOf(good), Data: good},
-		{Digest: digestOf([]byte("other")), Data: []byte("wrong")},
-		{Digest: digestOf(big), Data: zstdCompress(big), Compressor: repb.Compressor_ZSTD},
+	resp, err := c.CAS.BatchUpdateBlobs(callContext(t), &repb.BatchUpdateBlobsRequest{Requests: []*repb.BatchUpdateBlobsRequest_Request{
+		{Digest: DigestOf(good), Data: good},
+		{Digest: DigestOf([]byte("other")), Data: []byte("wrong")},
+		{Digest: DigestOf(big), Data: ZstdCompress(big), Compressor: repb.Compressor_ZSTD},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -93,24 +93,24 @@ func TestBatchUpdateReadFindMissing(t *testing.T) {
 		t.Fatalf("responses %v", resp.Responses)
 	}
 	ups := s.Uploads()
-	if len(ups) != 2 || ups[1].Compressor != repb.Compressor_ZSTD || ups[1].SizeBytes != 60 || ups[1].WireBytes != int64(len(zstdCompress(big))) {
+	if len(ups) != 2 || ups[1].Compressor != repb.Compressor_ZSTD || ups[1].SizeBytes != 60 || ups[1].WireBytes != int64(len(ZstdCompress(big))) {
 		t.Fatalf("uploads %+v", ups)
 	}
 	if st := s.Stats(); st.BlobsUploaded != 2 || st.BytesUploadedRaw != int64(len(good)+60) || st.BytesUploadedWire >= st.BytesUploadedRaw {
 		t.Fatalf("stats %+v", st)
 	}
 
-	fm, err := c.cas.FindMissingBlobs(ctxT(t), &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{digestOf(good), digestOf([]byte("other")), digestOf(big)}})
-	if err != nil || len(fm.MissingBlobDigests) != 1 || fm.MissingBlobDigests[0].Hash != digestOf([]byte("other")).Hash {
+	fm, err := c.CAS.FindMissingBlobs(callContext(t), &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{DigestOf(good), DigestOf([]byte("other")), DigestOf(big)}})
+	if err != nil || len(fm.MissingBlobDigests) != 1 || fm.MissingBlobDigests[0].Hash != DigestOf([]byte("other")).Hash {
 		t.Fatalf("FindMissingBlobs %v %v", fm, err)
 	}
 
-	rd, err := c.cas.BatchReadBlobs(ctxT(t), &repb.BatchReadBlobsRequest{Digests: []*repb.Digest{digestOf(good), digestOf([]byte("other"))}})
+	rd, err := c.CAS.BatchReadBlobs(callContext(t), &repb.BatchReadBlobsRequest{Digests: []*repb.Digest{DigestOf(good), DigestOf([]byte("other"))}})
 	if err != nil || string(rd.Responses[0].Data) != "good blob" || rd.Responses[0].Compressor != repb.Compressor_IDENTITY ||
 		rd.Responses[1].Status.GetCode() != int32(codes.NotFound) {
 		t.Fatalf("BatchReadBlobs %v %v", rd, err)
 	}
-	rd, err = c.cas.BatchReadBlobs(ctxT(t), &repb.BatchReadBlobsRequest{Digests: []*repb.Digest{digestOf(big)},
+	rd, err = c.CAS.BatchReadBlobs(callContext(t), &repb.BatchReadBlobsRequest{Digests: []*repb.Digest{DigestOf(big)},
 		AcceptableCompressors: []repb.Compressor_Value{repb.Compressor_ZSTD}})
 	if err != nil || rd.Responses[0].Compressor != repb.Compressor_ZSTD {
 		t.Fatalf("zstd BatchReadBlobs %v %v", rd, err)
@@ -120,26 +120,26 @@ func TestBatchUpdateReadFindMissing(t *testing.T) {
 	}
 
 	// Over MaxBatchTotalSizeBytes.
-	_, err = c.cas.BatchReadBlobs(ctxT(t), &repb.BatchReadBlobsRequest{Digests: []*repb.Digest{digestOf(big), digestOf(big)}})
+	_, err = c.CAS.BatchReadBlobs(callContext(t), &repb.BatchReadBlobsRequest{Digests: []*repb.Digest{DigestOf(big), DigestOf(big)}})
 	wantCode(t, err, codes.InvalidArgument)
 }
 
 func TestZstdRejectedWhenDisabled(t *testing.T) {
 	_, c := startFake(t, Options{})
 	b := []byte("data")
-	resp, err := c.cas.BatchUpdateBlobs(ctxT(t), &repb.BatchUpdateBlobsRequest{Requests: []*repb.BatchUpdateBlobsRequest_Request{
-		{Digest: digestOf(b), Data: zstdCompress(b), Compressor: repb.Compressor_ZSTD}}})
+	resp, err := c.CAS.BatchUpdateBlobs(callContext(t), &repb.BatchUpdateBlobsRequest{Requests: []*repb.BatchUpdateBlobsRequest_Request{
+		{Digest: DigestOf(b), Data: ZstdCompress(b), Compressor: repb.Compressor_ZSTD}}})
 	if err != nil || resp.Responses[0].Status.GetCode() != int32(codes.InvalidArgument) {
 		t.Fatalf("%v %v", resp, err)
 	}
-	_, err = c.read(t, "compressed-blobs/zstd/"+digestOf(b).Hash+"/4")
+	_, err = c.read(t, "compressed-blobs/zstd/"+DigestOf(b).Hash+"/4")
 	wantCode(t, err, codes.InvalidArgument)
 }
 
 func TestByteStreamWriteRead(t *testing.T) {
 	s, c := startFake(t, Options{Zstd: true})
 	blob := []byte(strings.Repeat("thinlto object ", 10000))
-	d := digestOf(blob)
+	d := DigestOf(blob)
 	name := "inst/uploads/3f9c/blobs/" + d.Hash + "/" + itoa(d.SizeBytes)
 	wr, err := c.write(t, name, 0, [][]byte{blob[:1000], blob[1000:]}, true)
 	if err != nil || wr.CommittedSize != d.SizeBytes {
@@ -150,7 +150,7 @@ func TestByteStreamWriteRead(t *testing.T) {
 		t.Fatalf("Read: %d bytes, %v", len(got), err)
 	}
 	// Offset and limit.
-	stream, err := c.bs.Read(ctxT(t), &bspb.ReadRequest{ResourceName: "inst/blobs/" + d.Hash + "/" + itoa(d.SizeBytes), ReadOffset: 15, ReadLimit: 7})
+	stream, err := c.ByteStream.Read(callContext(t), &bspb.ReadRequest{ResourceName: "inst/blobs/" + d.Hash + "/" + itoa(d.SizeBytes), ReadOffset: 15, ReadLimit: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +161,8 @@ func TestByteStreamWriteRead(t *testing.T) {
 
 	// Compressed upload: committed_size is the compressed length.
 	blob2 := []byte(strings.Repeat("compressed ", 5000))
-	d2 := digestOf(blob2)
-	comp := zstdCompress(blob2)
+	d2 := DigestOf(blob2)
+	comp := ZstdCompress(blob2)
 	wr, err = c.write(t, "uploads/u2/compressed-blobs/zstd/"+d2.Hash+"/"+itoa(d2.SizeBytes), 0, [][]byte{comp[:10], comp[10:]}, true)
 	if err != nil || wr.CommittedSize != int64(len(comp)) {
 		t.Fatalf("compressed Write: %v %v", wr, err)
@@ -180,7 +180,7 @@ func TestByteStreamWriteRead(t *testing.T) {
 	}
 
 	// Digest mismatch.
-	bad := digestOf([]byte("expected"))
+	bad := DigestOf([]byte("expected"))
 	_, err = c.write(t, "uploads/u3/blobs/"+bad.Hash+"/"+itoa(bad.SizeBytes), 0, [][]byte{[]byte("somethin")}, true)
 	wantCode(t, err, codes.InvalidArgument)
 	_, err = c.read(t, "blobs/"+bad.Hash+"/"+itoa(bad.SizeBytes))
@@ -192,9 +192,9 @@ func TestByteStreamWriteRead(t *testing.T) {
 func TestByteStreamQueryWriteStatusAndResume(t *testing.T) {
 	_, c := startFake(t, Options{})
 	blob := []byte("0123456789abcdef")
-	d := digestOf(blob)
+	d := DigestOf(blob)
 	name := "uploads/u/blobs/" + d.Hash + "/" + itoa(d.SizeBytes)
-	qs, err := c.bs.QueryWriteStatus(ctxT(t), &bspb.QueryWriteStatusRequest{ResourceName: name})
+	qs, err := c.ByteStream.QueryWriteStatus(callContext(t), &bspb.QueryWriteStatusRequest{ResourceName: name})
 	if err != nil || qs.CommittedSize != 0 || qs.Complete {
 		t.Fatalf("before: %v %v", qs, err)
 	}
@@ -203,7 +203,7 @@ func TestByteStreamQueryWriteStatusAndResume(t *testing.T) {
 	if err == nil {
 		t.Fatal("unfinished write succeeded")
 	}
-	qs, err = c.bs.QueryWriteStatus(ctxT(t), &bspb.QueryWriteStatusRequest{ResourceName: name})
+	qs, err = c.ByteStream.QueryWriteStatus(callContext(t), &bspb.QueryWriteStatusRequest{ResourceName: name})
 	if err != nil || qs.CommittedSize != 6 || qs.Complete {
 		t.Fatalf("partial: %v %v", qs, err)
 	}
@@ -211,7 +211,7 @@ func TestByteStreamQueryWriteStatusAndResume(t *testing.T) {
 	if err != nil || wr.CommittedSize != d.SizeBytes {
 		t.Fatalf("resume: %v %v", wr, err)
 	}
-	qs, err = c.bs.QueryWriteStatus(ctxT(t), &bspb.QueryWriteStatusRequest{ResourceName: name})
+	qs, err = c.ByteStream.QueryWriteStatus(callContext(t), &bspb.QueryWriteStatusRequest{ResourceName: name})
 	if err != nil || qs.CommittedSize != d.SizeBytes || !qs.Complete {
 		t.Fatalf("after: %v %v", qs, err)
 	}
@@ -219,10 +219,10 @@ func TestByteStreamQueryWriteStatusAndResume(t *testing.T) {
 
 func TestGetTree(t *testing.T) {
 	_, c := startFake(t, Options{})
-	leaf := mustMarshal(t, &repb.Directory{Files: []*repb.FileNode{{Name: "f", Digest: digestOf([]byte("f"))}}})
-	root := mustMarshal(t, &repb.Directory{Directories: []*repb.DirectoryNode{{Name: "d", Digest: digestOf(leaf)}}})
-	c.upload(t, leaf, root)
-	stream, err := c.cas.GetTree(ctxT(t), &repb.GetTreeRequest{RootDigest: digestOf(root), PageSize: 1})
+	leaf := marshal(t, &repb.Directory{Files: []*repb.FileNode{{Name: "f", Digest: DigestOf([]byte("f"))}}})
+	root := marshal(t, &repb.Directory{Directories: []*repb.DirectoryNode{{Name: "d", Digest: DigestOf(leaf)}}})
+	c.Upload(t, leaf, root)
+	stream, err := c.CAS.GetTree(callContext(t), &repb.GetTreeRequest{RootDigest: DigestOf(root), PageSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestGetTree(t *testing.T) {
 	if len(dirs) != 2 || dirs[1].Files[0].Name != "f" {
 		t.Fatalf("tree %v", dirs)
 	}
-	stream, _ = c.cas.GetTree(ctxT(t), &repb.GetTreeRequest{RootDigest: digestOf([]byte("missing"))})
+	stream, _ = c.CAS.GetTree(callContext(t), &repb.GetTreeRequest{RootDigest: DigestOf([]byte("missing"))})
 	_, err = stream.Recv()
 	wantCode(t, err, codes.NotFound)
 }
@@ -248,16 +248,16 @@ func TestGetTree(t *testing.T) {
 func TestUpdateActionResult(t *testing.T) {
 	s, c := startFake(t, Options{})
 	cmd, _ := proto.Marshal(&repb.Command{Arguments: []string{"clang", "-c", "a.c"}, OutputPaths: []string{"a.o"}})
-	action, _ := proto.Marshal(&repb.Action{CommandDigest: digestOf(cmd)})
-	ad := digestOf(action)
-	ar := &repb.ActionResult{ExitCode: 0, OutputFiles: []*repb.OutputFile{{Path: "a.o", Digest: digestOf([]byte("o"))}}}
+	action, _ := proto.Marshal(&repb.Action{CommandDigest: DigestOf(cmd)})
+	ad := DigestOf(action)
+	ar := &repb.ActionResult{ExitCode: 0, OutputFiles: []*repb.OutputFile{{Path: "a.o", Digest: DigestOf([]byte("o"))}}}
 	update := func() error {
-		_, err := c.ac.UpdateActionResult(ctxT(t), &repb.UpdateActionResultRequest{InstanceName: "i", ActionDigest: ad, ActionResult: ar})
+		_, err := c.AC.UpdateActionResult(callContext(t), &repb.UpdateActionResultRequest{InstanceName: "i", ActionDigest: ad, ActionResult: ar})
 		return err
 	}
 	upload := func(data []byte) {
 		t.Helper()
-		resp, err := c.cas.BatchUpdateBlobs(ctxT(t), &repb.BatchUpdateBlobsRequest{Requests: []*repb.BatchUpdateBlobsRequest_Request{{Digest: digestOf(data), Data: data}}})
+		resp, err := c.CAS.BatchUpdateBlobs(callContext(t), &repb.BatchUpdateBlobsRequest{Requests: []*repb.BatchUpdateBlobsRequest_Request{{Digest: DigestOf(data), Data: data}}})
 		if err != nil || resp.Responses[0].Status.GetCode() != 0 {
 			t.Fatalf("%v %v", resp, err)
 		}
@@ -271,12 +271,12 @@ func TestUpdateActionResult(t *testing.T) {
 	if err := update(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.ac.GetActionResult(ctxT(t), &repb.GetActionResultRequest{InstanceName: "i", ActionDigest: ad})
+	got, err := c.AC.GetActionResult(callContext(t), &repb.GetActionResultRequest{InstanceName: "i", ActionDigest: ad})
 	if err != nil || !proto.Equal(got, ar) {
 		t.Fatalf("%v %v", got, err)
 	}
 	// The action cache is per instance.
-	_, err = c.ac.GetActionResult(ctxT(t), &repb.GetActionResultRequest{InstanceName: "j", ActionDigest: ad})
+	_, err = c.AC.GetActionResult(callContext(t), &repb.GetActionResultRequest{InstanceName: "j", ActionDigest: ad})
 	wantCode(t, err, codes.NotFound)
 	if st := s.Stats(); st.ACUpdates != 1 || st.ACHits != 1 || st.ACMisses != 1 {
 		t.Fatalf("stats %+v", st)
@@ -313,8 +313,8 @@ func TestTLSAndMutualTLS(t *testing.T) {
 			} else {
 				opt = grpc.WithTransportCredentials(credentials.NewTLS(cfg))
 			}
-			c := newClients(t, addr, opt)
-			_, err := c.cap.GetCapabilities(ctxT(t), &repb.GetCapabilitiesRequest{})
+			c := NewClient(t, addr, opt)
+			_, err := c.Capabilities.GetCapabilities(callContext(t), &repb.GetCapabilitiesRequest{})
 			return err
 		}
 		withCert, _ := certs.ClientTLSConfig(true)

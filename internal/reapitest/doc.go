@@ -18,10 +18,9 @@
 // Tests observe what the client did through Stats, Uploads, Calls and
 // InstanceNames, and inject faults with InjectFault or Options.Hook.
 //
-// With Options.Simulation the server is instead a SIMULATION of a cluster's
-// timing for the benchmark (bench/cluster.go): recorded results replayed by
-// a number of worker slots after their recorded CPU time, a round-trip time
-// on every RPC and a bandwidth limit on a shared link. See Simulation.
+// With Options.Cluster the server's workers and network are another's: the
+// cluster simulator of package reapisim makes the server a SIMULATION of a
+// cluster's timing for the benchmark (bench/cluster.go).
 //
 // Behaviour worth knowing when writing client tests:
 //

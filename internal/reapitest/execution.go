@@ -195,7 +195,7 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 			case <-op.ctx.Done():
 			}
 		}
-		if s.sim == nil {
+		if s.cluster == nil {
 			op.setStage(repb.ExecutionStage_EXECUTING)
 		}
 		// A worker took the action and went silent (SIGKILLed): the server
@@ -207,12 +207,13 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 		if op.ctx.Err() != nil {
 			// Stopped, or cancelled by its client, during a hold: the
 			// action never reached a worker.
-			op.finish(stoppedResponse())
+			op.finish(StoppedResponse())
 			return
 		}
 		var resp *repb.ExecuteResponse
-		if s.sim != nil {
-			resp = s.sim.execute(s, op, action, command, req.GetInstanceName(), req.GetExecutionPolicy().GetPriority())
+		if s.cluster != nil {
+			resp = s.cluster.Execute(&Execution{Ctx: op.ctx, Action: action, Command: command, Instance: req.GetInstanceName(),
+				Priority: req.GetExecutionPolicy().GetPriority(), Server: s, op: op})
 		} else {
 			resp = s.run(op.ctx, req.GetInstanceName(), action, command, nil)
 		}
@@ -261,7 +262,7 @@ func (s *FakeServer) streamOperation(op *operation, stream grpc.ServerStreamingS
 			return status.Error(codes.Unavailable, "reapitest: injected broken Execute stream")
 		}
 	}
-	sent := stageOf(msg)
+	sent := StageOf(msg)
 	for done := false; !done; {
 		st, changed := op.current()
 		if st != sent && st != repb.ExecutionStage_COMPLETED {
@@ -320,8 +321,8 @@ func (s *FakeServer) sentDone(stream grpc.ServerStreamingServer[longrunningpb.Op
 	}
 }
 
-// stageOf is the stage in an Operation's metadata (UNKNOWN if none).
-func stageOf(op *longrunningpb.Operation) repb.ExecutionStage_Value {
+// StageOf is the stage an operation's metadata reports (UNKNOWN without any).
+func StageOf(op *longrunningpb.Operation) repb.ExecutionStage_Value {
 	var md repb.ExecuteOperationMetadata
 	if op.GetMetadata() == nil || op.GetMetadata().UnmarshalTo(&md) != nil {
 		return repb.ExecutionStage_UNKNOWN
@@ -345,7 +346,7 @@ func (s *FakeServer) platformAccepted(p *repb.Platform) bool {
 func (s *FakeServer) loadAction(d *repb.Digest) (*repb.Action, *repb.Command, error) {
 	data, ok := s.cas.get(d)
 	if !ok {
-		return nil, nil, missingBlobsError([]*repb.Digest{d})
+		return nil, nil, MissingBlobsError([]*repb.Digest{d})
 	}
 	action := &repb.Action{}
 	if err := proto.Unmarshal(data, action); err != nil {
@@ -359,7 +360,7 @@ func (s *FakeServer) loadAction(d *repb.Digest) (*repb.Action, *repb.Command, er
 	}
 	data, ok = s.cas.get(action.GetCommandDigest())
 	if !ok {
-		return nil, nil, missingBlobsError([]*repb.Digest{action.GetCommandDigest()})
+		return nil, nil, MissingBlobsError([]*repb.Digest{action.GetCommandDigest()})
 	}
 	command := &repb.Command{}
 	if err := proto.Unmarshal(data, command); err != nil {
@@ -403,7 +404,7 @@ func (s *FakeServer) run(ctx context.Context, instance string, action *repb.Acti
 		return fail(err)
 	}
 	if len(missing) > 0 {
-		return fail(missingBlobsError(missing))
+		return fail(MissingBlobsError(missing))
 	}
 	meta.InputFetchCompletedTimestamp = now()
 
@@ -537,7 +538,7 @@ func (s *FakeServer) materialize(dst string, d *repb.Digest, missing *[]*repb.Di
 	}
 	dir := &repb.Directory{}
 	if err := proto.Unmarshal(data, dir); err != nil {
-		return status.Errorf(codes.InvalidArgument, "blob %s is not a Directory: %v", digestKey(d), err)
+		return status.Errorf(codes.InvalidArgument, "blob %s is not a Directory: %v", DigestKey(d), err)
 	}
 	for _, f := range dir.GetFiles() {
 		if err := checkName(f.GetName()); err != nil {

@@ -23,20 +23,20 @@ func needTools(t *testing.T, paths ...string) {
 	}
 }
 
-func copyAction() actionSpec {
-	return actionSpec{
-		args:    []string{"/bin/cp", "in.txt", "out/x.txt"},
-		outputs: []string{"out/x.txt"},
-		files:   map[string]map[string]inputFile{"": {"in.txt": {data: []byte("hello thinlto\n")}}},
+func copyAction() ActionSpec {
+	return ActionSpec{
+		Args:    []string{"/bin/cp", "in.txt", "out/x.txt"},
+		Outputs: []string{"out/x.txt"},
+		Files:   map[string]map[string]InputFile{"": {"in.txt": {Data: []byte("hello thinlto\n")}}},
 	}
 }
 
 func TestExecuteCopyReadBackAndCacheHit(t *testing.T) {
 	needTools(t, "/bin/cp")
 	s, c := startFake(t, Options{})
-	ad := copyAction().build(t, c)
+	ad := copyAction().Build(t, c)
 
-	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})
+	resp := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad})
 	if resp.GetStatus().GetCode() != 0 {
 		t.Fatalf("status %v", resp.GetStatus())
 	}
@@ -67,11 +67,11 @@ func TestExecuteCopyReadBackAndCacheHit(t *testing.T) {
 		t.Fatalf("bad metadata %v", md)
 	}
 
-	resp2 := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})
+	resp2 := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad})
 	if !resp2.CachedResult || !proto.Equal(resp2.Result.OutputFiles[0], out) {
 		t.Fatalf("second Execute: cached=%v result=%v", resp2.CachedResult, resp2.Result)
 	}
-	ar, err := c.ac.GetActionResult(ctxT(t), &repb.GetActionResultRequest{ActionDigest: ad})
+	ar, err := c.AC.GetActionResult(callContext(t), &repb.GetActionResultRequest{ActionDigest: ad})
 	if err != nil || !proto.Equal(ar.OutputFiles[0], out) {
 		t.Fatalf("GetActionResult: %v %v", ar, err)
 	}
@@ -81,7 +81,7 @@ func TestExecuteCopyReadBackAndCacheHit(t *testing.T) {
 	}
 
 	// skip_cache_lookup forces a real execution.
-	resp3 := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad, SkipCacheLookup: true})
+	resp3 := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad, SkipCacheLookup: true})
 	if resp3.CachedResult || s.Stats().Executions != 2 {
 		t.Fatalf("skip_cache_lookup: cached=%v executions=%d", resp3.CachedResult, s.Stats().Executions)
 	}
@@ -92,12 +92,12 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestExecuteEnvironmentIsExact(t *testing.T) {
 	needTools(t, "/usr/bin/env")
 	_, c := startFake(t, Options{})
-	ad := actionSpec{
-		args:  []string{"/usr/bin/env"},
-		env:   map[string]string{"A": "1", "THINDIST": "yes"},
-		files: map[string]map[string]inputFile{"": {"unused": {data: []byte("x")}}},
-	}.build(t, c)
-	res := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}).GetResult()
+	ad := ActionSpec{
+		Args:  []string{"/usr/bin/env"},
+		Env:   map[string]string{"A": "1", "THINDIST": "yes"},
+		Files: map[string]map[string]InputFile{"": {"unused": {Data: []byte("x")}}},
+	}.Build(t, c)
+	res := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad}).GetResult()
 	stdout, err := c.read(t, "blobs/"+res.StdoutDigest.Hash+"/"+itoa(res.StdoutDigest.SizeBytes))
 	if err != nil {
 		t.Fatal(err)
@@ -110,21 +110,21 @@ func TestExecuteEnvironmentIsExact(t *testing.T) {
 func TestExecuteInputTreeWorkingDirAndModes(t *testing.T) {
 	needTools(t, "/bin/ls", "/bin/cp", "/usr/bin/test")
 	_, c := startFake(t, Options{})
-	files := map[string]map[string]inputFile{
-		"":    {"a.txt": {data: []byte("A")}},
-		"sub": {"tool": {data: []byte("#!/bin/false\n"), exec: true}, "data": {data: []byte("D")}},
+	files := map[string]map[string]InputFile{
+		"":    {"a.txt": {Data: []byte("A")}},
+		"sub": {"tool": {Data: []byte("#!/bin/false\n"), Exec: true}, "data": {Data: []byte("D")}},
 	}
 	links := map[string]map[string]string{"sub": {"link": "../a.txt"}}
 
 	// Only declared inputs (plus output parents) exist in the fresh root.
-	ls := actionSpec{args: []string{"/bin/ls", "-A", ".."}, workDir: "sub", files: files, links: links}.build(t, c)
-	res := c.execute(t, &repb.ExecuteRequest{ActionDigest: ls}).GetResult()
+	ls := ActionSpec{Args: []string{"/bin/ls", "-A", ".."}, WorkDir: "sub", Files: files, Links: links}.Build(t, c)
+	res := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ls}).GetResult()
 	out, _ := c.read(t, "blobs/"+res.StdoutDigest.Hash+"/"+itoa(res.StdoutDigest.SizeBytes))
 	if string(out) != "a.txt\nsub\n" {
 		t.Fatalf("root listing %q", out)
 	}
-	ls2 := actionSpec{args: []string{"/bin/ls", "-A"}, workDir: "sub", files: files, links: links}.build(t, c)
-	res = c.execute(t, &repb.ExecuteRequest{ActionDigest: ls2}).GetResult()
+	ls2 := ActionSpec{Args: []string{"/bin/ls", "-A"}, WorkDir: "sub", Files: files, Links: links}.Build(t, c)
+	res = c.Execute(t, &repb.ExecuteRequest{ActionDigest: ls2}).GetResult()
 	out, _ = c.read(t, "blobs/"+res.StdoutDigest.Hash+"/"+itoa(res.StdoutDigest.SizeBytes))
 	if string(out) != "data\nlink\ntool\n" {
 		t.Fatalf("sub listing %q", out)
@@ -138,29 +138,29 @@ func TestExecuteInputTreeWorkingDirAndModes(t *testing.T) {
 		{[]string{"/usr/bin/test", "-x", "data"}, 1},
 		{[]string{"/usr/bin/test", "-L", "link"}, 0},
 	} {
-		ad := actionSpec{args: tc.args, workDir: "sub", files: files, links: links}.build(t, c)
-		if got := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}).GetResult().GetExitCode(); got != tc.exit {
+		ad := ActionSpec{Args: tc.args, WorkDir: "sub", Files: files, Links: links}.Build(t, c)
+		if got := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad}).GetResult().GetExitCode(); got != tc.exit {
 			t.Errorf("%v: exit %d, want %d", tc.args, got, tc.exit)
 		}
 	}
 
 	// Outputs are relative to the working directory; the executable bit and
 	// symlink-followed contents are reported; output directories come as Trees.
-	cp := actionSpec{
-		args:    []string{"/bin/cp", "-p", "tool", "link", "../out/"},
-		workDir: "sub", files: files, links: links,
-		outputs: []string{"../out/tool"},
-	}.build(t, c)
-	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: cp})
+	cp := ActionSpec{
+		Args:    []string{"/bin/cp", "-p", "tool", "link", "../out/"},
+		WorkDir: "sub", Files: files, Links: links,
+		Outputs: []string{"../out/tool"},
+	}.Build(t, c)
+	resp := c.Execute(t, &repb.ExecuteRequest{ActionDigest: cp})
 	if resp.GetStatus().GetCode() != int32(codes.InvalidArgument) {
 		t.Fatalf("escaping output path accepted: %v", resp.GetStatus())
 	}
-	cp = actionSpec{
-		args:    []string{"/bin/cp", "-p", "tool", "link", "out/"},
-		workDir: "sub", files: files, links: links,
-		outputs: []string{"out/tool", "out"},
-	}.build(t, c)
-	res = c.execute(t, &repb.ExecuteRequest{ActionDigest: cp}).GetResult()
+	cp = ActionSpec{
+		Args:    []string{"/bin/cp", "-p", "tool", "link", "out/"},
+		WorkDir: "sub", Files: files, Links: links,
+		Outputs: []string{"out/tool", "out"},
+	}.Build(t, c)
+	res = c.Execute(t, &repb.ExecuteRequest{ActionDigest: cp}).GetResult()
 	if res.GetExitCode() != 0 || len(res.OutputFiles) != 1 || !res.OutputFiles[0].IsExecutable || res.OutputFiles[0].Path != "out/tool" {
 		t.Fatalf("result %v", res)
 	}
@@ -179,7 +179,7 @@ func TestExecuteInputTreeWorkingDirAndModes(t *testing.T) {
 	for _, f := range tree.Root.Files {
 		names = append(names, f.Name)
 	}
-	if strings.Join(names, ",") != "link,tool" || tree.Root.Files[0].Digest.Hash != digestOf([]byte("A")).Hash {
+	if strings.Join(names, ",") != "link,tool" || tree.Root.Files[0].Digest.Hash != DigestOf([]byte("A")).Hash {
 		t.Fatalf("tree root %v", tree.Root)
 	}
 }
@@ -187,10 +187,10 @@ func TestExecuteInputTreeWorkingDirAndModes(t *testing.T) {
 func TestExecuteTimeout(t *testing.T) {
 	needTools(t, "/bin/sleep")
 	_, c := startFake(t, Options{})
-	ad := actionSpec{args: []string{"/bin/sleep", "20"}, timeout: 200 * time.Millisecond,
-		files: map[string]map[string]inputFile{"": {"x": {data: []byte("x")}}}}.build(t, c)
+	ad := ActionSpec{Args: []string{"/bin/sleep", "20"}, Timeout: 200 * time.Millisecond,
+		Files: map[string]map[string]InputFile{"": {"x": {Data: []byte("x")}}}}.Build(t, c)
 	start := time.Now()
-	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})
+	resp := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad})
 	if resp.GetStatus().GetCode() != int32(codes.DeadlineExceeded) {
 		t.Fatalf("status %v", resp.GetStatus())
 	}
@@ -202,25 +202,25 @@ func TestExecuteTimeout(t *testing.T) {
 func TestExecuteNotCachedOnFailureOrDoNotCache(t *testing.T) {
 	needTools(t, "/bin/false", "/bin/cp")
 	s, c := startFake(t, Options{})
-	fail := actionSpec{args: []string{"/bin/false"}, files: map[string]map[string]inputFile{"": {"x": {data: []byte("x")}}}}.build(t, c)
+	fail := ActionSpec{Args: []string{"/bin/false"}, Files: map[string]map[string]InputFile{"": {"x": {Data: []byte("x")}}}}.Build(t, c)
 	for i := 0; i < 2; i++ {
-		resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: fail})
+		resp := c.Execute(t, &repb.ExecuteRequest{ActionDigest: fail})
 		if resp.CachedResult || resp.Result.ExitCode != 1 {
 			t.Fatalf("run %d: cached=%v exit=%d", i, resp.CachedResult, resp.Result.ExitCode)
 		}
 	}
 	spec := copyAction()
-	spec.doNotCache = true
-	dnc := spec.build(t, c)
+	spec.DoNotCache = true
+	dnc := spec.Build(t, c)
 	for i := 0; i < 2; i++ {
-		if resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: dnc}); resp.CachedResult {
+		if resp := c.Execute(t, &repb.ExecuteRequest{ActionDigest: dnc}); resp.CachedResult {
 			t.Fatalf("do_not_cache result served from cache")
 		}
 	}
 	if got := s.Stats().Executions; got != 4 {
 		t.Fatalf("executions %d, want 4", got)
 	}
-	if _, err := c.ac.GetActionResult(ctxT(t), &repb.GetActionResultRequest{ActionDigest: fail}); err == nil {
+	if _, err := c.AC.GetActionResult(callContext(t), &repb.GetActionResultRequest{ActionDigest: fail}); err == nil {
 		t.Fatal("failed action was cached")
 	} else {
 		wantCode(t, err, codes.NotFound)
@@ -231,37 +231,37 @@ func TestExecutePlatformMismatchUnavailable(t *testing.T) {
 	needTools(t, "/bin/cp")
 	s, c := startFake(t, Options{Platform: map[string][]string{"OSFamily": {"linux"}, "pool": {"a", "b"}}})
 	bad := copyAction()
-	bad.platform = map[string]string{"OSFamily": "windows"}
-	stream, err := c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: bad.build(t, c)})
+	bad.Platform = map[string]string{"OSFamily": "windows"}
+	stream, err := c.Exec.Execute(callContext(t), &repb.ExecuteRequest{ActionDigest: bad.Build(t, c)})
 	if err == nil {
-		_, err = drain(stream)
+		_, err = Drain(stream)
 	}
 	wantCode(t, err, codes.Unavailable)
 	if s.Stats().Executions != 0 || s.Stats().ExecuteRejections != 1 {
 		t.Fatalf("stats %+v", s.Stats())
 	}
 	good := copyAction()
-	good.platform = map[string]string{"OSFamily": "linux", "pool": "b"}
-	if resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: good.build(t, c)}); resp.Result.ExitCode != 0 {
-		t.Fatalf("matching platform: %v", resp)
+	good.Platform = map[string]string{"OSFamily": "linux", "pool": "b"}
+	if resp := c.Execute(t, &repb.ExecuteRequest{ActionDigest: good.Build(t, c)}); resp.Result.ExitCode != 0 {
+		t.Fatalf("matching Platform: %v", resp)
 	}
 }
 
 func TestExecuteMissingInputs(t *testing.T) {
 	_, c := startFake(t, Options{})
 	// Action blob absent: FAILED_PRECONDITION from the RPC.
-	stream, err := c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: digestOf([]byte("nope"))})
+	stream, err := c.Exec.Execute(callContext(t), &repb.ExecuteRequest{ActionDigest: DigestOf([]byte("nope"))})
 	if err == nil {
-		_, err = drain(stream)
+		_, err = Drain(stream)
 	}
 	wantCode(t, err, codes.FailedPrecondition)
 
 	// Input file absent: FAILED_PRECONDITION in ExecuteResponse.status.
-	dir := mustMarshal(t, &repb.Directory{Files: []*repb.FileNode{{Name: "in.txt", Digest: digestOf([]byte("never uploaded"))}}})
-	cmd := mustMarshal(t, &repb.Command{Arguments: []string{"/bin/cp", "in.txt", "x"}})
-	action := mustMarshal(t, &repb.Action{CommandDigest: digestOf(cmd), InputRootDigest: digestOf(dir)})
-	c.upload(t, dir, cmd, action)
-	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: digestOf(action)})
+	dir := marshal(t, &repb.Directory{Files: []*repb.FileNode{{Name: "in.txt", Digest: DigestOf([]byte("never uploaded"))}}})
+	cmd := marshal(t, &repb.Command{Arguments: []string{"/bin/cp", "in.txt", "x"}})
+	action := marshal(t, &repb.Action{CommandDigest: DigestOf(cmd), InputRootDigest: DigestOf(dir)})
+	c.Upload(t, dir, cmd, action)
+	resp := c.Execute(t, &repb.ExecuteRequest{ActionDigest: DigestOf(action)})
 	if resp.GetStatus().GetCode() != int32(codes.FailedPrecondition) {
 		t.Fatalf("status %v", resp.GetStatus())
 	}
@@ -269,9 +269,9 @@ func TestExecuteMissingInputs(t *testing.T) {
 
 func TestWaitExecutionUnknown(t *testing.T) {
 	_, c := startFake(t, Options{})
-	stream, err := c.exec.WaitExecution(ctxT(t), &repb.WaitExecutionRequest{Name: "operations/none"})
+	stream, err := c.Exec.WaitExecution(callContext(t), &repb.WaitExecutionRequest{Name: "operations/none"})
 	if err == nil {
-		_, err = drain(stream)
+		_, err = Drain(stream)
 	}
 	wantCode(t, err, codes.NotFound)
 }
@@ -282,9 +282,9 @@ func TestWaitExecutionUnknown(t *testing.T) {
 func TestExecuteStagesAndExecutingFor(t *testing.T) {
 	needTools(t, "/bin/cp")
 	s, c := startFake(t, Options{ExecutingFor: -1, ExecuteIgnoresActionCache: true})
-	ad := copyAction().build(t, c)
-	ctx, cancel := context.WithCancel(ctxT(t))
-	stream, err := c.exec.Execute(ctx, &repb.ExecuteRequest{ActionDigest: ad})
+	ad := copyAction().Build(t, c)
+	ctx, cancel := context.WithCancel(callContext(t))
+	stream, err := c.Exec.Execute(ctx, &repb.ExecuteRequest{ActionDigest: ad})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestExecuteStagesAndExecutingFor(t *testing.T) {
 		if op.Done {
 			t.Fatalf("a stalled execution finished: %v", op)
 		}
-		stages = append(stages, stageOf(op))
+		stages = append(stages, StageOf(op))
 	}
 	if stages[0] != repb.ExecutionStage_QUEUED || stages[1] != repb.ExecutionStage_EXECUTING {
 		t.Fatalf("stages %v, want QUEUED, EXECUTING", stages)
@@ -316,17 +316,17 @@ func TestExecuteStagesAndExecutingFor(t *testing.T) {
 	}
 
 	s.SetExecutingFor(0)
-	stream, err = c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: ad})
+	stream, err = c.Exec.Execute(callContext(t), &repb.ExecuteRequest{ActionDigest: ad})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := drain(stream)
+	ops, err := Drain(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stages = nil
 	for _, op := range ops {
-		stages = append(stages, stageOf(op))
+		stages = append(stages, StageOf(op))
 	}
 	want := []repb.ExecutionStage_Value{repb.ExecutionStage_QUEUED, repb.ExecutionStage_COMPLETED}
 	if len(stages) == 3 {
@@ -335,7 +335,7 @@ func TestExecuteStagesAndExecutingFor(t *testing.T) {
 	if !slices.Equal(stages, want) || !ops[len(ops)-1].Done {
 		t.Fatalf("stages %v, want %v ending done", stages, want)
 	}
-	if res := response(t, ops[len(ops)-1]).Result; res.ExitCode != 0 || len(res.OutputFiles) != 1 {
+	if res := Response(t, ops[len(ops)-1]).Result; res.ExitCode != 0 || len(res.OutputFiles) != 1 {
 		t.Fatalf("result %v", res)
 	}
 }
@@ -356,13 +356,13 @@ func TestStopWaitsWhoeverCallsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	c := newClients(t, addr)
+	c := NewClient(t, addr)
 	// The shell's child keeps its output pipe open after the shell is
 	// killed, so the action takes exec.Cmd's WaitDelay (2 s) to wind down:
 	// long enough to see whether Stop waits for it.
-	ad := actionSpec{args: []string{"/bin/sh", "-c", "sleep 30; :"},
-		files: map[string]map[string]inputFile{"": {"x": {data: []byte("x")}}}}.build(t, c)
-	if _, err := c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: ad}); err != nil {
+	ad := ActionSpec{Args: []string{"/bin/sh", "-c", "sleep 30; :"},
+		Files: map[string]map[string]InputFile{"": {"x": {Data: []byte("x")}}}}.Build(t, c)
+	if _, err := c.Exec.Execute(callContext(t), &repb.ExecuteRequest{ActionDigest: ad}); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {

@@ -185,7 +185,7 @@ func (s *FakeServer) applyResultFaults(method string, ar *repb.ActionResult) (*r
 	if len(out.OutputFiles) > 0 && s.takeFault(method, FaultZeroByteOutput) {
 		fired = true
 		s.cas.put(nil)
-		out.OutputFiles[0].Digest = digestOf(nil)
+		out.OutputFiles[0].Digest = DigestOf(nil)
 	}
 	if len(out.OutputFiles) > 0 && s.takeFault(method, FaultMissingOutput) {
 		fired = true

@@ -15,18 +15,18 @@ func TestFaultUnavailableAndDeadlineExceeded(t *testing.T) {
 	s, c := startFake(t, Options{})
 	s.InjectFault(MethodFindMissingBlobs, FaultUnavailable, 2)
 	s.InjectFault(MethodGetCapabilities, FaultDeadlineExceeded, 1)
-	req := &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{digestOf([]byte("x"))}}
+	req := &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{DigestOf([]byte("x"))}}
 	for i := 0; i < 2; i++ {
-		_, err := c.cas.FindMissingBlobs(ctxT(t), req)
+		_, err := c.CAS.FindMissingBlobs(callContext(t), req)
 		wantCode(t, err, codes.Unavailable)
 	}
-	resp, err := c.cas.FindMissingBlobs(ctxT(t), req)
+	resp, err := c.CAS.FindMissingBlobs(callContext(t), req)
 	if err != nil || len(resp.MissingBlobDigests) != 1 {
 		t.Fatalf("third call: %v %v", resp, err)
 	}
-	_, err = c.cap.GetCapabilities(ctxT(t), &repb.GetCapabilitiesRequest{})
+	_, err = c.Capabilities.GetCapabilities(callContext(t), &repb.GetCapabilitiesRequest{})
 	wantCode(t, err, codes.DeadlineExceeded)
-	if _, err := c.cap.GetCapabilities(ctxT(t), &repb.GetCapabilitiesRequest{}); err != nil {
+	if _, err := c.Capabilities.GetCapabilities(callContext(t), &repb.GetCapabilitiesRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	if s.PendingFaults(MethodFindMissingBlobs, FaultUnavailable) != 0 {
@@ -41,17 +41,17 @@ func TestFaultUnavailableAndDeadlineExceeded(t *testing.T) {
 func TestFaultUnavailableOnStreamingRPC(t *testing.T) {
 	needTools(t, "/bin/cp")
 	s, c := startFake(t, Options{})
-	ad := copyAction().build(t, c)
+	ad := copyAction().Build(t, c)
 	s.InjectFault(MethodExecute, FaultUnavailable, 1)
-	stream, err := c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: ad})
+	stream, err := c.Exec.Execute(callContext(t), &repb.ExecuteRequest{ActionDigest: ad})
 	if err == nil {
-		_, err = drain(stream)
+		_, err = Drain(stream)
 	}
 	wantCode(t, err, codes.Unavailable)
 	if s.Stats().Executions != 0 {
 		t.Fatal("action ran despite Unavailable")
 	}
-	if res := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}).Result; res.ExitCode != 0 {
+	if res := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad}).Result; res.ExitCode != 0 {
 		t.Fatalf("retry failed: %v", res)
 	}
 }
@@ -67,13 +67,13 @@ func TestFaultDroppedAndBrokenExecuteStream(t *testing.T) {
 	} {
 		t.Run(tc.fault.String(), func(t *testing.T) {
 			s, c := startFake(t, Options{})
-			ad := copyAction().build(t, c)
+			ad := copyAction().Build(t, c)
 			s.InjectFault(MethodExecute, tc.fault, 1)
-			stream, err := c.exec.Execute(ctxT(t), &repb.ExecuteRequest{ActionDigest: ad})
+			stream, err := c.Exec.Execute(callContext(t), &repb.ExecuteRequest{ActionDigest: ad})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ops, err := drain(stream)
+			ops, err := Drain(stream)
 			if status.Code(err) != tc.wantErr {
 				t.Fatalf("stream error %v, want %v", err, tc.wantErr)
 			}
@@ -84,15 +84,15 @@ func TestFaultDroppedAndBrokenExecuteStream(t *testing.T) {
 			if err := ops[0].Metadata.UnmarshalTo(md); err != nil || md.Stage != repb.ExecutionStage_QUEUED {
 				t.Fatalf("metadata %v %v", md, err)
 			}
-			w, err := c.exec.WaitExecution(ctxT(t), &repb.WaitExecutionRequest{Name: ops[0].Name})
+			w, err := c.Exec.WaitExecution(callContext(t), &repb.WaitExecutionRequest{Name: ops[0].Name})
 			if err != nil {
 				t.Fatal(err)
 			}
-			wops, err := drain(w)
+			wops, err := Drain(w)
 			if err != nil || len(wops) == 0 {
 				t.Fatalf("WaitExecution: %v %v", wops, err)
 			}
-			res := response(t, wops[len(wops)-1]).Result
+			res := Response(t, wops[len(wops)-1]).Result
 			if res.ExitCode != 0 || len(res.OutputFiles) != 1 {
 				t.Fatalf("result %v", res)
 			}
@@ -108,9 +108,9 @@ func TestFaultResultCorruptions(t *testing.T) {
 	emptyHash := sha256.Sum256(nil)
 	for _, tc := range []struct {
 		fault Fault
-		check func(t *testing.T, c *clients, good, got *repb.ActionResult)
+		check func(t *testing.T, c *Client, good, got *repb.ActionResult)
 	}{
-		{FaultWrongOutputDigest, func(t *testing.T, c *clients, good, got *repb.ActionResult) {
+		{FaultWrongOutputDigest, func(t *testing.T, c *Client, good, got *repb.ActionResult) {
 			d := got.OutputFiles[0].Digest
 			if d.Hash == good.OutputFiles[0].Digest.Hash {
 				t.Fatal("digest unchanged")
@@ -118,17 +118,17 @@ func TestFaultResultCorruptions(t *testing.T) {
 			_, err := c.read(t, "blobs/"+d.Hash+"/"+itoa(d.SizeBytes))
 			wantCode(t, err, codes.NotFound)
 		}},
-		{FaultMissingOutput, func(t *testing.T, c *clients, good, got *repb.ActionResult) {
+		{FaultMissingOutput, func(t *testing.T, c *Client, good, got *repb.ActionResult) {
 			if len(got.OutputFiles) != 0 {
 				t.Fatalf("outputs %v", got.OutputFiles)
 			}
 		}},
-		{FaultEscapingOutputPath, func(t *testing.T, c *clients, good, got *repb.ActionResult) {
+		{FaultEscapingOutputPath, func(t *testing.T, c *Client, good, got *repb.ActionResult) {
 			if got.OutputFiles[0].Path != "../x.txt" {
 				t.Fatalf("path %q", got.OutputFiles[0].Path)
 			}
 		}},
-		{FaultZeroByteOutput, func(t *testing.T, c *clients, good, got *repb.ActionResult) {
+		{FaultZeroByteOutput, func(t *testing.T, c *Client, good, got *repb.ActionResult) {
 			d := got.OutputFiles[0].Digest
 			if d.SizeBytes != 0 || d.Hash != hex.EncodeToString(emptyHash[:]) {
 				t.Fatalf("digest %v", d)
@@ -140,20 +140,20 @@ func TestFaultResultCorruptions(t *testing.T) {
 	} {
 		t.Run(tc.fault.String(), func(t *testing.T) {
 			s, c := startFake(t, Options{})
-			ad := copyAction().build(t, c)
+			ad := copyAction().Build(t, c)
 			s.InjectFault(MethodExecute, tc.fault, 1)
-			got := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}).Result
+			got := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad}).Result
 			// The action cache keeps the true result.
-			good, err := c.ac.GetActionResult(ctxT(t), &repb.GetActionResultRequest{ActionDigest: ad})
+			good, err := c.AC.GetActionResult(callContext(t), &repb.GetActionResultRequest{ActionDigest: ad})
 			if err != nil || len(good.OutputFiles) != 1 || good.OutputFiles[0].Path != "out/x.txt" ||
-				good.OutputFiles[0].Digest.Hash != digestOf([]byte("hello thinlto\n")).Hash {
+				good.OutputFiles[0].Digest.Hash != DigestOf([]byte("hello thinlto\n")).Hash {
 				t.Fatalf("cached result %v %v", good, err)
 			}
 			tc.check(t, c, good, got)
 
 			// The same faults apply to GetActionResult.
 			s.InjectFault(MethodGetActionResult, tc.fault, 1)
-			got, err = c.ac.GetActionResult(ctxT(t), &repb.GetActionResultRequest{ActionDigest: ad})
+			got, err = c.AC.GetActionResult(callContext(t), &repb.GetActionResultRequest{ActionDigest: ad})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestFaultCorruptRead(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, c := startFake(t, Options{Zstd: zstd})
 			blob := []byte("object file bytes")
-			d := c.upload(t, blob)[0]
+			d := c.Upload(t, blob)[0]
 			res := "blobs/" + d.Hash + "/" + itoa(d.SizeBytes)
 			if zstd {
 				res = "compressed-blobs/zstd/" + d.Hash + "/" + itoa(d.SizeBytes)
@@ -189,7 +189,7 @@ func TestFaultCorruptRead(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if digestOf(got).Hash == d.Hash {
+			if DigestOf(got).Hash == d.Hash {
 				t.Fatal("Read not corrupted")
 			}
 			if got, _ := c.read(t, "blobs/"+d.Hash+"/"+itoa(d.SizeBytes)); string(got) != string(blob) {
@@ -201,7 +201,7 @@ func TestFaultCorruptRead(t *testing.T) {
 			if zstd {
 				req.AcceptableCompressors = []repb.Compressor_Value{repb.Compressor_ZSTD}
 			}
-			resp, err := c.cas.BatchReadBlobs(ctxT(t), req)
+			resp, err := c.CAS.BatchReadBlobs(callContext(t), req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +214,7 @@ func TestFaultCorruptRead(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if digestOf(data).Hash == d.Hash {
+			if DigestOf(data).Hash == d.Hash {
 				t.Fatal("BatchReadBlobs not corrupted")
 			}
 		})
@@ -228,13 +228,13 @@ func TestHookHeadersAndInstanceNames(t *testing.T) {
 		}
 		return nil
 	}})
-	ctx := metadata.AppendToOutgoingContext(ctxT(t), "x-thindist-header", "v1", "x-deny", "1")
-	_, err := c.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: "main/ci", ActionDigest: digestOf(nil)})
+	ctx := metadata.AppendToOutgoingContext(callContext(t), "x-thindist-header", "v1", "x-deny", "1")
+	_, err := c.AC.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: "main/ci", ActionDigest: DigestOf(nil)})
 	wantCode(t, err, codes.PermissionDenied)
-	ctx = metadata.AppendToOutgoingContext(ctxT(t), "x-thindist-header", "v2")
-	_, err = c.ac.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: "main/ci", ActionDigest: digestOf(nil)})
+	ctx = metadata.AppendToOutgoingContext(callContext(t), "x-thindist-header", "v2")
+	_, err = c.AC.GetActionResult(ctx, &repb.GetActionResultRequest{InstanceName: "main/ci", ActionDigest: DigestOf(nil)})
 	wantCode(t, err, codes.NotFound)
-	if _, err := c.read(t, "other/blobs/"+digestOf(nil).Hash+"/0"); status.Code(err) != codes.NotFound {
+	if _, err := c.read(t, "other/blobs/"+DigestOf(nil).Hash+"/0"); status.Code(err) != codes.NotFound {
 		t.Fatalf("read: %v", err)
 	}
 	if got := s.HeaderValues("X-Thindist-Header"); len(got) != 2 || got[0] != "v1" || got[1] != "v2" {
@@ -256,15 +256,15 @@ func TestHookHeadersAndInstanceNames(t *testing.T) {
 func TestFaultIsPerMethod(t *testing.T) {
 	s, c := startFake(t, Options{})
 	s.InjectFault(MethodBatchUpdateBlobs, FaultUnavailable, 1)
-	if _, err := c.cas.FindMissingBlobs(ctxT(t), &repb.FindMissingBlobsRequest{}); err != nil {
+	if _, err := c.CAS.FindMissingBlobs(callContext(t), &repb.FindMissingBlobsRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.cas.BatchUpdateBlobs(ctxT(t), &repb.BatchUpdateBlobsRequest{})
+	_, err := c.CAS.BatchUpdateBlobs(callContext(t), &repb.BatchUpdateBlobsRequest{})
 	wantCode(t, err, codes.Unavailable)
 	s.InjectFault(MethodWrite, FaultUnavailable, 1)
 	s.ClearFaults()
 	blob := []byte("after clear")
-	d := digestOf(blob)
+	d := DigestOf(blob)
 	if _, err := c.write(t, "uploads/u1/blobs/"+d.Hash+"/"+itoa(d.SizeBytes), 0, [][]byte{blob}, true); err != nil {
 		t.Fatalf("Write after ClearFaults: %v", err)
 	}

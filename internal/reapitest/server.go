@@ -149,11 +149,12 @@ type Options struct {
 	// debugging a failing test). They are removed by default.
 	KeepExecRoots bool
 
-	// Simulation, if non-nil, makes the server a simulation of a cluster's
-	// timing for benchmarks (recorded results replayed by a number of
-	// worker slots, round-trip time, bandwidth): see Simulation. Nil
-	// leaves every behaviour above as it is.
-	Simulation *Simulation
+	// Cluster, if non-nil, stands in for the server's workers and the
+	// network (package reapisim simulates a cluster's timing for
+	// benchmarks: recorded results replayed by a number of worker slots,
+	// round-trip time, bandwidth). Nil leaves every behaviour above as it
+	// is.
+	Cluster Cluster
 
 	// Hook, if non-nil, is called at the start of every RPC with its full
 	// method name and incoming metadata. A non-nil error is returned to the
@@ -166,9 +167,9 @@ type Options struct {
 type FakeServer struct {
 	opts Options
 
-	cas *casStore
-	ac  *acStore
-	sim *simulator // nil without Options.Simulation
+	cas     *casStore
+	ac      *acStore
+	cluster Cluster // Options.Cluster
 
 	mu       sync.Mutex
 	grpcSrv  *grpc.Server
@@ -235,10 +236,7 @@ func NewFakeServer(opts Options) *FakeServer {
 		instSeen: map[string]bool{},
 		rpcs:     map[string]int64{},
 		down:     make(chan struct{}),
-		sim:      newSimulator(opts.Simulation),
-	}
-	if s.sim != nil && !s.sim.sim.Record {
-		s.sim.sim.Recording.prepare(opts.Zstd)
+		cluster:  opts.Cluster,
 	}
 	s.queueFor.Store(int64(opts.QueueFor))
 	s.inlineOutputs.Store(opts.InlineOutputs)
@@ -606,9 +604,8 @@ func (s *FakeServer) unaryInterceptor(ctx context.Context, req any, info *grpc.U
 	if err := s.begin(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
-	if s.sim != nil {
-		s.sim.roundTrip(ctx)
-		return s.sim.unary(ctx, req, handler)
+	if s.cluster != nil {
+		return s.cluster.Unary(ctx, req, handler)
 	}
 	return handler(ctx, req)
 }
@@ -617,9 +614,8 @@ func (s *FakeServer) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc
 	if err := s.begin(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}
-	if s.sim != nil {
-		s.sim.roundTrip(ss.Context())
-		return handler(srv, simStream{ServerStream: ss, m: s.sim})
+	if s.cluster != nil {
+		return handler(srv, s.cluster.Stream(ss))
 	}
 	return handler(srv, ss)
 }

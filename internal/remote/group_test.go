@@ -13,6 +13,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/reapisim"
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
 )
@@ -230,14 +231,15 @@ func asBackendError(err error, be **executor.BackendError) bool {
 func TestGroupSimulationReplay(t *testing.T) {
 	counter := filepath.Join(t.TempDir(), "runs")
 	as, outs := countedActions(t, 4, -1, counter)
-	rec, recAddr := fake(t, reapitest.Options{Simulation: &reapitest.Simulation{Record: true, Workers: 2}})
+	recSim := reapisim.New(reapisim.Simulation{Record: true, Workers: 2}, false)
+	_, recAddr := fake(t, reapitest.Options{Cluster: recSim})
 	single := remote.NewExecutor(dial(t, recAddr, remote.Options{}), remote.ExecOptions{})
 	for i, a := range as {
 		if res, err := single.Execute(t.Context(), executor.Job{Action: a, Out: outs[i]}); err != nil || res.Failed() {
 			t.Fatalf("recording %s: %v %+v", a.ID, err, res)
 		}
 	}
-	if n := rec.SimulationStats().Recorded; n != 4 {
+	if n := recSim.Stats().Recorded; n != 4 {
 		t.Fatalf("%d actions recorded, want 4", n)
 	}
 	runs := func() int {
@@ -246,7 +248,8 @@ func TestGroupSimulationReplay(t *testing.T) {
 	}
 	before := runs()
 
-	srv, addr := fake(t, reapitest.Options{Simulation: &reapitest.Simulation{Recording: rec.Recording(), Workers: 2}})
+	sim := reapisim.New(reapisim.Simulation{Recording: recSim.Recording(), Workers: 2}, false)
+	srv, addr := fake(t, reapitest.Options{Cluster: sim})
 	g, _ := newGrouper(t, addr, 4)
 	for _, o := range outs {
 		os.Remove(o[0])
@@ -258,7 +261,7 @@ func TestGroupSimulationReplay(t *testing.T) {
 			t.Errorf("%s: %v, output %q (%v), want %q", as[i].ID, errs[i], got, err, want)
 		}
 	}
-	st := srv.SimulationStats()
+	st := sim.Stats()
 	if st.Replayed != 4 || runs() != before {
 		t.Errorf("replay: %d replayed, %d real runs; want the 4 members replayed and none run", st.Replayed, runs()-before)
 	}

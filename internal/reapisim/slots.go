@@ -1,4 +1,4 @@
-package reapitest
+package reapisim
 
 import (
 	"container/heap"

@@ -1,4 +1,4 @@
-package reapitest
+package reapisim
 
 import (
 	"bytes"
@@ -11,18 +11,44 @@ import (
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/thindist/thindist/internal/reapitest"
 )
+
+// simServer is a FakeServer whose Cluster is sim.
+type simServer struct {
+	*reapitest.FakeServer
+	sim *Simulator
+}
+
+// startSim starts a FakeServer simulating sim (serving zstd if zstd) and a
+// client of it.
+func startSim(t *testing.T, zstd bool, sim Simulation) (simServer, *reapitest.Client) {
+	t.Helper()
+	m := New(sim, zstd)
+	s, addr := reapitest.StartT(t, reapitest.Options{Zstd: zstd, Cluster: m})
+	return simServer{FakeServer: s, sim: m}, reapitest.NewClient(t, addr)
+}
+
+// needShell skips a test that runs commands for real without /bin/sh.
+func needShell(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skipf("/bin/sh not available: %v", err)
+	}
+}
 
 // stampAction is an action whose output differs on every real execution
 // (the time in nanoseconds) and that counts its real executions in counter,
 // outside the execution root: a replay must return the recorded output and
 // leave counter alone.
-func stampAction(counter, salt string) actionSpec {
-	return actionSpec{
-		args:    []string{"/bin/sh", "-c", "date +%s%N > out/stamp.txt && echo run >> " + counter},
-		outputs: []string{"out/stamp.txt"},
-		env:     map[string]string{"PATH": "/usr/bin:/bin"},
-		salt:    salt,
+func stampAction(counter, salt string) reapitest.ActionSpec {
+	return reapitest.ActionSpec{
+		Args:    []string{"/bin/sh", "-c", "date +%s%N > out/stamp.txt && echo run >> " + counter},
+		Outputs: []string{"out/stamp.txt"},
+		Env:     map[string]string{"PATH": "/usr/bin:/bin"},
+		Salt:    salt,
 	}
 }
 
@@ -38,7 +64,7 @@ func realRuns(t *testing.T, counter string) int {
 	return strings.Count(string(b), "run\n")
 }
 
-func outputOf(t *testing.T, s *FakeServer, resp *repb.ExecuteResponse) string {
+func outputOf(t *testing.T, s *reapitest.FakeServer, resp *repb.ExecuteResponse) string {
 	t.Helper()
 	if resp.GetStatus().GetCode() != 0 || resp.GetResult().GetExitCode() != 0 || len(resp.GetResult().GetOutputFiles()) != 1 {
 		t.Fatalf("execution failed: %v", resp)
@@ -54,24 +80,24 @@ func outputOf(t *testing.T, s *FakeServer, resp *repb.ExecuteResponse) string {
 // and saves the recording; it returns its path and each action's output.
 func record(t *testing.T, counter string, salts ...string) (string, map[string]string) {
 	t.Helper()
-	s, c := startFake(t, Options{Simulation: &Simulation{Record: true, Workers: 2}})
+	s, c := startSim(t, false, Simulation{Record: true, Workers: 2})
 	outs := map[string]string{}
 	for _, salt := range salts {
-		ad := stampAction(counter, salt).build(t, c)
-		outs[salt] = outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}))
+		ad := stampAction(counter, salt).Build(t, c)
+		outs[salt] = outputOf(t, s.FakeServer, c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad}))
 	}
-	if st := s.SimulationStats(); st.Recorded != int64(len(salts)) || st.Replayed != 0 {
+	if st := s.sim.Stats(); st.Recorded != int64(len(salts)) || st.Replayed != 0 {
 		t.Fatalf("recording run: %+v, want %d recorded and none replayed", st, len(salts))
 	}
 	path := filepath.Join(t.TempDir(), "recording.json")
-	if err := s.Recording().Save(path); err != nil {
+	if err := s.sim.Recording().Save(path); err != nil {
 		t.Fatal(err)
 	}
 	return path, outs
 }
 
 func TestSimulationReplaysRecordedResults(t *testing.T) {
-	needTools(t, "/bin/sh")
+	needShell(t)
 	counter := filepath.Join(t.TempDir(), "runs")
 	path, outs := record(t, counter, "a", "b")
 	if n := realRuns(t, counter); n != 2 {
@@ -93,17 +119,17 @@ func TestSimulationReplaysRecordedResults(t *testing.T) {
 	// A fresh server (empty CAS and action cache), as a replay process
 	// starts: the client uploads the inputs again and gets the recorded
 	// output back, with no command run.
-	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 4, SlowFactor: 10}})
+	s, c := startSim(t, false, Simulation{Recording: rec, Workers: 4, SlowFactor: 10})
 	for _, salt := range []string{"a", "b"} {
-		ad := stampAction(counter, salt).build(t, c)
-		if got := outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})); got != outs[salt] {
+		ad := stampAction(counter, salt).Build(t, c)
+		if got := outputOf(t, s.FakeServer, c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad})); got != outs[salt] {
 			t.Errorf("replay of %s returned %q, want the recorded %q", salt, got, outs[salt])
 		}
 	}
 	if n := realRuns(t, counter); n != 2 {
 		t.Fatalf("the replay executed %d commands, want none", n-2)
 	}
-	st := s.SimulationStats()
+	st := s.sim.Stats()
 	if st.Replayed != 2 || st.Unrecorded != 0 || s.Stats().Executions != 0 {
 		t.Fatalf("replay: %+v, %d executions; want 2 replayed, none run", st, s.Stats().Executions)
 	}
@@ -112,15 +138,15 @@ func TestSimulationReplaysRecordedResults(t *testing.T) {
 	}
 
 	// An action the recording does not hold runs for real and joins it.
-	ad := stampAction(counter, "c").build(t, c)
-	outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}))
-	if st := s.SimulationStats(); st.Unrecorded != 1 || realRuns(t, counter) != 3 || rec.Len() != 3 {
+	ad := stampAction(counter, "c").Build(t, c)
+	outputOf(t, s.FakeServer, c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad}))
+	if st := s.sim.Stats(); st.Unrecorded != 1 || realRuns(t, counter) != 3 || rec.Len() != 3 {
 		t.Fatalf("unrecorded action: %+v, %d runs, %d recorded; want it run once and recorded", st, realRuns(t, counter), rec.Len())
 	}
 }
 
 func TestSimulationHonoursWorkerSlots(t *testing.T) {
-	needTools(t, "/bin/sh")
+	needShell(t)
 	counter := filepath.Join(t.TempDir(), "runs")
 	salts := []string{"a", "b", "c", "d", "e"}
 	path, _ := record(t, counter, salts...)
@@ -129,10 +155,10 @@ func TestSimulationHonoursWorkerSlots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: workers}})
+		s, c := startSim(t, false, Simulation{Recording: rec, Workers: workers})
 		ads := make([]*repb.Digest, len(salts))
 		for i, salt := range salts {
-			ads[i] = stampAction(counter, salt).build(t, c)
+			ads[i] = stampAction(counter, salt).Build(t, c)
 		}
 		var wg sync.WaitGroup
 		metas := make([]*repb.ExecutedActionMetadata, len(ads))
@@ -140,11 +166,11 @@ func TestSimulationHonoursWorkerSlots(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				metas[i] = c.execute(t, &repb.ExecuteRequest{ActionDigest: ad}).GetResult().GetExecutionMetadata()
+				metas[i] = c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad}).GetResult().GetExecutionMetadata()
 			}()
 		}
 		wg.Wait()
-		st := s.SimulationStats()
+		st := s.sim.Stats()
 		if st.Replayed != int64(len(salts)) || st.PeakBusy < 1 || st.PeakBusy > int64(workers) {
 			t.Fatalf("W=%d: %+v; want %d replayed, at most %d slots busy at once", workers, st, len(salts), workers)
 		}
@@ -174,18 +200,18 @@ func TestSimulationHonoursWorkerSlots(t *testing.T) {
 func TestSimulationRoundTripAndLink(t *testing.T) {
 	const rtt = 20 * time.Millisecond
 	const bytesPerSecond = 1 << 20
-	s, c := startFake(t, Options{Simulation: &Simulation{Workers: 1, RTT: rtt, BytesPerSecond: bytesPerSecond}})
+	s, c := startSim(t, false, Simulation{Workers: 1, RTT: rtt, BytesPerSecond: bytesPerSecond})
 	blob := make([]byte, 200<<10)
 	for i := range blob {
 		blob[i] = byte(i * 7)
 	}
 	start := time.Now()
-	c.upload(t, blob)
+	c.Upload(t, blob)
 	took := time.Since(start)
-	if _, err := c.cas.FindMissingBlobs(ctxT(t), &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{digestOf(blob)}}); err != nil {
+	if _, err := c.CAS.FindMissingBlobs(t.Context(), &repb.FindMissingBlobsRequest{BlobDigests: []*repb.Digest{reapitest.DigestOf(blob)}}); err != nil {
 		t.Fatal(err)
 	}
-	st := s.SimulationStats()
+	st := s.sim.Stats()
 	var rpcs int64
 	for _, n := range s.Stats().RPCs {
 		rpcs += n
@@ -208,36 +234,36 @@ func TestSimulationRoundTripAndLink(t *testing.T) {
 // its process id: the same backend of the next link, with other names and
 // a shard that records them, must replay the recorded result.
 func TestSimulationKeyIgnoresPerLinkNames(t *testing.T) {
-	needTools(t, "/bin/sh")
+	needShell(t)
 	counter := filepath.Join(t.TempDir(), "runs")
-	backend := func(pid string) actionSpec {
-		return actionSpec{
-			args: []string{"/bin/sh", "-c", `cat "$0" > out/stamp.txt && date +%s%N >> out/stamp.txt && echo run >> ` + counter,
+	backend := func(pid string) reapitest.ActionSpec {
+		return reapitest.ActionSpec{
+			Args: []string{"/bin/sh", "-c", `cat "$0" > out/stamp.txt && date +%s%N >> out/stamp.txt && echo run >> ` + counter,
 				"m.o." + pid + ".o", "-fthinlto-index=m." + pid + ".thinlto.bc"},
-			outputs: []string{"out/stamp.txt"},
-			env:     map[string]string{"PATH": "/usr/bin:/bin"},
-			files: map[string]map[string]inputFile{"": {
-				"m.o." + pid + ".o":        {data: []byte("the module\n")},
-				"m." + pid + ".thinlto.bc": {data: []byte("shard naming m.o." + pid + ".o\n")},
+			Outputs: []string{"out/stamp.txt"},
+			Env:     map[string]string{"PATH": "/usr/bin:/bin"},
+			Files: map[string]map[string]reapitest.InputFile{"": {
+				"m.o." + pid + ".o":        {Data: []byte("the module\n")},
+				"m." + pid + ".thinlto.bc": {Data: []byte("shard naming m.o." + pid + ".o\n")},
 			}},
 		}
 	}
-	s, c := startFake(t, Options{Simulation: &Simulation{Record: true, Workers: 1}})
-	want := outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: backend("1234").build(t, c)}))
+	s, c := startSim(t, false, Simulation{Record: true, Workers: 1})
+	want := outputOf(t, s.FakeServer, c.Execute(t, &repb.ExecuteRequest{ActionDigest: backend("1234").Build(t, c)}))
 
-	s, c = startFake(t, Options{Simulation: &Simulation{Recording: s.Recording(), Workers: 1}})
-	ad := backend("5678").build(t, c)
-	if got := outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})); got != want {
+	s, c = startSim(t, false, Simulation{Recording: s.sim.Recording(), Workers: 1})
+	ad := backend("5678").Build(t, c)
+	if got := outputOf(t, s.FakeServer, c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad})); got != want {
 		t.Fatalf("the next link's backend returned %q, want the recorded %q", got, want)
 	}
-	if st := s.SimulationStats(); st.Replayed != 1 || st.Unrecorded != 0 || realRuns(t, counter) != 1 {
+	if st := s.sim.Stats(); st.Replayed != 1 || st.Unrecorded != 0 || realRuns(t, counter) != 1 {
 		t.Fatalf("%+v, %d real runs: want the recorded result replayed", st, realRuns(t, counter))
 	}
 	// Another module's contents is another action.
 	other := backend("5678")
-	other.files[""]["m.o.5678.o"] = inputFile{data: []byte("another module\n")}
-	outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: other.build(t, c)}))
-	if st := s.SimulationStats(); st.Unrecorded != 1 {
+	other.Files[""]["m.o.5678.o"] = reapitest.InputFile{Data: []byte("another module\n")}
+	outputOf(t, s.FakeServer, c.Execute(t, &repb.ExecuteRequest{ActionDigest: other.Build(t, c)}))
+	if st := s.sim.Stats(); st.Unrecorded != 1 {
 		t.Fatalf("%+v: a module with other contents was replayed", st)
 	}
 }
@@ -247,36 +273,36 @@ func TestSimulationKeyIgnoresPerLinkNames(t *testing.T) {
 // ContentKey, in the recording split one file per action, whatever the
 // index shard holds.
 func TestRecordingSplitLookupByContentKey(t *testing.T) {
-	needTools(t, "/bin/sh")
+	needShell(t)
 	data, shard := []byte("module bytes\n"), []byte("shard of link 1")
-	spec := func(shard []byte) actionSpec {
-		return actionSpec{
+	spec := func(shard []byte) reapitest.ActionSpec {
+		return reapitest.ActionSpec{
 			// sh -c SCRIPT $0 $1...: the module is $0.
-			args:    []string{"/bin/sh", "-c", `cp "$0" out/o.txt`, "in.bc", "-fthinlto-index=.thindist/index.thinlto.bc", "-o", "out/o.txt"},
-			workDir: "w",
-			outputs: []string{"out/o.txt"},
-			files: map[string]map[string]inputFile{
-				"w":           {"in.bc": {data: data}},
-				"w/.thindist": {"index.thinlto.bc": {data: shard}},
+			Args:    []string{"/bin/sh", "-c", `cp "$0" out/o.txt`, "in.bc", "-fthinlto-index=.thindist/index.thinlto.bc", "-o", "out/o.txt"},
+			WorkDir: "w",
+			Outputs: []string{"out/o.txt"},
+			Files: map[string]map[string]reapitest.InputFile{
+				"w":           {"in.bc": {Data: data}},
+				"w/.thindist": {"index.thinlto.bc": {Data: shard}},
 			},
-			env: map[string]string{"PATH": "/usr/bin:/bin"},
+			Env: map[string]string{"PATH": "/usr/bin:/bin"},
 		}
 	}
-	s, c := startFake(t, Options{Simulation: &Simulation{Record: true, Workers: 1}})
-	outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: spec(shard).build(t, c)}))
+	s, c := startSim(t, false, Simulation{Record: true, Workers: 1})
+	outputOf(t, s.FakeServer, c.Execute(t, &repb.ExecuteRequest{ActionDigest: spec(shard).Build(t, c)}))
 	dir := filepath.Join(t.TempDir(), "split")
-	if err := s.Recording().Split(dir); err != nil {
+	if err := s.sim.Recording().Split(dir); err != nil {
 		t.Fatal(err)
 	}
 
 	// What the worker computes: every input file by its root-relative path,
 	// a shard of another link included.
 	files := map[string]string{
-		"w/in.bc":                      digestKey(digestOf(data)),
-		"w/.thindist/index.thinlto.bc": digestKey(digestOf([]byte("shard of link 2, other paths"))),
+		"w/in.bc":                      reapitest.DigestKey(reapitest.DigestOf(data)),
+		"w/.thindist/index.thinlto.bc": reapitest.DigestKey(reapitest.DigestOf([]byte("shard of link 2, other paths"))),
 	}
 	sp := spec(nil)
-	key := ContentKey(nil, sp.args, sp.workDir, files, sp.outputs)
+	key := ContentKey(nil, sp.Args, sp.WorkDir, files, sp.Outputs)
 	rec, err := LoadRecording(filepath.Join(dir, key+".json"))
 	if err != nil {
 		t.Fatalf("the split recording has no file for the worker's key: %v", err)
@@ -288,13 +314,13 @@ func TestRecordingSplitLookupByContentKey(t *testing.T) {
 	if ra.CPU <= 0 || len(ra.Result.GetOutputFiles()) != 1 {
 		t.Fatalf("recorded action: CPU %s, outputs %v", ra.CPU, ra.Result.GetOutputFiles())
 	}
-	if got := string(ra.Blobs[digestKey(ra.Result.GetOutputFiles()[0].GetDigest())]); got != string(data) {
+	if got := string(ra.Blobs[reapitest.DigestKey(ra.Result.GetOutputFiles()[0].GetDigest())]); got != string(data) {
 		t.Fatalf("recorded output %q, want %q", got, data)
 	}
 
 	// Another input is another action.
-	files["w/in.bc"] = digestKey(digestOf([]byte("other module\n")))
-	if other := ContentKey(nil, sp.args, sp.workDir, files, sp.outputs); other == key {
+	files["w/in.bc"] = reapitest.DigestKey(reapitest.DigestOf([]byte("other module\n")))
+	if other := ContentKey(nil, sp.Args, sp.WorkDir, files, sp.Outputs); other == key {
 		t.Fatal("ContentKey ignores the module's content")
 	}
 }
@@ -305,10 +331,10 @@ func TestRecordingSplitLookupByContentKey(t *testing.T) {
 func TestSimulationCancelFreesSlot(t *testing.T) {
 	counter, rec, _ := recordedA(t)
 	// "a", the longest recorded, would hold the only slot for hours.
-	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 1, SlowFactor: 1e9}})
-	ad := stampAction(counter, "a").build(t, c)
-	ctx, cancel := context.WithCancel(ctxT(t))
-	stream, err := c.exec.Execute(ctx, &repb.ExecuteRequest{ActionDigest: ad})
+	s, c := startSim(t, false, Simulation{Recording: rec, Workers: 1, SlowFactor: 1e9})
+	ad := stampAction(counter, "a").Build(t, c)
+	ctx, cancel := context.WithCancel(t.Context())
+	stream, err := c.Exec.Execute(ctx, &repb.ExecuteRequest{ActionDigest: ad})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,16 +343,16 @@ func TestSimulationCancelFreesSlot(t *testing.T) {
 		if err != nil {
 			t.Fatalf("before EXECUTING: %v", err)
 		}
-		if stageOf(op) == repb.ExecutionStage_EXECUTING {
+		if reapitest.StageOf(op) == repb.ExecutionStage_EXECUTING {
 			break
 		}
 	}
 	cancel()
 	// "b" needs the slot: it runs (for real, unrecorded) only if the
 	// cancelled "a" gave it back; else the test's deadline ends it.
-	bd := stampAction(counter, "b").build(t, c)
-	outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: bd}))
-	if st := s.SimulationStats(); st.Slowed != 1 || st.Unrecorded != 1 {
+	bd := stampAction(counter, "b").Build(t, c)
+	outputOf(t, s.FakeServer, c.Execute(t, &repb.ExecuteRequest{ActionDigest: bd}))
+	if st := s.sim.Stats(); st.Slowed != 1 || st.Unrecorded != 1 {
 		t.Errorf("%+v: want a slowed and cancelled, b run", st)
 	}
 }
@@ -336,10 +362,10 @@ func TestSimulationCancelFreesSlot(t *testing.T) {
 // every read, and they decompress to the recorded outputs.
 func TestSimulationServesPackedBlobs(t *testing.T) {
 	counter, rec, want := recordedA(t)
-	s, c := startFake(t, Options{Zstd: true, Simulation: &Simulation{Recording: rec, Workers: 1}})
-	ad := stampAction(counter, "a").build(t, c)
-	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad})
-	if got := outputOf(t, s, resp); got != want {
+	s, c := startSim(t, true, Simulation{Recording: rec, Workers: 1})
+	ad := stampAction(counter, "a").Build(t, c)
+	resp := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad})
+	if got := outputOf(t, s.FakeServer, resp); got != want {
 		t.Fatalf("replay returned %q, want the recorded %q", got, want)
 	}
 	d := resp.GetResult().GetOutputFiles()[0].GetDigest()
@@ -347,7 +373,7 @@ func TestSimulationServesPackedBlobs(t *testing.T) {
 	if len(packed) == 0 {
 		t.Fatal("the recording was not packed for a zstd server")
 	}
-	read, err := c.cas.BatchReadBlobs(ctxT(t), &repb.BatchReadBlobsRequest{
+	read, err := c.CAS.BatchReadBlobs(t.Context(), &repb.BatchReadBlobsRequest{
 		Digests: []*repb.Digest{d}, AcceptableCompressors: []repb.Compressor_Value{repb.Compressor_ZSTD}})
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +382,12 @@ func TestSimulationServesPackedBlobs(t *testing.T) {
 	if r.GetCompressor() != repb.Compressor_ZSTD || !bytes.Equal(r.GetData(), packed[0]) {
 		t.Fatalf("read %d bytes (compressor %v), want the %d packed ahead of the replay", len(r.GetData()), r.GetCompressor(), len(packed[0]))
 	}
-	if plain, err := zstdDecompress(r.GetData()); err != nil || string(plain) != want {
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	if plain, err := dec.DecodeAll(r.GetData(), nil); err != nil || string(plain) != want {
 		t.Fatalf("the packed blob decompresses to %q (%v), want %q", plain, err, want)
 	}
 }
@@ -378,12 +409,12 @@ func mustOne(t *testing.T, r *Recording) string {
 // takes another slot, at the recorded speed.
 func TestSimulationSlowSlotOnce(t *testing.T) {
 	counter, rec, _ := recordedA(t)
-	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 2, SlowFactor: 2}})
-	ad := stampAction(counter, "a").build(t, c)
+	s, c := startSim(t, false, Simulation{Recording: rec, Workers: 2, SlowFactor: 2})
+	ad := stampAction(counter, "a").Build(t, c)
 	for i := 0; i < 3; i++ {
-		outputOf(t, s, c.execute(t, &repb.ExecuteRequest{ActionDigest: ad, SkipCacheLookup: true}))
+		outputOf(t, s.FakeServer, c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad, SkipCacheLookup: true}))
 	}
-	if st := s.SimulationStats(); st.Replayed != 3 || st.Slowed != 1 {
+	if st := s.sim.Stats(); st.Replayed != 3 || st.Slowed != 1 {
 		t.Fatalf("%+v: want 3 replayed, the first of them slowed", st)
 	}
 }
@@ -393,7 +424,7 @@ func TestSimulationSlowSlotOnce(t *testing.T) {
 // recorded output too.
 func recordedA(t *testing.T) (string, *Recording, string) {
 	t.Helper()
-	needTools(t, "/bin/sh")
+	needShell(t)
 	counter := filepath.Join(t.TempDir(), "runs")
 	path, outs := record(t, counter, "a")
 	rec, err := LoadRecording(path)
@@ -441,16 +472,16 @@ func TestSimulationSlowdown(t *testing.T) {
 	counter, rec, _ := recordedA(t)
 	recorded := rec.CPUTimes()[0]
 	const slowdown = 20
-	s, c := startFake(t, Options{Simulation: &Simulation{Recording: rec, Workers: 1, Slowdown: slowdown}})
-	ad := stampAction(counter, "a").build(t, c)
-	resp := c.execute(t, &repb.ExecuteRequest{ActionDigest: ad, SkipCacheLookup: true})
-	outputOf(t, s, resp)
+	s, c := startSim(t, false, Simulation{Recording: rec, Workers: 1, Slowdown: slowdown})
+	ad := stampAction(counter, "a").Build(t, c)
+	resp := c.Execute(t, &repb.ExecuteRequest{ActionDigest: ad, SkipCacheLookup: true})
+	outputOf(t, s.FakeServer, resp)
 	md := resp.GetResult().GetExecutionMetadata()
 	held := md.GetExecutionCompletedTimestamp().AsTime().Sub(md.GetExecutionStartTimestamp().AsTime())
 	if held < slowdown*recorded {
 		t.Fatalf("the replay held its slot %v, want at least %d × the recorded %v", held, slowdown, recorded)
 	}
-	if st := s.SimulationStats(); st.Replayed != 1 || st.Slowed != 0 {
+	if st := s.sim.Stats(); st.Replayed != 1 || st.Slowed != 0 {
 		t.Fatalf("%+v: want 1 replayed, none counted slowed (that is SlowFactor's slot)", st)
 	}
 }

@@ -1,4 +1,4 @@
-package reapitest
+package reapisim
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/reapitest"
 )
 
 // replayGroup replays a thindist group (reapi.BuildGroup: several backend
@@ -20,12 +21,13 @@ import (
 // and a log per member, where the script would have put them. ok is false
 // when the command is no group, the simulation records, or a member is
 // not in the recording: the group then runs for real.
-func (m *simulator) replayGroup(s *FakeServer, action *repb.Action, command *repb.Command, queuedAt *timestamppb.Timestamp) (*repb.ExecuteResponse, bool) {
+func (m *Simulator) replayGroup(x *reapitest.Execution, queuedAt *timestamppb.Timestamp) (*repb.ExecuteResponse, bool) {
+	s, action, command := x.Server, x.Action, x.Command
 	members, ok := reapi.ParseGroup(command)
 	if !ok || m.sim.Record {
 		return nil, false
 	}
-	data, ok := s.cas.get(action.GetInputRootDigest())
+	data, ok := s.Blob(action.GetInputRootDigest())
 	if !ok {
 		return nil, false
 	}
@@ -59,7 +61,7 @@ func (m *simulator) replayGroup(s *FakeServer, action *repb.Action, command *rep
 		if !ok {
 			return nil, false
 		}
-		key, err := s.contentKey(&repb.Action{InputRootDigest: d, Salt: action.GetSalt()}, cmd)
+		key, err := contentKey(s, &repb.Action{InputRootDigest: d, Salt: action.GetSalt()}, cmd)
 		if err != nil {
 			return nil, false
 		}
@@ -72,14 +74,14 @@ func (m *simulator) replayGroup(s *FakeServer, action *repb.Action, command *rep
 		recs = append(recs, r)
 	}
 	start := timestamppb.Now()
-	if !sleepCtx(s.ctx, total) {
-		return stoppedResponse(), true
+	if !sleepCtx(x.ServerContext(), total) {
+		return reapitest.StoppedResponse(), true
 	}
 	ar := &repb.ActionResult{}
 	var cpu time.Duration
 	for i, r := range recs {
 		for _, b := range r.rec.blobs {
-			s.cas.put(b)
+			s.PutBlob(b)
 		}
 		for _, f := range r.rec.Result.GetOutputFiles() {
 			f = proto.Clone(f).(*repb.OutputFile)
@@ -88,14 +90,14 @@ func (m *simulator) replayGroup(s *FakeServer, action *repb.Action, command *rep
 		}
 		var log []byte
 		if d := r.rec.Result.GetStderrDigest(); d != nil {
-			log, _ = s.cas.get(d)
+			log, _ = s.Blob(d)
 		}
 		log = append(log, r.rec.Result.GetStderrRaw()...)
 		cpu += r.rec.CPU
 		st := reapi.GroupStatus(int(r.rec.Result.GetExitCode()), cpu)
 		ar.OutputFiles = append(ar.OutputFiles,
-			&repb.OutputFile{Path: members[i].Status, Digest: s.cas.put(st)},
-			&repb.OutputFile{Path: members[i].Log, Digest: s.cas.put(log)})
+			&repb.OutputFile{Path: members[i].Status, Digest: s.PutBlob(st)},
+			&repb.OutputFile{Path: members[i].Log, Digest: s.PutBlob(log)})
 	}
 	m.replayed.Add(int64(len(recs)))
 	ar.ExecutionMetadata = &repb.ExecutedActionMetadata{
@@ -106,5 +108,5 @@ func (m *simulator) replayGroup(s *FakeServer, action *repb.Action, command *rep
 		ExecutionCompletedTimestamp: timestamppb.Now(),
 		WorkerCompletedTimestamp:    timestamppb.Now(),
 	}
-	return &repb.ExecuteResponse{Result: ar, Status: grpcStatus(nil)}, true
+	return &repb.ExecuteResponse{Result: ar, Status: statusOf(nil)}, true
 }
