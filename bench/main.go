@@ -93,48 +93,54 @@ func (o *options) part(name string) bool {
 	return false
 }
 
-func main() {
-	var o options
-	flag.Var(&o.projects, "project", "project to link: lua or genN (N modules); repeatable (default lua and gen500)")
-	flag.IntVar(&o.runs, "runs", 5, "timed links per project and method (the median is reported)")
-	flag.IntVar(&o.jobs, "jobs", runtime.NumCPU(), "parallelism N for in-process ThinLTO and thindist")
-	flag.StringVar(&o.work, "work", "", "work directory (default: a new temporary directory)")
-	flag.BoolVar(&o.keep, "keep", false, "keep the work directory")
-	flag.IntVar(&o.overheadJobs, "overhead-jobs", 10000, "jobs in the distributor-overhead job file (0: skip)")
-	flag.IntVar(&o.overheadRuns, "overhead-runs", 3, "runs of the overhead measurement")
-	flag.StringVar(&o.results, "results", "", "write the figures into this markdown file, between the bench markers: each part measured replaces its own figures, the others' stay")
-	flag.StringVar(&o.python, "python", "/usr/bin/python3", "python3 that runs the serial distributor")
-	flag.Float64Var(&o.maxBusy, "quiet", 0.15, "before each timed command, wait until the machine is at most this busy (0–1)")
-	flag.DurationVar(&o.settle, "settle", 2*time.Minute, "wait at most this long for a quiet machine")
-	flag.Float64Var(&o.maxInterference, "max-interference", 0.10,
+// register defines the benchmark's flags on fs, each setting its field of
+// o (its default until fs is parsed).
+func (o *options) register(fs *flag.FlagSet) {
+	fs.Var(&o.projects, "project", "project to link: lua or genN (N modules); repeatable (default lua and gen500)")
+	fs.IntVar(&o.runs, "runs", 5, "timed links per project and method (the median is reported)")
+	fs.IntVar(&o.jobs, "jobs", runtime.NumCPU(), "parallelism N for in-process ThinLTO and thindist")
+	fs.StringVar(&o.work, "work", "", "work directory (default: a new temporary directory)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	fs.IntVar(&o.overheadJobs, "overhead-jobs", 10000, "jobs in the distributor-overhead job file (0: skip)")
+	fs.IntVar(&o.overheadRuns, "overhead-runs", 3, "runs of the overhead measurement")
+	fs.StringVar(&o.results, "results", "", "write the figures into this markdown file, between the bench markers: each part measured replaces its own figures, the others' stay")
+	fs.StringVar(&o.python, "python", "/usr/bin/python3", "python3 that runs the serial distributor")
+	fs.Float64Var(&o.maxBusy, "quiet", 0.15, "before each timed command, wait until the machine is at most this busy (0–1)")
+	fs.DurationVar(&o.settle, "settle", 2*time.Minute, "wait at most this long for a quiet machine")
+	fs.Float64Var(&o.maxInterference, "max-interference", 0.10,
 		"repeat a run during which other processes used more than this share of the machine")
-	flag.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
-	flag.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
-	flag.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history",
+	fs.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
+	fs.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
+	fs.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history",
 		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, history (issue 12: scheduling from recorded times), "+
 			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
-	flag.IntVar(&o.remoteJobs, "remote-jobs", 50, "thindist --remote-jobs in the remote measurement")
-	flag.IntVar(&o.remoteRuns, "remote-runs", 3, "repetitions of the remote measurement (each with a fresh server)")
-	flag.StringVar(&o.clusterWorkers, "cluster-workers", "16,64,256", "cluster simulation: the simulated worker slots W, comma-separated")
-	flag.StringVar(&o.clusterRTTs, "cluster-rtt", "0.2ms,5ms,25ms", "cluster simulation: the simulated round-trip times, comma-separated")
-	flag.StringVar(&o.clusterGbits, "cluster-gbits", "10,1", "cluster simulation: the simulated link's bandwidth in Gbit/s, comma-separated")
-	flag.Float64Var(&o.clusterSlow, "cluster-slow", 10,
+	fs.IntVar(&o.remoteJobs, "remote-jobs", 50, "thindist --remote-jobs in the remote measurement")
+	fs.IntVar(&o.remoteRuns, "remote-runs", 3, "repetitions of the remote measurement (each with a fresh server)")
+	fs.StringVar(&o.clusterWorkers, "cluster-workers", "16,64,256", "cluster simulation: the simulated worker slots W, comma-separated")
+	fs.StringVar(&o.clusterRTTs, "cluster-rtt", "0.2ms,5ms,25ms", "cluster simulation: the simulated round-trip times, comma-separated")
+	fs.StringVar(&o.clusterGbits, "cluster-gbits", "10,1", "cluster simulation: the simulated link's bandwidth in Gbit/s, comma-separated")
+	fs.Float64Var(&o.clusterSlow, "cluster-slow", 10,
 		"cluster simulation: also run the middle of the grid with one worker slot this many times slower for the longest action (≤ 1: not)")
-	flag.IntVar(&o.clusterGroup, "cluster-group", 0,
+	fs.IntVar(&o.clusterGroup, "cluster-group", 0,
 		"cluster simulation: also run every plain grid point with thindist --remote-group=N (grouping small backends; ≤ 1: not)")
-	flag.BoolVar(&o.clusterTraces, "cluster-traces", false,
+	fs.BoolVar(&o.clusterTraces, "cluster-traces", false,
 		"cluster simulation: have thindist write a Chrome trace (--trace) of every replay link, and keep them; "+
 			"what writing it costs then counts in thindist's CPU, which otherwise is that of its defaults")
-	flag.IntVar(&o.clusterRuns, "cluster-runs", 1, "cluster simulation: links per grid point (the median is reported)")
-	flag.IntVar(&o.clusterVsLocal, "cluster-vs-local", 3,
+	fs.IntVar(&o.clusterRuns, "cluster-runs", 1, "cluster simulation: links per grid point (the median is reported)")
+	fs.IntVar(&o.clusterVsLocal, "cluster-vs-local", 3,
 		"cluster simulation: also compare a cold remote link on a one-slot and on a slow cluster with thindist on this machine alone, "+
 			"this many links of each, interleaved (0: not)")
-	flag.DurationVar(&o.clusterVsLocalMax, "cluster-vs-local-max", 2*time.Minute,
+	fs.DurationVar(&o.clusterVsLocalMax, "cluster-vs-local-max", 2*time.Minute,
 		"cluster simulation: leave that comparison out for a project whose recorded backends take longer than this on this machine's cores (Σ / -jobs)")
-	flag.StringVar(&o.clusterPprof, "cluster-pprof", "", "cluster simulation: after the grid, profile thindist's CPU in one more link per project into `DIR`/PROJECT.pprof")
-	flag.StringVar(&o.clusterRecordings, "cluster-recordings", "",
+	fs.StringVar(&o.clusterPprof, "cluster-pprof", "", "cluster simulation: after the grid, profile thindist's CPU in one more link per project into `DIR`/PROJECT.pprof")
+	fs.StringVar(&o.clusterRecordings, "cluster-recordings", "",
 		"cluster simulation: keep each project's recording in `DIR` and reuse the one a run before kept there (same objects; "+
 			"the recording is keyed by the actions' contents, not by thindist's version)")
+}
+
+func main() {
+	var o options
+	o.register(flag.CommandLine)
 	serve := flag.String("serve-reapitest", "", "internal: run the REAPI test double for the remote part, executing in `DIR`")
 	simulate := flag.String("simulate", "", "internal: with -serve-reapitest, the cluster simulation's configuration (JSON)")
 	floorClient := flag.String("rpc-floor-client", "", "internal: be the transport floor's client (floor.go) of the REAPI test double at `ADDR`")
