@@ -54,10 +54,10 @@ type WriteBehindStats struct {
 // blobs of the results of a burst (those that end within Window) are
 // written in one go (BulkWriter), then their entries are sent at once. On
 // a remote cache a result this machine compiled cost a lookup of its
-// object, an upload and an entry of its own; against a cluster of one
-// worker slot a cold gen500 link compiled 380 of its 500 modules here, and
-// storing them one by one took a quarter of thindist's CPU and more than
-// that of the server's.
+// object, an upload and an entry of its own, and when this machine
+// compiles most of a link (a narrow cluster), storing them one by one was
+// a large part of thindist's CPU and of the server's (see docs/design.md,
+// "Results stored behind").
 //
 // Reads pass through to the store underneath. Writes return at once (a
 // blob written by file is read first, as its path may not outlast the

@@ -2,8 +2,8 @@
 // calls: open, read or write, close. The os package also puts every file
 // it opens in non-blocking mode and offers it to the network poller (two
 // fcntl and an epoll_ctl that fails for a regular file): on the remote
-// path, where thindist opens several files per action, that was a third
-// of its system calls. Errors are *fs.PathError, as os returns them
+// path, where thindist opens several files per action, those were a
+// large share of its system calls. Errors are *fs.PathError, as os returns them
 // (errors.Is(err, fs.ErrNotExist) holds for a missing file, fs.ErrExist
 // for one that Create finds).
 package plainfile
