@@ -230,3 +230,43 @@ func TestREADMEMeson(t *testing.T) {
 	dir := readmeProject(t, map[string]string{"meson.build": readmeBlock(t, "meson", "Meson: meson.build")})
 	runREADME(t, dir, readmeBlock(t, "sh", "Meson: configure with lld and build"), "build/app")
 }
+
+// TestReadmeLayoutNamesEveryPackage: the README's "Layout of the code"
+// names, in backquotes, every directory of the module that holds Go
+// files (a package), so that a newcomer's map has no holes.
+func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
+	root := repoRoot(t)
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(data), "\n## Layout of the code\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Layout of the code" section`)
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(layout, -1) {
+		named[strings.TrimSuffix(m[1], "/")] = true
+	}
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(d.Name(), ".go") {
+			return nil
+		}
+		dir, _ := filepath.Rel(root, filepath.Dir(path))
+		if !named[filepath.ToSlash(dir)] {
+			t.Errorf("package %s is not named in the README's layout table", dir)
+			named[filepath.ToSlash(dir)] = true // once
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
