@@ -9,20 +9,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/thindist/thindist/bench/internal/machine"
+	"github.com/thindist/thindist/bench/internal/server"
 	"github.com/thindist/thindist/internal/reapisim"
 	"github.com/thindist/thindist/internal/reapitest"
 )
 
 // Issue 10's figures: thindist on a SIMULATED cluster. This is a simulation,
 // not a cluster: the REAPI test double in its simulation mode
-// (reapisim.Simulation), in a process of its own (remoteserver.go), on
+// (reapisim.Simulation), in a process of its own (bench/internal/server), on
 // loopback. A recording link executes every action once for real, keeping
 // its outputs and CPU time; in the replay links W simulated worker slots
 // return each recorded result after the recorded CPU time (actions queue for
@@ -126,7 +125,7 @@ func (res *clusterResult) record(ctx context.Context, t *tools, o *options, p *p
 		// Every action to the recording server (no hybrid local side).
 		args = append(args, "--remote-local-jobs=0")
 	}
-	rec, err := clusterLink(ctx, t, o, p, dir, out, simConfig{Recording: path, Record: true, Workers: runtime.NumCPU()}, "", args...)
+	rec, err := clusterLink(ctx, t, o, p, dir, out, server.SimConfig{Recording: path, Record: true, Workers: runtime.NumCPU()}, "", args...)
 	if err != nil {
 		return fmt.Errorf("recording link: %w", err)
 	}
@@ -164,34 +163,6 @@ func (res *clusterResult) record(ctx context.Context, t *tools, o *options, p *p
 	return err
 }
 
-// simConfig configures the simulation server process (-simulate, JSON).
-type simConfig struct {
-	Recording     string        `json:"recording"` // loaded for a replay when it exists; saved when the server recorded anything
-	Record        bool          `json:"record,omitempty"`
-	Workers       int           `json:"workers"`
-	RTT           time.Duration `json:"rtt,omitempty"`
-	BitsPerSecond float64       `json:"bits_per_second,omitempty"`
-	SlowFactor    float64       `json:"slow_factor,omitempty"`
-	Slowdown      float64       `json:"slowdown,omitempty"`
-}
-
-func parseSimConfig(s string) (*reapisim.Simulation, simConfig, error) {
-	var c simConfig
-	if err := json.Unmarshal([]byte(s), &c); err != nil {
-		return nil, c, fmt.Errorf("-simulate %q: %v", s, err)
-	}
-	sim := &reapisim.Simulation{Record: c.Record, Workers: c.Workers, RTT: c.RTT,
-		BytesPerSecond: c.BitsPerSecond / 8, SlowFactor: c.SlowFactor, Slowdown: c.Slowdown}
-	if !c.Record && c.Recording != "" {
-		rec, err := reapisim.LoadRecording(c.Recording)
-		if err != nil {
-			return nil, c, err
-		}
-		sim.Recording = rec
-	}
-	return sim, c, nil
-}
-
 // clusterPoint is one point of the grid.
 type clusterPoint struct {
 	workers int
@@ -207,8 +178,8 @@ type clusterPoint struct {
 
 // simConfig is the simulation server's configuration for a replay of
 // recording at p.
-func (p clusterPoint) simConfig(recording string, slowFactor float64) simConfig {
-	c := simConfig{Recording: recording, Workers: p.workers, RTT: p.rtt, BitsPerSecond: p.bps, Slowdown: p.slowdown}
+func (p clusterPoint) simConfig(recording string, slowFactor float64) server.SimConfig {
+	c := server.SimConfig{Recording: recording, Workers: p.workers, RTT: p.rtt, BitsPerSecond: p.bps, Slowdown: p.slowdown}
 	if p.slow {
 		c.SlowFactor = slowFactor
 	}
@@ -541,101 +512,4 @@ func flagDefault(help, flag string) string {
 		d = d[:e]
 	}
 	return d
-}
-
-// clusterLink runs one link against a simulation server started with c,
-// with thindist as lld's distributor behind timewrap.
-// With pprof set, the distributor is this program running thindist's code
-// under the CPU profiler (-distributor-pprof, profile.go) into that file.
-func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out string, c simConfig, pprof string, extra ...string) (clusterRun, error) {
-	var r clusterRun
-	cfg, err := json.Marshal(c)
-	if err != nil {
-		return r, err
-	}
-	execRoot := filepath.Join(dir, "exec")
-	os.RemoveAll(execRoot)
-	if err := os.MkdirAll(execRoot, 0o755); err != nil {
-		return r, err
-	}
-	srv, err := startServerProc(ctx, execRoot, string(cfg))
-	if err != nil {
-		return r, err
-	}
-	wrapRec, trace := filepath.Join(dir, "distributor"), filepath.Join(dir, "trace.json")
-	os.Remove(wrapRec)
-	os.Remove(trace)
-	dist := []string{t.thindist}
-	if pprof != "" {
-		self, err := os.Executable()
-		if err != nil {
-			return r, err
-		}
-		dist = []string{self, "-distributor-pprof=" + pprof, "--"}
-	}
-	args := []string{"-fthinlto-distributor=" + t.timewrap, "-Xthinlto-distributor=" + wrapRec}
-	for _, a := range dist {
-		args = append(args, "-Xthinlto-distributor="+a)
-	}
-	args = append(args, "-Xthinlto-distributor=--no-cache",
-		"-Xthinlto-distributor=--remote=grpc://"+srv.addr, "-Xthinlto-distributor=--remote-fallback=none")
-	if c.Record || o.clusterTraces {
-		args = append(args, "-Xthinlto-distributor=--trace="+trace)
-	}
-	for _, e := range extra {
-		args = append(args, "-Xthinlto-distributor="+e)
-	}
-	os.Remove(filepath.Join(p.build.Dir, out))
-	machine.WaitQuiet(ctx, o.maxBusy, o.settle)
-	srv0, steal0 := srv.cpu(), machine.Stolen()
-	tm, err := timed(ctx, p.build.Dir, nil, t.tc.Clang, p.build.LinkArgs(out, args...)...)
-	srvCPU := srv.cpu() - srv0
-	r.steal = machine.Stolen() - steal0
-	if srvCPU > 0 && tm.wall > 0 {
-		tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
-	}
-	r.server = srvCPU
-	if err == nil {
-		err = p.check(ctx, filepath.Join(p.build.Dir, out))
-	}
-	if err == nil {
-		r.stats, _, err = srv.stats()
-	}
-	if err == nil {
-		var reply serverReply
-		reply, err = srv.call("stats")
-		r.sim = reply.Simulation
-	}
-	srv.stop()
-	if err != nil {
-		return r, err
-	}
-	w, err := readWrapRecord(wrapRec)
-	if err != nil {
-		return r, err
-	}
-	if !w.ran {
-		return r, fmt.Errorf("lld did not run the distributor")
-	}
-	r.wall, r.dist, r.self, r.selfSystem, r.others = tm.wall, w.wall, w.self, w.selfSystem, tm.others
-	r.summary = jobsSummary.FindString(string(tm.output))
-	// The link's whole output (thindist's summary and warnings, lld's) of
-	// the latest link, to look at.
-	os.WriteFile(filepath.Join(dir, "link-output.txt"), tm.output, 0o644)
-	return r, nil
-}
-
-var jobsSummary = regexp.MustCompile(`(?m)^thindist: (?:.*: )?\d+ jobs, .*$`)
-
-// localBackends are the wall times of the backends thindist ran on this
-// machine, from its trace.
-func localBackends(trace string) ([]time.Duration, error) {
-	backends, err := tracedBackends(trace)
-	var ds []time.Duration
-	for _, e := range backends {
-		if e.where == "local" {
-			ds = append(ds, e.wall)
-		}
-	}
-	return ds, err
 }

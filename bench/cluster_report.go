@@ -94,7 +94,7 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 			"that many of these calls per action, before any hashing, compression or file I/O. The bare cold action is what such a client "+
 			"pays for a whole action here, with nothing of thindist's own (its keys, shards, schedule, checks, records): on this VM a call "+
 			"made after the process has gone idle costs several times one made while it is busy, so a link whose actions end one by one "+
-			"(lua's 33 end over half a second, about 15 ms apart) pays several times what one whose actions end together does.\n\n", f.text())
+			"(lua's 33 end over half a second, about 15 ms apart) pays several times what one whose actions end together does.\n\n", f.Text())
 	}
 	b.WriteString("| project | actions | recorded | kept local | largest backend | Σ backends | Σ / 16 | Σ / 64 | Σ / 256 | in-process | recording link | --remote-jobs default |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -43,6 +43,9 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/thindist/thindist/bench/internal/floor"
+	"github.com/thindist/thindist/bench/internal/server"
 )
 
 type projectList []string
@@ -143,21 +146,21 @@ func main() {
 	o.register(flag.CommandLine)
 	serve := flag.String("serve-reapitest", "", "internal: run the REAPI test double for the remote part, executing in `DIR`")
 	simulate := flag.String("simulate", "", "internal: with -serve-reapitest, the cluster simulation's configuration (JSON)")
-	floorClient := flag.String("rpc-floor-client", "", "internal: be the transport floor's client (floor.go) of the REAPI test double at `ADDR`")
+	floorClient := flag.String("rpc-floor-client", "", "internal: be the transport floor's client (bench/internal/floor) of the REAPI test double at `ADDR`")
 	distPprof := flag.String("distributor-pprof", "", "internal: act as lld's distributor (thindist's code) under the CPU profiler, writing `FILE`; thindist's arguments follow --")
 	flag.Parse()
 	if *distPprof != "" {
 		os.Exit(distributorProfiled(context.Background(), *distPprof, flag.Args()))
 	}
 	if *floorClient != "" {
-		if err := rpcFloorClient(*floorClient); err != nil {
+		if err := floor.Client(*floorClient); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: the floor's client: %v\n", err)
 			os.Exit(1)
 		}
 		return
 	}
 	if *serve != "" {
-		if err := serveReapitest(*serve, *simulate); err != nil {
+		if err := server.Serve(*serve, *simulate); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: REAPI test double: %v\n", err)
 			os.Exit(1)
 		}
@@ -233,12 +236,12 @@ func run(ctx context.Context, o *options) error {
 		rep.projects = append(rep.projects, res)
 	}
 	if o.part("cluster") {
-		f, err := measureRPCFloor(ctx, filepath.Join(o.work, "floor"))
+		f, err := floor.Measure(ctx, filepath.Join(o.work, "floor"))
 		if err != nil {
 			return fmt.Errorf("the transport's floor: %w", err)
 		}
 		rep.floor = f
-		fmt.Fprintf(os.Stderr, "bench: the transport's floor: %s\n", f.text())
+		fmt.Fprintf(os.Stderr, "bench: the transport's floor: %s\n", f.Text())
 	}
 	if o.overheadJobs > 0 && o.part("overhead") {
 		ov, err := measureOverhead(ctx, tools, o, filepath.Join(o.work, "overhead"), o.overheadJobs, o.jobs, o.overheadRuns)

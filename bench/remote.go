@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/bench/internal/machine"
+	"github.com/thindist/thindist/bench/internal/server"
 	"github.com/thindist/thindist/internal/reapitest"
 )
 
 // Issue 4's figures, against the in-repo REAPI test double
 // (internal/reapitest, the server the e2e tests use, with zstd) on loopback,
-// in a process of its own (remoteserver.go):
+// in a process of its own (bench/internal/server):
 // thindist as lld's DTLTO distributor with --remote and no local cache. Each
 // repetition starts a fresh server: the cold link executes every backend
 // remotely; then the warm relink runs from a copy of the build directory
@@ -86,11 +87,11 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 		if err := os.MkdirAll(execRoot, 0o755); err != nil {
 			return nil, err
 		}
-		srv, err := startServerProc(ctx, execRoot, "")
+		srv, err := server.Start(ctx, execRoot, "")
 		if err != nil {
 			return nil, err
 		}
-		addr := srv.addr
+		addr := srv.Addr
 		link := func(dir string, extra ...string) (timing, error) {
 			// Every action remote (no hybrid local side): this part
 			// measures the protocol.
@@ -104,9 +105,9 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 			machine.WaitQuiet(ctx, o.maxBusy, o.settle)
 			// The server and its workers are the benchmark's: their CPU
 			// is not other processes'.
-			srv0 := srv.cpu()
+			srv0 := srv.CPU()
 			tm, err := timed(ctx, dir, nil, t.tc.Clang, b.LinkArgs(out, args...)...)
-			if srvCPU := srv.cpu() - srv0; srvCPU > 0 && tm.wall > 0 {
+			if srvCPU := srv.CPU() - srv0; srvCPU > 0 && tm.wall > 0 {
 				tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
 			}
 			tm.interference = tm.others
@@ -118,12 +119,12 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 		var r remoteRun
 		r.cold, err = link(b.Dir, fmt.Sprintf("--remote-jobs=%d", o.remoteJobs))
 		if err != nil {
-			srv.stop()
+			srv.Stop()
 			return nil, fmt.Errorf("cold remote link: %w", err)
 		}
 		var uploads []reapitest.UploadRecord
-		if r.coldStats, uploads, err = srv.stats(); err != nil {
-			srv.stop()
+		if r.coldStats, uploads, err = srv.Stats(); err != nil {
+			srv.Stop()
 			return nil, err
 		}
 		seen := map[string]bool{}
@@ -135,28 +136,28 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 		}
 		r.distinctBlobs = len(seen)
 		r.coldSummary = remoteSummary.FindString(string(r.cold.output))
-		if _, err := srv.call("reset"); err != nil {
-			srv.stop()
+		if _, err := srv.Call("reset"); err != nil {
+			srv.Stop()
 			return nil, err
 		}
 		r.warm, err = link(elsewhere)
 		if err == nil {
-			r.warmStats, _, err = srv.stats()
+			r.warmStats, _, err = srv.Stats()
 		}
 		if err != nil {
-			srv.stop()
+			srv.Stop()
 			return nil, fmt.Errorf("warm remote relink: %w", err)
 		}
-		if _, err := srv.call("reset"); err == nil {
-			_, err = srv.call("inline")
+		if _, err := srv.Call("reset"); err == nil {
+			_, err = srv.Call("inline")
 		}
 		if err == nil {
 			r.warmInline, err = link(elsewhere)
 		}
 		if err == nil {
-			r.warmInlineStats, _, err = srv.stats()
+			r.warmInlineStats, _, err = srv.Stats()
 		}
-		srv.stop()
+		srv.Stop()
 		if err != nil {
 			return nil, fmt.Errorf("warm remote relink, server inlining outputs: %w", err)
 		}

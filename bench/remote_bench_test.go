@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain lets this test binary stand for the benchmark's own binary when
-// the remote part starts its server process (startServerProc runs the
+// the remote part starts its server process (server.Start runs the
 // running executable with -serve-reapitest).
 func TestMain(m *testing.M) {
 	for _, a := range os.Args[1:] {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thindist/thindist/bench/internal/floor"
 	"github.com/thindist/thindist/bench/internal/results"
 )
 
@@ -93,7 +94,7 @@ type report struct {
 	projects []*projectResult
 	overhead *overheadResult
 	history  *historyResult
-	floor    *rpcFloor // the transport's floor, with the cluster simulation
+	floor    *floor.Floor // the transport's floor, with the cluster simulation
 }
 
 // writeMarkdown puts the figures between the markers of path, keeping

@@ -1,4 +1,7 @@
-package main
+// Package floor measures the transport's floor for the benchmark's cluster
+// part: what bare REAPI calls, and bare cold actions, cost a plain grpc-go
+// client's CPU on this machine.
+package floor
 
 import (
 	"context"
@@ -14,6 +17,8 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/thindist/thindist/bench/internal/server"
 )
 
 // The transport's floor: what one REAPI call costs a client's CPU on this
@@ -26,11 +31,11 @@ import (
 // thindist code, against the REAPI test double (its own process, no
 // simulated round trip), each call a FindMissingBlobs of one digest.
 
-// rpcFloor is the client's CPU per call: one call at a time, back to back,
+// A Floor is the client's CPU per call: one call at a time, back to back,
 // and 32 in flight, as when hundreds of actions start together; and per
-// bare cold action (floor_action.go), which shows what calls cost when
+// bare cold action (action.go), which shows what calls cost when
 // they come one by one with the process idle in between.
-type rpcFloor struct {
+type Floor struct {
 	Alone    time.Duration `json:"alone"`
 	InFlight time.Duration `json:"in_flight"`
 	Calls    int           `json:"calls"`
@@ -54,37 +59,37 @@ const (
 	floorIdle      = 15 * time.Millisecond
 )
 
-// measureRPCFloor starts the test double and the client, and returns what
+// Measure starts the test double and the client, and returns what
 // the client measured.
-func measureRPCFloor(ctx context.Context, dir string) (*rpcFloor, error) {
+func Measure(ctx context.Context, dir string) (*Floor, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	srv, err := startServerProc(ctx, dir, "")
+	srv, err := server.Start(ctx, dir, "")
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "-rpc-floor-client", srv.addr)
+	cmd := exec.CommandContext(ctx, self, "-rpc-floor-client", srv.Addr)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("the floor's client: %w", err)
 	}
-	var f rpcFloor
+	var f Floor
 	if err := json.Unmarshal(out, &f); err != nil {
 		return nil, fmt.Errorf("the floor's client said %q: %w", out, err)
 	}
 	return &f, nil
 }
 
-// rpcFloorClient is the client process's main: it prints an rpcFloor in
+// Client is the client process's main: it prints an Floor in
 // JSON.
-func rpcFloorClient(addr string) error {
+func Client(addr string) error {
 	f, err := measureCalls(addr, floorCalls)
 	if err != nil {
 		return err
@@ -186,7 +191,7 @@ func measureActionFloors(addr string, n, rounds int) ([]actionFloor, error) {
 // measureCalls makes n/10 calls to warm up, then n one at a time, then n
 // in floorInFlight goroutines, and returns the process's CPU per call of
 // each kind.
-func measureCalls(addr string, n int) (*rpcFloor, error) {
+func measureCalls(addr string, n int) (*Floor, error) {
 	conn, call, err := findMissingCaller(addr)
 	if err != nil {
 		return nil, err
@@ -222,7 +227,7 @@ func measureCalls(addr string, n int) (*rpcFloor, error) {
 	if _, err := calls(n/10/floorInFlight, floorInFlight); err != nil {
 		return nil, err
 	}
-	f := &rpcFloor{Calls: n}
+	f := &Floor{Calls: n}
 	if f.Alone, err = calls(n, 1); err != nil {
 		return nil, err
 	}
@@ -241,13 +246,13 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// text is the floor in a sentence.
-func (f *rpcFloor) text() string {
+// Text is the floor in a sentence, for the report.
+func (f *Floor) Text() string {
 	s := fmt.Sprintf("a bare gRPC call (FindMissingBlobs, answered at once) costs a client %.3f ms of CPU one at a time, %.3f ms with %d in flight",
-		perAction(f.Alone, 1), perAction(f.InFlight, 1), floorInFlight)
+		ms(f.Alone), ms(f.InFlight), floorInFlight)
 	if f.AfterIdle > 0 {
 		s += fmt.Sprintf(", and %.3f ms when the process has been idle for %v before it (beyond the %.3f ms it spends idle that long)",
-			perAction(f.AfterIdle, 1), floorIdle, perAction(f.Idle, 1))
+			ms(f.AfterIdle), floorIdle, ms(f.Idle))
 	}
 	if len(f.Actions) == 0 {
 		return s
@@ -258,8 +263,11 @@ func (f *rpcFloor) text() string {
 		if a.Apart > 0 {
 			when = fmt.Sprintf("ending %v apart", a.Apart)
 		}
-		parts = append(parts, fmt.Sprintf("%.3f ms %s", perAction(a.PerAction, 1), when))
+		parts = append(parts, fmt.Sprintf("%.3f ms %s", ms(a.PerAction), when))
 	}
 	return s + fmt.Sprintf("; a bare cold action (%d at once, each making only the six calls an action no cache holds needs, a %d KB input, a %d KB output checked and written to a file) costs it %s",
 		f.Actions[0].Actions, floorActionIn>>10, floorActionOut>>10, strings.Join(parts, ", "))
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,4 +1,7 @@
-package main
+// Package server runs the benchmark's REAPI server, the test double or the
+// cluster simulator, in a process of its own, and is the benchmark's handle
+// on that process.
+package server
 
 import (
 	"bufio"
@@ -36,24 +39,25 @@ import (
 //	inline   reapitest.FakeServer.SetInlineOutputs(true)
 //
 // and stops at the end of its input. With -simulate CONFIG (a simConfig in
-// JSON; cluster.go) the server is the cluster simulation instead, and on
+// JSON) the server is the cluster simulation instead, and on
 // stopping it saves the recording when it recorded anything.
 
-type serverReply struct {
+// A Reply is the server process's answer to a command.
+type Reply struct {
 	Stats      reapitest.Stats          `json:"stats"`
 	Uploads    []reapitest.UploadRecord `json:"uploads,omitempty"`
 	Simulation reapisim.Stats           `json:"simulation"`
 	Error      string                   `json:"error,omitempty"`
 }
 
-// serveReapitest is the server process's main; simulate is "" or a
-// simConfig in JSON.
-func serveReapitest(execRoot, simulate string) error {
+// Serve is the server process's main (-serve-reapitest execRoot):
+// simulate is "" or a SimConfig in JSON.
+func Serve(execRoot, simulate string) error {
 	opts := reapitest.Options{Zstd: true, ExecRootDir: execRoot}
-	var sc simConfig
+	var sc SimConfig
 	var sim *reapisim.Simulator
 	if simulate != "" {
-		s, c, err := parseSimConfig(simulate)
+		s, c, err := ParseSimConfig(simulate)
 		if err != nil {
 			return err
 		}
@@ -87,7 +91,7 @@ func serveReapitest(execRoot, simulate string) error {
 	fmt.Println(addr)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		var r serverReply
+		var r Reply
 		switch cmd := strings.TrimSpace(in.Text()); cmd {
 		case "stats":
 			r.Stats, r.Uploads = srv.Stats(), srv.Uploads()
@@ -153,17 +157,18 @@ func warmRPCs(addr string) error {
 	return nil
 }
 
-// serverProc is the benchmark's handle on the server process.
-type serverProc struct {
+// A Proc is the benchmark's handle on the server process.
+type Proc struct {
 	cmd  *exec.Cmd
 	in   io.WriteCloser
 	out  *bufio.Reader
-	addr string
+	Addr string // where it serves REAPI
 }
 
-// startServerProc starts the server process; simulate is "" or the
-// simulation's configuration (JSON).
-func startServerProc(ctx context.Context, execRoot, simulate string) (*serverProc, error) {
+// Start starts the server process (the running executable, with
+// -serve-reapitest execRoot, which must call Serve); simulate is "" or the
+// simulation's configuration (SimConfig, JSON).
+func Start(ctx context.Context, execRoot, simulate string) (*Proc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -181,18 +186,20 @@ func startServerProc(ctx context.Context, execRoot, simulate string) (*serverPro
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &serverProc{cmd: cmd, in: in, out: bufio.NewReader(stdout)}
+	p := &Proc{cmd: cmd, in: in, out: bufio.NewReader(stdout)}
 	line, err := p.out.ReadString('\n')
 	if err != nil {
-		p.stop()
+		p.Stop()
 		return nil, fmt.Errorf("the REAPI test double did not start: %v", err)
 	}
-	p.addr = strings.TrimSpace(line)
+	p.Addr = strings.TrimSpace(line)
 	return p, nil
 }
 
-func (p *serverProc) call(cmd string) (serverReply, error) {
-	var r serverReply
+// Call sends the process one command (stats, reset, inline) and returns
+// its reply.
+func (p *Proc) Call(cmd string) (Reply, error) {
+	var r Reply
 	if _, err := io.WriteString(p.in, cmd+"\n"); err != nil {
 		return r, err
 	}
@@ -209,12 +216,14 @@ func (p *serverProc) call(cmd string) (serverReply, error) {
 	return r, nil
 }
 
-func (p *serverProc) stats() (reapitest.Stats, []reapitest.UploadRecord, error) {
-	r, err := p.call("stats")
+// Stats returns the server's counters and uploads.
+func (p *Proc) Stats() (reapitest.Stats, []reapitest.UploadRecord, error) {
+	r, err := p.Call("stats")
 	return r.Stats, r.Uploads, err
 }
 
-func (p *serverProc) stop() {
+// Stop ends the process (closing its input) and waits for it.
+func (p *Proc) Stop() {
 	p.in.Close()
 	done := make(chan struct{})
 	go func() { p.cmd.Wait(); close(done) }()
@@ -226,14 +235,44 @@ func (p *serverProc) stop() {
 	}
 }
 
-// cpu is the server's CPU so far, its workers' (children it has waited
+// CPU is the server's CPU so far, its workers' (children it has waited
 // for) included, from /proc/PID/stat: the benchmark does not count it as
 // other processes' interference.
-func (p *serverProc) cpu() time.Duration {
+func (p *Proc) CPU() time.Duration {
 	st, err := procstart.ReadStat(p.cmd.Process.Pid)
 	if err != nil {
 		return 0
 	}
 	d, _ := st.CPU(true)
 	return d
+}
+
+// A SimConfig configures the simulation server process (-simulate, JSON).
+type SimConfig struct {
+	Recording     string        `json:"recording"` // loaded for a replay when it exists; saved when the server recorded anything
+	Record        bool          `json:"record,omitempty"`
+	Workers       int           `json:"workers"`
+	RTT           time.Duration `json:"rtt,omitempty"`
+	BitsPerSecond float64       `json:"bits_per_second,omitempty"`
+	SlowFactor    float64       `json:"slow_factor,omitempty"`
+	Slowdown      float64       `json:"slowdown,omitempty"`
+}
+
+// ParseSimConfig reads a SimConfig and the simulation it stands for,
+// with its recording loaded for a replay.
+func ParseSimConfig(s string) (*reapisim.Simulation, SimConfig, error) {
+	var c SimConfig
+	if err := json.Unmarshal([]byte(s), &c); err != nil {
+		return nil, c, fmt.Errorf("-simulate %q: %v", s, err)
+	}
+	sim := &reapisim.Simulation{Record: c.Record, Workers: c.Workers, RTT: c.RTT,
+		BytesPerSecond: c.BitsPerSecond / 8, SlowFactor: c.SlowFactor, Slowdown: c.Slowdown}
+	if !c.Record && c.Recording != "" {
+		rec, err := reapisim.LoadRecording(c.Recording)
+		if err != nil {
+			return nil, c, err
+		}
+		sim.Recording = rec
+	}
+	return sim, c, nil
 }

@@ -1,4 +1,4 @@
-package main
+package floor
 
 import (
 	"os"
