@@ -20,7 +20,7 @@ func TestCacheConcurrentLinks(t *testing.T) {
 	r := newRig(t, testprog.Options{Modules: 8, Seed: 5, ArchiveModules: 2, ThinArchiveModules: 2})
 	refRes := r.linkQuiet(link{out: "prog.ref", distArgs: []string{"--no-cache"}})
 	ref := readFile(t, refRes.out)
-	if got := run(t, refRes.out); got != r.p.Want {
+	if got := runProg(t, r.p, refRes.out); got != r.p.Want {
 		t.Fatalf("the reference program prints %q, want %q", got, r.p.Want)
 	}
 	for round, clear := range []bool{true, false, true, false} {

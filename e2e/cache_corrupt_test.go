@@ -83,7 +83,7 @@ func TestCacheCorruption(t *testing.T) {
 		t.Errorf("summary %+v, want %d cached and 3 local", s, len(records)-3)
 	}
 	sameBinary(t, "relink over a damaged cache", readFile(t, res.out), ref)
-	if got := run(t, res.out); got != r.p.Want {
+	if got := runProg(t, r.p, res.out); got != r.p.Want {
 		t.Errorf("the program prints %q, want %q", got, r.p.Want)
 	}
 

@@ -78,7 +78,7 @@ exec %[3]s "$@"
 			if want := len(res.jobs) - stored; len(res.compiled) != want {
 				t.Errorf("the relink compiled %d jobs, want %d (%d were stored by the failed link)", len(res.compiled), want, stored)
 			}
-			if got := run(t, res.out); got != r.p.Want {
+			if got := runProg(t, r.p, res.out); got != r.p.Want {
 				t.Errorf("the program prints %q, want %q", got, r.p.Want)
 			}
 		})

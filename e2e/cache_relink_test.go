@@ -76,7 +76,7 @@ func TestCacheWarmRelink(t *testing.T) {
 				t.Errorf("cold trace: %v, want %d local", w, len(all))
 			}
 			ref := keep(t, cold, "prog.cold")
-			if got := run(t, cold.out); got != r.p.Want {
+			if got := runProg(t, r.p, cold.out); got != r.p.Want {
 				t.Fatalf("the program prints %q, want %q", got, r.p.Want)
 			}
 

@@ -23,7 +23,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/thindist/thindist/internal/testprog"
 )
@@ -130,7 +129,7 @@ type link struct {
 type result struct {
 	out      string   // absolute path of the program
 	stderr   string   // the driver's output, thindist's summary included
-	jobs     []rigJob    // from lld's job file
+	jobs     []rigJob // from lld's job file
 	compiled []string // the modules (see modID) whose backends ran
 }
 
@@ -323,18 +322,6 @@ func (res *result) summary(t *testing.T) summary {
 	}
 	n := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
 	return summary{n(1), n(2), n(3), n(4), n(5)}
-}
-
-// run runs the linked program and returns what it prints.
-func run(t *testing.T, exe string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, exe).Output()
-	if err != nil {
-		t.Fatalf("running %s: %v", exe, err)
-	}
-	return string(out)
 }
 
 func readFile(t *testing.T, p string) []byte {

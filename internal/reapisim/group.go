@@ -108,5 +108,5 @@ func (m *Simulator) replayGroup(x *reapitest.Execution, queuedAt *timestamppb.Ti
 		ExecutionCompletedTimestamp: timestamppb.Now(),
 		WorkerCompletedTimestamp:    timestamppb.Now(),
 	}
-	return &repb.ExecuteResponse{Result: ar, Status: statusOf(nil)}, true
+	return &repb.ExecuteResponse{Result: ar, Status: reapitest.StatusOf(nil)}, true
 }

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -180,7 +178,7 @@ func (m *Simulator) Execute(x *reapitest.Execution) *repb.ExecuteResponse {
 	}
 	key, err := contentKey(s, x.Action, x.Command)
 	if err != nil {
-		return &repb.ExecuteResponse{Status: statusOf(err)}
+		return &repb.ExecuteResponse{Status: reapitest.StatusOf(err)}
 	}
 	if rec, ok := m.sim.Recording.get(key); ok && !m.sim.Record {
 		// If this is SlowFactor's action and its first execution, the
@@ -208,7 +206,7 @@ func (m *Simulator) Execute(x *reapitest.Execution) *repb.ExecuteResponse {
 			ExecutionCompletedTimestamp: timestamppb.Now(),
 			WorkerCompletedTimestamp:    timestamppb.Now(),
 		}
-		return &repb.ExecuteResponse{Result: ar, Status: statusOf(nil)}
+		return &repb.ExecuteResponse{Result: ar, Status: reapitest.StatusOf(nil)}
 	}
 	if !m.sim.Record {
 		m.unrecorded.Add(1)
@@ -220,14 +218,6 @@ func (m *Simulator) Execute(x *reapitest.Execution) *repb.ExecuteResponse {
 		}
 	}
 	return resp
-}
-
-// statusOf is err as a response's status (OK for nil).
-func statusOf(err error) *statuspb.Status {
-	if err == nil {
-		return &statuspb.Status{}
-	}
-	return status.Convert(err).Proto()
 }
 
 func cloneResult(ar *repb.ActionResult) *repb.ActionResult {

@@ -181,7 +181,9 @@ func zstdDecompress(data []byte) ([]byte, error) {
 	return out, nil
 }
 
-func grpcStatus(err error) *statuspb.Status {
+// StatusOf is err as an RPC status, for a response that carries one (OK
+// for nil).
+func StatusOf(err error) *statuspb.Status {
 	if err == nil {
 		return &statuspb.Status{}
 	}
@@ -270,7 +272,7 @@ func (c casService) BatchUpdateBlobs(ctx context.Context, req *repb.BatchUpdateB
 		err := c.updateOne(r)
 		resp.Responses = append(resp.Responses, &repb.BatchUpdateBlobsResponse_Response{
 			Digest: r.GetDigest(),
-			Status: grpcStatus(err),
+			Status: StatusOf(err),
 		})
 	}
 	return resp, nil
@@ -343,12 +345,12 @@ func (c casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobs
 		r := &repb.BatchReadBlobsResponse_Response{Digest: d}
 		resp.Responses = append(resp.Responses, r)
 		if err := validDigest(d); err != nil {
-			r.Status = grpcStatus(err)
+			r.Status = StatusOf(err)
 			continue
 		}
 		data, ok := c.s.cas.get(d)
 		if !ok {
-			r.Status = grpcStatus(status.Errorf(codes.NotFound, "blob %s not found", DigestKey(d)))
+			r.Status = StatusOf(status.Errorf(codes.NotFound, "blob %s not found", DigestKey(d)))
 			continue
 		}
 		c.s.blobsRead.Add(1)
@@ -356,7 +358,7 @@ func (c casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobs
 		if corruptThis {
 			data = corrupt(data)
 		}
-		r.Status = grpcStatus(nil)
+		r.Status = StatusOf(nil)
 		if useZstd {
 			c.s.blobsReadZstd.Add(1)
 		}

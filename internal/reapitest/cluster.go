@@ -62,7 +62,7 @@ func (x *Execution) ServerContext() context.Context { return x.Server.ctx }
 // StoppedResponse is the response to an execution that ended because the
 // server stopped or its client went away.
 func StoppedResponse() *repb.ExecuteResponse {
-	return &repb.ExecuteResponse{Status: grpcStatus(status.Error(codes.Unavailable, "reapitest: server stopped"))}
+	return &repb.ExecuteResponse{Status: StatusOf(status.Error(codes.Unavailable, "reapitest: server stopped"))}
 }
 
 // KeepBlob stores data under d in the server's CAS as it is, without

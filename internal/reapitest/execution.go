@@ -164,7 +164,7 @@ func (e execService) Execute(req *repb.ExecuteRequest, stream grpc.ServerStreami
 		op.setStage(repb.ExecutionStage_CACHE_CHECK)
 		if ar, ok := s.ac.get(req.GetInstanceName(), req.GetActionDigest()); ok {
 			s.acHits.Add(1)
-			op.finish(&repb.ExecuteResponse{Result: ar, CachedResult: true, Status: grpcStatus(nil)})
+			op.finish(&repb.ExecuteResponse{Result: ar, CachedResult: true, Status: StatusOf(nil)})
 			return s.streamOperation(op, stream, MethodExecute, nil)
 		}
 		s.acMisses.Add(1)
@@ -385,7 +385,7 @@ func (s *FakeServer) run(ctx context.Context, instance string, action *repb.Acti
 	fail := func(err error) *repb.ExecuteResponse {
 		meta.WorkerCompletedTimestamp = now()
 		return &repb.ExecuteResponse{
-			Status: grpcStatus(err),
+			Status: StatusOf(err),
 			Result: &repb.ActionResult{ExitCode: -1, ExecutionMetadata: meta},
 		}
 	}
@@ -504,7 +504,7 @@ func (s *FakeServer) run(ctx context.Context, instance string, action *repb.Acti
 	result.StderrDigest = s.cas.put(stderr.Bytes())
 	meta.OutputUploadCompletedTimestamp = now()
 	meta.WorkerCompletedTimestamp = now()
-	return &repb.ExecuteResponse{Result: result, Status: grpcStatus(respStatus)}
+	return &repb.ExecuteResponse{Result: result, Status: StatusOf(respStatus)}
 }
 
 // relPath validates a slash-separated path relative to the input root or
