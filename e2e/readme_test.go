@@ -270,3 +270,53 @@ func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDesignSectionsNamed: every section of docs/design.md that a Go
+// comment names (the file's path, a comma, the heading in double quotes,
+// maybe across comment lines) is a heading there, so a renamed heading
+// cannot leave a comment pointing nowhere.
+func TestDesignSectionsNamed(t *testing.T) {
+	root := repoRoot(t)
+	data, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			headings[strings.TrimSpace(h)] = true
+		}
+	}
+	cite := regexp.MustCompile(`docs/design\.md,\s*"([^"]+)"`)
+	joinComments := regexp.MustCompile(`\n\s*//\s*`)
+	named := 0
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(d.Name(), ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range cite.FindAllStringSubmatch(joinComments.ReplaceAllString(string(src), " "), -1) {
+			named++
+			if !headings[m[1]] {
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s names docs/design.md, %q, which has no such heading", rel, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named == 0 {
+		t.Error("no comment names a section of docs/design.md: is the pattern out of date?")
+	}
+}
