@@ -9,7 +9,7 @@ import (
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/runreport"
+	"github.com/thindist/thindist/internal/recordview"
 )
 
 const cacheIntro = `Usage:
@@ -88,9 +88,9 @@ func cacheCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Wr
 	// need not match; before any link, the current setting.
 	limit := cfg.CacheSize
 	if s.Limit > 0 {
-		limit = runreport.Bytes(s.Limit)
+		limit = recordview.Bytes(s.Limit)
 	}
-	fmt.Fprintf(stdout, "size:       %s (limit %s)\n", runreport.Bytes(s.Bytes), limit)
+	fmt.Fprintf(stdout, "size:       %s (limit %s)\n", recordview.Bytes(s.Bytes), limit)
 	fmt.Fprintf(stdout, "hits:       %d (%.1f%%)\n", s.Hits, ratio)
 	fmt.Fprintf(stdout, "misses:     %d\n", s.Misses)
 	fmt.Fprintf(stdout, "evictions:  %d\n", s.Evictions)

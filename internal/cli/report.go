@@ -12,7 +12,7 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/runreport"
+	"github.com/thindist/thindist/internal/recordview"
 )
 
 const reportIntro = `Usage:
@@ -69,7 +69,7 @@ func reportCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	}
 	store := record.Open(pipeline.CacheDir(&cfg, env))
 	if rf.list {
-		list := runreport.List
+		list := recordview.List
 		if rf.json {
 			list = listJSON
 		}
@@ -94,7 +94,7 @@ func reportCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 		return 1
 	}
 	if rf.html == "-" {
-		if err := runreport.WriteHTML(stdout, run); err != nil {
+		if err := recordview.WriteHTML(stdout, run); err != nil {
 			fmt.Fprintf(env.Stderr, "thindist report: %v\n", err)
 			return 1
 		}
@@ -117,7 +117,7 @@ func reportCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 		}
 		return 0
 	}
-	runreport.WriteText(stdout, run)
+	recordview.WriteText(stdout, run)
 	return 0
 }
 
@@ -163,7 +163,7 @@ func listJSON(w io.Writer, store *record.Store) error {
 		if run, err := record.ReadFile(e.Path); err != nil {
 			l.Unreadable = err.Error()
 		} else {
-			c := runreport.Count(run)
+			c := recordview.Count(run)
 			l.Output, l.Start, l.WallMS, l.Error = run.Name(), run.Start, run.Wall().Milliseconds(), run.Error
 			l.Actions, l.Hits, l.Compiled = c.Total, c.Cached+c.RemoteCached, c.Local+c.Remote
 		}
@@ -177,7 +177,7 @@ func listJSON(w io.Writer, store *record.Store) error {
 // writeHTML writes run's page to path, whole or not at all.
 func writeHTML(path string, run *record.Run) error {
 	var b bytes.Buffer
-	if err := runreport.WriteHTML(&b, run); err != nil {
+	if err := recordview.WriteHTML(&b, run); err != nil {
 		return err
 	}
 	return atomicfile.WriteFile(path, b.Bytes(), 0o644)

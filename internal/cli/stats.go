@@ -10,7 +10,7 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/runreport"
+	"github.com/thindist/thindist/internal/recordview"
 )
 
 const statsIntro = `Usage:
@@ -139,16 +139,16 @@ func writeStats(w io.Writer, v *statsView, ownLimit int64) {
 	fmt.Fprintf(w, "Compiled locally         %d (of which %d fell back from remote)\n", t.Local, t.FellBack)
 	fmt.Fprintf(w, "Raced local and remote   %d\n", t.Raced)
 	fmt.Fprintf(w, "Failed                   %d\n", t.Failed)
-	fmt.Fprintf(w, "Bytes up / down          %s / %s\n", runreport.Bytes(t.BytesUp), runreport.Bytes(t.BytesDown))
+	fmt.Fprintf(w, "Bytes up / down          %s / %s\n", recordview.Bytes(t.BytesUp), recordview.Bytes(t.BytesDown))
 	fmt.Fprintf(w, "Cache entries            %d\n", v.Cache.Entries)
-	fmt.Fprintf(w, "Cache size               %s\n", runreport.Bytes(v.Cache.Bytes))
+	fmt.Fprintf(w, "Cache size               %s\n", recordview.Bytes(v.Cache.Bytes))
 	limit := "none recorded yet"
 	switch {
 	case v.Cache.Limit > 0:
-		limit = runreport.Bytes(v.Cache.Limit) + " (as the links applied it)"
+		limit = recordview.Bytes(v.Cache.Limit) + " (as the links applied it)"
 	case ownLimit > 0:
-		limit = runreport.Bytes(ownLimit) + " (no link has applied one yet; this is the current setting)"
+		limit = recordview.Bytes(ownLimit) + " (no link has applied one yet; this is the current setting)"
 	}
 	fmt.Fprintf(w, "Cache size limit         %s\n", limit)
-	fmt.Fprintf(w, "Evicted entries          %d (%s)\n", v.Cache.Evictions, runreport.Bytes(v.Cache.EvictedBytes))
+	fmt.Fprintf(w, "Evicted entries          %d (%s)\n", v.Cache.Evictions, recordview.Bytes(v.Cache.EvictedBytes))
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/runreport"
+	"github.com/thindist/thindist/internal/recordview"
 	"github.com/thindist/thindist/internal/testprog"
 )
 
@@ -25,7 +25,7 @@ func TestWorkerCompilesAndReportSaysSo(t *testing.T) {
 			}
 		}
 		var text bytes.Buffer
-		runreport.WriteText(&text, r)
+		recordview.WriteText(&text, r)
 		if want := "(0 forked, 4 on a worker)"; !no && !strings.Contains(text.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, text.String())
 		}

@@ -1,7 +1,8 @@
-// Package runreport shows a run's record: a summary for the terminal and a
+// Package recordview shows a recorded run (a record of package record, as
+// `thindist report` reads it): a summary for the terminal and a
 // self-contained HTML page (timeline, phases, critical path, a table of the
 // modules with the reasons they missed the cache).
-package runreport
+package recordview
 
 import (
 	"sort"
