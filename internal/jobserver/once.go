@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/thindist/thindist/internal/procstart"
 )
 
 // FirstInBuild reports whether this process is the first of its build to
@@ -108,23 +110,11 @@ func outermostMake(pid int) (string, bool) {
 // procStat reads a process's parent, start time (in clock ticks since
 // boot) and command name from /proc/PID/stat.
 func procStat(pid int) (ppid int, start uint64, comm string, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstart.ReadStat(pid)
 	if err != nil {
 		return 0, 0, "", false
 	}
-	s := string(b)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open {
-		return 0, 0, "", false
-	}
-	comm = s[open+1 : end]
-	// After ") ": state, ppid, ..., starttime is field 22 of the line (the
-	// 20th after the command name).
-	f := strings.Fields(s[end+1:])
-	if len(f) < 20 {
-		return 0, 0, "", false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	return ppid, start, comm, err1 == nil && err2 == nil
+	pp, err1 := st.Field(4)
+	start, err2 := st.StartTicks()
+	return int(pp), start, st.Comm, err1 == nil && err2 == nil
 }

@@ -20,6 +20,8 @@ const clockTicks = 100
 
 // Stat is a process's /proc/<pid>/stat line, split into its fields.
 type Stat struct {
+	// Comm is the command name (field 2, without its parentheses).
+	Comm   string
 	path   string   // where it was read, for errors
 	fields []string // fields 3 onward (after the command name)
 }
@@ -37,11 +39,11 @@ func readStat(path string) (Stat, error) {
 	}
 	// The command name (field 2) is in parentheses and may hold spaces or
 	// parentheses itself: the fields that follow start after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
+	open, i := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || i < open {
 		return Stat{}, fmt.Errorf("%s: no command name", path)
 	}
-	return Stat{path: path, fields: strings.Fields(string(b[i+1:]))}, nil
+	return Stat{Comm: string(b[open+1 : i]), path: path, fields: strings.Fields(string(b[i+1:]))}, nil
 }
 
 // Field returns field n (numbered from 1 as in proc(5), n ≥ 3) as a

@@ -83,6 +83,12 @@ func TestStatFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if st.Comm != "a) b (c)" {
+		t.Errorf("Comm = %q, want %q", st.Comm, "a) b (c)")
+	}
+	if v, err := st.Field(4); err != nil || v != 1 {
+		t.Errorf("field 4 (the parent) = %d, %v; want 1", v, err)
+	}
 	if v, err := st.Field(3); err == nil {
 		t.Errorf("field 3 (the state, S) read as the number %d", v)
 	}
