@@ -93,8 +93,9 @@ func headTiers(head []*action.Action, length func(*action.Action) float64) []int
 // HedgeBudget is the share of a link's work (Σ lengths) that hedges may
 // add: a second execution of the critical actions pays on a link of
 // hundreds of actions, where the longest few are a small part of the
-// work and alone bound its length, not on one of six, where the longest
-// is a third of the work and a second run of it a third more.
+// work and alone bound its length, not on a link of a few actions, where
+// the longest is a large part of the work and a second run of it adds as
+// much again.
 const HedgeBudget = 0.05
 
 // withinBudget returns the longest of the chosen actions whose lengths

@@ -82,9 +82,8 @@ type Client struct {
 	conn *grpc.ClientConn
 	Caps *repb.ServerCapabilities
 	// RTT is how long GetCapabilities took once connected: a round trip
-	// and the server's first call (measured on the simulated cluster:
-	// 5.7 ms at 0.2 ms, 11 ms at 5 ms, 35 ms at 25 ms). An upper estimate
-	// of the round trip.
+	// and the server's first call, so an upper estimate of the round
+	// trip.
 	RTT time.Duration
 
 	// md is the header pairs every call carries (callMetadata).
@@ -309,12 +308,10 @@ type Compression int
 
 const (
 	// CompressDownloads reads blobs compressed and uploads them as they
-	// are. Decompressing is cheap (about 380 MB/s) and the server does
-	// the compressing. Compressing uploads is not: zstd's fastest level
-	// takes a core-second per 120 MB of bitcode for 30 % fewer bytes
-	// (7-Zip's modules, 80 KB each), which saves less wire time than it
-	// costs CPU on links faster than about 250 Mbit/s, and a link with
-	// hundreds of actions in flight needs this machine's CPU for them.
+	// are: decompressing is cheap and the server does the compressing,
+	// while compressing bitcode for upload costs this machine more CPU
+	// than the wire time it saves on a fast network, CPU that a link with
+	// hundreds of actions in flight needs (docs/design.md, "Compression").
 	CompressDownloads Compression = iota
 	// CompressAll compresses uploads too: for slow links.
 	CompressAll

@@ -56,8 +56,8 @@ type upload struct {
 
 // present is the entry of every digest known to be in the CAS once its
 // upload (if any) has ended: one shared, finished entry instead of one with
-// its own channel per digest, which for 5,000 modules kept about 6.5 MB
-// live to the end of the link. It is never changed.
+// its own channel per digest, which a link of thousands of modules would
+// keep live to its end. It is never changed.
 var present = func() *upload {
 	e := &upload{done: make(chan struct{})}
 	close(e.done)
