@@ -29,5 +29,7 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 # -count=1: several packages build and run thindist as a program, which the
-# test cache cannot see change, so never reuse cached results.
-go test -count=1 -timeout 25m ./...
+# test cache cannot see change, so never reuse cached results. The timeout
+# is per package: e2e, the longest, takes minutes on an idle machine and far
+# longer on a loaded one, where a tight bound would report a hang.
+go test -count=1 -timeout 45m ./...
