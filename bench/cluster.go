@@ -375,46 +375,9 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 
 	for i, pt := range pts {
 		for run := 0; run < max(1, o.clusterRuns); run++ {
-			c := pt.simConfig(recording, o.clusterSlow)
-			var extra []string
-			if pt.noRace {
-				extra = append(extra, "--no-race")
+			if err := res.runPoint(ctx, t, o, p, dir, out, recording, pt, i, run); err != nil {
+				return nil, err
 			}
-			if pt.group > 0 {
-				extra = append(extra, fmt.Sprintf("--remote-group=%d", pt.group))
-			}
-			r, err := clusterLink(ctx, t, o, p, dir, out, c, "", extra...)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", pt, err)
-			}
-			// A replay that ran many actions for real measured this
-			// machine's compiles, not the simulated cluster: the recording
-			// no longer matches the objects (a rebuild that is not the same
-			// bit for bit, another compiler). A few are expected: actions
-			// the recording link kept on this machine run for real the first
-			// time a replay sends them, and are recorded then.
-			if r.sim.Unrecorded*20 > int64(max(res.recorded, 1)) {
-				src := recording
-				if o.clusterRecordings != "" {
-					src = filepath.Join(o.clusterRecordings, b.Name+".json")
-				}
-				return nil, fmt.Errorf("%s: %d of the link's executions were not in the recording and ran for real on this machine, "+
-					"so its figures are not the simulation's: the objects changed since the recording was made; remove %s to record again",
-					pt, r.sim.Unrecorded, src)
-			}
-			res.runs[i] = append(res.runs[i], r)
-			// With -cluster-traces, each point's trace stays, for the
-			// per-action costs.
-			keptTrace := "not kept (-cluster-traces)"
-			if o.clusterTraces {
-				keptTrace = filepath.Join(dir, fmt.Sprintf("trace-%d-%d.json", i, run))
-				os.Rename(filepath.Join(dir, "trace.json"), keptTrace)
-			}
-			id := res.ideal(pt, r)
-			fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action (system %.3f), simulated server's CPU %.3f ms/action, %d replayed, %d unrecorded, "+
-				"peak %d slots busy, %d queued on the server, VM steal %s, trace %s\n",
-				b.Name, pt, sec(r.wall), sec(id), sec(r.lldSide()), ratio(r.wall, id),
-				perAction(r.self, r.remoteActions()), perAction(r.selfSystem, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, r.steal, keptTrace)
 		}
 	}
 	if o.clusterVsLocal > 0 {
@@ -423,34 +386,91 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 		}
 	}
 	if o.clusterPprof != "" {
-		// The last point of the plain grid: the widest cluster, the
-		// longest round trip, the narrowest link.
-		pt := pts[0]
-		for _, q := range pts {
-			if !q.slow {
-				pt = q
-			}
-		}
-		prof, err := filepath.Abs(filepath.Join(o.clusterPprof, b.Name+".pprof"))
-		if err == nil {
-			err = os.MkdirAll(filepath.Dir(prof), 0o755)
-		}
-		if err != nil {
+		if err := res.profileWidest(ctx, t, o, p, dir, out, recording, pts); err != nil {
 			return nil, err
 		}
-		c := pt.simConfig(recording, o.clusterSlow)
-		var extra []string
-		if pt.group > 0 {
-			extra = append(extra, fmt.Sprintf("--remote-group=%d", pt.group))
-		}
-		r, err := clusterLink(ctx, t, o, p, dir, out, c, prof, extra...)
-		if err != nil {
-			return nil, fmt.Errorf("profiled link: %w", err)
-		}
-		fmt.Fprintf(os.Stderr, "bench: %s cluster %s, distributor profiled into %s: %s, thindist CPU %.3f ms/remote action (go tool pprof -top %[3]s; allocations: %[3]s.allocs)\n",
-			b.Name, pt, prof, sec(r.wall), perAction(r.self, r.remoteActions()))
 	}
 	return res, nil
+}
+
+// runPoint links p once (run) against the simulated cluster of grid point
+// pt (the i-th), checks that the replay simulated what it should, and keeps
+// and prints the run's figures.
+func (res *clusterResult) runPoint(ctx context.Context, t *tools, o *options, p *project, dir, out, recording string, pt clusterPoint, i, run int) error {
+	b := p.build
+	c := pt.simConfig(recording, o.clusterSlow)
+	var extra []string
+	if pt.noRace {
+		extra = append(extra, "--no-race")
+	}
+	if pt.group > 0 {
+		extra = append(extra, fmt.Sprintf("--remote-group=%d", pt.group))
+	}
+	r, err := clusterLink(ctx, t, o, p, dir, out, c, "", extra...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", pt, err)
+	}
+	// A replay that ran many actions for real measured this
+	// machine's compiles, not the simulated cluster: the recording
+	// no longer matches the objects (a rebuild that is not the same
+	// bit for bit, another compiler). A few are expected: actions
+	// the recording link kept on this machine run for real the first
+	// time a replay sends them, and are recorded then.
+	if r.sim.Unrecorded*20 > int64(max(res.recorded, 1)) {
+		src := recording
+		if o.clusterRecordings != "" {
+			src = filepath.Join(o.clusterRecordings, b.Name+".json")
+		}
+		return fmt.Errorf("%s: %d of the link's executions were not in the recording and ran for real on this machine, "+
+			"so its figures are not the simulation's: the objects changed since the recording was made; remove %s to record again",
+			pt, r.sim.Unrecorded, src)
+	}
+	res.runs[i] = append(res.runs[i], r)
+	// With -cluster-traces, each point's trace stays, for the
+	// per-action costs.
+	keptTrace := "not kept (-cluster-traces)"
+	if o.clusterTraces {
+		keptTrace = filepath.Join(dir, fmt.Sprintf("trace-%d-%d.json", i, run))
+		os.Rename(filepath.Join(dir, "trace.json"), keptTrace)
+	}
+	id := res.ideal(pt, r)
+	fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action (system %.3f), simulated server's CPU %.3f ms/action, %d replayed, %d unrecorded, "+
+		"peak %d slots busy, %d queued on the server, VM steal %s, trace %s\n",
+		b.Name, pt, sec(r.wall), sec(id), sec(r.lldSide()), ratio(r.wall, id),
+		perAction(r.self, r.remoteActions()), perAction(r.selfSystem, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, r.steal, keptTrace)
+	return nil
+}
+
+// profileWidest links p once more with the distributor profiled, at the
+// last point of the plain grid: the widest cluster, the longest round
+// trip, the narrowest link.
+func (res *clusterResult) profileWidest(ctx context.Context, t *tools, o *options, p *project, dir, out, recording string, pts []clusterPoint) error {
+	b := p.build
+	pt := pts[0]
+	for _, q := range pts {
+		if !q.slow {
+			pt = q
+		}
+	}
+	prof, err := filepath.Abs(filepath.Join(o.clusterPprof, b.Name+".pprof"))
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(prof), 0o755)
+	}
+	if err != nil {
+		return err
+	}
+	c := pt.simConfig(recording, o.clusterSlow)
+	var extra []string
+	if pt.group > 0 {
+		extra = append(extra, fmt.Sprintf("--remote-group=%d", pt.group))
+	}
+	r, err := clusterLink(ctx, t, o, p, dir, out, c, prof, extra...)
+	if err != nil {
+		return fmt.Errorf("profiled link: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "bench: %s cluster %s, distributor profiled into %s: %s, thindist CPU %.3f ms/remote action (go tool pprof -top %[3]s; allocations: %[3]s.allocs)\n",
+		b.Name, pt, prof, sec(r.wall), perAction(r.self, r.remoteActions()))
+	return nil
 }
 
 // measureVsLocal links p with thindist on this machine alone (cold, as

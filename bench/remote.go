@@ -80,95 +80,103 @@ func benchRemote(ctx context.Context, t *tools, o *options, p *project) (*remote
 	}
 	defer os.RemoveAll(filepath.Dir(elsewhere))
 	res := &remoteResult{remoteJobs: o.remoteJobs}
-	out := "bench-remote.out"
 	for run := 0; run < o.remoteRuns; run++ {
-		execRoot := filepath.Join(o.work, "reapi-exec")
-		os.RemoveAll(execRoot)
-		if err := os.MkdirAll(execRoot, 0o755); err != nil {
-			return nil, err
-		}
-		srv, err := server.Start(ctx, execRoot, "")
+		r, err := remoteRunOnce(ctx, t, o, p, elsewhere)
 		if err != nil {
 			return nil, err
 		}
-		addr := srv.Addr
-		link := func(dir string, extra ...string) (timing, error) {
-			// Every action remote (no hybrid local side): this part
-			// measures the protocol.
-			args := []string{"-fthinlto-distributor=" + t.thindist, "-Xthinlto-distributor=--no-cache",
-				"-Xthinlto-distributor=--remote=grpc://" + addr, "-Xthinlto-distributor=--remote-fallback=none",
-				"-Xthinlto-distributor=--remote-local-jobs=0"}
-			for _, e := range extra {
-				args = append(args, "-Xthinlto-distributor="+e)
-			}
-			os.Remove(filepath.Join(dir, out))
-			machine.WaitQuiet(ctx, o.maxBusy, o.settle)
-			// The server and its workers are the benchmark's: their CPU
-			// is not other processes'.
-			srv0 := srv.CPU()
-			tm, err := timed(ctx, dir, nil, t.tc.Clang, b.LinkArgs(out, args...)...)
-			if srvCPU := srv.CPU() - srv0; srvCPU > 0 && tm.wall > 0 {
-				tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
-			}
-			tm.interference = tm.others
-			if err == nil {
-				err = p.check(ctx, filepath.Join(dir, out))
-			}
-			return tm, err
-		}
-		var r remoteRun
-		r.cold, err = link(b.Dir, fmt.Sprintf("--remote-jobs=%d", o.remoteJobs))
-		if err != nil {
-			srv.Stop()
-			return nil, fmt.Errorf("cold remote link: %w", err)
-		}
-		var uploads []reapitest.UploadRecord
-		if r.coldStats, uploads, err = srv.Stats(); err != nil {
-			srv.Stop()
-			return nil, err
-		}
-		seen := map[string]bool{}
-		for _, u := range uploads {
-			if !seen[u.Hash] {
-				seen[u.Hash] = true
-				r.distinctBytes += u.SizeBytes
-			}
-		}
-		r.distinctBlobs = len(seen)
-		r.coldSummary = remoteSummary.FindString(string(r.cold.output))
-		if _, err := srv.Call("reset"); err != nil {
-			srv.Stop()
-			return nil, err
-		}
-		r.warm, err = link(elsewhere)
-		if err == nil {
-			r.warmStats, _, err = srv.Stats()
-		}
-		if err != nil {
-			srv.Stop()
-			return nil, fmt.Errorf("warm remote relink: %w", err)
-		}
-		if _, err := srv.Call("reset"); err == nil {
-			_, err = srv.Call("inline")
-		}
-		if err == nil {
-			r.warmInline, err = link(elsewhere)
-		}
-		if err == nil {
-			r.warmInlineStats, _, err = srv.Stats()
-		}
-		srv.Stop()
-		if err != nil {
-			return nil, fmt.Errorf("warm remote relink, server inlining outputs: %w", err)
-		}
-		r.warmSummary = remoteSummary.FindString(string(r.warm.output))
-		r.cold.output, r.warm.output, r.warmInline.output = nil, nil, nil
 		res.runs = append(res.runs, r)
 		fmt.Fprintf(os.Stderr, "bench: %s remote run %d: cold %.3f s (%d executions, %d B uploaded, %d distinct), warm %.3f s (%d executions), warm with inlining %.3f s (%d executions)\n",
 			b.Name, run+1, r.cold.wall.Seconds(), r.coldStats.Executions, r.coldStats.BytesUploadedRaw, r.distinctBytes,
 			r.warm.wall.Seconds(), r.warmStats.Executions, r.warmInline.wall.Seconds(), r.warmInlineStats.Executions)
 	}
 	return res, nil
+}
+
+// remoteRunOnce starts a test server and links p through it three times:
+// cold from p's directory, warm from the copy in elsewhere (another path,
+// the same objects), and warm again with the server inlining outputs in
+// its results.
+func remoteRunOnce(ctx context.Context, t *tools, o *options, p *project, elsewhere string) (remoteRun, error) {
+	b := p.build
+	out := "bench-remote.out"
+	var r remoteRun
+	execRoot := filepath.Join(o.work, "reapi-exec")
+	os.RemoveAll(execRoot)
+	if err := os.MkdirAll(execRoot, 0o755); err != nil {
+		return r, err
+	}
+	srv, err := server.Start(ctx, execRoot, "")
+	if err != nil {
+		return r, err
+	}
+	defer srv.Stop()
+	link := func(dir string, extra ...string) (timing, error) {
+		// Every action remote (no hybrid local side): this part
+		// measures the protocol.
+		args := []string{"-fthinlto-distributor=" + t.thindist, "-Xthinlto-distributor=--no-cache",
+			"-Xthinlto-distributor=--remote=grpc://" + srv.Addr, "-Xthinlto-distributor=--remote-fallback=none",
+			"-Xthinlto-distributor=--remote-local-jobs=0"}
+		for _, e := range extra {
+			args = append(args, "-Xthinlto-distributor="+e)
+		}
+		os.Remove(filepath.Join(dir, out))
+		machine.WaitQuiet(ctx, o.maxBusy, o.settle)
+		// The server and its workers are the benchmark's: their CPU
+		// is not other processes'.
+		srv0 := srv.CPU()
+		tm, err := timed(ctx, dir, nil, t.tc.Clang, b.LinkArgs(out, args...)...)
+		if srvCPU := srv.CPU() - srv0; srvCPU > 0 && tm.wall > 0 {
+			tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
+		}
+		tm.interference = tm.others
+		if err == nil {
+			err = p.check(ctx, filepath.Join(dir, out))
+		}
+		return tm, err
+	}
+	r.cold, err = link(b.Dir, fmt.Sprintf("--remote-jobs=%d", o.remoteJobs))
+	if err != nil {
+		return r, fmt.Errorf("cold remote link: %w", err)
+	}
+	var uploads []reapitest.UploadRecord
+	if r.coldStats, uploads, err = srv.Stats(); err != nil {
+		return r, err
+	}
+	seen := map[string]bool{}
+	for _, u := range uploads {
+		if !seen[u.Hash] {
+			seen[u.Hash] = true
+			r.distinctBytes += u.SizeBytes
+		}
+	}
+	r.distinctBlobs = len(seen)
+	r.coldSummary = remoteSummary.FindString(string(r.cold.output))
+	if _, err := srv.Call("reset"); err != nil {
+		return r, err
+	}
+	r.warm, err = link(elsewhere)
+	if err == nil {
+		r.warmStats, _, err = srv.Stats()
+	}
+	if err != nil {
+		return r, fmt.Errorf("warm remote relink: %w", err)
+	}
+	if _, err := srv.Call("reset"); err == nil {
+		_, err = srv.Call("inline")
+	}
+	if err == nil {
+		r.warmInline, err = link(elsewhere)
+	}
+	if err == nil {
+		r.warmInlineStats, _, err = srv.Stats()
+	}
+	if err != nil {
+		return r, fmt.Errorf("warm remote relink, server inlining outputs: %w", err)
+	}
+	r.warmSummary = remoteSummary.FindString(string(r.warm.output))
+	r.cold.output, r.warm.output, r.warmInline.output = nil, nil, nil
+	return r, nil
 }
 
 func (r *remoteResult) colds() []time.Duration {

@@ -49,13 +49,20 @@ func setupTools(ctx context.Context, o *options) (*tools, error) {
 		timewrap: filepath.Join(bin, "timewrap"),
 		worker:   filepath.Join(bin, "worker", "thindist-worker"),
 	}
-	if out, err := exec.CommandContext(ctx, "make", "-s", "-C", "worker").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the worker (run from the repository's root): %v\n%s", err, out)
+	// The worker's sources are in the module's worker/, wherever bench
+	// runs from (go run ./bench, or its tests in bench/).
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return nil, fmt.Errorf("finding the module's root: %v", err)
+	}
+	workerDir := filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "worker")
+	if out, err := exec.CommandContext(ctx, "make", "-s", "-C", workerDir).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the worker in %s: %v\n%s", workerDir, err, out)
 	}
 	if err := os.MkdirAll(filepath.Dir(t.worker), 0o755); err != nil {
 		return nil, err
 	}
-	if out, err := exec.CommandContext(ctx, "cp", "worker/thindist-worker", t.worker).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "cp", filepath.Join(workerDir, "thindist-worker"), t.worker).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("copying the worker: %v\n%s", err, out)
 	}
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", t.thindist,
