@@ -134,21 +134,50 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 	if err != nil {
 		return nil, sum, err
 	}
+	sc := scratches.Get().(*scratch)
+	defer sc.put()
 
 	// First pass: the module table, and the summary block, canonicalised
 	// if canonicalSummary can (and then the module table is rendered
 	// without modids, as a sorted set of identities, the modids in the
 	// summaries being replaced by the identities too).
-	var mods []Module
+	mods, summaries, err := sc.readTableAndSummary(c, len(shard))
+	if err != nil {
+		return nil, sum, err
+	}
+	// A non-zero hash identifies a module only if no other entry shares it.
+	count := map[[5]uint32]int{}
+	for _, m := range mods {
+		if m.HasHash() {
+			count[m.Hash]++
+		}
+	}
+	idents, identsOK := moduleIdents(mods, count)
+
+	var canon []byte
+	canonOK := false
+	if summaries == 1 && identsOK {
+		canon, canonOK = sc.summary.canonical(sc.held, idents)
+	}
+
+	sum, err = sc.digest(c, count, idents, canon, canonOK)
+	if err != nil {
+		return nil, sum, err
+	}
+	return mods, sum, nil
+}
+
+// readTableAndSummary is TableAndDigest's first walk over c: it returns
+// the module table, holds the events of the summary blocks in sc.held and
+// counts those blocks. sc.held is left as it was when the walk fails.
+func (sc *scratch) readTableAndSummary(c container, shardSize int) (mods []Module, summaries int, err error) {
 	tb := &tableBuilder{}
-	sc := scratches.Get().(*scratch)
-	defer sc.put()
 	held, arena := sc.held[:0], &sc.arena
 	// A summary block holds about one event per 15 bytes of shard: sized
 	// for that at once, a main module's (thousands of imports) is not
 	// grown and copied a dozen times over.
-	held = slices.Grow(held, len(shard)/12)
-	holding, holdDepth, summaries := false, 0, 0
+	held = slices.Grow(held, shardSize/12)
+	holding, holdDepth := false, 0
 	if _, err := walkWith(c, &sc.walk, func(ev *event) error {
 		if err := tb.add(ev, func(m Module) error {
 			mods = append(mods, m)
@@ -167,24 +196,19 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, sum, err
-	}
-	// A non-zero hash identifies a module only if no other entry shares it.
-	count := map[[5]uint32]int{}
-	for _, m := range mods {
-		if m.HasHash() {
-			count[m.Hash]++
-		}
-	}
-	idents, identsOK := moduleIdents(mods, count)
-
-	var canon []byte
-	canonOK := false
-	if summaries == 1 && identsOK {
-		canon, canonOK = sc.summary.canonical(held, idents)
+		return nil, 0, err
 	}
 	sc.held = held // to be reused, however far it grew
+	return mods, summaries, nil
+}
 
+// digest is TableAndDigest's second walk over c: the hash of the rendering
+// NormalizedDigest documents. When canonOK, the summary block is rendered
+// as canon and the module table as the sorted set of its modules'
+// identities (idents, by modid); otherwise every event is rendered as it
+// is, modules by modid and identity (count: how many entries share each
+// hash).
+func (sc *scratch) digest(c container, count map[[5]uint32]int, idents map[uint64][]byte, canon []byte, canonOK bool) ([32]byte, error) {
 	d := &digester{h: sha256.New(), out: sc.out[:0]}
 	defer func() { sc.out = d.out }()
 	d.write([]byte(digestDomain))
@@ -247,11 +271,11 @@ func TableAndDigest(shard []byte) ([]Module, [32]byte, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, sum, err
+		return [32]byte{}, err
 	}
 	d.tag(tagTrailing)
 	d.uint(uint64(trailing))
-	return mods, d.sum(), nil
+	return d.sum(), nil
 }
 
 // scratch is what TableAndDigest needs only while it runs: kept for the

@@ -221,49 +221,74 @@ func (sc *summaryScratch) canonical(evs []heldEvent, modules map[uint64][]byte) 
 	if sc.ids == nil {
 		sc.ids = map[uint64]uint64{}
 	}
+	if !sc.readGUIDs(evs) || !sc.collectUnits(evs, modules) {
+		return nil, false
+	}
+	return sc.render(modules), true
+}
+
+// readGUIDs is the first pass over a summary block: it checks the version
+// and the phase order of the records, and fills sc.ids (value id -> GUID)
+// and sc.sorted (the GUIDs, sorted). It reports false for a block outside
+// the canonical form: nested blocks, an unknown record code, a blob, a
+// record out of phase order, a version other than the one known here or
+// none, a malformed or repeated FS_VALUE_GUID, or two value ids for one
+// GUID.
+func (sc *summaryScratch) readGUIDs(evs []heldEvent) bool {
 	ids := sc.ids
 	phase := -1
 	sawVersion := false
 	for _, ev := range evs {
 		if ev.kind == evEnter || (ev.kind == evExit) {
-			return nil, false // nested blocks: not a combined summary we know
+			return false // nested blocks: not a combined summary we know
 		}
 		if ev.kind != evRecord {
 			continue
 		}
 		p, known := summaryPhase(ev.code)
 		if !known || ev.hasBlob || p < phase {
-			return nil, false
+			return false
 		}
 		phase = p
 		switch ev.code {
 		case fsVersion:
 			if sawVersion || len(ev.ops) != 1 || ev.ops[0] != canonicalSummaryVersion {
-				return nil, false
+				return false
 			}
 			sawVersion = true
 		case fsValueGUID:
 			if len(ev.ops) != 3 || ev.ops[0] == 0 || ev.ops[1] > 0xFFFFFFFF || ev.ops[2] > 0xFFFFFFFF {
-				return nil, false
+				return false
 			}
 			g := ev.ops[1]<<32 | ev.ops[2]
 			if _, dup := ids[ev.ops[0]]; dup {
-				return nil, false
+				return false
 			}
 			ids[ev.ops[0]] = g
 			sc.sorted = append(sc.sorted, g)
 		}
 	}
 	if !sawVersion {
-		return nil, false
+		return false
 	}
 	slices.Sort(sc.sorted)
 	for i := 1; i < len(sc.sorted); i++ {
 		if sc.sorted[i] == sc.sorted[i-1] {
-			return nil, false // two value ids for one GUID
+			return false // two value ids for one GUID
 		}
 	}
+	return true
+}
 
+// collectUnits is the second pass over a summary block, after readGUIDs:
+// it turns every function, variable and alias summary into a summaryUnit
+// whose value ids are GUIDs and whose modid is a module (sc.units and
+// sc.aliases, in stream order), attaches each run of type metadata to the
+// function summary after it, and keeps every other event in sc.rest, in
+// order. It reports false when a summary does not have its record kind's
+// layout, a value id or modid does not resolve, or type metadata is not
+// followed by a function summary.
+func (sc *summaryScratch) collectUnits(evs []heldEvent, modules map[uint64][]byte) bool {
 	// Sized once: grown by appending, the operands of a main module's
 	// summaries (tens of MB on a first shard, whose memory is all fresh)
 	// were copied and allocated twice over.
@@ -284,43 +309,20 @@ func (sc *summaryScratch) canonical(evs []heldEvent, modules map[uint64][]byte) 
 			continue
 		}
 		if len(meta) > 0 && ev.code != fsCombinedProfile && !isTypeMetadataCode(ev.code) {
-			return nil, false // type metadata not followed by a function summary
+			return false // type metadata not followed by a function summary
 		}
-		var isID func(i int) bool
-		ops := ev.ops
-		switch ev.code {
-		case fsTypeTests, fsTypeTestAssumeVCalls, fsTypeCheckedLoadVCalls, fsTypeTestAssumeConstVC, fsTypeCheckedLoadConstVC:
-			if !typeMetadataOK(ev.code, ops) {
-				return nil, false
+		if isTypeMetadataCode(ev.code) {
+			if !typeMetadataOK(ev.code, ev.ops) {
+				return false
 			}
 			meta = append(meta, ev)
 			continue
-		case fsCombinedProfile:
-			if len(ops) < combinedProfileFixedOps {
-				return nil, false
-			}
-			numRefs, ro, wo := ops[6], ops[7], ops[8]
-			if numRefs > uint64(len(ops)-combinedProfileFixedOps) || ro > numRefs || wo > numRefs-ro {
-				return nil, false
-			}
-			callsAt := combinedProfileFixedOps + int(numRefs)
-			if (len(ops)-callsAt)%2 != 0 {
-				return nil, false
-			}
-			isID = func(i int) bool {
-				return i == 0 || (i >= combinedProfileFixedOps && i < callsAt) || (i >= callsAt && (i-callsAt)%2 == 0)
-			}
-		case fsCombinedGlobalVarRefs:
-			if len(ops) < combinedGlobalVarFixedOp {
-				return nil, false
-			}
-			isID = func(i int) bool { return i == 0 || i >= combinedGlobalVarFixedOp }
-		case fsCombinedAlias:
-			if len(ops) != 4 {
-				return nil, false
-			}
-			isID = func(i int) bool { return i == 0 || i == 3 }
-		default:
+		}
+		isID, summary, ok := summaryIDOperands(ev.code, ev.ops)
+		if !ok {
+			return false
+		}
+		if !summary {
 			if ev.code != fsValueGUID {
 				rest = append(rest, ev)
 			}
@@ -330,60 +332,108 @@ func (sc *summaryScratch) canonical(evs []heldEvent, modules map[uint64][]byte) 
 		if ev.code == fsCombinedProfile {
 			u.meta, meta = meta, nil
 		}
-		start := len(sc.ops)
-		for i, v := range ops {
-			if i == 1 { // modid, in every layout above
-				if _, ok := modules[v]; !ok {
-					return nil, false
-				}
-				sc.ops = append(sc.ops, summaryOp{kind: opModule, v: v})
-				continue
-			}
-			if !isID(i) {
-				sc.ops = append(sc.ops, summaryOp{kind: opValue, v: v})
-				continue
-			}
-			if v == 0 && ev.code == fsCombinedAlias && i == 3 {
-				sc.ops = append(sc.ops, summaryOp{kind: opGUID}) // aliasee not in the index
-				continue
-			}
-			g, ok := ids[v]
-			if !ok {
-				return nil, false
-			}
-			sc.ops = append(sc.ops, summaryOp{kind: opGUID, v: g + 1}) // +1: never the "no value" 0
-			if i == 0 {
-				u.guid = g
-			}
+		if !sc.appendOperands(&u, ev.ops, isID, modules) {
+			return false
 		}
-		// A later append may move sc.ops; what this unit's slice
-		// points at stays as written.
-		u.ops = sc.ops[start:len(sc.ops):len(sc.ops)]
 		if ev.code == fsCombinedAlias {
 			aliases = append(aliases, u)
 		} else {
 			units = append(units, u)
 		}
 	}
+	return len(meta) == 0 // else type metadata at the end of the block
+}
 
-	if len(meta) > 0 {
-		return nil, false // type metadata at the end of the block
+// summaryIDOperands returns, for a function, variable or alias summary
+// record (summary=true), which of its operands are value ids. For any other
+// record code it returns summary=false. ok is false when a summary's
+// operands do not have its record kind's layout.
+func summaryIDOperands(code uint64, ops []uint64) (isID func(i int) bool, summary, ok bool) {
+	switch code {
+	case fsCombinedProfile:
+		if len(ops) < combinedProfileFixedOps {
+			return nil, true, false
+		}
+		numRefs, ro, wo := ops[6], ops[7], ops[8]
+		if numRefs > uint64(len(ops)-combinedProfileFixedOps) || ro > numRefs || wo > numRefs-ro {
+			return nil, true, false
+		}
+		callsAt := combinedProfileFixedOps + int(numRefs)
+		if (len(ops)-callsAt)%2 != 0 {
+			return nil, true, false
+		}
+		return func(i int) bool {
+			return i == 0 || (i >= combinedProfileFixedOps && i < callsAt) || (i >= callsAt && (i-callsAt)%2 == 0)
+		}, true, true
+	case fsCombinedGlobalVarRefs:
+		if len(ops) < combinedGlobalVarFixedOp {
+			return nil, true, false
+		}
+		return func(i int) bool { return i == 0 || i >= combinedGlobalVarFixedOp }, true, true
+	case fsCombinedAlias:
+		if len(ops) != 4 {
+			return nil, true, false
+		}
+		return func(i int) bool { return i == 0 || i == 3 }, true, true
 	}
+	return nil, false, true
+}
 
-	// Render. The digester frames every field, so the rendering is
-	// unambiguous.
+// appendOperands appends u's operands to sc.ops, rendered: the modid
+// (operand 1 in every summary layout) as its module, the value ids (isID)
+// as GUIDs, and sets u.ops and u.guid (the GUID of operand 0). It reports
+// false when the modid is not in modules or a value id is not in sc.ids
+// (an alias's aliasee 0, "not in the index", is kept as such).
+func (sc *summaryScratch) appendOperands(u *summaryUnit, ops []uint64, isID func(i int) bool, modules map[uint64][]byte) bool {
+	start := len(sc.ops)
+	for i, v := range ops {
+		if i == 1 { // modid, in every layout above
+			if _, ok := modules[v]; !ok {
+				return false
+			}
+			sc.ops = append(sc.ops, summaryOp{kind: opModule, v: v})
+			continue
+		}
+		if !isID(i) {
+			sc.ops = append(sc.ops, summaryOp{kind: opValue, v: v})
+			continue
+		}
+		if v == 0 && u.code == fsCombinedAlias && i == 3 {
+			sc.ops = append(sc.ops, summaryOp{kind: opGUID}) // aliasee not in the index
+			continue
+		}
+		g, ok := sc.ids[v]
+		if !ok {
+			return false
+		}
+		sc.ops = append(sc.ops, summaryOp{kind: opGUID, v: g + 1}) // +1: never the "no value" 0
+		if i == 0 {
+			u.guid = g
+		}
+	}
+	// A later append may move sc.ops; what this unit's slice
+	// points at stays as written.
+	u.ops = sc.ops[start:len(sc.ops):len(sc.ops)]
+	return true
+}
+
+// render writes the canonical rendering of what readGUIDs and collectUnits
+// gathered: the other events in order, the sorted GUIDs, then the summaries
+// and the aliases, each stably sorted by GUID. The digester frames every
+// field, so the rendering is unambiguous. The result is sc.out's memory.
+func (sc *summaryScratch) render(modules map[uint64][]byte) []byte {
 	d := &digester{out: sc.out}
 	defer func() { sc.out = d.out }()
-	d.uint(uint64(len(rest)))
-	for i := range rest {
-		ev := rest[i].event()
+	d.uint(uint64(len(sc.rest)))
+	for i := range sc.rest {
+		ev := sc.rest[i].event()
 		d.event(&ev)
 	}
 	d.uint(uint64(len(sc.sorted)))
 	for _, g := range sc.sorted {
 		d.uint(g)
 	}
-	for _, list := range [][]summaryUnit{units, aliases} {
+	for _, list := range [][]summaryUnit{sc.units, sc.aliases} {
 		// A stable sort by GUID, of indexes (moving the units themselves
 		// was most of the function's time).
 		order := sc.order[:0]
@@ -399,28 +449,33 @@ func (sc *summaryScratch) canonical(evs []heldEvent, modules map[uint64][]byte) 
 		})
 		d.uint(uint64(len(list)))
 		for _, i := range order {
-			u := &list[i]
-			d.uint(u.code)
-			d.uint(uint64(len(u.ops)))
-			for _, op := range u.ops {
-				switch op.kind {
-				case opModule:
-					d.tag('m')
-					d.bytes(modules[op.v])
-					continue
-				case opGUID:
-					d.tag('g')
-				default:
-					d.tag('v')
-				}
-				d.uint(op.v)
-			}
-			d.uint(uint64(len(u.meta)))
-			for i := range u.meta {
-				ev := u.meta[i].event()
-				d.event(&ev)
-			}
+			renderUnit(d, &list[i], modules)
 		}
 	}
-	return d.out, true
+	return d.out
+}
+
+// renderUnit writes one summary: its code, its operands tagged by kind
+// (a module as its identity), and the type metadata it carries.
+func renderUnit(d *digester, u *summaryUnit, modules map[uint64][]byte) {
+	d.uint(u.code)
+	d.uint(uint64(len(u.ops)))
+	for _, op := range u.ops {
+		switch op.kind {
+		case opModule:
+			d.tag('m')
+			d.bytes(modules[op.v])
+			continue
+		case opGUID:
+			d.tag('g')
+		default:
+			d.tag('v')
+		}
+		d.uint(op.v)
+	}
+	d.uint(uint64(len(u.meta)))
+	for i := range u.meta {
+		ev := u.meta[i].event()
+		d.event(&ev)
+	}
 }
