@@ -96,168 +96,15 @@ func parseLinkLine(args []string, dir string, direct bool) (*linkLine, error) {
 		return nil, fmt.Errorf("no link command given")
 	}
 	l := &linkLine{compiler: args[0], output: "a.out", direct: direct}
-	var whole, lazy, group, static bool
-	pending := "" // a linker option waiting for its value
-	var linker func(tok string)
-	rspDepth := 0
-	linker = func(tok string) {
-		if strings.HasPrefix(tok, "@") && len(tok) > 1 && pending == "" && rspDepth < 20 {
-			// A linker response file: lld reads it with GNU quoting, paths
-			// relative to the directory it runs in.
-			f := tok[1:]
-			if !filepath.IsAbs(f) {
-				f = filepath.Join(dir, f)
-			}
-			if data, err := os.ReadFile(f); err == nil {
-				rspDepth++
-				for _, t := range tokenizeGNU(string(data)) {
-					linker(t)
-				}
-				rspDepth--
-				return
-			}
-		}
-		l.linkerArgs = append(l.linkerArgs, tok)
-		add := func(it item) {
-			it.viaLinker = true
-			if it.orig == nil {
-				it.orig = l.wrap(tok)
-			}
-			l.items = append(l.items, it)
-		}
-		if pending != "" {
-			opt := pending
-			pending = ""
-			switch opt {
-			case "l", "library":
-				add(item{kind: itLib, lib: tok, static: static, whole: whole, lazy: lazy, group: group})
-				return
-			case "L", "library-path":
-				l.searchDirs = append(l.searchDirs, tok)
-			case "o":
-				l.output = tok
-			}
-			add(item{kind: itLinker})
-			return
-		}
-		name := strings.TrimLeft(tok, "-")
-		if strings.HasPrefix(tok, "-") {
-			if i := strings.IndexByte(name, '='); i >= 0 {
-				val := name[i+1:]
-				switch name[:i] {
-				case "library":
-					add(item{kind: itLib, lib: val, static: static, whole: whole, lazy: lazy, group: group})
-					return
-				case "library-path":
-					l.searchDirs = append(l.searchDirs, val)
-				}
-				add(item{kind: itLinker})
-				return
-			}
-			switch name {
-			case "whole-archive":
-				whole = true
-			case "no-whole-archive":
-				whole = false
-			case "start-lib":
-				lazy = true
-			case "end-lib":
-				lazy = false
-			case "start-group", "(":
-				group = true
-			case "end-group", ")":
-				group = false
-			case "Bstatic", "static", "dn", "non_shared":
-				static = true
-			case "Bdynamic", "dy", "call_shared":
-				static = false
-			case "r", "relocatable":
-				l.relocatable = true
-			case "shared", "Bshareable":
-				l.shared = true
-			case "no-pie", "nopie", "no-pic-executable":
-				l.pie = false
-			case "pie", "pic-executable":
-				l.pie = true
-			default:
-				switch {
-				case linkerSeparate[name]:
-					pending = name
-				case strings.HasPrefix(tok, "-l") && len(tok) > 2:
-					add(item{kind: itLib, lib: tok[2:], static: static, whole: whole, lazy: lazy, group: group})
-					return
-				case strings.HasPrefix(tok, "-L") && len(tok) > 2:
-					l.searchDirs = append(l.searchDirs, tok[2:])
-				}
-			}
-			add(item{kind: itLinker})
-			return
-		}
-		add(item{kind: itInput, path: tok, whole: whole, lazy: lazy, group: group})
-	}
-
+	p := &linkParser{l: l, dir: dir}
 	if direct {
 		for _, a := range args[1:] {
-			linker(a)
+			p.linker(a)
 		}
-		args = nil
+	} else {
+		p.driver(args[1:])
 	}
-	for i := 1; i < len(args); i++ {
-		a := args[i]
-		next := func() string {
-			if i+1 < len(args) {
-				i++
-				return args[i]
-			}
-			return ""
-		}
-		verbatim := func(orig ...string) {
-			l.items = append(l.items, item{kind: itVerbatim, orig: orig})
-			l.driverArgs = append(l.driverArgs, orig...)
-		}
-		switch {
-		case a == "-o":
-			l.output = next()
-			verbatim(a, l.output)
-		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "-obj") && !strings.HasPrefix(a, "-opt"):
-			l.output = a[2:]
-			verbatim(a)
-		case strings.HasPrefix(a, "-Wl,"):
-			for _, tok := range strings.Split(a[4:], ",") {
-				linker(tok)
-			}
-		case a == "-Xlinker":
-			linker(next())
-		case a == "-l":
-			v := next()
-			l.items = append(l.items, item{kind: itLib, lib: v, orig: []string{a, v}, static: static || l.static, whole: whole, lazy: lazy, group: group})
-		case strings.HasPrefix(a, "-l") && len(a) > 2:
-			l.items = append(l.items, item{kind: itLib, lib: a[2:], orig: []string{a}, static: static || l.static, whole: whole, lazy: lazy, group: group})
-		case a == "-L":
-			v := next()
-			l.searchDirs = append(l.searchDirs, v)
-			verbatim(a, v)
-		case strings.HasPrefix(a, "-L"):
-			l.searchDirs = append(l.searchDirs, a[2:])
-			verbatim(a)
-		case a == "-shared":
-			l.shared = true
-			verbatim(a)
-		case a == "-r":
-			l.relocatable = true
-			verbatim(a)
-		case a == "-static":
-			l.static = true
-			verbatim(a)
-		case driverSeparate[a]:
-			verbatim(a, next())
-		case strings.HasPrefix(a, "-") && a != "-":
-			verbatim(a)
-		default:
-			l.items = append(l.items, item{kind: itInput, path: a, orig: []string{a}, whole: whole, lazy: lazy, group: group})
-		}
-	}
-	l.endLazy, l.endGroup = lazy, group
+	l.endLazy, l.endGroup = p.lazy, p.group
 	// lld searches every -L directory, wherever it appears, for every -l.
 	for i := range l.items {
 		it := &l.items[i]
@@ -266,6 +113,204 @@ func parseLinkLine(args []string, dir string, direct bool) (*linkLine, error) {
 		}
 	}
 	return l, nil
+}
+
+// linkParser is parseLinkLine's state: the line being built and the
+// positional options in effect for the inputs that follow.
+type linkParser struct {
+	l                          *linkLine
+	dir                        string // the directory the command runs in
+	whole, lazy, group, static bool
+	pending                    string // a linker option waiting for its value
+	rspDepth                   int    // nesting of linker response files
+}
+
+// driver parses the clang driver's arguments (after the compiler),
+// handing what goes to the linker (-Wl, -Xlinker) to linker.
+func (p *linkParser) driver(args []string) {
+	for i := 0; i < len(args); i++ {
+		next := func() string {
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return ""
+		}
+		p.driverArg(args[i], next)
+	}
+}
+
+// driverArg parses one driver argument a; next consumes and returns the
+// argument after it ("" at the end).
+func (p *linkParser) driverArg(a string, next func() string) {
+	l := p.l
+	verbatim := func(orig ...string) {
+		l.items = append(l.items, item{kind: itVerbatim, orig: orig})
+		l.driverArgs = append(l.driverArgs, orig...)
+	}
+	switch {
+	case a == "-o":
+		l.output = next()
+		verbatim(a, l.output)
+	case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "-obj") && !strings.HasPrefix(a, "-opt"):
+		l.output = a[2:]
+		verbatim(a)
+	case strings.HasPrefix(a, "-Wl,"):
+		for _, tok := range strings.Split(a[4:], ",") {
+			p.linker(tok)
+		}
+	case a == "-Xlinker":
+		p.linker(next())
+	case a == "-l":
+		v := next()
+		l.items = append(l.items, item{kind: itLib, lib: v, orig: []string{a, v}, static: p.static || l.static, whole: p.whole, lazy: p.lazy, group: p.group})
+	case strings.HasPrefix(a, "-l") && len(a) > 2:
+		l.items = append(l.items, item{kind: itLib, lib: a[2:], orig: []string{a}, static: p.static || l.static, whole: p.whole, lazy: p.lazy, group: p.group})
+	case a == "-L":
+		v := next()
+		l.searchDirs = append(l.searchDirs, v)
+		verbatim(a, v)
+	case strings.HasPrefix(a, "-L"):
+		l.searchDirs = append(l.searchDirs, a[2:])
+		verbatim(a)
+	case a == "-shared":
+		l.shared = true
+		verbatim(a)
+	case a == "-r":
+		l.relocatable = true
+		verbatim(a)
+	case a == "-static":
+		l.static = true
+		verbatim(a)
+	case driverSeparate[a]:
+		verbatim(a, next())
+	case strings.HasPrefix(a, "-") && a != "-":
+		verbatim(a)
+	default:
+		l.items = append(l.items, item{kind: itInput, path: a, orig: []string{a}, whole: p.whole, lazy: p.lazy, group: p.group})
+	}
+}
+
+// linker parses one argument of lld itself: an @response file, the value
+// of a pending option, an option, or an input.
+func (p *linkParser) linker(tok string) {
+	if strings.HasPrefix(tok, "@") && len(tok) > 1 && p.pending == "" && p.rspDepth < 20 && p.responseFile(tok[1:]) {
+		return
+	}
+	p.l.linkerArgs = append(p.l.linkerArgs, tok)
+	if p.pending != "" {
+		opt := p.pending
+		p.pending = ""
+		p.linkerValue(opt, tok)
+		return
+	}
+	if strings.HasPrefix(tok, "-") {
+		p.linkerOption(tok)
+		return
+	}
+	p.add(tok, item{kind: itInput, path: tok, whole: p.whole, lazy: p.lazy, group: p.group})
+}
+
+// responseFile parses a linker response file, if it can be read: lld
+// reads it with GNU quoting, paths relative to the directory it runs in.
+// It reports false, having done nothing, when the file cannot be read.
+func (p *linkParser) responseFile(f string) bool {
+	if !filepath.IsAbs(f) {
+		f = filepath.Join(p.dir, f)
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return false
+	}
+	p.rspDepth++
+	for _, t := range tokenizeGNU(string(data)) {
+		p.linker(t)
+	}
+	p.rspDepth--
+	return true
+}
+
+// add records tok, parsed as it, as an item that came through the linker.
+func (p *linkParser) add(tok string, it item) {
+	it.viaLinker = true
+	if it.orig == nil {
+		it.orig = p.l.wrap(tok)
+	}
+	p.l.items = append(p.l.items, it)
+}
+
+// lib records -l spec (val) with the positional options in effect.
+func (p *linkParser) lib(tok, spec string) {
+	p.add(tok, item{kind: itLib, lib: spec, static: p.static, whole: p.whole, lazy: p.lazy, group: p.group})
+}
+
+// linkerValue parses tok, the value of the separate linker option opt.
+func (p *linkParser) linkerValue(opt, tok string) {
+	switch opt {
+	case "l", "library":
+		p.lib(tok, tok)
+		return
+	case "L", "library-path":
+		p.l.searchDirs = append(p.l.searchDirs, tok)
+	case "o":
+		p.l.output = tok
+	}
+	p.add(tok, item{kind: itLinker})
+}
+
+// linkerOption parses tok, a linker option ("-x" or "--x", with or
+// without "=value").
+func (p *linkParser) linkerOption(tok string) {
+	name := strings.TrimLeft(tok, "-")
+	if i := strings.IndexByte(name, '='); i >= 0 {
+		val := name[i+1:]
+		switch name[:i] {
+		case "library":
+			p.lib(tok, val)
+			return
+		case "library-path":
+			p.l.searchDirs = append(p.l.searchDirs, val)
+		}
+		p.add(tok, item{kind: itLinker})
+		return
+	}
+	switch name {
+	case "whole-archive":
+		p.whole = true
+	case "no-whole-archive":
+		p.whole = false
+	case "start-lib":
+		p.lazy = true
+	case "end-lib":
+		p.lazy = false
+	case "start-group", "(":
+		p.group = true
+	case "end-group", ")":
+		p.group = false
+	case "Bstatic", "static", "dn", "non_shared":
+		p.static = true
+	case "Bdynamic", "dy", "call_shared":
+		p.static = false
+	case "r", "relocatable":
+		p.l.relocatable = true
+	case "shared", "Bshareable":
+		p.l.shared = true
+	case "no-pie", "nopie", "no-pic-executable":
+		p.l.pie = false
+	case "pie", "pic-executable":
+		p.l.pie = true
+	default:
+		switch {
+		case linkerSeparate[name]:
+			p.pending = name
+		case strings.HasPrefix(tok, "-l") && len(tok) > 2:
+			p.lib(tok, tok[2:])
+			return
+		case strings.HasPrefix(tok, "-L") && len(tok) > 2:
+			p.l.searchDirs = append(p.l.searchDirs, tok[2:])
+		}
+	}
+	p.add(tok, item{kind: itLinker})
 }
 
 // wrap renders one linker argument for the command: as is for ld.lld,

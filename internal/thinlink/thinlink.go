@@ -170,22 +170,8 @@ type plan struct {
 
 // Link runs the whole flow and returns what it did.
 func Link(ctx context.Context, opts Options) (res *Result, err error) {
-	if opts.Dir == "" {
-		if opts.Dir, err = os.Getwd(); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Stdout == nil {
-		opts.Stdout = os.Stdout
-	}
-	if opts.Stderr == nil {
-		opts.Stderr = os.Stderr
-	}
-	if opts.Run == nil {
-		return nil, errors.New("thinlink: Options.Run is not set")
-	}
-	if len(opts.Command) == 0 {
-		return nil, &Error{Step: "reading the link command", Err: errors.New("no link command given after --")}
+	if opts, err = opts.withDefaults(); err != nil {
+		return nil, err
 	}
 	args, err := expandResponseFiles(opts.Command, opts.Dir)
 	if err != nil {
@@ -245,11 +231,49 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		return res, err
 	}
 	res.Modules = linked
+	if err := p.backends(ctx, res, linked); err != nil {
+		return res, err
+	}
+	endFinal := opts.phase("final link")
+	res.Final, err = p.finalLink(ctx, linked)
+	endFinal()
+	return res, err
+}
+
+// withDefaults returns o with its unset Dir (the current directory),
+// Stdout and Stderr filled in, or an error when Run or Command is missing.
+func (o Options) withDefaults() (Options, error) {
+	if o.Dir == "" {
+		var err error
+		if o.Dir, err = os.Getwd(); err != nil {
+			return o, err
+		}
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Run == nil {
+		return o, errors.New("thinlink: Options.Run is not set")
+	}
+	if len(o.Command) == 0 {
+		return o, &Error{Step: "reading the link command", Err: errors.New("no link command given after --")}
+	}
+	return o, nil
+}
+
+// backends is the step between the thin link and the final link: it plans
+// the backend compilations of the linked modules (recorded in res.Actions),
+// runs them with p.opts.Run and keeps their native objects when asked to.
+func (p *plan) backends(ctx context.Context, res *Result, linked []*Module) error {
+	opts := p.opts
 	endPlan := opts.phase("planning the backends") // reading the shards and modules
 	actions, err := p.actions(linked)
 	endPlan()
 	if err != nil {
-		return res, &Error{Step: "preparing the backend compilations", Err: err}
+		return &Error{Step: "preparing the backend compilations", Err: err}
 	}
 	res.Actions = actions
 	if len(actions) > 0 {
@@ -258,18 +282,15 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 				fmt.Fprintf(opts.Stderr, "thindist link: the backend compilations failed; the work directory %s is removed "+
 					"(run again with --keep-work-dir to keep its index shards and re-run a command by hand)\n", p.work)
 			}
-			return res, err
+			return err
 		}
 	}
 	if opts.KeepNativeObjects != "" {
 		if err := p.keep(linked); err != nil {
-			return res, &Error{Step: "keeping the native objects in " + opts.KeepNativeObjects, Err: err}
+			return &Error{Step: "keeping the native objects in " + opts.KeepNativeObjects, Err: err}
 		}
 	}
-	endFinal := opts.phase("final link")
-	res.Final, err = p.finalLink(ctx, linked)
-	endFinal()
-	return res, err
+	return nil
 }
 
 // abs resolves p against the link's directory.
