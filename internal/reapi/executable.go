@@ -94,95 +94,23 @@ func (e *Executable) Sizes() (n int, bytes int64) {
 // module table names them there: the primary module in the command, the
 // imports and the shard agree on the worker as they do here.
 func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
-	// Inputs whose names need not be kept (the shard, common inputs the
-	// command names by reference) move to stable names, so their absolute
-	// or PID-bearing names neither leak nor prevent remote execution.
-	b := *a
-	b.Inputs = append([]action.Input(nil), a.Inputs...)
-	referenced := map[int]bool{}
-	for _, arg := range a.Args {
-		if arg.Kind == action.InputRef {
-			referenced[int(arg.Index)] = true
-		}
+	b, reloc, shardIdx, err := stableInputs(a, o)
+	if err != nil {
+		return nil, err
 	}
-	reloc := newRelocation(a)
-	shardIdx := -1
-	for i, in := range b.Inputs {
-		var name string
-		switch {
-		case in.Role == action.RoleIndex:
-			name, shardIdx = StableIndex, i
-		case in.Role == action.RoleCommon && referenced[i]:
-			name = StableDir + "/common/" + strconv.Itoa(i) + "/" + filepath.Base(in.Path)
-		case filepath.IsAbs(in.Path):
-			d, err := o.Files.Get(a.Abs(in.Local()))
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
-			}
-			name = reloc.name(in, d)
-		default:
-			continue
-		}
-		b.Inputs[i] = action.Input{Path: name, Source: a.Abs(in.Local()), Role: in.Role}
-	}
-	// The shard goes to the CAS from memory, as a blob: read once, for the
-	// key when there is one (o.Shard), and hashed once here (a file input
-	// is hashed, then read again when uploaded; the shard is new for every
-	// action, so it is always uploaded, and nothing else shares its
-	// digest).
 	var shard []byte
 	if shardIdx >= 0 {
-		shard = o.Shard
-		if shard == nil {
-			var err error
-			if shard, err = plainfile.ReadFile(b.Inputs[shardIdx].Source); err != nil {
-				return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
-			}
-		}
-		rewritten, err := reloc.shard(shard)
-		if err != nil {
-			return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
-		}
-		if rewritten != nil {
-			shard = rewritten
+		if shard, err = workerShard(a, b, shardIdx, reloc, o); err != nil {
+			return nil, err
 		}
 	}
 	layout, err := b.Layout()
 	if err != nil {
 		return nil, err
 	}
-
-	tree := NewTree()
-	tree.AddDir(layout.WorkDir)
-	for _, d := range layout.Dirs {
-		tree.AddDir(d)
-	}
-	files := map[digest.Digest]string{}
-	var shardDigest digest.Digest
-	for _, f := range layout.Files {
-		if f.Input == shardIdx {
-			shardDigest = digest.OfBytes(shard)
-			if err := tree.AddFile(f.RootPath, shardDigest, false); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		local := b.Abs(b.Inputs[f.Input].Local())
-		d, err := o.Files.Get(local)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", b.Inputs[f.Input].Role, b.Inputs[f.Input].Path, err)
-		}
-		if err := tree.AddFile(f.RootPath, d, false); err != nil {
-			return nil, err
-		}
-		files[d] = local
-	}
-	rootDigest, blobs, err := tree.Build()
+	rootDigest, blobs, files, err := inputRoot(b, layout, shardIdx, shard, o)
 	if err != nil {
 		return nil, err
-	}
-	if shardIdx >= 0 {
-		blobs[shardDigest] = shard
 	}
 
 	outs := make([]string, len(a.Outputs))
@@ -222,6 +150,112 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	}
 	blobs[actDigest] = actBytes
 	return &Executable{Action: act, ActionDigest: actDigest, Command: cmd, Blobs: blobs, Files: files, Outputs: outs}, nil
+}
+
+// stableInputs returns a copy of a whose inputs that need not keep their
+// names (the shard, common inputs the command names by reference) have
+// stable names, and whose inputs named by absolute paths are relocated
+// (reloc records where); shardIdx is the index shard's input, or -1. The
+// inputs renamed read from their original files (Source).
+func stableInputs(a *action.Action, o ExecOptions) (b *action.Action, reloc *relocation, shardIdx int, err error) {
+	// Inputs whose names need not be kept (the shard, common inputs the
+	// command names by reference) move to stable names, so their absolute
+	// or PID-bearing names neither leak nor prevent remote execution.
+	c := *a
+	b = &c
+	b.Inputs = append([]action.Input(nil), a.Inputs...)
+	referenced := map[int]bool{}
+	for _, arg := range a.Args {
+		if arg.Kind == action.InputRef {
+			referenced[int(arg.Index)] = true
+		}
+	}
+	reloc = newRelocation(a)
+	shardIdx = -1
+	for i, in := range b.Inputs {
+		var name string
+		switch {
+		case in.Role == action.RoleIndex:
+			name, shardIdx = StableIndex, i
+		case in.Role == action.RoleCommon && referenced[i]:
+			name = StableDir + "/common/" + strconv.Itoa(i) + "/" + filepath.Base(in.Path)
+		case filepath.IsAbs(in.Path):
+			d, err := o.Files.Get(a.Abs(in.Local()))
+			if err != nil {
+				return nil, nil, -1, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
+			}
+			name = reloc.name(in, d)
+		default:
+			continue
+		}
+		b.Inputs[i] = action.Input{Path: name, Source: a.Abs(in.Local()), Role: in.Role}
+	}
+	return b, reloc, shardIdx, nil
+}
+
+// workerShard returns the index shard the worker gets: o.Shard, else the
+// file, with its module table rewritten to name the relocated inputs
+// where reloc put them.
+func workerShard(a, b *action.Action, shardIdx int, reloc *relocation, o ExecOptions) ([]byte, error) {
+	// The shard goes to the CAS from memory, as a blob: read once, for the
+	// key when there is one (o.Shard), and hashed once here (a file input
+	// is hashed, then read again when uploaded; the shard is new for every
+	// action, so it is always uploaded, and nothing else shares its
+	// digest).
+	shard := o.Shard
+	if shard == nil {
+		var err error
+		if shard, err = plainfile.ReadFile(b.Inputs[shardIdx].Source); err != nil {
+			return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+		}
+	}
+	rewritten, err := reloc.shard(shard)
+	if err != nil {
+		return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+	}
+	if rewritten != nil {
+		shard = rewritten
+	}
+	return shard, nil
+}
+
+// inputRoot builds the input root of layout: its directories, the shard
+// (from memory, among the blobs) and every other input file (files:
+// digest -> local path, to be uploaded from there).
+func inputRoot(b *action.Action, layout *action.Layout, shardIdx int, shard []byte, o ExecOptions) (root digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string, err error) {
+	tree := NewTree()
+	tree.AddDir(layout.WorkDir)
+	for _, d := range layout.Dirs {
+		tree.AddDir(d)
+	}
+	files = map[digest.Digest]string{}
+	var shardDigest digest.Digest
+	for _, f := range layout.Files {
+		if f.Input == shardIdx {
+			shardDigest = digest.OfBytes(shard)
+			if err := tree.AddFile(f.RootPath, shardDigest, false); err != nil {
+				return root, nil, nil, err
+			}
+			continue
+		}
+		local := b.Abs(b.Inputs[f.Input].Local())
+		d, err := o.Files.Get(local)
+		if err != nil {
+			return root, nil, nil, fmt.Errorf("%s %s: %w", b.Inputs[f.Input].Role, b.Inputs[f.Input].Path, err)
+		}
+		if err := tree.AddFile(f.RootPath, d, false); err != nil {
+			return root, nil, nil, err
+		}
+		files[d] = local
+	}
+	root, blobs, err = tree.Build()
+	if err != nil {
+		return root, nil, nil, err
+	}
+	if shardIdx >= 0 {
+		blobs[shardDigest] = shard
+	}
+	return root, blobs, files, nil
 }
 
 // Platform builds a sorted Platform message from name=value pairs; nil for

@@ -226,24 +226,9 @@ type encoded struct {
 // canonical builds a's canonical Action and Command, and fills parts when
 // it is not nil; it returns the index shard it read too.
 func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, encoded, []byte, error) {
-	shardIdx := -1
-	for i, in := range a.Inputs {
-		if in.Role == action.RoleIndex {
-			shardIdx = i
-			break
-		}
-	}
-	if shardIdx < 0 {
-		return nil, encoded{}, nil, fmt.Errorf("no index shard among the inputs")
-	}
-	shardPath := a.Abs(a.Inputs[shardIdx].Local())
-	shard, err := plainfile.ReadFile(shardPath)
+	shardIdx, shard, table, norm, err := readIndexShard(a)
 	if err != nil {
-		return nil, encoded{}, nil, fmt.Errorf("reading the index shard: %w", err)
-	}
-	table, norm, err := bitcode.TableAndDigest(shard)
-	if err != nil {
-		return nil, encoded{}, nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+		return nil, encoded{}, nil, err
 	}
 
 	tree := NewTree()
@@ -260,6 +245,72 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, encoded
 	// Map each declared input to its canonical name.
 	names := make([]string, len(a.Inputs))
 	names[shardIdx] = "index.thinlto.bc"
+	if err := k.addTableModules(tree, a, table, names, parts); err != nil {
+		return nil, encoded{}, nil, err
+	}
+	if err := k.addOtherInputs(tree, a, names, parts); err != nil {
+		return nil, encoded{}, nil, err
+	}
+	for _, arg := range a.Args {
+		if arg.Kind == action.InputRef && names[arg.Index] == "" {
+			return nil, encoded{}, nil, fmt.Errorf("argument names input %s, which has no canonical name", a.Inputs[arg.Index].Path)
+		}
+	}
+
+	cmd := k.command(a, names)
+	cmdDigest, cmdBytes, err := digest.OfMessage(cmd)
+	if err != nil {
+		return nil, encoded{}, nil, err
+	}
+	rootDigest, _, err := tree.Build()
+	if err != nil {
+		return nil, encoded{}, nil, err
+	}
+	id, err := k.CompilerID(a.Args[0].Text)
+	if err != nil {
+		return nil, encoded{}, nil, fmt.Errorf("identifying the compiler %s: %w", a.Args[0].Text, err)
+	}
+	if parts != nil {
+		parts.fill(a, cmd, id)
+	}
+	return &repb.Action{
+		CommandDigest:   cmdDigest.Proto(),
+		InputRootDigest: rootDigest.Proto(),
+		Platform:        k.Platform,
+		Salt:            []byte(keyVersion + "\x00" + id),
+	}, encoded{cmdDigest, cmdBytes}, shard, nil
+}
+
+// readIndexShard reads a's index shard: its input's index, its bytes, its
+// module table and its normalised digest.
+func readIndexShard(a *action.Action) (idx int, shard []byte, table []bitcode.Module, norm [32]byte, err error) {
+	idx = -1
+	for i, in := range a.Inputs {
+		if in.Role == action.RoleIndex {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return idx, nil, nil, norm, fmt.Errorf("no index shard among the inputs")
+	}
+	shard, err = plainfile.ReadFile(a.Abs(a.Inputs[idx].Local()))
+	if err != nil {
+		return idx, nil, nil, norm, fmt.Errorf("reading the index shard: %w", err)
+	}
+	table, norm, err = bitcode.TableAndDigest(shard)
+	if err != nil {
+		return idx, nil, nil, norm, fmt.Errorf("index shard %s: %w", a.Inputs[idx].Path, err)
+	}
+	return idx, shard, table, norm, nil
+}
+
+// addTableModules adds to tree every module of the shard's table, under
+// its canonical name ("modules/h<hash>" when its content hash identifies
+// it, else "modules/<slot>"; "<name>.absent" when it does not exist), and
+// gives the declared inputs they are (by spelled or absolute path) that
+// name in names unless they have one already.
+func (k *Keyer) addTableModules(tree *Tree, a *action.Action, table []bitcode.Module, names []string, parts *Parts) error {
 	byPath := map[string]int{} // spelled path and absolute path -> input
 	for i, in := range a.Inputs {
 		byPath[in.Path] = i
@@ -303,15 +354,22 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, encoded
 			continue
 		}
 		if err != nil {
-			return nil, encoded{}, nil, fmt.Errorf("module %s: %w", m.Path, err)
+			return fmt.Errorf("module %s: %w", m.Path, err)
 		}
 		if parts != nil {
 			parts.Inputs[action.ModuleName(m.Path)] = d.HexHash()
 		}
 		if err := tree.AddFile(name, d, false); err != nil {
-			return nil, encoded{}, nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// addOtherInputs adds to tree, and names, the declared inputs the shard's
+// table did not name: a module as "unlisted-module", anything else but an
+// import (which cannot affect the object) as "common/<index>".
+func (k *Keyer) addOtherInputs(tree *Tree, a *action.Action, names []string, parts *Parts) error {
 	for i, in := range a.Inputs {
 		if names[i] != "" {
 			continue
@@ -329,21 +387,22 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, encoded
 		}
 		d, err := k.Files.Get(a.Abs(in.Local()))
 		if err != nil {
-			return nil, encoded{}, nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
+			return fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
 		}
 		if parts != nil {
 			parts.Inputs[action.ModuleName(in.Path)] = d.HexHash()
 		}
 		if err := tree.AddFile(names[i], d, false); err != nil {
-			return nil, encoded{}, nil, err
+			return err
 		}
 	}
-	for _, arg := range a.Args {
-		if arg.Kind == action.InputRef && names[arg.Index] == "" {
-			return nil, encoded{}, nil, fmt.Errorf("argument names input %s, which has no canonical name", a.Inputs[arg.Index].Path)
-		}
-	}
+	return nil
+}
 
+// command is a's canonical Command: its arguments with the inputs by their
+// canonical names, the outputs as "out/<index>", the compiler by its base
+// name, and the KeyEnv variables that are set, sorted by name.
+func (k *Keyer) command(a *action.Action, names []string) *repb.Command {
 	outs := make([]string, len(a.Outputs))
 	for i := range outs {
 		outs[i] = "out/" + strconv.Itoa(i)
@@ -361,27 +420,7 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, encoded
 	sort.Slice(cmd.EnvironmentVariables, func(i, j int) bool {
 		return cmd.EnvironmentVariables[i].Name < cmd.EnvironmentVariables[j].Name
 	})
-	cmdDigest, cmdBytes, err := digest.OfMessage(cmd)
-	if err != nil {
-		return nil, encoded{}, nil, err
-	}
-	rootDigest, _, err := tree.Build()
-	if err != nil {
-		return nil, encoded{}, nil, err
-	}
-	id, err := k.CompilerID(a.Args[0].Text)
-	if err != nil {
-		return nil, encoded{}, nil, fmt.Errorf("identifying the compiler %s: %w", a.Args[0].Text, err)
-	}
-	if parts != nil {
-		parts.fill(a, cmd, id)
-	}
-	return &repb.Action{
-		CommandDigest:   cmdDigest.Proto(),
-		InputRootDigest: rootDigest.Proto(),
-		Platform:        k.Platform,
-		Salt:            []byte(keyVersion + "\x00" + id),
-	}, encoded{cmdDigest, cmdBytes}, shard, nil
+	return cmd
 }
 
 func (k *Keyer) getenv(name string) string {
