@@ -344,69 +344,28 @@ type Job struct {
 // the server and may be run again another way; ctx's error means it was
 // cancelled.
 func (s *Server) Run(ctx context.Context, cmd Job, killDelay time.Duration) (Status, error) {
-	stdout, stderr := cmd.Stdout, cmd.Stderr
 	payload, err := request(cmd, s.env)
 	if err != nil {
 		return Status{}, err
 	}
-	outR, outW, err := os.Pipe()
+	out, err := openJobOutput()
 	if err != nil {
-		return Status{}, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
 		return Status{}, err
 	}
 	j := &job{started: make(chan struct{}), exited: make(chan exit, 1)}
-	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
-		outR.Close()
-		outW.Close()
-		errR.Close()
-		errW.Close()
-		return Status{}, s.err
+	id, err := s.register(j, payload)
+	if err != nil {
+		out.closeAll()
+		return Status{}, err
 	}
-	s.nextID++
-	id := s.nextID
-	binary.LittleEndian.PutUint32(payload, id)
-	s.byID[id] = j
-	s.mu.Unlock()
 
-	_, _, err = s.conn.WriteMsgUnix(payload, syscall.UnixRights(int(outW.Fd()), int(errW.Fd())), nil)
-	outW.Close()
-	errW.Close()
-	copied := make(chan struct{}, 2)
-	drain := func(w io.Writer, r *os.File) {
-		io.Copy(w, r)
-		copied <- struct{}{}
-	}
-	go drain(stdout, outR)
-	go drain(stderr, errR)
-	closeReaders := func(wait time.Duration) {
-		// A grandchild that keeps the pipes open (a wrapper's daemon) must
-		// not hold the job forever: what it writes later is lost.
-		timer := time.NewTimer(wait)
-		defer timer.Stop()
-		for range 2 {
-			select {
-			case <-copied:
-			case <-timer.C:
-				outR.Close()
-				errR.Close()
-				<-copied
-			}
-		}
-		outR.Close()
-		errR.Close()
-	}
+	_, _, err = s.conn.WriteMsgUnix(payload, syscall.UnixRights(int(out.outW.Fd()), int(out.errW.Fd())), nil)
+	out.copyTo(cmd.Stdout, cmd.Stderr)
 	if err != nil {
 		s.mu.Lock()
 		delete(s.byID, id)
 		s.mu.Unlock()
-		closeReaders(killDelay)
+		out.closeReaders(killDelay)
 		return Status{}, fmt.Errorf("%w: sending the job: %v", ErrUnavailable, err)
 	}
 	select {
@@ -421,15 +380,57 @@ func (s *Server) Run(ctx context.Context, cmd Job, killDelay time.Duration) (Sta
 		}
 		s.mu.Unlock()
 		if j.abandoned {
-			closeReaders(0) // the job never ran here: nothing to read
+			out.closeReaders(0) // the job never ran here: nothing to read
 			return Status{}, ctx.Err()
 		}
 	}
 	if j.startErr != nil {
-		closeReaders(killDelay)
+		out.closeReaders(killDelay)
 		return Status{}, j.startErr
 	}
 
+	e := awaitExit(ctx, j, killDelay)
+	if ctx.Err() != nil {
+		// Whatever of the group ignored SIGTERM.
+		syscall.Kill(-j.pid, syscall.SIGKILL)
+	}
+	out.closeReaders(killDelay)
+	if e.err != nil {
+		if ctx.Err() != nil {
+			return Status{}, ctx.Err()
+		}
+		return Status{}, e.err
+	}
+	st := Status{ExitCode: e.status.ExitStatus(), CPU: e.user + e.sys, MaxRSS: e.maxRSS}
+	if e.status.Signaled() {
+		st.ExitCode, st.Signal = -1, e.status.Signal().String()
+	}
+	if ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+	return st, nil
+}
+
+// register gives j the next job id, writes it at the start of payload and
+// makes j the job the server's reports for that id go to. It returns the
+// server's error, registering nothing, once the server has failed.
+func (s *Server) register(j *job, payload []byte) (uint32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	s.nextID++
+	id := s.nextID
+	binary.LittleEndian.PutUint32(payload, id)
+	s.byID[id] = j
+	return id, nil
+}
+
+// awaitExit waits for j's exit report. When ctx ends first, j's process
+// group gets SIGTERM, then SIGKILL killDelay later; a report that still
+// does not come killDelay after that is an ErrUnavailable error.
+func awaitExit(ctx context.Context, j *job, killDelay time.Duration) exit {
 	var e exit
 	select {
 	case e = <-j.exited:
@@ -451,25 +452,72 @@ func (s *Server) Run(ctx context.Context, cmd Job, killDelay time.Duration) (Sta
 		}
 		timer.Stop()
 	}
-	if ctx.Err() != nil {
-		// Whatever of the group ignored SIGTERM.
-		syscall.Kill(-j.pid, syscall.SIGKILL)
+	return e
+}
+
+// jobOutput is the pair of pipes a job's stdout and stderr go through: the
+// write ends are sent to the server with the job, the read ends copied to
+// the job's writers.
+type jobOutput struct {
+	outR, outW, errR, errW *os.File
+	copied                 chan struct{} // one per read end copied to its end
+}
+
+// openJobOutput creates the pipes.
+func openJobOutput() (*jobOutput, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
 	}
-	closeReaders(killDelay)
-	if e.err != nil {
-		if ctx.Err() != nil {
-			return Status{}, ctx.Err()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	return &jobOutput{outR: outR, outW: outW, errR: errR, errW: errW, copied: make(chan struct{}, 2)}, nil
+}
+
+// closeAll closes the four ends, for a job that was never sent.
+func (o *jobOutput) closeAll() {
+	o.outR.Close()
+	o.outW.Close()
+	o.errR.Close()
+	o.errW.Close()
+}
+
+// copyTo closes the write ends (the server holds its own copies once the
+// job is sent) and copies the read ends to stdout and stderr until they
+// end or closeReaders closes them.
+func (o *jobOutput) copyTo(stdout, stderr io.Writer) {
+	o.outW.Close()
+	o.errW.Close()
+	drain := func(w io.Writer, r *os.File) {
+		io.Copy(w, r)
+		o.copied <- struct{}{}
+	}
+	go drain(stdout, o.outR)
+	go drain(stderr, o.errR)
+}
+
+// closeReaders waits up to wait for both copies to end, then closes the
+// read ends.
+func (o *jobOutput) closeReaders(wait time.Duration) {
+	// A grandchild that keeps the pipes open (a wrapper's daemon) must
+	// not hold the job forever: what it writes later is lost.
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for range 2 {
+		select {
+		case <-o.copied:
+		case <-timer.C:
+			o.outR.Close()
+			o.errR.Close()
+			<-o.copied
 		}
-		return Status{}, e.err
 	}
-	st := Status{ExitCode: e.status.ExitStatus(), CPU: e.user + e.sys, MaxRSS: e.maxRSS}
-	if e.status.Signaled() {
-		st.ExitCode, st.Signal = -1, e.status.Signal().String()
-	}
-	if ctx.Err() != nil {
-		return st, ctx.Err()
-	}
-	return st, nil
+	o.outR.Close()
+	o.errR.Close()
 }
 
 // request encodes a job, leaving room for its id: its niceness, the
