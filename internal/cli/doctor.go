@@ -56,38 +56,9 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	if code := parseFlags("thindist doctor", fs, &cfg, args, env, doctorHelp); code >= 0 {
 		return code
 	}
-	ok := true
-	step := func(name string, err error, detail string) {
-		if err != nil {
-			ok = false
-			fmt.Fprintf(stdout, "FAIL  %s: %v\n", name, err)
-			return
-		}
-		fmt.Fprintf(stdout, "ok    %s%s\n", name, detail)
-	}
-
-	local, err := exec.LookPath(compiler)
-	if err == nil {
-		local, err = filepath.Abs(local)
-	}
-	var localVer string
-	var execTook time.Duration
-	if err == nil {
-		version := &proc.Cmd{Argv: []string{local, "--version"}}
-		var res *proc.Result
-		res, err = proc.Exec{}.Run(ctx, version)
-		if err == nil && res.Failed() {
-			err = fmt.Errorf("%s --version: %s %s", local, res.Status(), bytes.TrimSpace(res.Stderr))
-		}
-		if err == nil {
-			localVer = firstLineOf(string(res.Stdout))
-			// Timed again, warm, as the forked run is.
-			if res, err := (proc.Exec{}).Run(ctx, version); err == nil {
-				execTook = res.Wall
-			}
-		}
-	}
-	step("local compiler "+compiler, err, ": "+localVer)
+	r := &doctorReport{w: stdout, ok: true}
+	local, localVer, execTook, err := localCompiler(ctx, compiler)
+	r.step("local compiler "+compiler, err, ": "+localVer)
 	if err == nil {
 		if cfg.NoForkServer {
 			fmt.Fprintf(stdout, "skip  fork server (--no-fork-server)\n")
@@ -96,27 +67,80 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 				// Not a failure: links exec the compiler instead.
 				fmt.Fprintf(stdout, "warn  fork server for %s: %v; links will exec it (slower by the compiler's start-up)\n", local, err)
 			} else {
-				step("fork server for "+local, nil, detail)
+				r.step("fork server for "+local, nil, detail)
 			}
 		}
 	}
 
-	rc := &cfg.Remote
-	if rc.Target == "" {
+	if cfg.Remote.Target == "" {
 		fmt.Fprintf(stdout, "skip  remote checks (no --remote)\n")
-		if !ok {
-			return 1
-		}
-		fmt.Fprintf(stdout, "all checks passed\n")
-		return 0
+	} else {
+		r.remoteChecks(ctx, &cfg.Remote, env, compiler, local, localVer)
 	}
+	if !r.ok {
+		return 1
+	}
+	fmt.Fprintf(stdout, "all checks passed\n")
+	return 0
+}
+
+// doctorReport prints doctor's checks, one line each, and remembers
+// whether one failed.
+type doctorReport struct {
+	w  io.Writer
+	ok bool // no check failed
+}
+
+// step prints the check name as passed (with detail) or, when err is
+// set, failed.
+func (r *doctorReport) step(name string, err error, detail string) {
+	if err != nil {
+		r.ok = false
+		fmt.Fprintf(r.w, "FAIL  %s: %v\n", name, err)
+		return
+	}
+	fmt.Fprintf(r.w, "ok    %s%s\n", name, detail)
+}
+
+// localCompiler finds compiler on PATH and runs its --version: it returns
+// its absolute path, the first line of what it printed, and how long a
+// second, warm, run took (zero if that run failed).
+func localCompiler(ctx context.Context, compiler string) (local, version string, execTook time.Duration, err error) {
+	local, err = exec.LookPath(compiler)
+	if err == nil {
+		local, err = filepath.Abs(local)
+	}
+	if err != nil {
+		return local, "", 0, err
+	}
+	cmd := &proc.Cmd{Argv: []string{local, "--version"}}
+	res, err := proc.Exec{}.Run(ctx, cmd)
+	if err == nil && res.Failed() {
+		err = fmt.Errorf("%s --version: %s %s", local, res.Status(), bytes.TrimSpace(res.Stderr))
+	}
+	if err != nil {
+		return local, "", 0, err
+	}
+	version = firstLineOf(string(res.Stdout))
+	// Timed again, warm, as the forked run is.
+	if res, err := (proc.Exec{}).Run(ctx, cmd); err == nil {
+		execTook = res.Wall
+	}
+	return local, version, execTook, nil
+}
+
+// remoteChecks connects to rc's server, prints its capabilities, checks a
+// CAS round trip and, when it executes, the workers' compiler version
+// against the local one (localVer, of compiler found at local).
+func (r *doctorReport) remoteChecks(ctx context.Context, rc *config.Remote, env pipeline.Env, compiler, local, localVer string) {
+	stdout := r.w
 	start := time.Now()
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	client, err := remote.Dial(dctx, pipeline.RemoteOptions(rc))
 	cancel()
-	step("connect to "+rc.Target+" and GetCapabilities", err, fmt.Sprintf(" (%v)", time.Since(start).Round(time.Millisecond)))
+	r.step("connect to "+rc.Target+" and GetCapabilities", err, fmt.Sprintf(" (%v)", time.Since(start).Round(time.Millisecond)))
 	if err != nil {
-		return 1
+		return
 	}
 	defer client.Close()
 	caps := client.Caps
@@ -133,7 +157,7 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 			"      its canonical key, so jobs of archive members (whose executable action changes with every link)\n"+
 			"      are not reused across links; let thindist write the ActionCache to share them\n")
 	}
-	step("CAS upload, FindMissingBlobs and read back (a small and a 3 MiB blob)", client.CheckCAS(ctx), "")
+	r.step("CAS upload, FindMissingBlobs and read back (a small and a 3 MiB blob)", client.CheckCAS(ctx), "")
 
 	remoteCompiler := rc.Compiler
 	if remoteCompiler == "" {
@@ -150,26 +174,29 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	default:
 		rex := remote.NewExecutor(client, remote.ExecOptions{Compiler: rc.Compiler, Platform: rc.Platform,
 			Env: pipeline.RemoteEnv(env.Getenv), Timeout: rc.ExecTimeout, ExecStall: rc.ExecStall})
-		res, err := rex.RunCommand(ctx, []string{remoteCompiler, "--version"})
-		var remoteVer string
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("%s --version exited %d on the worker: %s", remoteCompiler, res.ExitCode,
-				strings.TrimSpace(string(res.Stderr)))
-		}
-		if err == nil {
-			remoteVer = firstLineOf(string(res.Stdout))
-			if localVer != "" && remoteVer != localVer {
-				err = fmt.Errorf("the workers' %s reports %q, the local %s %q: DTLTO needs the same version (set --remote-compiler or the platform's container image)",
-					remoteCompiler, remoteVer, compiler, localVer)
-			}
-		}
-		step("workers' compiler "+remoteCompiler, err, ": "+remoteVer)
+		remoteVer, err := workersCompiler(ctx, rex, remoteCompiler, compiler, localVer)
+		r.step("workers' compiler "+remoteCompiler, err, ": "+remoteVer)
 	}
-	if !ok {
-		return 1
+}
+
+// workersCompiler runs remoteCompiler --version on a worker and returns
+// the first line it printed; an error when it fails or, localVer set,
+// reports another version than the local compiler.
+func workersCompiler(ctx context.Context, rex *remote.Executor, remoteCompiler, compiler, localVer string) (string, error) {
+	res, err := rex.RunCommand(ctx, []string{remoteCompiler, "--version"})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("%s --version exited %d on the worker: %s", remoteCompiler, res.ExitCode,
+			strings.TrimSpace(string(res.Stderr)))
 	}
-	fmt.Fprintf(stdout, "all checks passed\n")
-	return 0
+	if err != nil {
+		return "", err
+	}
+	remoteVer := firstLineOf(string(res.Stdout))
+	if localVer != "" && remoteVer != localVer {
+		err = fmt.Errorf("the workers' %s reports %q, the local %s %q: DTLTO needs the same version (set --remote-compiler or the platform's container image)",
+			remoteCompiler, remoteVer, compiler, localVer)
+	}
+	return remoteVer, err
 }
 
 // checkForkServer forks the compiler's --version from a fork server, as a
