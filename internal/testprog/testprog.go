@@ -109,7 +109,39 @@ func Generate(dir string, o Options) (*Program, error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewSource(o.Seed))
+	hs := randomHelpers(o.Seed, n)
+	ext := ".c"
+	if o.CXX {
+		ext = ".cpp"
+	}
+	p := &Program{Dir: dir, Options: o}
+	p.layOut(n, ext)
+
+	// Sources.
+	files := map[string][]byte{p.Modules[0].Source: mainSource(n, o)}
+	for k := 0; k < n; k++ {
+		files[p.Modules[k+1].Source] = helperSource(k, hs, o.CXX)
+	}
+	for _, m := range p.Modules {
+		for _, f := range []string{m.Source, m.Object, m.Spelling} {
+			if err := mkdirs(dir, f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o666); err != nil {
+			return nil, err
+		}
+	}
+	p.Want = expectedOutput(hs, o)
+	return p, nil
+}
+
+// randomHelpers draws the n helper modules' constants from seed, and who
+// each one calls.
+func randomHelpers(seed int64, n int) []helper {
+	rng := rand.New(rand.NewSource(seed))
 	hs := make([]helper, n)
 	for k := range hs {
 		h := &hs[k]
@@ -122,11 +154,14 @@ func Generate(dir string, o Options) (*Program, error) {
 			h.callee = (k + 1) % n
 		}
 	}
-	ext := ".c"
-	if o.CXX {
-		ext = ".cpp"
-	}
-	p := &Program{Dir: dir, Options: o}
+	return hs
+}
+
+// layOut fills p.Modules (main, then the n helpers, the last ones members
+// of the regular then the thin archive, as p.Options asks) and p.Objects,
+// what the link command names.
+func (p *Program) layOut(n int, ext string) {
+	o := p.Options
 	p.Modules = append(p.Modules, Module{Source: "main" + ext, Object: "main.o", Spelling: "main.o"})
 	firstArchive := n - o.ArchiveModules - o.ThinArchiveModules
 	for k := 0; k < n; k++ {
@@ -150,8 +185,11 @@ func Generate(dir string, o Options) (*Program, error) {
 	if o.ThinArchiveModules > 0 {
 		p.Objects = append(p.Objects, thinArchive)
 	}
+}
 
-	// Sources.
+// mainSource is the main module's source: it calls every helper's step
+// twice and prints a checksum of what they return.
+func mainSource(n int, o Options) []byte {
 	var main bytes.Buffer
 	if o.CXX {
 		main.WriteString("#include <cstdio>\nnamespace tp {\n")
@@ -171,25 +209,13 @@ func Generate(dir string, o Options) (*Program, error) {
 		}
 	}
 	fmt.Fprintf(&main, "  printf(\"modules %d checksum %%u\\n\", h);\n  return 0;\n}\n", o.Modules)
+	return main.Bytes()
+}
 
-	files := map[string][]byte{p.Modules[0].Source: main.Bytes()}
-	for k := 0; k < n; k++ {
-		files[p.Modules[k+1].Source] = helperSource(k, hs, o.CXX)
-	}
-	for _, m := range p.Modules {
-		for _, f := range []string{m.Source, m.Object, m.Spelling} {
-			if err := mkdirs(dir, f); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o666); err != nil {
-			return nil, err
-		}
-	}
-
-	// The expected output.
+// expectedOutput computes what the program prints, as mainSource and
+// helperSource make it compute it.
+func expectedOutput(hs []helper, o Options) string {
+	n := len(hs)
 	g := make([]uint32, n)
 	for k := range hs {
 		g[k] = hs[k].g
@@ -206,8 +232,7 @@ func Generate(dir string, o Options) (*Program, error) {
 			h = (h ^ v) * 16777619
 		}
 	}
-	p.Want = fmt.Sprintf("modules %d checksum %d\n", o.Modules, h)
-	return p, nil
+	return fmt.Sprintf("modules %d checksum %d\n", o.Modules, h)
 }
 
 // mkdirs creates every directory the raw spelling f walks through, even
