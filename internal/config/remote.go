@@ -143,8 +143,22 @@ func (d durationValue) Set(s string) error {
 	return nil
 }
 
+// remoteFlagGroup is the help section of every --remote flag.
+const remoteFlagGroup = "Remote execution (REAPI v2: Buildbarn, BuildBuddy, EngFlow, NativeLink)"
+
+// register adds the remote flags to fs, in the order help lists them.
 func (r *Remote) register(fs *FlagSet) {
-	const g = "Remote execution (REAPI v2: Buildbarn, BuildBuddy, EngFlow, NativeLink)"
+	r.registerConnection(fs)
+	r.registerExecution(fs)
+	r.registerCaching(fs)
+	r.registerCalls(fs)
+	r.registerBazelAliases(fs)
+}
+
+// registerConnection adds the flags naming the service and how to reach
+// it: its address, instance, TLS material and headers.
+func (r *Remote) registerConnection(fs *FlagSet) {
+	const g = remoteFlagGroup
 	fs.Var(targetValue{r}, "remote", g, "grpc[s]://HOST:PORT",
 		"run backends on this Remote Execution API v2 service and share results through its\n"+
 			"ActionCache; grpcs:// uses TLS with the system roots unless --remote-ca is given.\n"+
@@ -156,6 +170,13 @@ func (r *Remote) register(fs *FlagSet) {
 	fs.String(&r.Key, "remote-key", g, "FILE", "", "PEM client key for mutual TLS")
 	fs.Var(&r.Headers, "remote-header", g, "KEY=VALUE",
 		"send this header with every call (repeatable), e.g. x-buildbuddy-api-key=...")
+}
+
+// registerExecution adds the flags saying where and how backends run: the
+// workers' platform and compiler, the slots on each side, racing, hedging,
+// grouping and the fallback.
+func (r *Remote) registerExecution(fs *FlagSet) {
+	const g = remoteFlagGroup
 	fs.Var(&r.Platform, "remote-platform", g, "KEY=VALUE",
 		"a platform property workers must match (repeatable), e.g. OSFamily=Linux,\n"+
 			"container-image=docker://..., Pool=...")
@@ -202,6 +223,11 @@ func (r *Remote) register(fs *FlagSet) {
 		"when remote execution of an action fails (unavailable, timed out, no worker, a bad\n"+
 			"result): compile it locally with a warning, or fail. A compile error on the worker\n"+
 			"is final either way: the link fails with the worker's stderr")
+}
+
+// registerCaching adds the flags of the remote cache's use.
+func (r *Remote) registerCaching(fs *FlagSet) {
+	const g = remoteFlagGroup
 	fs.Bool(&r.CacheOnly, "remote-cache-only", g, false,
 		"compile locally; look results up in the remote cache, and store them there\n"+
 			"(unless --remote-upload=false)")
@@ -211,6 +237,12 @@ func (r *Remote) register(fs *FlagSet) {
 			"that no other machine compiles them again; results of remote execution are stored\n"+
 			"anyway. --remote-upload=false only reads (e.g. developers' machines of a team whose\n"+
 			"cache only CI writes; the server may also refuse writes)")
+}
+
+// registerCalls adds the flags bounding, compressing, labelling and
+// retrying the calls to the service.
+func (r *Remote) registerCalls(fs *FlagSet) {
+	const g = remoteFlagGroup
 	fs.Duration(&r.Timeout, "remote-timeout", g, "DURATION", time.Minute, "bound each remote call and blob transfer")
 	fs.Duration(&r.ExecTimeout, "remote-exec-timeout", g, "DURATION", 0,
 		"bound one backend's execution on a worker (default: the server's limit); thindist\n"+
@@ -240,8 +272,11 @@ func (r *Remote) register(fs *FlagSet) {
 	fs.Int(&r.Attempts, "remote-retries", g, 10,
 		"try a call that fails transiently (Unavailable, ResourceExhausted, DeadlineExceeded)\n"+
 			"at most N times, with exponential backoff, and for at most 30s")
+}
 
-	// Bazel's spellings, so that a team's .bazelrc settings carry over.
+// registerBazelAliases adds Bazel's spellings of the remote flags, so that
+// a team's .bazelrc settings carry over.
+func (r *Remote) registerBazelAliases(fs *FlagSet) {
 	fs.Alias("remote_executor", "remote")
 	fs.AliasValue("remote_cache", "remote", cacheTargetValue{r})
 	fs.Alias("remote_instance_name", "remote-instance")
