@@ -12,14 +12,13 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
 	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/executor"
 )
 
 // BulkWriter is a Store that writes many blobs in one go: a remote store
 // asks which of them the service lacks in one FindMissingBlobs (if ask)
 // and sends them in batches, where blob by blob each costs its own calls.
 type BulkWriter interface {
-	WriteBlobsBytes(ctx context.Context, blobs map[digest.Digest][]byte, ask bool) error
+	WriteBlobsBytes(ctx context.Context, m Meter, blobs map[digest.Digest][]byte, ask bool) error
 }
 
 // KnownBlobs is a Store that knows some of the blobs it holds without
@@ -111,12 +110,12 @@ func (w *WriteBehind) Stats() WriteBehindStats {
 }
 
 // WriteBlob implements Store: src is read now, and written with the burst.
-func (w *WriteBehind) WriteBlob(ctx context.Context, d digest.Digest, src string) error {
+func (w *WriteBehind) WriteBlob(ctx context.Context, m Meter, d digest.Digest, src string) error {
 	if w.has(d) {
 		return nil
 	}
 	if !w.fits(d.Size) {
-		return w.Store.WriteBlob(ctx, d, src)
+		return w.Store.WriteBlob(ctx, m, d, src)
 	}
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -125,16 +124,16 @@ func (w *WriteBehind) WriteBlob(ctx context.Context, d digest.Digest, src string
 	if int64(len(data)) != d.Size {
 		return fmt.Errorf("%s: %d bytes, not the %d of its digest", src, len(data), d.Size)
 	}
-	return w.WriteBlobBytes(ctx, d, data)
+	return w.WriteBlobBytes(ctx, m, d, data)
 }
 
 // WriteBlobBytes implements Store.
-func (w *WriteBehind) WriteBlobBytes(ctx context.Context, d digest.Digest, data []byte) error {
+func (w *WriteBehind) WriteBlobBytes(ctx context.Context, m Meter, d digest.Digest, data []byte) error {
 	if w.has(d) {
 		return nil
 	}
 	if !w.fits(d.Size) {
-		return w.Store.WriteBlobBytes(ctx, d, data)
+		return w.Store.WriteBlobBytes(ctx, m, d, data)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -142,10 +141,12 @@ func (w *WriteBehind) WriteBlobBytes(ctx context.Context, d digest.Digest, data 
 		return nil // in a burst already: its entry waits for it there
 	}
 	// Counted as sent for the action whose result it is now, when its
-	// result's figures are taken (executor.Metered): the burst carries no
-	// action's context. The store's own totals count what went, lower if
-	// it had the blob after all.
-	executor.Sent(ctx, d.Size)
+	// result's figures are taken (executor.Metered): the burst is no one
+	// action's, and writes with no meter. The store's own totals count
+	// what went, lower if it had the blob after all.
+	if m != nil {
+		m.Sent(d.Size)
+	}
 	w.handed[d] = true
 	b := w.gathering()
 	b.blobs[d] = data
@@ -276,10 +277,10 @@ func (w *WriteBehind) writeBlobs(blobs map[digest.Digest][]byte, ask bool) error
 		return err
 	}
 	if b, ok := w.Store.(BulkWriter); ok {
-		return b.WriteBlobsBytes(w.ctx, blobs, ask)
+		return b.WriteBlobsBytes(w.ctx, nil, blobs, ask)
 	}
 	for d, data := range blobs {
-		if err := w.Store.WriteBlobBytes(w.ctx, d, data); err != nil {
+		if err := w.Store.WriteBlobBytes(w.ctx, nil, d, data); err != nil {
 			return err
 		}
 	}

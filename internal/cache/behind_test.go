@@ -30,7 +30,7 @@ type bulkStore struct {
 	gate chan struct{}
 }
 
-func (s *bulkStore) WriteBlobsBytes(ctx context.Context, blobs map[digest.Digest][]byte, ask bool) error {
+func (s *bulkStore) WriteBlobsBytes(ctx context.Context, m Meter, blobs map[digest.Digest][]byte, ask bool) error {
 	s.bulk.Add(1)
 	s.mu.Lock()
 	s.asked = append(s.asked, ask)
@@ -42,16 +42,16 @@ func (s *bulkStore) WriteBlobsBytes(ctx context.Context, blobs map[digest.Digest
 		return errors.New("injected: the service is down")
 	}
 	for d, b := range blobs {
-		if err := s.Disk.WriteBlobBytes(ctx, d, b); err != nil {
+		if err := s.Disk.WriteBlobBytes(ctx, nil, d, b); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *bulkStore) WriteBlob(ctx context.Context, d digest.Digest, src string) error {
+func (s *bulkStore) WriteBlob(ctx context.Context, m Meter, d digest.Digest, src string) error {
 	s.single.Add(1)
-	return s.Disk.WriteBlob(ctx, d, src)
+	return s.Disk.WriteBlob(ctx, m, d, src)
 }
 
 func (s *bulkStore) UpdateActionResult(ctx context.Context, key digest.Digest, res *repb.ActionResult) error {
@@ -79,7 +79,7 @@ func storeResult(t *testing.T, w Store, dir string, i int) digest.Digest {
 	}
 	d := digest.OfBytes(obj)
 	ctx := context.Background()
-	if err := w.WriteBlob(ctx, d, p); err != nil {
+	if err := w.WriteBlob(ctx, nil, d, p); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(p)
@@ -117,12 +117,12 @@ func TestWriteBehindStoresInBursts(t *testing.T) {
 		t.Errorf("the bulk writes asked first: %v, want [false]", s.asked)
 	}
 	for i, k := range keys {
-		ar, err := s.GetActionResult(context.Background(), k, nil)
+		ar, err := s.GetActionResult(context.Background(), nil, k, nil)
 		if err != nil {
 			t.Fatalf("result %d: %v", i, err)
 		}
 		d, _ := digest.FromProto(ar.OutputFiles[0].Digest)
-		if b, err := s.ReadBlobBytes(context.Background(), d); err != nil || string(b) != string(elfObject(fmt.Sprint("object ", i))) {
+		if b, err := s.ReadBlobBytes(context.Background(), nil, d); err != nil || string(b) != string(elfObject(fmt.Sprint("object ", i))) {
 			t.Errorf("result %d: blob %q, %v", i, b, err)
 		}
 	}
@@ -176,10 +176,10 @@ func TestWriteBehindSkipsEntriesWithoutBlobs(t *testing.T) {
 	s.failBulk.Store(false)
 	kept := storeResult(t, w, dir, 1)
 	w.Close()
-	if _, err := s.GetActionResult(context.Background(), lost, nil); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetActionResult(context.Background(), nil, lost, nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the entry whose blob failed: %v, want not found", err)
 	}
-	if _, err := s.GetActionResult(context.Background(), kept, nil); err != nil {
+	if _, err := s.GetActionResult(context.Background(), nil, kept, nil); err != nil {
 		t.Errorf("the entry after the failure: %v", err)
 	}
 	if st := w.Stats(); st.Results != 1 || st.Failed != 1 {
@@ -253,7 +253,7 @@ func TestWriteBehindCountsWhatItSends(t *testing.T) {
 	sent := func(data []byte) int64 {
 		t.Helper()
 		res, err := executor.Metered(executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
-			return &executor.Result{}, w.WriteBlobBytes(ctx, digest.OfBytes(data), data)
+			return &executor.Result{}, w.WriteBlobBytes(ctx, j.Meter, digest.OfBytes(data), data)
 		})).Execute(context.Background(), executor.Job{Action: &action.Action{ID: "m.o"}, Out: nil})
 		if err != nil {
 			t.Fatal(err)
@@ -273,7 +273,7 @@ func TestWriteBehindCountsWhatItSends(t *testing.T) {
 	if n := s.bulk.Load(); n != 1 {
 		t.Errorf("%d bulk writes, want 1", n)
 	}
-	if _, err := s.ReadBlobBytes(context.Background(), digest.OfBytes(held)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.ReadBlobBytes(context.Background(), nil, digest.OfBytes(held)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the held blob was written anyway (%v)", err)
 	}
 }
@@ -288,7 +288,7 @@ func TestWriteBehindEntryWaitsForItsBlob(t *testing.T) {
 	obj := elfObject("slow blob")
 	d := digest.OfBytes(obj)
 	ctx := context.Background()
-	if err := w.WriteBlobBytes(ctx, d, obj); err != nil {
+	if err := w.WriteBlobBytes(ctx, nil, d, obj); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -311,7 +311,7 @@ func TestWriteBehindEntryWaitsForItsBlob(t *testing.T) {
 	if n := s.entries.Load(); n != 1 {
 		t.Errorf("%d entries stored, want 1", n)
 	}
-	if _, err := s.GetActionResult(ctx, key, nil); err != nil {
+	if _, err := s.GetActionResult(ctx, nil, key, nil); err != nil {
 		t.Error(err)
 	}
 }

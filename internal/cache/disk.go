@@ -71,7 +71,7 @@ func (c *Disk) acPath(key digest.Digest) string {
 }
 
 // GetActionResult reads the record for key.
-func (c *Disk) GetActionResult(_ context.Context, key digest.Digest, _ []string) (*repb.ActionResult, error) {
+func (c *Disk) GetActionResult(_ context.Context, _ Meter, key digest.Digest, _ []string) (*repb.ActionResult, error) {
 	p := c.acPath(key)
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -115,7 +115,7 @@ func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *rep
 }
 
 // ReadBlob links or copies blob d to dst and verifies it.
-func (c *Disk) ReadBlob(_ context.Context, d digest.Digest, dst string) error {
+func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string) error {
 	src := c.casPath(d)
 	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
 		return ErrNotFound
@@ -144,7 +144,7 @@ func (c *Disk) ReadBlob(_ context.Context, d digest.Digest, dst string) error {
 }
 
 // ReadBlobBytes reads a small blob and verifies it.
-func (c *Disk) ReadBlobBytes(_ context.Context, d digest.Digest) ([]byte, error) {
+func (c *Disk) ReadBlobBytes(_ context.Context, _ Meter, d digest.Digest) ([]byte, error) {
 	if d.Size == 0 {
 		return nil, nil
 	}
@@ -165,7 +165,7 @@ func (c *Disk) ReadBlobBytes(_ context.Context, d digest.Digest) ([]byte, error)
 }
 
 // WriteBlob copies src into the store (verifying it is d while copying).
-func (c *Disk) WriteBlob(_ context.Context, d digest.Digest, src string) error {
+func (c *Disk) WriteBlob(_ context.Context, _ Meter, d digest.Digest, src string) error {
 	dst := c.casPath(d)
 	if touch(dst) {
 		return nil // already stored: content-addressed, so identical
@@ -190,7 +190,7 @@ func (c *Disk) WriteBlob(_ context.Context, d digest.Digest, src string) error {
 }
 
 // WriteBlobBytes stores data.
-func (c *Disk) WriteBlobBytes(_ context.Context, d digest.Digest, data []byte) error {
+func (c *Disk) WriteBlobBytes(_ context.Context, _ Meter, d digest.Digest, data []byte) error {
 	if d.Size == 0 {
 		return nil
 	}

@@ -53,35 +53,35 @@ func TestDiskRoundTrip(t *testing.T) {
 	tmp := t.TempDir()
 	data := blob(1, 5000)
 	d := digest.OfBytes(data)
-	if err := c.WriteBlob(ctx, d, writeFile(t, tmp, "src", data)); err != nil {
+	if err := c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.UpdateActionResult(ctx, keyOf(1), record(d)); err != nil {
 		t.Fatal(err)
 	}
-	ar, err := c.GetActionResult(ctx, keyOf(1), nil)
+	ar, err := c.GetActionResult(ctx, nil, keyOf(1), nil)
 	if err != nil || ar.OutputFiles[0].Digest.Hash != d.HexHash() {
 		t.Fatalf("GetActionResult: %v %v", ar, err)
 	}
-	if _, err := c.GetActionResult(ctx, keyOf(2), nil); !errors.Is(err, ErrNotFound) {
+	if _, err := c.GetActionResult(ctx, nil, keyOf(2), nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown key: %v, want ErrNotFound", err)
 	}
 	dst := filepath.Join(tmp, "dst")
-	if err := c.ReadBlob(ctx, d, dst); err != nil {
+	if err := c.ReadBlob(ctx, nil, d, dst); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(dst); string(got) != string(data) {
 		t.Error("ReadBlob returned other content")
 	}
-	if err := c.ReadBlob(ctx, digest.OfBytes([]byte("nope")), dst); !errors.Is(err, ErrNotFound) {
+	if err := c.ReadBlob(ctx, nil, digest.OfBytes([]byte("nope")), dst); !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing blob: %v, want ErrNotFound", err)
 	}
 	// A source that is not what its digest says is not stored.
 	other := digest.OfBytes(blob(2, 10))
-	if err := c.WriteBlob(ctx, other, writeFile(t, tmp, "liar", blob(3, 10))); err == nil {
+	if err := c.WriteBlob(ctx, nil, other, writeFile(t, tmp, "liar", blob(3, 10))); err == nil {
 		t.Error("WriteBlob stored content under another digest")
 	}
-	if err := c.ReadBlob(ctx, other, dst); !errors.Is(err, ErrNotFound) {
+	if err := c.ReadBlob(ctx, nil, other, dst); !errors.Is(err, ErrNotFound) {
 		t.Errorf("after a refused write: %v, want ErrNotFound", err)
 	}
 }
@@ -107,12 +107,12 @@ func TestDiskCorruptEntries(t *testing.T) {
 		i++
 		data := blob(i, 3000)
 		d := digest.OfBytes(data)
-		c.WriteBlob(ctx, d, writeFile(t, tmp, "src", data))
+		c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data))
 		c.UpdateActionResult(ctx, keyOf(i), record(d))
 
 		f(c.casPath(d))
 		dst := filepath.Join(tmp, "dst-"+name)
-		if err := c.ReadBlob(ctx, d, dst); err == nil {
+		if err := c.ReadBlob(ctx, nil, d, dst); err == nil {
 			t.Errorf("%s blob: ReadBlob succeeded", name)
 		}
 		if _, err := os.Stat(dst); err == nil {
@@ -121,24 +121,24 @@ func TestDiskCorruptEntries(t *testing.T) {
 		if _, err := os.Stat(c.casPath(d)); err == nil {
 			t.Errorf("%s blob: not removed from the cache", name)
 		}
-		if _, err := c.ReadBlobBytes(ctx, d); err == nil {
+		if _, err := c.ReadBlobBytes(ctx, nil, d); err == nil {
 			t.Errorf("%s blob: ReadBlobBytes succeeded", name)
 		}
 
 		f(c.acPath(keyOf(i)))
-		if _, err := c.GetActionResult(ctx, keyOf(i), nil); !errors.Is(err, ErrNotFound) {
+		if _, err := c.GetActionResult(ctx, nil, keyOf(i), nil); !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s record: %v, want ErrNotFound", name, err)
 		}
 		if _, err := os.Stat(c.acPath(keyOf(i))); err == nil {
 			t.Errorf("%s record: not removed", name)
 		}
 		// Storing again repairs the entry.
-		c.WriteBlob(ctx, d, writeFile(t, tmp, "src", data))
+		c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data))
 		c.UpdateActionResult(ctx, keyOf(i), record(d))
-		if err := c.ReadBlob(ctx, d, dst); err != nil {
+		if err := c.ReadBlob(ctx, nil, d, dst); err != nil {
 			t.Errorf("%s: after a rewrite: %v", name, err)
 		}
-		if _, err := c.GetActionResult(ctx, keyOf(i), nil); err != nil {
+		if _, err := c.GetActionResult(ctx, nil, keyOf(i), nil); err != nil {
 			t.Errorf("%s: record after a rewrite: %v", name, err)
 		}
 	}
@@ -177,14 +177,14 @@ func TestDiskConcurrent(t *testing.T) {
 				d := digest.OfBytes(contents[i])
 				switch rng.Intn(5) {
 				case 0, 1:
-					if err := c.WriteBlob(ctx, d, filepath.Join(srcDir, fmt.Sprint(i))); err != nil {
+					if err := c.WriteBlob(ctx, nil, d, filepath.Join(srcDir, fmt.Sprint(i))); err != nil {
 						errs <- fmt.Errorf("write %d: %v", i, err)
 					}
 					if err := c.UpdateActionResult(ctx, keyOf(i), record(d)); err != nil {
 						errs <- fmt.Errorf("update %d: %v", i, err)
 					}
 				case 2, 3:
-					ar, err := c.GetActionResult(ctx, keyOf(i), nil)
+					ar, err := c.GetActionResult(ctx, nil, keyOf(i), nil)
 					if errors.Is(err, ErrNotFound) {
 						continue
 					}
@@ -197,7 +197,7 @@ func TestDiskConcurrent(t *testing.T) {
 						errs <- fmt.Errorf("record %d names blob %s, want %s", i, got, d)
 					}
 					dst := filepath.Join(out, fmt.Sprint(r))
-					err = c.ReadBlob(ctx, got, dst)
+					err = c.ReadBlob(ctx, nil, got, dst)
 					if errors.Is(err, ErrNotFound) {
 						continue // evicted meanwhile
 					}
@@ -252,13 +252,13 @@ func TestDiskTrimLRU(t *testing.T) {
 		data := blob(i, 1000)
 		d := digest.OfBytes(data)
 		ds = append(ds, d)
-		c.WriteBlob(ctx, d, writeFile(t, tmp, "src", data))
+		c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data))
 		// Entry i was last used i minutes after old.
 		at := old.Add(time.Duration(i) * time.Minute)
 		os.Chtimes(c.casPath(d), at, at)
 	}
 	// Reading entry 0 makes it the most recent.
-	if err := c.ReadBlob(ctx, ds[0], filepath.Join(tmp, "dst")); err != nil {
+	if err := c.ReadBlob(ctx, nil, ds[0], filepath.Join(tmp, "dst")); err != nil {
 		t.Fatal(err)
 	}
 	n, err := c.Trim(4500)
@@ -323,7 +323,7 @@ func TestDiskClear(t *testing.T) {
 	c := openDisk(t)
 	data := blob(1, 100)
 	d := digest.OfBytes(data)
-	c.WriteBlobBytes(ctx, d, data)
+	c.WriteBlobBytes(ctx, nil, d, data)
 	c.UpdateActionResult(ctx, keyOf(1), record(d))
 	c.AddStats(Stats{Hits: 3, Misses: 4, SavedCPU: time.Second})
 	if err := c.Clear(); err != nil {
@@ -336,7 +336,7 @@ func TestDiskClear(t *testing.T) {
 	if s.Entries != 0 || s.Bytes != 0 || s.Hits != 0 || s.Misses != 0 || s.SavedCPU != 0 {
 		t.Errorf("after Clear: %+v", s)
 	}
-	if _, err := c.GetActionResult(ctx, keyOf(1), nil); !errors.Is(err, ErrNotFound) {
+	if _, err := c.GetActionResult(ctx, nil, keyOf(1), nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("after Clear: %v", err)
 	}
 }

@@ -111,7 +111,7 @@ func (e *Executor) Execute(ctx context.Context, j executor.Job) (*executor.Resul
 		drop := e.opts.Ahead(ctx, j)
 		defer drop()
 	}
-	res, err := e.lookup(ctx, key, a, out)
+	res, err := e.lookup(ctx, j.Meter, key, a, out)
 	if err == nil {
 		e.hits.Add(1)
 		e.savedCPU.Add(int64(res.CPU))
@@ -132,7 +132,7 @@ func (e *Executor) Execute(ctx context.Context, j executor.Job) (*executor.Resul
 	if err != nil || res.Failed() || unavailable || e.opts.ReadOnly || e.opts.StoreFrom != nil && !e.opts.StoreFrom(res.Where) {
 		return res, err
 	}
-	if err := e.store1(ctx, key, msgs, res, out); err != nil && ctx.Err() == nil && !errors.Is(err, ErrUnavailable) {
+	if err := e.store1(ctx, j.Meter, key, msgs, res, out); err != nil && ctx.Err() == nil && !errors.Is(err, ErrUnavailable) {
 		e.opts.Warn("%s: could not store the result in the cache: %v", a.ID, err)
 	}
 	return res, nil
@@ -151,13 +151,13 @@ func (e *Executor) String() string {
 // lookup fetches the result for key into out. Any problem with the entry
 // (a missing or corrupt blob, a record that does not match the action) is
 // returned as an error and the action runs.
-func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Action, out []string) (_ *executor.Result, err error) {
+func (e *Executor) lookup(ctx context.Context, m Meter, key digest.Digest, a *action.Action, out []string) (_ *executor.Result, err error) {
 	start := time.Now()
 	inline := make([]string, len(a.Outputs))
 	for i := range inline {
 		inline[i] = outputName(i)
 	}
-	ar, err := e.store.GetActionResult(ctx, key, inline)
+	ar, err := e.store.GetActionResult(ctx, m, key, inline)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Acti
 		if err != nil {
 			return nil, err
 		}
-		if err := e.readOutput(ctx, f, d, out[i]); err != nil {
+		if err := e.readOutput(ctx, m, f, d, out[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -199,7 +199,7 @@ func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Acti
 	if d, err := digest.FromProto(ar.StderrDigest); err == nil && d.Size > 0 {
 		// Inlined (stderr_raw) when the store could; read otherwise.
 		if res.Stderr = ar.StderrRaw; int64(len(res.Stderr)) != d.Size || digest.OfBytes(res.Stderr) != d {
-			if res.Stderr, err = e.store.ReadBlobBytes(ctx, d); err != nil {
+			if res.Stderr, err = e.store.ReadBlobBytes(ctx, m, d); err != nil {
 				return nil, err
 			}
 		}
@@ -211,9 +211,9 @@ func (e *Executor) lookup(ctx context.Context, key digest.Digest, a *action.Acti
 // readOutput writes output f, whose digest is d, to dst: from the contents
 // the store returned inline when they are whole and match d, else from the
 // store's blobs.
-func (e *Executor) readOutput(ctx context.Context, f *repb.OutputFile, d digest.Digest, dst string) error {
+func (e *Executor) readOutput(ctx context.Context, m Meter, f *repb.OutputFile, d digest.Digest, dst string) error {
 	if f.Contents == nil || int64(len(f.Contents)) != d.Size {
-		return e.store.ReadBlob(ctx, d, dst)
+		return e.store.ReadBlob(ctx, m, d, dst)
 	}
 	if digest.OfBytes(f.Contents) != d {
 		return fmt.Errorf("the inline contents of %s do not match its digest %s", f.Path, d)
@@ -224,12 +224,12 @@ func (e *Executor) readOutput(ctx context.Context, f *repb.OutputFile, d digest.
 	return atomicfile.WritePrivate(dst, f.Contents, 0o644)
 }
 
-func (e *Executor) store1(ctx context.Context, key digest.Digest, msgs map[digest.Digest][]byte, res *executor.Result, out []string) error {
+func (e *Executor) store1(ctx context.Context, m Meter, key digest.Digest, msgs map[digest.Digest][]byte, res *executor.Result, out []string) error {
 	if e.opts.StoreMessages && msgs == nil {
 		return fmt.Errorf("its Action and Command, which the store must have first, were not kept")
 	}
 	for d, b := range msgs {
-		if err := e.store.WriteBlobBytes(ctx, d, b); err != nil {
+		if err := e.store.WriteBlobBytes(ctx, m, d, b); err != nil {
 			return err
 		}
 	}
@@ -246,14 +246,14 @@ func (e *Executor) store1(ctx context.Context, key digest.Digest, msgs map[diges
 		} else if d, err = digest.OfFile(p); err != nil {
 			return err
 		}
-		if err := e.store.WriteBlob(ctx, d, p); err != nil {
+		if err := e.store.WriteBlob(ctx, m, d, p); err != nil {
 			return err
 		}
 		ar.OutputFiles = append(ar.OutputFiles, &repb.OutputFile{Path: outputName(i), Digest: d.Proto()})
 	}
 	if len(res.Stderr) > 0 {
 		d := digest.OfBytes(res.Stderr)
-		if err := e.store.WriteBlobBytes(ctx, d, res.Stderr); err != nil {
+		if err := e.store.WriteBlobBytes(ctx, m, d, res.Stderr); err != nil {
 			return err
 		}
 		ar.StderrDigest = d.Proto()

@@ -94,7 +94,7 @@ func TestExecutorHitMiss(t *testing.T) {
 	}
 
 	// A damaged object in the cache: recompiled, replaced.
-	ar, _ := disk.GetActionResult(ctx, mustKey(t, a), nil)
+	ar, _ := disk.GetActionResult(ctx, nil, mustKey(t, a), nil)
 	d, _ := digest.FromProto(ar.OutputFiles[0].Digest)
 	os.WriteFile(disk.casPath(d), elfObject("two"), 0o644) // a valid object, the wrong one
 	out3 := filepath.Join(t.TempDir(), "obj")
@@ -107,7 +107,7 @@ func TestExecutorHitMiss(t *testing.T) {
 	if n := comp.runs.Load(); n != 2 {
 		t.Errorf("the compiler ran %d times, want 2 (once more for the damaged entry)", n)
 	}
-	if err := disk.ReadBlob(ctx, d, filepath.Join(t.TempDir(), "x")); err != nil {
+	if err := disk.ReadBlob(ctx, nil, d, filepath.Join(t.TempDir(), "x")); err != nil {
 		t.Errorf("the entry was not replaced: %v", err)
 	}
 }
@@ -227,7 +227,7 @@ func TestExecutorUnusableHitLeavesNoLink(t *testing.T) {
 	if _, err := chain(t, disk, first, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
 		t.Fatal(err)
 	}
-	ar, err := disk.GetActionResult(ctx, mustKey(t, a), nil)
+	ar, err := disk.GetActionResult(ctx, nil, mustKey(t, a), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestExecutorUnusableHitLeavesNoLink(t *testing.T) {
 	if got, _ := os.ReadFile(out); string(got) != string(elfObject("two")) {
 		t.Errorf("the output holds %q, want the second compiler's", got[64:])
 	}
-	data, err := disk.ReadBlobBytes(ctx, obj)
+	data, err := disk.ReadBlobBytes(ctx, nil, obj)
 	if err != nil || string(data) != string(elfObject("one")) {
 		t.Errorf("the stored object was written through a hard link: %v", err)
 	}

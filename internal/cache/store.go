@@ -22,6 +22,15 @@ var ErrNotFound = errors.New("not in the cache")
 // run without it, and nothing more is said of it.
 var ErrUnavailable = errors.New("the cache is unavailable for the rest of the run")
 
+// Meter counts the bytes one action moves to and from a store
+// (executor.Transfer is one, handed down as executor.Job.Meter): the calls
+// of a Store that move bytes take one, and a store that moves none over a
+// network ignores it. Nil counts nothing.
+type Meter interface {
+	Sent(n int64)
+	Received(n int64)
+}
+
 // Store keeps action results and the blobs they name, the way REAPI's
 // ActionCache and ContentAddressableStorage do.
 type Store interface {
@@ -29,17 +38,17 @@ type Store interface {
 	// inline names output files whose contents the store may return in
 	// the result itself (OutputFile.Contents, as REAPI's inline_output_files
 	// asks a server to), saving a read each; a hint that stores may ignore.
-	GetActionResult(ctx context.Context, key digest.Digest, inline []string) (*repb.ActionResult, error)
+	GetActionResult(ctx context.Context, m Meter, key digest.Digest, inline []string) (*repb.ActionResult, error)
 	// UpdateActionResult stores res under key. Its blobs are written first.
 	UpdateActionResult(ctx context.Context, key digest.Digest, res *repb.ActionResult) error
 	// ReadBlob writes blob d to the file dst and verifies its digest. A blob
 	// that is missing is ErrNotFound; one that fails verification is an
 	// error and the store forgets it.
-	ReadBlob(ctx context.Context, d digest.Digest, dst string) error
+	ReadBlob(ctx context.Context, m Meter, d digest.Digest, dst string) error
 	// ReadBlobBytes returns a small blob (stdout, stderr), verified.
-	ReadBlobBytes(ctx context.Context, d digest.Digest) ([]byte, error)
+	ReadBlobBytes(ctx context.Context, m Meter, d digest.Digest) ([]byte, error)
 	// WriteBlob stores the content of file src, whose digest is d.
-	WriteBlob(ctx context.Context, d digest.Digest, src string) error
+	WriteBlob(ctx context.Context, m Meter, d digest.Digest, src string) error
 	// WriteBlobBytes stores data, whose digest is d.
-	WriteBlobBytes(ctx context.Context, d digest.Digest, data []byte) error
+	WriteBlobBytes(ctx context.Context, m Meter, d digest.Digest, data []byte) error
 }

@@ -19,7 +19,7 @@ func storeEntry(t *testing.T, c *Disk, key string, obj []byte) (digest.Digest, d
 	t.Helper()
 	ctx := context.Background()
 	d := digest.OfBytes(obj)
-	if err := c.WriteBlobBytes(ctx, d, obj); err != nil {
+	if err := c.WriteBlobBytes(ctx, nil, d, obj); err != nil {
 		t.Fatal(err)
 	}
 	k := digest.OfBytes([]byte(key))
@@ -109,10 +109,10 @@ func TestVerify(t *testing.T) {
 		t.Errorf("after fix: %v %+v", err, st.Corrupt)
 	}
 	// The sound entry still serves.
-	if _, err := c.GetActionResult(ctx, goodKey, nil); err != nil {
+	if _, err := c.GetActionResult(ctx, nil, goodKey, nil); err != nil {
 		t.Errorf("the sound record: %v", err)
 	}
-	if _, err := c.ReadBlobBytes(ctx, good); err != nil {
+	if _, err := c.ReadBlobBytes(ctx, nil, good); err != nil {
 		t.Errorf("the sound blob: %v", err)
 	}
 }

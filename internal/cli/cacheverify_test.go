@@ -21,7 +21,7 @@ func TestCacheVerify(t *testing.T) {
 	}
 	content := []byte("some blob")
 	d := digest.OfBytes(content)
-	if err := disk.WriteBlobBytes(t.Context(), d, content); err != nil {
+	if err := disk.WriteBlobBytes(t.Context(), nil, d, content); err != nil {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(dir, "cas", d.HexHash()[:2], d.HexHash())

@@ -29,6 +29,10 @@ type Job struct {
 	// Slots, if set, hears when a local run starts and stops waiting for
 	// a process slot.
 	Slots SlotObserver
+	// Meter, set by Metered, counts the bytes the job moves to and from a
+	// remote service (the caches and the remote executor pass it to the
+	// calls that move them); nil counts nothing.
+	Meter *Transfer
 	// Stage, inside a Race, is its remote side's progress: the remote
 	// executor marks it, the race's Spare reads it. Nil elsewhere.
 	Stage *Stage

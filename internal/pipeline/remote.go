@@ -195,7 +195,7 @@ func allCached(ctx context.Context, disk *cache.Disk, probe *reapi.Keyer, action
 		if err != nil {
 			return false
 		}
-		if _, err := disk.GetActionResult(ctx, key, nil); err != nil {
+		if _, err := disk.GetActionResult(ctx, nil, key, nil); err != nil {
 			return false
 		}
 	}

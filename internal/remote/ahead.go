@@ -46,7 +46,7 @@ func (e *Executor) Ahead(ctx context.Context, j executor.Job) (drop func()) {
 	// was sent that the service did not lack already. Execute's own
 	// Ensure waits for this one's claims, and sends again what this one
 	// failed to.
-	go e.c.CAS.Ensure(uctx, nil, ex.Files)
+	go e.c.CAS.Ensure(uctx, j.Meter, nil, ex.Files)
 	return func() {
 		if _, ok := e.prepared.LoadAndDelete(a); ok {
 			e.aheadUnused.Add(1)

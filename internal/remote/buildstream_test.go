@@ -97,7 +97,7 @@ server_main()`, repo)
 	os.WriteFile(file, big, 0o644)
 	files := map[digest.Digest]string{digest.OfBytes(big): file}
 
-	if err := c.CAS.Ensure(ctx, blobs, files); err != nil {
+	if err := c.CAS.Ensure(ctx, nil, blobs, files); err != nil {
 		t.Fatalf("upload: %v", err)
 	}
 	cn := c.Stats()
@@ -118,14 +118,14 @@ server_main()`, repo)
 		t.Fatalf("after upload FindMissingBlobs says %v missing (err %v)", missing, err)
 	}
 	for d, want := range blobs {
-		got, err := c.ReadBytes(ctx, d)
+		got, err := c.ReadBytes(ctx, nil, d)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("read %s: %v", d, err)
 		}
 	}
 	dst := t.TempDir() + "/back"
 	for d := range files {
-		if err := c.ReadFile(ctx, d, dst); err != nil {
+		if err := c.ReadFile(ctx, nil, d, dst); err != nil {
 			t.Fatal(err)
 		}
 		if back, _ := os.ReadFile(dst); !bytes.Equal(back, big) {
@@ -135,20 +135,20 @@ server_main()`, repo)
 	// A second Ensure of the same blobs uploads nothing; a fresh client
 	// asks and uploads nothing either.
 	before := c.Stats().BlobsUploaded
-	c.CAS.Ensure(ctx, blobs, files)
+	c.CAS.Ensure(ctx, nil, blobs, files)
 	c2, err := remote.Dial(ctx, remote.Options{Target: "grpc://127.0.0.1:" + port})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	if err := c2.CAS.Ensure(ctx, blobs, files); err != nil {
+	if err := c2.CAS.Ensure(ctx, nil, blobs, files); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.Stats().BlobsUploaded - before + c2.Stats().BlobsUploaded; n != 0 {
 		t.Errorf("%d blobs uploaded again", n)
 	}
 	unknown := digest.OfBytes([]byte(fmt.Sprint(time.Now().UnixNano())))
-	if _, err := c.ReadBytes(ctx, unknown); err == nil {
+	if _, err := c.ReadBytes(ctx, nil, unknown); err == nil {
 		t.Errorf("reading an unknown blob succeeded")
 	}
 }

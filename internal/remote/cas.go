@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/executor"
 )
 
 // perBlobOverhead is what one blob adds to a batch request besides its
@@ -19,6 +18,16 @@ const perBlobOverhead = 256
 
 // findMissingChunk bounds the digests of one FindMissingBlobs call.
 const findMissingChunk = 4096
+
+// Meter counts the bytes one action moves to and from the service, beside
+// the run's totals (Client.Stats): the calls that move blobs for an action
+// take one (the action's executor.Transfer, handed down the chain as
+// executor.Job.Meter). Nil counts nothing: what is moved for no one action
+// (a group's execution, the doctor's checks) counts in the totals only.
+type Meter interface {
+	Sent(n int64)
+	Received(n int64)
+}
 
 // TransferStats are the CAS transfers of a run.
 type TransferStats struct {
@@ -54,30 +63,36 @@ func (c *Client) Stats() TransferStats {
 	}
 }
 
-// uploaded counts blob d as uploaded, for the run and for the action of
-// ctx: the one that claimed it in Ensure, i.e. the first action of the run
+// uploaded counts blob d as uploaded, for the run and in m, the meter of
+// the action that claimed it in Ensure, i.e. the first action of the run
 // to need it (others needing it at the same time wait and count nothing).
-func (u *Uploader) uploaded(ctx context.Context, d digest.Digest) {
+func (u *Uploader) uploaded(m Meter, d digest.Digest) {
 	u.c.transfers.blobsUploaded.Add(1)
 	u.c.transfers.bytesUploaded.Add(d.Size)
-	executor.Sent(ctx, d.Size)
+	if m != nil {
+		m.Sent(d.Size)
+	}
 }
 
-// read counts blob d as read, for the run and for the action of ctx.
-func (c *Client) read(ctx context.Context, d digest.Digest) {
+// read counts blob d as read, for the run and in m.
+func (c *Client) read(m Meter, d digest.Digest) {
 	c.transfers.bytesRead.Add(d.Size)
-	executor.Received(ctx, d.Size)
+	if m != nil {
+		m.Received(d.Size)
+	}
 }
 
 // inlined counts the contents inlined in ar (outputs, stdout, stderr) as
-// received, for the run and for the action of ctx.
-func (c *Client) inlined(ctx context.Context, ar *repb.ActionResult) {
+// received, for the run and in m.
+func (c *Client) inlined(m Meter, ar *repb.ActionResult) {
 	n := int64(len(ar.GetStdoutRaw()) + len(ar.GetStderrRaw()))
 	for _, f := range ar.GetOutputFiles() {
 		n += int64(len(f.GetContents()))
 	}
 	c.transfers.bytesInlined.Add(n)
-	executor.Received(ctx, n)
+	if m != nil {
+		m.Received(n)
+	}
 }
 
 // FindMissing returns those of ds the CAS lacks.

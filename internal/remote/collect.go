@@ -19,8 +19,9 @@ import (
 )
 
 // collect checks the result against the declared outputs and downloads
-// them. Any deviation is an error: nothing undeclared is written.
-func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Executable, resp *repb.ExecuteResponse, out []string) (*executor.Result, error) {
+// them, counting what it reads in m. Any deviation is an error: nothing
+// undeclared is written.
+func (e *Executor) collect(ctx context.Context, m Meter, a *action.Action, ex *reapi.Executable, resp *repb.ExecuteResponse, out []string) (*executor.Result, error) {
 	ar := resp.GetResult()
 	if ar == nil {
 		return nil, errors.New("the response holds no result")
@@ -84,7 +85,7 @@ func (e *Executor) collect(ctx context.Context, a *action.Action, ex *reapi.Exec
 			want = append(want, d)
 		}
 	}
-	blobs, err := e.c.ReadBlobs(ctx, want)
+	blobs, err := e.c.ReadBlobs(ctx, m, want)
 	if err != nil {
 		return nil, fmt.Errorf("reading the outputs: %w", err)
 	}
@@ -150,7 +151,7 @@ func (e *Executor) stdio(ctx context.Context, raw []byte, p *repb.Digest) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	return e.c.ReadBytes(ctx, d)
+	return e.c.ReadBytes(ctx, nil, d)
 }
 
 // writeFile writes an output or a blob to dst, an executor's output path:

@@ -40,10 +40,10 @@ func (e *Executor) RunCommand(ctx context.Context, argv []string) (*CommandResul
 	}
 	blobs[ad] = ab
 	ex := &reapi.Executable{Action: act, ActionDigest: ad, Command: cmd, Blobs: blobs}
-	if err := e.c.CAS.Ensure(ctx, blobs, nil); err != nil {
+	if err := e.c.CAS.Ensure(ctx, nil, blobs, nil); err != nil {
 		return nil, fmt.Errorf("uploading the action: %w", err)
 	}
-	resp, _, err := e.run(ctx, ex, executor.Stages(nil))
+	resp, _, err := e.run(ctx, nil, ex, executor.Stages(nil))
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func (c *Client) CheckCAS(ctx context.Context) error {
 	copy(big[len(big)-len(small):], small)
 	ds, dbig := digest.OfBytes(small), digest.OfBytes(big)
 	blobs := map[digest.Digest][]byte{ds: small, dbig: big}
-	if err := c.CAS.Ensure(ctx, blobs, nil); err != nil {
+	if err := c.CAS.Ensure(ctx, nil, blobs, nil); err != nil {
 		return fmt.Errorf("upload: %w", err)
 	}
 	missing, err := c.FindMissing(ctx, []digest.Digest{ds, dbig})
@@ -83,7 +83,7 @@ func (c *Client) CheckCAS(ctx context.Context) error {
 	if len(missing) != 0 {
 		return fmt.Errorf("%d blobs just uploaded are reported missing", len(missing))
 	}
-	back, err := c.ReadBlobs(ctx, []digest.Digest{dbig, ds})
+	back, err := c.ReadBlobs(ctx, nil, []digest.Digest{dbig, ds})
 	if err != nil {
 		return fmt.Errorf("read back: %w", err)
 	}

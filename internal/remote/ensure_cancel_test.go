@@ -32,12 +32,12 @@ func TestEnsureUploaderCancelled(t *testing.T) {
 
 	first, cancelFirst := context.WithCancel(t.Context())
 	firstDone := make(chan error, 1)
-	go func() { firstDone <- c.CAS.Ensure(first, blobs, nil) }()
+	go func() { firstDone <- c.CAS.Ensure(first, nil, blobs, nil) }()
 	for held.Load() == 0 {
 		time.Sleep(time.Millisecond) // polling; the test's timeout is the safety net
 	}
 	secondDone := make(chan error, 1)
-	go func() { secondDone <- c.CAS.Ensure(t.Context(), blobs, nil) }()
+	go func() { secondDone <- c.CAS.Ensure(t.Context(), nil, blobs, nil) }()
 	time.Sleep(20 * time.Millisecond) // let the second wait for the first (if it does not yet, it waits for nothing)
 	cancelFirst()
 	if err := <-firstDone; err == nil {

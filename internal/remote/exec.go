@@ -166,7 +166,7 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 	ctx = forAction(ctx, a.ID, ex.ActionDigest)
 	// Look the executable action up first, as Bazel does: servers such
 	// as Buildbarn never consult their ActionCache in Execute.
-	if res, ok := e.lookup(ctx, a, ex, out, second); ok {
+	if res, ok := e.lookup(ctx, j.Meter, a, ex, out, second); ok {
 		res.Wall = time.Since(start)
 		return res, nil
 	}
@@ -174,19 +174,19 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 	// are new, and go up unasked. Its files' upload may have begun with
 	// the lookup (Ahead): this waits for what that claimed, and sends
 	// again what it failed to.
-	if err := e.c.CAS.EnsureNew(ctx, ex.Blobs, ex.Files); err != nil {
+	if err := e.c.CAS.EnsureNew(ctx, j.Meter, ex.Blobs, ex.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
 	uploaded := time.Now()
 	j.Begin()
 	j.Stage.Queued()
-	resp, executing, err := e.run(ctx, ex, j.Stage)
+	resp, executing, err := e.run(ctx, j.Meter, ex, j.Stage)
 	if err != nil {
 		return nil, err
 	}
-	e.c.inlined(ctx, resp.GetResult())
+	e.c.inlined(j.Meter, resp.GetResult())
 	ran := time.Now()
-	res, err := e.collect(ctx, a, ex, resp, out)
+	res, err := e.collect(ctx, j.Meter, a, ex, resp, out)
 	end := time.Now()
 	if err != nil {
 		return nil, fmt.Errorf("remote result rejected: %w", err)
@@ -206,16 +206,16 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 
 // lookup serves ex from the server's ActionCache if it holds a usable
 // result for the executable action (checked like an executed one).
-// Anything else is a miss.
-func (e *Executor) lookup(ctx context.Context, a *action.Action, ex *reapi.Executable, out []string, second bool) (*executor.Result, bool) {
+// Anything else is a miss. What it reads counts in m.
+func (e *Executor) lookup(ctx context.Context, m Meter, a *action.Action, ex *reapi.Executable, out []string, second bool) (*executor.Result, bool) {
 	if e.o.SkipCacheLookup || e.o.NoLookup || second {
 		return nil, false
 	}
-	ar, err := NewStore(e.c).GetActionResult(ctx, ex.ActionDigest, ex.Outputs)
+	ar, err := NewStore(e.c).GetActionResult(ctx, m, ex.ActionDigest, ex.Outputs)
 	if err != nil || ar.GetExitCode() != 0 {
 		return nil, false
 	}
-	res, err := e.collect(ctx, a, ex, &repb.ExecuteResponse{Result: ar, CachedResult: true}, out)
+	res, err := e.collect(ctx, m, a, ex, &repb.ExecuteResponse{Result: ar, CachedResult: true}, out)
 	if err != nil || res.Failed() {
 		return nil, false
 	}

@@ -45,15 +45,15 @@ func classify(err error, resuming bool) failure {
 }
 
 // uploadAgain uploads ex's inputs anew, after the server said some went
-// missing from its CAS (evicted).
-func (e *Executor) uploadAgain(ctx context.Context, ex *reapi.Executable) error {
+// missing from its CAS (evicted), counting them in m.
+func (e *Executor) uploadAgain(ctx context.Context, m Meter, ex *reapi.Executable) error {
 	for d := range ex.Blobs {
 		e.c.CAS.Forget(d)
 	}
 	for d := range ex.Files {
 		e.c.CAS.Forget(d)
 	}
-	if err := e.c.CAS.Ensure(ctx, ex.Blobs, ex.Files); err != nil {
+	if err := e.c.CAS.Ensure(ctx, m, ex.Blobs, ex.Files); err != nil {
 		return fmt.Errorf("uploading inputs again: %w", err)
 	}
 	return nil

@@ -195,10 +195,10 @@ func (g *Grouper) join(ctx context.Context, m *member) (grp *group, alone bool) 
 			return nil, true
 		}
 		// The group's work serves every member: it ends when the last of
-		// them stops waiting, not with the first member's context, and
-		// its bytes are no one member's (they count in the client's
-		// totals only).
-		gctx, cancel := context.WithCancel(executor.WithTransfer(context.WithoutCancel(ctx), nil))
+		// them stops waiting, not with the first member's context. Its
+		// bytes are no one member's: it moves them with no Meter, and
+		// they count in the client's totals only.
+		gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		grp = &group{ctx: gctx, cancel: cancel}
 		g.cur = grp
 		go g.send(grp)
@@ -307,7 +307,7 @@ func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (
 	if p := e.off.Load(); p != nil {
 		return nil, p
 	}
-	if err := e.c.CAS.Ensure(ctx, grp.Blobs, grp.Files); err != nil {
+	if err := e.c.CAS.Ensure(ctx, nil, grp.Blobs, grp.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
 	// The group's queueing and execution are each member's: their races
@@ -318,7 +318,7 @@ func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (
 		stages = append(stages, m.j.Stage)
 	}
 	stages.Queued()
-	resp, _, err := e.run(ctx, grp.Executable, stages)
+	resp, _, err := e.run(ctx, nil, grp.Executable, stages)
 	return resp, err
 }
 
@@ -357,7 +357,7 @@ func (g *Grouper) collect(ctx context.Context, grp *reapi.Group, ms []*member, r
 		}
 		m.mu.Lock()
 		if !m.gone {
-			m.res, m.err = g.e.collect(ctx, m.j.Action, grp.Members[i], &repb.ExecuteResponse{Result: ar, CachedResult: resp.CachedResult}, m.j.Out)
+			m.res, m.err = g.e.collect(ctx, nil, m.j.Action, grp.Members[i], &repb.ExecuteResponse{Result: ar, CachedResult: resp.CachedResult}, m.j.Out)
 			if m.err != nil {
 				m.err = fmt.Errorf("remote result rejected: %w", m.err)
 			} else {
@@ -422,7 +422,7 @@ func (g *Grouper) groupFiles(ctx context.Context, grp *reapi.Group, ar *repb.Act
 			want = append(want, d)
 		}
 	}
-	blobs, err := g.e.c.ReadBlobs(ctx, want)
+	blobs, err := g.e.c.ReadBlobs(ctx, nil, want)
 	if err != nil {
 		return nil, fmt.Errorf("reading the outputs: %w", err)
 	}

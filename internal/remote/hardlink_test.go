@@ -24,11 +24,11 @@ func TestReadFileReplacesHardLink(t *testing.T) {
 	}
 	cached, fresh := randomBlob(3000), randomBlob(2000)
 	dc := digest.OfBytes(cached)
-	if err := disk.WriteBlobBytes(t.Context(), dc, cached); err != nil {
+	if err := disk.WriteBlobBytes(t.Context(), nil, dc, cached); err != nil {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "out.o")
-	if err := disk.ReadBlob(t.Context(), dc, dst); err != nil {
+	if err := disk.ReadBlob(t.Context(), nil, dc, dst); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := os.Stat(dst); err != nil || st.Sys().(*syscall.Stat_t).Nlink < 2 {
@@ -38,16 +38,16 @@ func TestReadFileReplacesHardLink(t *testing.T) {
 	_, addr := fake(t, reapitest.Options{})
 	c := dial(t, addr, remote.Options{})
 	df := digest.OfBytes(fresh)
-	if err := c.CAS.Ensure(t.Context(), map[digest.Digest][]byte{df: fresh}, nil); err != nil {
+	if err := c.CAS.Ensure(t.Context(), nil, map[digest.Digest][]byte{df: fresh}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.NewStore(c).ReadBlob(t.Context(), df, dst); err != nil {
+	if err := remote.NewStore(c).ReadBlob(t.Context(), nil, df, dst); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(dst); !bytes.Equal(got, fresh) {
 		t.Error("the output does not hold the remote blob")
 	}
-	if got, err := disk.ReadBlobBytes(t.Context(), dc); err != nil || !bytes.Equal(got, cached) {
+	if got, err := disk.ReadBlobBytes(t.Context(), nil, dc); err != nil || !bytes.Equal(got, cached) {
 		t.Errorf("the cached blob was written through the hard link: %v", err)
 	}
 }

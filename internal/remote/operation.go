@@ -20,8 +20,9 @@ import (
 
 // run executes ex, following the operation stream, resuming it with
 // WaitExecution when it drops, and retrying transient failures a bounded
-// number of times. marks hears when a worker takes it.
-func (e *Executor) run(ctx context.Context, ex *reapi.Executable, marks executor.StageMarks) (resp *repb.ExecuteResponse, executing time.Time, err error) {
+// number of times. marks hears when a worker takes it; inputs uploaded
+// again count in m.
+func (e *Executor) run(ctx context.Context, m Meter, ex *reapi.Executable, marks executor.StageMarks) (resp *repb.ExecuteResponse, executing time.Time, err error) {
 	op := &operation{e: e, ex: ex, marks: marks}
 	var lastErr error
 	unavailable := 0
@@ -69,7 +70,7 @@ func (e *Executor) run(ctx context.Context, ex *reapi.Executable, marks executor
 		case reexecute:
 			op.name = ""
 		case reupload:
-			if err := e.uploadAgain(ctx, ex); err != nil {
+			if err := e.uploadAgain(ctx, m, ex); err != nil {
 				return nil, time.Time{}, err
 			}
 			op.name = ""

@@ -30,7 +30,7 @@ func TestUploadedDigestsShareOneEntry(t *testing.T) {
 
 	a, b := []byte("uploaded"), []byte("read")
 	da, db := digest.OfBytes(a), digest.OfBytes(b)
-	if err := c.CAS.Ensure(ctx, map[digest.Digest][]byte{da: a}, nil); err != nil {
+	if err := c.CAS.Ensure(ctx, nil, map[digest.Digest][]byte{da: a}, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.CAS.MarkPresent(db)
@@ -41,7 +41,7 @@ func TestUploadedDigestsShareOneEntry(t *testing.T) {
 	}
 
 	bad := map[digest.Digest][]byte{digest.OfBytes([]byte("x")): []byte("not x")}
-	if err := c.CAS.Ensure(ctx, bad, nil); err == nil {
+	if err := c.CAS.Ensure(ctx, nil, bad, nil); err == nil {
 		t.Fatal("a blob that does not match its digest was uploaded")
 	}
 	for d := range bad {

@@ -21,9 +21,9 @@ func (e *errCorrupt) Error() string {
 	return fmt.Sprintf("the server sent blob %s with content that does not match its digest", e.d)
 }
 
-// ReadBytes reads blob d and verifies it. A corrupt read is tried again,
-// within the same MaxAttempts bound as transient errors.
-func (c *Client) ReadBytes(ctx context.Context, d digest.Digest) ([]byte, error) {
+// ReadBytes reads blob d and verifies it, counting it in m. A corrupt read
+// is tried again, within the same MaxAttempts bound as transient errors.
+func (c *Client) ReadBytes(ctx context.Context, m Meter, d digest.Digest) ([]byte, error) {
 	if d.Size == 0 {
 		return nil, nil
 	}
@@ -51,7 +51,7 @@ func (c *Client) ReadBytes(ctx context.Context, d digest.Digest) ([]byte, error)
 		}
 		return nil, err
 	}
-	c.read(ctx, d)
+	c.read(m, d)
 	return data, nil
 }
 
@@ -79,8 +79,8 @@ func (c *Client) readOne(ctx context.Context, d digest.Digest) ([]byte, error) {
 // ReadBlobs reads and verifies the blobs ds (an action's outputs and its
 // stderr): those that fit in as few BatchReadBlobs calls as the batch limit
 // allows, the others with ByteStream. A blob the server lacks is an error
-// wrapping errNotFound.
-func (c *Client) ReadBlobs(ctx context.Context, ds []digest.Digest) (map[digest.Digest][]byte, error) {
+// wrapping errNotFound. What is read counts in m.
+func (c *Client) ReadBlobs(ctx context.Context, m Meter, ds []digest.Digest) (map[digest.Digest][]byte, error) {
 	out := map[digest.Digest][]byte{}
 	var single, batch []digest.Digest
 	var batchSize int64
@@ -113,7 +113,7 @@ func (c *Client) ReadBlobs(ctx context.Context, ds []digest.Digest) (map[digest.
 				continue
 			}
 			out[d] = data
-			c.read(ctx, d)
+			c.read(m, d)
 		}
 		batch, batchSize = nil, 0
 		return nil
@@ -142,7 +142,7 @@ func (c *Client) ReadBlobs(ctx context.Context, ds []digest.Digest) (map[digest.
 		return nil, err
 	}
 	for _, d := range single {
-		data, err := c.ReadBytes(ctx, d)
+		data, err := c.ReadBytes(ctx, m, d)
 		if err != nil {
 			return nil, err
 		}
@@ -152,9 +152,9 @@ func (c *Client) ReadBlobs(ctx context.Context, ds []digest.Digest) (map[digest.
 }
 
 // ReadFile reads blob d into the file dst (created or replaced) and
-// verifies it.
-func (c *Client) ReadFile(ctx context.Context, d digest.Digest, dst string) error {
-	data, err := c.ReadBytes(ctx, d)
+// verifies it, counting it in m.
+func (c *Client) ReadFile(ctx context.Context, m Meter, d digest.Digest, dst string) error {
+	data, err := c.ReadBytes(ctx, m, d)
 	if err != nil {
 		return err
 	}

@@ -55,10 +55,10 @@ func roundTrip(t *testing.T, c *remote.Client, blobs ...[]byte) {
 		m[d] = b
 		ds = append(ds, d)
 	}
-	if err := c.CAS.Ensure(t.Context(), m, nil); err != nil {
+	if err := c.CAS.Ensure(t.Context(), nil, m, nil); err != nil {
 		t.Fatalf("upload: %v", err)
 	}
-	back, err := c.ReadBlobs(t.Context(), ds)
+	back, err := c.ReadBlobs(t.Context(), nil, ds)
 	if err != nil {
 		t.Fatalf("read back: %v", err)
 	}
@@ -68,7 +68,7 @@ func roundTrip(t *testing.T, c *remote.Client, blobs ...[]byte) {
 		}
 	}
 	for _, d := range ds {
-		one, err := c.ReadBytes(t.Context(), d)
+		one, err := c.ReadBytes(t.Context(), nil, d)
 		if err != nil || !bytes.Equal(one, m[d]) {
 			t.Fatalf("ReadBytes %s: %v", d, err)
 		}
@@ -238,7 +238,7 @@ func TestReadBlobsOneBatch(t *testing.T) {
 		ds = append(ds, digest.OfBytes(b))
 	}
 	srv.ResetStats()
-	if _, err := c.ReadBlobs(t.Context(), ds); err != nil {
+	if _, err := c.ReadBlobs(t.Context(), nil, ds); err != nil {
 		t.Fatal(err)
 	}
 	if n := srv.Stats().RPCs[reapitest.MethodBatchReadBlobs]; n != 1 {
@@ -255,7 +255,7 @@ func TestCorruptReadBounded(t *testing.T) {
 	srv.PutBlob(b)
 	srv.InjectFault(reapitest.MethodBatchReadBlobs, reapitest.FaultCorruptRead, 1000)
 	srv.ResetStats()
-	if _, err := c.ReadBytes(t.Context(), digest.OfBytes(b)); err == nil {
+	if _, err := c.ReadBytes(t.Context(), nil, digest.OfBytes(b)); err == nil {
 		t.Fatal("a corrupt blob was accepted")
 	}
 	if n := srv.Stats().RPCs[reapitest.MethodBatchReadBlobs]; n != 3 {
@@ -305,7 +305,7 @@ func TestUploadTrustsUnchangedDigests(t *testing.T) {
 	dOld, _ := files.Get(old)
 	racy = write("racy.o", randomBlob(5000)) // written just now: its stamp is racy
 	dRacy, _ := files.Get(racy)
-	if err := c.CAS.Ensure(t.Context(), nil, map[digest.Digest]string{dKept: kept}); err != nil {
+	if err := c.CAS.Ensure(t.Context(), nil, nil, map[digest.Digest]string{dKept: kept}); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := srv.Blob(dKept.Proto()); !ok || digest.OfBytes(got) != dKept {
@@ -315,7 +315,7 @@ func TestUploadTrustsUnchangedDigests(t *testing.T) {
 	write("old.o", randomBlob(5000))
 	write("racy.o", randomBlob(5000))
 	for p, d := range map[string]digest.Digest{old: dOld, racy: dRacy} {
-		err := c.CAS.Ensure(t.Context(), nil, map[digest.Digest]string{d: p})
+		err := c.CAS.Ensure(t.Context(), nil, nil, map[digest.Digest]string{d: p})
 		if err == nil || !strings.Contains(err.Error(), "changed while thindist was running") {
 			t.Errorf("%s, rewritten after it was digested: %v", filepath.Base(p), err)
 		}

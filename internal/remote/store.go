@@ -38,7 +38,7 @@ var (
 )
 
 // GetActionResult implements cache.Store.
-func (s *Store) GetActionResult(ctx context.Context, key digest.Digest, inline []string) (*repb.ActionResult, error) {
+func (s *Store) GetActionResult(ctx context.Context, m cache.Meter, key digest.Digest, inline []string) (*repb.ActionResult, error) {
 	var ar *repb.ActionResult
 	err := s.c.retry(forAction(ctx, "", key), func(ctx context.Context) error {
 		var err error
@@ -54,7 +54,7 @@ func (s *Store) GetActionResult(ctx context.Context, key digest.Digest, inline [
 	if err != nil {
 		return nil, fmt.Errorf("GetActionResult: %w", err)
 	}
-	s.c.inlined(ctx, ar)
+	s.c.inlined(m, ar)
 	return ar, nil
 }
 
@@ -78,8 +78,8 @@ func (s *Store) UpdateActionResult(ctx context.Context, key digest.Digest, res *
 }
 
 // ReadBlob implements cache.Store.
-func (s *Store) ReadBlob(ctx context.Context, d digest.Digest, dst string) error {
-	err := s.c.ReadFile(ctx, d, dst)
+func (s *Store) ReadBlob(ctx context.Context, m cache.Meter, d digest.Digest, dst string) error {
+	err := s.c.ReadFile(ctx, m, d, dst)
 	if errors.Is(err, errNotFound) {
 		return cache.ErrNotFound
 	}
@@ -90,8 +90,8 @@ func (s *Store) ReadBlob(ctx context.Context, d digest.Digest, dst string) error
 }
 
 // ReadBlobBytes implements cache.Store.
-func (s *Store) ReadBlobBytes(ctx context.Context, d digest.Digest) ([]byte, error) {
-	b, err := s.c.ReadBytes(ctx, d)
+func (s *Store) ReadBlobBytes(ctx context.Context, m cache.Meter, d digest.Digest) ([]byte, error) {
+	b, err := s.c.ReadBytes(ctx, m, d)
 	if errors.Is(err, errNotFound) {
 		return nil, cache.ErrNotFound
 	}
@@ -99,8 +99,8 @@ func (s *Store) ReadBlobBytes(ctx context.Context, d digest.Digest) ([]byte, err
 }
 
 // WriteBlob implements cache.Store.
-func (s *Store) WriteBlob(ctx context.Context, d digest.Digest, src string) error {
-	return s.c.CAS.Ensure(ctx, nil, map[digest.Digest]string{d: src})
+func (s *Store) WriteBlob(ctx context.Context, m cache.Meter, d digest.Digest, src string) error {
+	return s.c.CAS.Ensure(ctx, m, nil, map[digest.Digest]string{d: src})
 }
 
 // HasBlob implements cache.KnownBlobs: the blobs this run uploaded, or
@@ -110,14 +110,14 @@ func (s *Store) HasBlob(d digest.Digest) bool { return s.c.CAS.Present(d) }
 // WriteBlobsBytes implements cache.BulkWriter: one FindMissingBlobs for
 // all of them if ask, and batched uploads of those the service lacks (of
 // all, if not ask).
-func (s *Store) WriteBlobsBytes(ctx context.Context, blobs map[digest.Digest][]byte, ask bool) error {
+func (s *Store) WriteBlobsBytes(ctx context.Context, m cache.Meter, blobs map[digest.Digest][]byte, ask bool) error {
 	if !ask {
-		return s.c.CAS.EnsureNew(ctx, blobs, nil)
+		return s.c.CAS.EnsureNew(ctx, m, blobs, nil)
 	}
-	return s.c.CAS.Ensure(ctx, blobs, nil)
+	return s.c.CAS.Ensure(ctx, m, blobs, nil)
 }
 
 // WriteBlobBytes implements cache.Store.
-func (s *Store) WriteBlobBytes(ctx context.Context, d digest.Digest, data []byte) error {
-	return s.c.CAS.Ensure(ctx, map[digest.Digest][]byte{d: data}, nil)
+func (s *Store) WriteBlobBytes(ctx context.Context, m cache.Meter, d digest.Digest, data []byte) error {
+	return s.c.CAS.Ensure(ctx, m, map[digest.Digest][]byte{d: data}, nil)
 }

@@ -178,9 +178,9 @@ func (u *Uploader) Forget(d digest.Digest) {
 }
 
 // Ensure makes every blob (contents in memory) and file (digest → local
-// path) present in the CAS.
-func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, files map[digest.Digest]string) error {
-	return u.ensure(ctx, blobs, files, true)
+// path) present in the CAS. What this call uploads counts in m.
+func (u *Uploader) Ensure(ctx context.Context, m Meter, blobs map[digest.Digest][]byte, files map[digest.Digest]string) error {
+	return u.ensure(ctx, m, blobs, files, true)
 }
 
 // EnsureNew is Ensure for blobs made for an action that the caches have
@@ -188,11 +188,11 @@ func (u *Uploader) Ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 // those are sent without asking FindMissingBlobs first, a round trip less
 // before the action's Execute. Only the files are asked about. A blob the
 // service had after all costs its bytes again, a few KiB.
-func (u *Uploader) EnsureNew(ctx context.Context, blobs map[digest.Digest][]byte, files map[digest.Digest]string) error {
-	return u.ensure(ctx, blobs, files, false)
+func (u *Uploader) EnsureNew(ctx context.Context, m Meter, blobs map[digest.Digest][]byte, files map[digest.Digest]string) error {
+	return u.ensure(ctx, m, blobs, files, false)
 }
 
-func (u *Uploader) ensure(ctx context.Context, blobs map[digest.Digest][]byte, files map[digest.Digest]string, askBlobs bool) error {
+func (u *Uploader) ensure(ctx context.Context, m Meter, blobs map[digest.Digest][]byte, files map[digest.Digest]string, askBlobs bool) error {
 	var mine []digest.Digest
 	var wait []*upload
 	mineSet := map[digest.Digest]*upload{}
@@ -231,7 +231,7 @@ func (u *Uploader) ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 				}
 			}
 		}
-		errs := u.uploadMissing(ctx, ask, unasked, blobs, files)
+		errs := u.uploadMissing(ctx, m, ask, unasked, blobs, files)
 		u.mu.Lock()
 		for _, d := range mine {
 			e := mineSet[d]
@@ -257,7 +257,7 @@ func (u *Uploader) ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 				// The action uploading it gave up (a race it lost, a
 				// group whose members left), not the service: upload
 				// what is still missing for this one.
-				return u.ensure(ctx, blobs, files, askBlobs)
+				return u.ensure(ctx, m, blobs, files, askBlobs)
 			}
 			if e.err != nil {
 				return e.err
@@ -272,8 +272,8 @@ func (u *Uploader) ensure(ctx context.Context, blobs map[digest.Digest][]byte, f
 // uploadMissing uploads those of ds the server lacks, and every one of
 // unasked; the error of each digest that could not be made present is in
 // the map.
-func (u *Uploader) uploadMissing(ctx context.Context, ds, unasked []digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string) map[digest.Digest]error {
-	up := &uploading{ctx: ctx, u: u, blobs: blobs, files: files, digested: u.digested.Load(),
+func (u *Uploader) uploadMissing(ctx context.Context, m Meter, ds, unasked []digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string) map[digest.Digest]error {
+	up := &uploading{ctx: ctx, m: m, u: u, blobs: blobs, files: files, digested: u.digested.Load(),
 		errs: map[digest.Digest]error{}, inFlight: make(chan struct{}, batchesInFlight)}
 	missing := up.findMissing(ds, unasked)
 	sort.Slice(missing, func(i, j int) bool { return missing[i].Size < missing[j].Size })
@@ -303,6 +303,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, ds, unasked []digest.Diges
 // files), the batch it fills, the batches in flight, and the errors.
 type uploading struct {
 	ctx      context.Context
+	m        Meter // the action's, which the uploads count in
 	u        *Uploader
 	blobs    map[digest.Digest][]byte
 	files    map[digest.Digest]string
@@ -415,7 +416,7 @@ func (up *uploading) stream(d digest.Digest, content func() ([]byte, error)) {
 		return
 	}
 	c.transfers.streamWrites.Add(1)
-	up.u.uploaded(up.ctx, d)
+	up.u.uploaded(up.m, d)
 	c.transfers.wireBytesUploaded.Add(wire)
 }
 
@@ -470,7 +471,7 @@ func (up *uploading) send(b pendingBatch) {
 		up.fail(err, b.ds...)
 	default:
 		for _, d := range b.ds {
-			up.u.uploaded(up.ctx, d)
+			up.u.uploaded(up.m, d)
 		}
 	}
 }
