@@ -90,7 +90,7 @@ func buildForDoc(t *testing.T, flags string, actions []*action.Action) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ch.finish()
+	defer ch.close()
 	return executor.Describe(ch.ex)
 }
 

@@ -117,7 +117,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	if err != nil {
 		return err
 	}
-	finish := ch.finish
+	finish := func() { ch.finish(cfg, env, console, tl, warn) }
 	finished := false
 	defer func() {
 		if !finished {
@@ -216,8 +216,16 @@ type chain struct {
 	// planner, if set, hears the actions' order and when every action has
 	// started.
 	planner executor.Planner
-	// finish records the run's counters and releases what the chain holds.
-	finish func()
+
+	// The parts whose counters the run's end reads (RunStats), nil when
+	// the chain has none: the local cache, its executor, the remote
+	// chain.
+	disk   *cache.Disk
+	cached *cache.Executor
+	remote *remoteChain
+	// release frees what the local side holds (the jobserver, fork
+	// servers, workers), the last first (close).
+	release []func()
 }
 
 // inputPaths lists the distinct input files of actions whose digests the
@@ -252,27 +260,20 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if err != nil {
 		return nil, err
 	}
-	finishers := []func(){closeLimiter}
-	finish := func() {
-		for i := len(finishers) - 1; i >= 0; i-- {
-			finishers[i]()
-		}
-	}
 	dir := CacheDir(cfg, env)
 	// Read once, for exec'd and forked compilers alike.
 	environ := os.Environ()
 	runner, closeRunner := localRunner(cfg, dir, environ, len(actions), tl, warn)
-	finishers = append(finishers, closeRunner...)
 	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner}))
 	// A race's local try is speculative: it runs niced, taking only the
 	// CPU that this machine's share of the work (uploads, downloads,
 	// hybrid compiles) leaves idle.
 	speculative := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner, Nice: speculativeNice}))
-	ch := &chain{ex: local, parallel: cfg.Jobs, finish: finish}
+	ch := &chain{ex: local, parallel: cfg.Jobs, release: append([]func(){closeLimiter}, closeRunner...)}
 
 	disk, err := openCache(cfg, dir, warn)
 	if err != nil {
-		finish()
+		ch.close()
 		return nil, err
 	}
 	idDir := ""
@@ -288,7 +289,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	default:
 		if conn, err = connectRemote(ctx, cfg, env, warn, tl, dir); err != nil {
 			if rc.Fallback == "none" {
-				finish()
+				ch.close()
 				return nil, err
 			}
 			warn("%v; compiling locally", err)
@@ -298,12 +299,11 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	// known now.
 	keys := newKeyer(files, compilerID, env, &cfg.Remote, conn)
 	if conn != nil {
-		r := newRemote(ctx, cfg, env, console, warn, conn, keys, local, speculative, tl)
-		ch.ex, ch.parallel, ch.preparing, ch.planner = r.chain, r.parallel, r.preparing, r.planner
+		r := newRemote(ctx, cfg, env, warn, conn, keys, local, speculative)
+		ch.ex, ch.parallel, ch.preparing, ch.planner, ch.remote = r.chain, r.parallel, r.preparing, r.planner, r
 		if env.Record != nil {
 			env.Record.Update(func(run *record.Run) { run.Remote, run.RemoteJobs = cfg.Remote.Target, cfg.Remote.Jobs })
 		}
-		finishers = append(finishers, func() { r.finish(cfg.Quiet) })
 	}
 	// Each result says what its action sent to and read from the remote
 	// service, for the record.
@@ -316,13 +316,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if env.Record != nil {
 		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
 	}
-	finishers = append(finishers, func() {
-		c := cached.Stats()
-		run := cache.Stats{Hits: c.Hits, Misses: c.Misses, SavedCPU: c.SavedCPU}
-		if err := disk.Finish(run, cfg.CacheLimit()); err != nil {
-			warn("cache %s: %v", dir, err)
-		}
-	})
+	ch.disk, ch.cached = disk, cached
 	ch.ex = executor.Metered(executor.Verified(cached))
 	return ch, nil
 }

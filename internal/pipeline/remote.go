@@ -13,18 +13,24 @@ import (
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapi"
-	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/report"
 )
 
-// remoteChain is the remote part of the executor chain.
+// remoteChain is the remote part of the executor chain, and the parts of
+// it that the run's end drains, reads (RunStats) and closes.
 type remoteChain struct {
 	chain     executor.Executor
 	parallel  int
 	preparing int // schedule.Options.Preparing
 	planner   executor.Planner
-	finish    func(quiet bool)
+
+	side   *remoteSide
+	client *remote.Client
+	rcache *cache.Executor
+	behind *cache.WriteBehind
+	// cpu0 is thindist's own CPU when it began to connect.
+	cpu0 time.Duration
 }
 
 // Preparing is how many actions prepare at once on a remote chain
@@ -282,7 +288,7 @@ func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *rea
 // newRemote builds the remote part of the chain on conn: the remote cache
 // in front of remote execution and this machine (newRemoteSide), or of
 // this machine alone with --remote-cache-only.
-func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warnAll func(string, ...any), conn *remoteConn, keys *reapi.Keyer, local, speculative executor.Executor, tl *report.Timeline) *remoteChain {
+func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(string, ...any), conn *remoteConn, keys *reapi.Keyer, local, speculative executor.Executor) *remoteChain {
 	rc := &cfg.Remote
 	client := conn.client
 	warn := limited(warnAll)
@@ -324,113 +330,12 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, console *report
 		Where: executor.RemoteCache, ReadOnly: conn.readOnly, StoreFrom: storeFrom, Warn: warn, Ahead: ahead,
 		StoreMessages: !conn.readOnly, Unusable: env.Record.Unusable, Run: env.Record.ID(),
 	})
-	finish := func(quiet bool) {
-		defer client.Close()
-		// What was left to store is the link's too: a phase of its own
-		// when it took a while.
-		start := tl.Now()
-		behind.Close()
-		if now := tl.Now(); now.Sub(start) >= time.Millisecond {
-			tl.Add("storing results", start, now)
-		}
-		st := rs.stats(client, rcache, behind, conn.cpu0)
-		if rec := env.Record; rec != nil {
-			rec.Update(st.record)
-		}
-		if !quiet {
-			console.Printf("%s", st.line(rc.Target))
-		}
-	}
-	rch := &remoteChain{chain: executor.Verified(rcache), parallel: rs.parallel, planner: rs.planner, finish: finish}
+	rch := &remoteChain{chain: executor.Verified(rcache), parallel: rs.parallel, planner: rs.planner,
+		side: rs, client: client, rcache: rcache, behind: behind, cpu0: conn.cpu0}
 	if !conn.cacheOnly {
 		rch.preparing = Preparing(client.RTT, runtime.GOMAXPROCS(0))
 	}
 	return rch
-}
-
-// remoteStats are the counters of a run's remote chain, read once at its
-// end, for the record and the summary line.
-type remoteStats struct {
-	invocation string
-	transfers  remote.TransferStats
-	cache      cache.ExecutorStats
-	stored     cache.WriteBehindStats
-	// exec, fallback and hybrid are set with remote execution; hedge and
-	// group when those ran.
-	exec     *remote.ExecStats
-	fallback executor.FallbackStats
-	hybrid   executor.HybridStats
-	hedge    *executor.HedgeStats
-	group    *remote.GroupStats
-	// cpu is thindist's own CPU since it began to connect.
-	cpu time.Duration
-}
-
-// stats reads the counters of rs and of the chain around it.
-func (rs *remoteSide) stats(client *remote.Client, rcache *cache.Executor, behind *cache.WriteBehind, cpu0 time.Duration) remoteStats {
-	st := remoteStats{invocation: client.Invocation(), transfers: client.Stats(), cache: rcache.Stats(),
-		stored: behind.Stats(), cpu: ownCPU() - cpu0}
-	if rs.rex != nil {
-		es := rs.rex.Stats()
-		st.exec, st.fallback, st.hybrid = &es, rs.fb.Stats(), rs.hybrid.Stats()
-	}
-	if rs.hedge != nil {
-		hs := rs.hedge.Stats()
-		st.hedge = &hs
-	}
-	if rs.grouper != nil {
-		gs := rs.grouper.Stats()
-		st.group = &gs
-	}
-	return st
-}
-
-// record puts what the run moved and how often it fell back in its record.
-func (st remoteStats) record(run *record.Run) {
-	// The sums of the actions' BytesUp and BytesDown (executor.Metered),
-	// and what failed actions moved.
-	run.Invocation = st.invocation
-	run.BytesUp = st.transfers.BytesUploaded
-	run.BytesDown = st.transfers.BytesRead + st.transfers.BytesInlined
-	if st.exec != nil {
-		run.FellBack = st.fallback.Fallbacks
-	}
-}
-
-// line is the remote summary line of a run on target.
-func (st remoteStats) line(target string) string {
-	c, cs := st.transfers, st.cache
-	line := fmt.Sprintf("thindist: remote %s (invocation %s): %d cache hits, %d misses", target, st.invocation, cs.Hits, cs.Misses)
-	if es := st.exec; es != nil {
-		fs, hs := st.fallback, st.hybrid
-		line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
-			es.Executed, es.ServerCacheHits, es.Retries, fs.Fallbacks+fs.Unsupported)
-		line += fmt.Sprintf("; %d uploads begun with their lookup (%d of them not executed here)", es.Ahead, es.AheadUnused)
-		line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
-			hs.Local, hs.Races, hs.RacesWonHere, hs.RacedAtStart)
-		if gs := st.hedge; gs != nil {
-			line += fmt.Sprintf("; %d hedged on a second worker (%d won there)", gs.Hedged, gs.Won)
-		}
-		if gs := st.group; gs != nil {
-			line += fmt.Sprintf("; %d grouped into %d executions (%d sent alone again)", gs.Grouped, gs.Groups, gs.Reruns)
-		}
-	}
-	if ws := st.stored; ws.Results+ws.Failed > 0 {
-		line += fmt.Sprintf("; %d results stored in %d bursts", ws.Results, ws.Bursts)
-		if ws.Failed > 0 {
-			line += fmt.Sprintf(" (%d could not be)", ws.Failed)
-		}
-	}
-	line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
-		c.BlobsUploaded, mib(c.BytesUploaded), mib(c.WireBytesUploaded), mib(c.BytesRequested))
-	// thindist's own CPU since it dialled (every RPC, protobuf, hashing
-	// and file I/O; not the compilers it ran here), per action that
-	// reached the remote cache.
-	if n := cs.Hits + cs.Misses; n > 0 {
-		line += fmt.Sprintf("; thindist CPU %s, %.2f ms per action", st.cpu.Round(time.Millisecond),
-			float64(st.cpu.Microseconds())/1e3/float64(n))
-	}
-	return line
 }
 
 // ownCPU is the user and system CPU this process has used: thindist's own
