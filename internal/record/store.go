@@ -54,10 +54,10 @@ func (s *Store) Write(run *Run) error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("record directory: %w", err)
 	}
-	// A directory made before records were private.
-	if err := os.Chmod(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("record directory: %w", err)
-	}
+	// A directory made before records were private. In a cache directory
+	// shared with other users the directory may be another's, and cannot
+	// be changed: the record file itself is still its owner's alone.
+	_ = os.Chmod(s.Dir, 0o700)
 	// The times History orders by, at the record's head, so that it
 	// reads no further (recordHead).
 	withTimes := run.Redacted(s.Secrets)
