@@ -27,12 +27,10 @@ type RunStats struct {
 func (ch *chain) stats() RunStats {
 	var st RunStats
 	if ch.cached != nil {
-		c := ch.cached.Stats()
-		st.Local = &c
+		st.Local = ptr(ch.cached.Stats())
 	}
 	if ch.remote != nil {
-		r := ch.remote.stats()
-		st.Remote = &r
+		st.Remote = ptr(ch.remote.stats())
 	}
 	return st
 }
@@ -109,19 +107,20 @@ func (r *remoteChain) stats() remoteStats {
 	st := remoteStats{invocation: r.client.Invocation(), transfers: r.client.Stats(), cache: r.rcache.Stats(),
 		stored: r.behind.Stats(), cpu: ownCPU() - r.cpu0}
 	if rs.rex != nil {
-		es := rs.rex.Stats()
-		st.exec, st.fallback, st.hybrid = &es, rs.fb.Stats(), rs.hybrid.Stats()
+		st.exec, st.fallback, st.hybrid = ptr(rs.rex.Stats()), rs.fb.Stats(), rs.hybrid.Stats()
 	}
 	if rs.hedge != nil {
-		hs := rs.hedge.Stats()
-		st.hedge = &hs
+		st.hedge = ptr(rs.hedge.Stats())
 	}
 	if rs.grouper != nil {
-		gs := rs.grouper.Stats()
-		st.group = &gs
+		st.group = ptr(rs.grouper.Stats())
 	}
 	return st
 }
+
+// ptr returns a pointer to a copy of v: the counters of a part a run may
+// not have.
+func ptr[T any](v T) *T { return &v }
 
 // record puts what the run moved and how often it fell back in its record.
 func (st remoteStats) record(run *record.Run) {
