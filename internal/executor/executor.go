@@ -136,6 +136,11 @@ type BackendError struct {
 	Kept string
 }
 
+// Rerunnable says whether the error names a script that runs the
+// command again (Kept), so an entry point need not say how to keep its
+// inputs.
+func (e *BackendError) Rerunnable() bool { return e.Kept != "" }
+
 func (e *BackendError) Error() string {
 	var b strings.Builder
 	where := ""

@@ -278,7 +278,8 @@ func (p *plan) backends(ctx context.Context, res *Result, linked []*Module) erro
 	res.Actions = actions
 	if len(actions) > 0 {
 		if err := opts.Run(ctx, actions); err != nil {
-			if !opts.KeepWorkDir && !errors.Is(err, context.Canceled) {
+			var r rerunnable
+			if !opts.KeepWorkDir && !errors.Is(err, context.Canceled) && !(errors.As(err, &r) && r.Rerunnable()) {
 				fmt.Fprintf(opts.Stderr, "thindist link: the backend compilations failed; the work directory %s is removed "+
 					"(run again with --keep-work-dir to keep its index shards and re-run a command by hand)\n", p.work)
 			}
@@ -292,6 +293,11 @@ func (p *plan) backends(ctx context.Context, res *Result, linked []*Module) erro
 	}
 	return nil
 }
+
+// rerunnable is an error that says itself how to run a failed backend
+// again, on kept copies of its inputs (the pipeline's BackendError): then
+// the work directory need not be kept for it.
+type rerunnable interface{ Rerunnable() bool }
 
 // abs resolves p against the link's directory.
 func (p *plan) abs(path string) string {
