@@ -3,12 +3,14 @@
 // clang libraries of one LLVM, each compiling many jobs one after another
 // as the job's own clang would, without a process per job.
 //
-// NewRunner returns the proc.Runner that sends a job to a worker only when
-// the worker can stand in for the job's compiler (Check, once per compiler)
-// and the job has only options the worker is tested with; anything else
-// goes to the next runner (the fork server, exec). A worker that dies, hangs
-// or passes its memory bound mid-job is discarded and the job rerun by exec,
-// so a link never fails for the worker's sake. Every result says whether a
+// A Pool owns worker processes: it checks a job's compiler (Check, once
+// per compiler file), starts, supervises and recycles the workers. The
+// Runner, a proc.Runner, sends a job to Workers (a Pool in this process,
+// or the per-user server's, internal/workerserver) only when the job has
+// only options the workers are tested with; anything else goes to the
+// next runner (the fork server, exec). A worker that dies, hangs or passes
+// its memory bound mid-job is discarded and the job rerun by exec, so a
+// link never fails for the worker's sake. Every result says whether a
 // worker compiled it, and if not, why not.
 package worker
 
@@ -22,46 +24,21 @@ import (
 	"github.com/thindist/thindist/internal/proc"
 )
 
-// Options configure a Runner.
-type Options struct {
-	// Path is the thindist-worker executable.
-	Path string
-	// MaxJobs: a worker is replaced after that many jobs; 0 means 500.
-	MaxJobs int
-	// RecycleRSS: a worker whose peak RSS passed it after a job is
-	// replaced; 0 means 2 GiB.
-	RecycleRSS int64
-	// MemLimit: a worker whose RSS passes it during a job is killed and the
-	// job rerun by exec; 0 means 8 GiB.
-	MemLimit int64
-	// Timeout: a job still running after it is deemed hung, its worker
-	// killed and the job rerun by exec; 0 means 30 minutes.
-	Timeout time.Duration
-}
-
 // Stats count what a Runner did.
 type Stats struct {
 	Jobs     int // compiled by a worker
 	Others   int // given to the next runner
 	Reruns   int // rerun by exec after their worker died, hung or grew
-	Started  int // workers started
-	Recycled int // workers replaced after MaxJobs or RecycleRSS
+	Started  int // workers started for its jobs
+	Recycled int // workers replaced after its jobs (MaxJobs or RecycleRSS)
 }
 
 type runner struct {
+	workers     Workers
 	next, rerun proc.Runner
-	opts        Options
 
-	mu        sync.Mutex
-	idle      []*process
-	compilers map[string]*check
-	broken    string // why no worker can be started, once one could not
-	stats     Stats
-}
-
-type check struct {
-	once sync.Once
-	why  string
+	mu    sync.Mutex
+	stats Stats
 }
 
 // Runner is a proc.Runner with Stats and Close.
@@ -72,25 +49,22 @@ type Runner interface {
 	Close()
 }
 
-// NewRunner returns a Runner that runs what a worker can take there, the
-// rest with next, and reruns with rerun (exec) a job whose worker failed.
+// NewRunner returns a Runner on a Pool of its own (see NewRunnerOn).
 func NewRunner(next, rerun proc.Runner, opts Options) Runner {
-	if opts.MaxJobs == 0 {
-		opts.MaxJobs = 500
-	}
-	if opts.RecycleRSS == 0 {
-		opts.RecycleRSS = 2 << 30
-	}
-	if opts.MemLimit == 0 {
-		opts.MemLimit = 8 << 30
-	}
-	if opts.Timeout == 0 {
-		opts.Timeout = 30 * time.Minute
-	}
-	return &runner{next: next, rerun: rerun, opts: opts, compilers: map[string]*check{}}
+	return NewRunnerOn(NewPool(opts), next, rerun)
+}
+
+// NewRunnerOn returns a Runner that runs on workers what they can take,
+// the rest with next, and reruns with rerun (exec) a job whose worker
+// failed. Its Close closes workers.
+func NewRunnerOn(workers Workers, next, rerun proc.Runner) Runner {
+	return &runner{workers: workers, next: next, rerun: rerun}
 }
 
 func (r *runner) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
+	if why := refuse(c); why != "" {
+		return r.elsewhere(ctx, r.next, c, why, &r.stats.Others)
+	}
 	env := c.Env
 	if env == nil {
 		env = os.Environ()
@@ -99,32 +73,31 @@ func (r *runner) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
 	if dir == "" {
 		dir, _ = os.Getwd()
 	}
-	if why := r.refuse(ctx, c, dir, env); why != "" {
-		return r.elsewhere(ctx, r.next, c, why, &r.stats.Others)
-	}
-	w, err := r.get()
-	if err != nil {
-		return r.elsewhere(ctx, r.next, c, err.Error(), &r.stats.Others)
-	}
 	start := time.Now()
-	a, why, err := r.runOn(ctx, w, dir, c.Argv, env)
-	switch {
-	case err != nil:
+	o, err := r.workers.Run(ctx, dir, c.Argv, env)
+	if err != nil {
 		return nil, fmt.Errorf("%s stopped: %w", c.Argv[0], err)
-	case why != "":
-		return r.elsewhere(ctx, r.rerun, c, why+"; rerun by exec", &r.stats.Reruns)
-	case a.declined != "":
-		return r.elsewhere(ctx, r.next, c, "the worker declined: "+a.declined, &r.stats.Others)
+	}
+	r.mu.Lock()
+	r.stats.Started += b2i(o.Started)
+	r.stats.Recycled += b2i(o.Recycled)
+	r.mu.Unlock()
+	switch {
+	case o.Rerun != "":
+		return r.elsewhere(ctx, r.rerun, c, o.Rerun+"; rerun by exec", &r.stats.Reruns)
+	case o.Elsewhere != "":
+		return r.elsewhere(ctx, r.next, c, o.Elsewhere, &r.stats.Others)
 	}
 	r.mu.Lock()
 	r.stats.Jobs++
 	r.mu.Unlock()
-	return &proc.Result{Exit: proc.Exit{ExitCode: a.status}, Stdout: limit(a.stdout), Stderr: limit(a.stderr),
-		CPU: a.cpu, MaxRSS: a.maxRSS, Wall: time.Since(start), Worker: true}, nil
+	return &proc.Result{Exit: proc.Exit{ExitCode: o.Status}, Stdout: limit(o.Stdout), Stderr: limit(o.Stderr),
+		CPU: o.CPU, MaxRSS: o.MaxRSS, Wall: time.Since(start), Worker: true}, nil
 }
 
-// refuse says why c does not go to a worker, "" if it does.
-func (r *runner) refuse(ctx context.Context, c *proc.Cmd, dir string, env []string) string {
+// refuse says why c does not go to a worker whatever its compiler, "" if
+// it may.
+func refuse(c *proc.Cmd) string {
 	if len(c.Argv) == 0 {
 		return "an empty command"
 	}
@@ -134,15 +107,7 @@ func (r *runner) refuse(ctx context.Context, c *proc.Cmd, dir string, env []stri
 	if a := untested(c.Argv); a != "" {
 		return fmt.Sprintf("the worker is not tested with %s", a)
 	}
-	r.mu.Lock()
-	ch := r.compilers[c.Argv[0]]
-	if ch == nil {
-		ch = &check{}
-		r.compilers[c.Argv[0]] = ch
-	}
-	r.mu.Unlock()
-	ch.once.Do(func() { ch.why = Check(ctx, r.opts.Path, c.Argv[0], dir, env) })
-	return ch.why
+	return ""
 }
 
 // elsewhere runs c with x and notes on its result why not on a worker.
@@ -157,112 +122,23 @@ func (r *runner) elsewhere(ctx context.Context, x proc.Runner, c *proc.Cmd, why 
 	return res, err
 }
 
-// runOn runs one job on w. why, when not empty, says why w failed it (and
-// w is gone); err is ctx's when ctx ended first (and w is gone).
-func (r *runner) runOn(ctx context.Context, w *process, dir string, argv, env []string) (a *answer, why string, err error) {
-	type reply struct {
-		a   *answer
-		err error
-	}
-	done := make(chan reply, 1)
-	go func() {
-		a, err := w.do(dir, argv, env)
-		done <- reply{a, err}
-	}()
-	timeout := time.NewTimer(r.opts.Timeout)
-	defer timeout.Stop()
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
-	stop := func(reason string) {
-		w.kill()
-		<-done
-		w.wait()
-		why = reason
-	}
-	memory := fmt.Sprintf("the worker passed its memory bound (%d MiB)", r.opts.MemLimit>>20)
-	if w.rss() > r.opts.MemLimit {
-		stop(memory)
-		return nil, why, nil
-	}
-	for {
-		select {
-		case rp := <-done:
-			if rp.err != nil {
-				return nil, fmt.Sprintf("the worker ended mid-job (%s)", w.wait()), nil
-			}
-			r.put(w)
-			return rp.a, "", nil
-		case <-ctx.Done():
-			stop("")
-			return nil, "", ctx.Err()
-		case <-timeout.C:
-			stop(fmt.Sprintf("the job ran past the worker's time bound (%s)", r.opts.Timeout))
-			return nil, why, nil
-		case <-poll.C:
-			if w.rss() > r.opts.MemLimit {
-				stop(memory)
-				return nil, why, nil
-			}
-		}
-	}
-}
-
-// get takes an idle worker or starts one. Once a worker cannot be
-// started, no other is tried.
-func (r *runner) get() (*process, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.broken != "" {
-		return nil, fmt.Errorf("%s", r.broken)
-	}
-	if n := len(r.idle); n > 0 {
-		w := r.idle[n-1]
-		r.idle = r.idle[:n-1]
-		return w, nil
-	}
-	w, err := start(r.opts.Path)
-	if err != nil {
-		r.broken = fmt.Sprintf("cannot start the worker %s: %v", r.opts.Path, err)
-		return nil, fmt.Errorf("%s", r.broken)
-	}
-	r.stats.Started++
-	return w, nil
-}
-
-// put returns w after a job: idle, or replaced when it has served its
-// jobs or grown past RecycleRSS.
-func (r *runner) put(w *process) {
-	r.mu.Lock()
-	recycle := w.jobs >= r.opts.MaxJobs || w.peak > r.opts.RecycleRSS
-	if recycle {
-		r.stats.Recycled++
-	} else {
-		r.idle = append(r.idle, w)
-	}
-	r.mu.Unlock()
-	if recycle {
-		go w.close()
-	}
-}
-
 func (r *runner) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats
 }
 
-func (r *runner) Close() {
-	r.mu.Lock()
-	idle := r.idle
-	r.idle = nil
-	r.mu.Unlock()
-	for _, w := range idle {
-		w.close()
-	}
-}
+func (r *runner) Close() { r.workers.Close() }
 
 func limit(b []byte) []byte {
 	var c proc.Capture
 	c.Write(b)
 	return c.Bytes()
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
