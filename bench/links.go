@@ -70,7 +70,9 @@ var methods = []method{
 		// Backends on thindist-worker processes (docs/worker.md), started
 		// for the link.
 		return []string{"-fthinlto-distributor=" + t.thindist, fmt.Sprintf("-Xthinlto-distributor=--jobs=%d", jobs),
-			"-Xthinlto-distributor=--no-cache", "-Xthinlto-distributor=--worker=" + t.worker}
+			"-Xthinlto-distributor=--no-cache", "-Xthinlto-distributor=--worker=" + t.worker,
+			// Workers of the link's own, not the per-user server's.
+			"-Xthinlto-distributor=--worker-idle=0"}
 	}},
 }
 

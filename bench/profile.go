@@ -37,7 +37,7 @@ func profileOverhead(ctx context.Context, t *tools, o *options, dir string) erro
 		return err
 	}
 	runtime.MemProfileRate = 4096
-	code := cli.Main(ctx, []string{fmt.Sprintf("--jobs=%d", o.jobs), "--no-cache", jobFile}, jobserver.Inherited{}, nil)
+	code := cli.Main(ctx, []string{fmt.Sprintf("--jobs=%d", o.jobs), "--no-cache", jobFile}, jobserver.Inherited{}, nil, "")
 	pprof.StopCPUProfile()
 	if hf, err := os.Create(o.pprof + ".allocs"); err == nil {
 		pprof.Lookup("allocs").WriteTo(hf, 0)
@@ -75,7 +75,7 @@ func distributorProfiled(ctx context.Context, path string, args []string) int {
 		return 1
 	}
 	runtime.MemProfileRate = 64 << 10
-	code := cli.Main(ctx, args, jobserver.Inherited{}, gc) // the benchmarks do not run under make
+	code := cli.Main(ctx, args, jobserver.Inherited{}, gc, "") // the benchmarks do not run under make
 	pprof.StopCPUProfile()
 	if hf, err := os.Create(path + ".allocs"); err == nil {
 		pprof.Lookup("allocs").WriteTo(hf, 0)

@@ -35,6 +35,11 @@ func TestMain(m *testing.M) {
 		// ~/.cache/thindist): keep these runs out of the user's cache and
 		// out of each other's way.
 		os.Setenv("THINDIST_CACHE_DIR", filepath.Join(tmp, "cache"))
+		// No per-user worker server outside the tests that ask for one
+		// (server_test.go, in directories of their own): each link's
+		// workers are its own, and no test leaves a process behind.
+		os.Setenv("THINDIST_WORKER_IDLE", "0")
+		os.Setenv("THINDIST_SERVER_DIR", filepath.Join(tmp, "no-server"))
 	})
 }
 

@@ -36,7 +36,9 @@ func main() {
 	// SIGHUP. Each cancels the run, which stops every compiler and removes
 	// every temporary file before exiting (status 130).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	code := cli.Main(ctx, os.Args[1:], js, gc)
+	// Links start the per-user worker server as `thindist server run`.
+	self, _ := os.Executable()
+	code := cli.Main(ctx, os.Args[1:], js, gc, self)
 	stop()
 	os.Exit(code)
 }

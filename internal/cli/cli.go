@@ -24,10 +24,12 @@ import (
 )
 
 // Main runs thindist with args (without the program name) and the
-// jobserver it inherited from make, and returns the exit status.
-func Main(ctx context.Context, args []string, js jobserver.Inherited, gc *gctune.Tuner) int {
+// jobserver it inherited from make, and returns the exit status. self is
+// the thindist executable, which links run as `self server run` to start
+// the worker server ("": none is started).
+func Main(ctx context.Context, args []string, js jobserver.Inherited, gc *gctune.Tuner, self string) int {
 	env := pipeline.StdEnv(js)
-	env.GC = gc
+	env.GC, env.Self = gc, self
 	return run(ctx, args, env, os.Stdout)
 }
 
@@ -60,6 +62,7 @@ var commands = map[string]command{
 	"report": noContext(reportCmd),
 	"stats":  noContext(statsCmd),
 	"doctor": doctorCmd,
+	"server": serverCmd,
 }
 
 type command func(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int
@@ -88,6 +91,9 @@ Usage:
   thindist doctor [--compiler CLANG] [--remote URL [--remote-* ...]]
                                check a remote execution service: connection,
                                capabilities, CAS, the workers' compiler version
+  thindist server status [--json] | stop
+                               show or end the per-user server that keeps
+                               backend workers warm between links
   thindist help [COMMAND]      this text, or a command's own help
   thindist help settings       the settings every command takes, with their
                                environment variables and defaults
@@ -117,12 +123,13 @@ func help(args []string, env pipeline.Env, stdout io.Writer) int {
 		"doctor":   doctorHelp,
 		"report":   reportUsage,
 		"stats":    statsUsage,
+		"server":   serverUsage,
 		"settings": settingsHelp,
 		"flags":    settingsHelp,
 	}
 	h, ok := topics[args[0]]
 	if !ok {
-		fmt.Fprintf(env.Stderr, "thindist help: unknown command %q (commands: link, cache, config, doctor, report, stats; or settings)\n", args[0])
+		fmt.Fprintf(env.Stderr, "thindist help: unknown command %q (commands: link, cache, config, doctor, report, server, stats; or settings)\n", args[0])
 		return 2
 	}
 	h(stdout)

@@ -20,7 +20,7 @@ import (
 func TestLinkSubcommand(t *testing.T) {
 	clang := thinObjects(t)
 	if code := Main(context.Background(), []string{"link", "-j", "2", "--progress=never", "--keep-native-objects", "kept",
-		"--", clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app"}, jobserver.Inherited{}, nil); code != 0 {
+		"--", clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app"}, jobserver.Inherited{}, nil, ""); code != 0 {
 		t.Fatalf("exit status %d", code)
 	}
 	if err := exec.Command("./app").Run(); err != nil {
@@ -31,10 +31,10 @@ func TestLinkSubcommand(t *testing.T) {
 			t.Errorf("--keep-native-objects: %v", err)
 		}
 	}
-	if code := Main(context.Background(), []string{"link", "--progress=never"}, jobserver.Inherited{}, nil); code != 2 {
+	if code := Main(context.Background(), []string{"link", "--progress=never"}, jobserver.Inherited{}, nil, ""); code != 2 {
 		t.Errorf("no link command: exit status %d, want 2", code)
 	}
-	if code := Main(context.Background(), []string{"link", "--progress=never", "--", clang, "-fuse-ld=lld", "missing.o", "-o", "x"}, jobserver.Inherited{}, nil); code != 1 {
+	if code := Main(context.Background(), []string{"link", "--progress=never", "--", clang, "-fuse-ld=lld", "missing.o", "-o", "x"}, jobserver.Inherited{}, nil, ""); code != 1 {
 		t.Errorf("bad link: exit status %d, want 1", code)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Config is everything that shapes a run, whatever its entry point (an lld
@@ -40,6 +41,14 @@ type Config struct {
 	Worker string
 	// NoWorker compiles no backend on a worker.
 	NoWorker bool
+	// WorkerIdle is how long the per-user worker server keeps the workers
+	// after its last link (internal/workerserver); 0 means no server, each
+	// link runs workers of its own; below 0, ServerIdle's default.
+	WorkerIdle time.Duration
+	// ServerDir is the worker server's directory; "" means
+	// jobserver.RuntimeDir ($XDG_RUNTIME_DIR/thindist, else
+	// /tmp/thindist-UID).
+	ServerDir string
 
 	// ConfigFile is a file of `flag = value` lines read before the
 	// environment and the command line (lowest precedence).
@@ -106,6 +115,17 @@ func (c *Config) Register(fs *FlagSet) {
 			"worker crashes or hangs, are forked or exec'd")
 	fs.DefaultText("worker", "thindist-worker beside the thindist executable, if there")
 	fs.Bool(&c.NoWorker, "no-worker", "Execution", false, "compile no backend on a thindist-worker")
+	c.WorkerIdle = -1
+	fs.Var(idleValue{&c.WorkerIdle}, "worker-idle", "Execution", "DURATION",
+		"keep the workers warm for DURATION after a link, in a per-user server that the next\n"+
+			"links reuse (no worker to start, no compiler to check): started on demand, it exits\n"+
+			"after DURATION without a link ('thindist server status|stop'). 0: no server, each\n"+
+			"link runs workers of its own and leaves no process behind")
+	fs.DefaultText("worker-idle", "5m, or 0 when the environment variable CI is set")
+	fs.String(&c.ServerDir, "server-dir", "Execution", "DIR", "",
+		"the worker server's directory (its socket, lock and log), which must be yours alone\n"+
+			"(mode 0700, not a symbolic link); otherwise links run workers of their own")
+	fs.DefaultText("server-dir", "$XDG_RUNTIME_DIR/thindist, else /tmp/thindist-UID")
 	fs.String(&c.Progress, "progress", "Reporting", "auto|always|never", "auto",
 		"draw a live progress line on stderr: auto draws it when stderr is a terminal")
 	fs.String(&c.ConfigFile, "config", "Configuration", "FILE", "",
@@ -114,6 +134,48 @@ func (c *Config) Register(fs *FlagSet) {
 			"command line win over it")
 	fs.configFlag = "config"
 	c.Remote.register(fs)
+}
+
+// DefaultWorkerIdle is WorkerIdle's default outside CI.
+const DefaultWorkerIdle = 5 * time.Minute
+
+// ServerIdle is the worker server's idle period in effect: WorkerIdle as
+// set, else DefaultWorkerIdle, or 0 (no server) when the environment
+// variable CI is set, as CI services set it, so that a CI build leaves no
+// process behind.
+func (c *Config) ServerIdle(getenv func(string) string) time.Duration {
+	switch {
+	case c.WorkerIdle >= 0:
+		return c.WorkerIdle
+	case getenv("CI") != "":
+		return 0
+	}
+	return DefaultWorkerIdle
+}
+
+// idleValue is --worker-idle: a duration, or "auto" (below 0) for
+// ServerIdle's default.
+type idleValue struct{ p *time.Duration }
+
+func (v idleValue) String() string {
+	if v.p == nil || *v.p < 0 {
+		return "auto"
+	}
+	return v.p.String()
+}
+
+func (v idleValue) Set(s string) error {
+	if strings.TrimSpace(s) == "auto" {
+		*v.p = -1
+		return nil
+	}
+	if err := (durationValue{v.p}).Set(s); err != nil {
+		return err
+	}
+	if *v.p < 0 {
+		return fmt.Errorf("expected a duration of at least 0, not %q", s)
+	}
+	return nil
 }
 
 // Check validates c after parsing.

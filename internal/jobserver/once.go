@@ -39,7 +39,7 @@ func RuntimeDir(getenv func(string) string) string {
 
 // firstIn creates dir/kind-build, reporting whether this call created it.
 func firstIn(dir, kind, build string) bool {
-	if !privateDir(dir) {
+	if PrivateDir(dir) != nil {
 		return true
 	}
 	f, err := os.OpenFile(filepath.Join(dir, kind+"-"+build), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -54,18 +54,28 @@ func firstIn(dir, kind, build string) bool {
 	return true
 }
 
-// privateDir makes dir if needed and reports whether it is a directory of
-// this user's alone (not a link another user planted in /tmp).
-func privateDir(dir string) bool {
+// PrivateDir makes dir if needed (mode 0700) and returns an error unless
+// it is a directory of this user's alone: not a symbolic link (another
+// user could plant one in /tmp), owned by this user, no access for group
+// or others. Its error says what is wrong and how to fix it.
+func PrivateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return false
+		return err
 	}
 	fi, err := os.Lstat(dir)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
-		return false
+	if err != nil {
+		return err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Getuid()
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory (%s)", dir, fi.Mode().Type())
+	case !ok || int(st.Uid) != os.Getuid():
+		return fmt.Errorf("%s is owned by another user; remove it, or name another directory", dir)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("%s has mode %04o: others can reach it; make it yours alone (chmod 700 %s)", dir, fi.Mode().Perm(), dir)
+	}
+	return nil
 }
 
 // removeEnded removes the markers of builds whose make is gone.

@@ -55,6 +55,10 @@ type Env struct {
 	// GC, when set, is switched for the backends and for the end of the
 	// run (gctune).
 	GC *gctune.Tuner
+	// Self, when set, is the thindist executable: `Self server run` starts
+	// the per-user worker server (internal/workerserver). Empty (the
+	// plugin, tests): the workers live for one link.
+	Self string
 }
 
 // StdEnv is the environment of a command-line run, with the jobserver
@@ -263,7 +267,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	dir := CacheDir(cfg, env)
 	// Read once, for exec'd and forked compilers alike.
 	environ := os.Environ()
-	runner, closeRunner := localRunner(cfg, dir, environ, len(actions), tl, warn)
+	runner, closeRunner := localRunner(cfg, env, dir, environ, len(actions), tl, warn)
 	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner}))
 	// A race's local try is speculative: it runs niced, taking only the
 	// CPU that this machine's share of the work (uploads, downloads,
@@ -324,7 +328,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 // localRunner is how the compilers of n actions run here: exec'd, forked
 // from fork servers, or sent to workers; closers release what it holds,
 // the last first.
-func localRunner(cfg *config.Config, dir string, environ []string, n int, tl *report.Timeline, warn func(string, ...any)) (runner proc.Runner, closers []func()) {
+func localRunner(cfg *config.Config, env Env, dir string, environ []string, n int, tl *report.Timeline, warn func(string, ...any)) (runner proc.Runner, closers []func()) {
 	// A fork server pays for its start (loading the compiler once) from a
 	// slot's second job on: a link with no more actions than local
 	// slots (Kbuild's final vmlinux links have one) execs them at once.
@@ -344,12 +348,8 @@ func localRunner(cfg *config.Config, dir string, environ []string, n int, tl *re
 	if forks != nil {
 		runner = forks.Runner(runner, proc.DefaultGrace)
 	}
-	if n > cfg.Jobs { // a worker pays off where a fork server does
-		var closeWorkers func()
-		runner, closeWorkers = Workers(cfg, runner, tl, limited(warn))
-		closers = append(closers, closeWorkers)
-	}
-	return runner, closers
+	runner, closeWorkers := Workers(cfg, env, n, runner, tl, limited(warn))
+	return runner, append(closers, closeWorkers)
 }
 
 // openCache opens the local cache in dir, unless cfg turns it off (nil).

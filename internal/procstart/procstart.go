@@ -46,6 +46,15 @@ func readStat(path string) (Stat, error) {
 	return Stat{Comm: string(b[open+1 : i]), path: path, fields: strings.Fields(string(b[i+1:]))}, nil
 }
 
+// State is the process's state (field 3): "R" running, "S" sleeping,
+// "Z" exited and not yet waited for by its parent, ...
+func (s Stat) State() string {
+	if len(s.fields) == 0 {
+		return ""
+	}
+	return s.fields[0]
+}
+
 // Field returns field n (numbered from 1 as in proc(5), n ≥ 3) as a
 // number.
 func (s Stat) Field(n int) (uint64, error) {

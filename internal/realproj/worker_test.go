@@ -20,7 +20,8 @@ func TestLuaWorkerByteIdentical(t *testing.T) {
 	for i, flag := range []string{"--no-worker", "--worker=" + w} {
 		keep := filepath.Join(tmp, []string{"exec", "worker"}[i])
 		cache := filepath.Join(tmp, "cache-"+[]string{"exec", "worker"}[i])
-		args := append([]string{"link", "--jobs=1", flag, "--keep-native-objects=" + keep, "--cache-dir=" + cache, "--", tc.Clang},
+		// --worker-idle=0: the link's own workers, no per-user server.
+		args := append([]string{"link", "--jobs=1", flag, "--worker-idle=0", "--keep-native-objects=" + keep, "--cache-dir=" + cache, "--", tc.Clang},
 			b.LinkArgs("lua-"+[]string{"exec", "worker"}[i])...)
 		runIn(t, b.Dir, thindist, args...)
 		trees[i] = testprog.ReadTree(t, keep)

@@ -57,6 +57,9 @@ type Run struct {
 	// Invocation is the tool_invocation_id in the RequestMetadata of
 	// every call to the service: what its pages list the run under.
 	Invocation string `json:"invocation,omitempty"`
+	// WorkerServer, when the run's workers were the per-user server's,
+	// names it (its pid and socket, and whether this run started it).
+	WorkerServer string `json:"worker_server,omitempty"`
 	// LocalCache says whether the local cache was consulted; CacheLimit
 	// is the size limit the run applied to it, in bytes.
 	LocalCache bool  `json:"local_cache"`

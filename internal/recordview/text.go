@@ -79,7 +79,11 @@ func WriteText(w io.Writer, run *record.Run) {
 	if c.Stopped > 0 {
 		fmt.Fprintf(w, ", %d stopped", c.Stopped)
 	}
-	fmt.Fprintf(w, "\n  CPU:      %s compiling, %s saved by the cache\n", round(c.CPU), round(c.Saved))
+	fmt.Fprintln(w)
+	if c.Worker > 0 && run.WorkerServer != "" {
+		fmt.Fprintf(w, "  workers:  %s\n", run.WorkerServer)
+	}
+	fmt.Fprintf(w, "  CPU:      %s compiling, %s saved by the cache\n", round(c.CPU), round(c.Saved))
 	settings := fmt.Sprintf("--jobs=%d", run.Jobs)
 	if run.Remote != "" {
 		settings += fmt.Sprintf(", --remote=%s (%d in flight; %s up, %s down", run.Remote, run.RemoteJobs,

@@ -67,10 +67,10 @@ func (w *process) do(dir string, argv, env []string) (*answer, error) {
 	req = append(req, dir, strconv.Itoa(len(argv)))
 	req = append(req, argv...)
 	req = append(req, env...)
-	if err := writeMessage(w.in, req); err != nil {
+	if err := WriteMessage(w.in, req); err != nil {
 		return nil, err
 	}
-	f, err := readMessage(w.out)
+	f, err := ReadMessage(w.out, 16)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,11 @@ import (
 // make thindist allocate gigabytes.
 const maxField = 64 << 20
 
-func writeMessage(w io.Writer, fields []string) error {
+// The per-user server (internal/workerserver) speaks the same messages
+// with its clients.
+
+// WriteMessage writes one message of fields.
+func WriteMessage(w io.Writer, fields []string) error {
 	n := 4
 	for _, f := range fields {
 		n += 4 + len(f)
@@ -34,14 +38,15 @@ func writeMessage(w io.Writer, fields []string) error {
 	return err
 }
 
-func readMessage(r *bufio.Reader) ([]string, error) {
+// ReadMessage reads one message of at most maxFields fields.
+func ReadMessage(r *bufio.Reader, maxFields int) ([]string, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
 	}
 	n := binary.LittleEndian.Uint32(hdr[:])
-	if n > 16 {
-		return nil, fmt.Errorf("malformed answer: %d fields", n)
+	if n > uint32(maxFields) {
+		return nil, fmt.Errorf("malformed message: %d fields", n)
 	}
 	fields := make([]string, n)
 	for i := range fields {
@@ -50,7 +55,7 @@ func readMessage(r *bufio.Reader) ([]string, error) {
 		}
 		l := binary.LittleEndian.Uint32(hdr[:])
 		if l > maxField {
-			return nil, fmt.Errorf("malformed answer: a field of %d bytes", l)
+			return nil, fmt.Errorf("malformed message: a field of %d bytes", l)
 		}
 		b := make([]byte, l)
 		if _, err := io.ReadFull(r, b); err != nil {

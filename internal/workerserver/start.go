@@ -1,0 +1,108 @@
+package workerserver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/lockfile"
+)
+
+// ConnectOptions say which server a link wants.
+type ConnectOptions struct {
+	Dir    string        // the server's directory
+	Self   string        // the thindist executable, run as `Self server run` to start one
+	Worker string        // the thindist-worker executable
+	Idle   time.Duration // the idle period of a server it starts
+	Wait   time.Duration // how long to wait for a server it starts; 0 means 10 s
+}
+
+// Connect returns a Client of the server in o.Dir, started if none
+// answers there or the one there is stale (see Serve). Starting one holds
+// the directory's lock, so concurrent links start one server. An error
+// says why the link cannot use a server: the directory is not the user's
+// alone (jobserver.PrivateDir), or a server could not be started.
+func Connect(o ConnectOptions) (*Client, error) {
+	if o.Wait == 0 {
+		o.Wait = 10 * time.Second
+	}
+	if err := jobserver.PrivateDir(o.Dir); err != nil {
+		return nil, err
+	}
+	id, err := Own(o.Self, o.Worker)
+	if err != nil {
+		return nil, err
+	}
+	cl := &Client{dir: o.Dir, hello: append([]string{"hello", linkName()}, id.fields()...)}
+	if cl.first() == nil {
+		return cl, nil
+	}
+	err = lockfile.With(filepath.Join(o.Dir, lockName), func() error {
+		if cl.first() == nil {
+			return nil
+		}
+		exited, err := spawn(o)
+		if err != nil {
+			return fmt.Errorf("cannot start the worker server %s: %v", o.Self, err)
+		}
+		for deadline := time.Now().Add(o.Wait); ; time.Sleep(5 * time.Millisecond) {
+			err := cl.first()
+			if err == nil {
+				cl.started = true
+				return nil
+			}
+			select {
+			case e := <-exited:
+				return fmt.Errorf("the worker server it started exited (%v); its log is %s", e, filepath.Join(o.Dir, logName))
+			default:
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the worker server it started did not answer within %s (%v); its log is %s", o.Wait, err, filepath.Join(o.Dir, logName))
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// first opens the client's first connection, kept idle for its first job.
+func (cl *Client) first() error {
+	cc, err := cl.open()
+	if err != nil {
+		return err
+	}
+	cl.put(cc)
+	return nil
+}
+
+// spawn starts `o.Self server run` detached: a session of its own (no
+// terminal's or build's signal reaches it), its standard streams on
+// /dev/null, in /, without make's jobserver variables. exited receives
+// how it ended, should it end while this process runs.
+func spawn(o ConnectOptions) (exited chan error, err error) {
+	cmd := exec.Command(o.Self, "server", "run", "--server-dir="+o.Dir, "--worker="+o.Worker, "--worker-idle="+o.Idle.String())
+	cmd.Dir = "/"
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MFLAGS=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited = make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return exited, nil
+}
+
+// IsStale reports whether err is a stale server's answer.
+func IsStale(err error) bool { return errors.As(err, new(errStale)) }
