@@ -106,6 +106,7 @@ func serverRun(ctx context.Context, cfg *config.Config, dir string, env pipeline
 		fmt.Fprintf(env.Stderr, "thindist server run: needs a worker (--worker) and an idle period above 0 (--worker-idle)\n")
 		return 2
 	}
+	workerserver.CloseInherited()
 	if err := workerserver.Serve(ctx, workerserver.Options{Dir: dir, Worker: path, Idle: idle}); err != nil {
 		fmt.Fprintf(env.Stderr, "thindist server run: %v\n", err)
 		return 1

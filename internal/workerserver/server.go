@@ -75,11 +75,9 @@ type server struct {
 
 // Serve runs the server in o.Dir until its idle period passes without a
 // connection, it is stopped, a link of another identity comes and its
-// connections end, or ctx ends. Its log is server.log in o.Dir. It is
-// meant to be its process's only work: it first closes the descriptors the
-// process inherited.
+// connections end, or ctx ends. Its log is server.log in o.Dir. The
+// process that runs it should first CloseInherited.
 func Serve(ctx context.Context, o Options) error {
-	closeInherited()
 	if err := jobserver.PrivateDir(o.Dir); err != nil {
 		return err
 	}
@@ -119,11 +117,11 @@ func Serve(ctx context.Context, o Options) error {
 	return nil
 }
 
-// closeInherited closes the descriptors this process inherited beyond its
+// CloseInherited closes the descriptors this process inherited beyond its
 // standard streams (make's jobserver pipe, a CI runner's): the server
 // outlives the link that started it and must not hold them open. Go opens
 // every descriptor of its own close-on-exec, so those are the others.
-func closeInherited() {
+func CloseInherited() {
 	des, _ := os.ReadDir("/proc/self/fd")
 	for _, de := range des {
 		fd, err := strconv.Atoi(de.Name())
