@@ -2,10 +2,14 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/recordview"
 	"github.com/thindist/thindist/internal/testprog"
 )
@@ -29,5 +33,36 @@ func TestWorkerCompilesAndReportSaysSo(t *testing.T) {
 		if want := "(0 forked, 4 on a worker)"; !no && !strings.Contains(text.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, text.String())
 		}
+	}
+}
+
+// TestWorkerServerCannotStart: a link whose worker server cannot be
+// started (here its command exits at once) warns, and compiles its
+// backends on workers of its own.
+func TestWorkerServerCannotStart(t *testing.T) {
+	path := testprog.Worker(t)
+	actions := testprog.Actions(t, testprog.Options{Modules: 3, Seed: 7})
+	dir := filepath.Join(t.TempDir(), "server")
+	cfg := &config.Config{Jobs: 1, Progress: "never", NoCache: true, NoForkServer: true, CacheDir: t.TempDir(), Worker: path,
+		WorkerIdle: time.Minute, ServerDir: dir}
+	var stderr bytes.Buffer
+	rec := record.New(record.Run{Dir: actions[0].Dir})
+	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }, Record: rec, Self: "/bin/false"}
+	if err := Run(context.Background(), cfg, env, actions); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	want := "no worker server: the worker server it started exited (exit status 1); its log is " + filepath.Join(dir, "server.log") +
+		"; the workers live for this link only"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+	r := rec.Finish(time.Now(), nil)
+	for _, a := range r.Actions {
+		if !a.Worker {
+			t.Errorf("%s not on the link's own worker: %s", a.Module, a.NotWorker)
+		}
+	}
+	if r.WorkerServer != "" {
+		t.Errorf("the record names a server: %q", r.WorkerServer)
 	}
 }
