@@ -46,21 +46,31 @@ func TestReportShowsTransfersAndPhaseDetail(t *testing.T) {
 	}
 }
 
-// TestReportSaysWhichRunner: the text report says which modules a worker
-// compiled, and why the others were not.
+// TestReportSaysWhichRunner: the text report and the HTML page say which
+// modules a worker compiled, the worker server whose workers they were,
+// and why the others were not.
 func TestReportSaysWhichRunner(t *testing.T) {
 	start := time.Now()
 	w := act("w.o", record.WhereLocal, 0, 50_000)
 	w.Worker = true
 	x := act("x.o", record.WhereLocal, 0, 60_000)
 	x.NotWorker = `/usr/bin/clang-19 is "Debian clang version 19.1.7", the worker is built for "Debian clang version 22.1.8"`
-	run := &record.Run{ID: "x", Entry: "dtlto", Start: start, End: start.Add(time.Second), Actions: []record.Action{w, x}}
-	var text bytes.Buffer
+	server := "the worker server, pid 42, /run/user/1000/thindist/server.sock, started by this link"
+	run := &record.Run{ID: "x", Entry: "dtlto", Start: start, End: start.Add(time.Second), Actions: []record.Action{w, x}, WorkerServer: server}
+	var text, page bytes.Buffer
 	WriteText(&text, run)
-	for _, want := range []string{"2 local (0 forked, 1 on a worker)", "w.o (local, worker, CPU 50ms", "x.o (local, exec'd, CPU 60ms",
-		"  no worker: " + x.NotWorker + ": x.o\n"} {
+	for _, want := range []string{"2 local (0 forked, 1 on a worker)", "  workers:  " + server + "\n", "w.o (local, worker, CPU 50ms",
+		"x.o (local, exec'd, CPU 60ms", "  no worker: " + x.NotWorker + ": x.o\n"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	if err := WriteHTML(&page, run); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"(0 forked, 1 on a worker)", "<tr><td>workers</td><td>" + server + "</td></tr>"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the HTML page lacks %q", want)
 		}
 	}
 }
