@@ -329,8 +329,9 @@ func TestServerIdle(t *testing.T) {
 }
 
 // TestServerReplacedByAnotherThindist: a link of another thindist (here a
-// copy elsewhere: another executable) replaces the server; the old one
-// exits.
+// copy elsewhere: another executable) replaces the server, and so does a
+// link of another umask (the workers would write its objects with other
+// permissions than its clang); the old server exits.
 func TestServerReplacedByAnotherThindist(t *testing.T) {
 	w := testprog.Worker(t)
 	p := program(t, testprog.Options{Modules: 3, Seed: 17})
@@ -343,25 +344,33 @@ func TestServerReplacedByAnotherThindist(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir, cache := serverDir(t), t.TempDir()
-	var pids [2]int
-	for i, exe := range []string{thindist, other} {
-		l := linkCmd{p: p, objs: p.Objects, out: fmt.Sprintf("app%d", i), dist: exe, distArgs: []string{"--jobs=1", "--no-cache", "--worker=" + w},
-			env: append(serverEnv(dir, "1m"), "THINDIST_CACHE_DIR="+cache)}
-		l.mustLink(t)
-		if got := runProg(t, p, l.out); got != p.Want {
-			t.Errorf("%s prints %q, want %q", l.out, got, p.Want)
+	links := []struct{ exe, umask string }{{thindist, "022"}, {other, "022"}, {other, "077"}}
+	pids := make([]int, len(links))
+	for i, l := range links {
+		out := fmt.Sprintf("app%d", i)
+		args := append([]string{"-c", `umask "$0" && exec "$@"`, l.umask, l.exe, "link", "--jobs=1", "--no-cache", "--worker=" + w, "--",
+			clang, "-flto=thin", "-fuse-ld=lld", "-O2"}, p.Objects...)
+		cmd := exec.Command("sh", append(args, "-o", out)...)
+		cmd.Dir, cmd.Env = p.Dir, testEnv(t, append(serverEnv(dir, "1m"), "THINDIST_CACHE_DIR="+cache)...)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("link %d (%s, umask %s): %v\n%s", i, l.exe, l.umask, err, msg)
+		}
+		if got := runProg(t, p, out); got != p.Want {
+			t.Errorf("%s prints %q, want %q", out, got, p.Want)
 		}
 		run := lastRecord(t, p.Dir, cache)
 		if pids[i] = recordServer(run); pids[i] == 0 || !strings.HasSuffix(run.WorkerServer, ", started by this link") {
-			t.Errorf("link %d (%s): workers of %q; want a server it started", i, exe, run.WorkerServer)
+			t.Errorf("link %d (%s, umask %s): workers of %q; want a server it started", i, l.exe, l.umask, run.WorkerServer)
+		}
+		if i > 0 {
+			if pids[i] == pids[i-1] {
+				t.Fatalf("links %d and %d used the server of pid %d", i-1, i, pids[i])
+			}
+			waitGone(t, pids[i-1], "the server replaced")
 		}
 	}
-	if pids[0] == pids[1] {
-		t.Fatalf("both links used the server of pid %d", pids[0])
-	}
-	waitGone(t, pids[0], "the server of the first thindist")
-	if st := serverStatus(t, dir); st == nil || st.PID != pids[1] || st.Identity.Thindist.Path != other {
-		t.Errorf("the server now: %+v; want pid %d, running %s", st, pids[1], other)
+	if st := serverStatus(t, dir); st == nil || st.PID != pids[2] || st.Identity.Thindist.Path != other || st.Identity.Umask != "0077" {
+		t.Errorf("the server now: %+v; want pid %d, running %s with umask 0077", st, pids[2], other)
 	}
 }
 

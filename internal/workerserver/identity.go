@@ -5,19 +5,23 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/thindist/thindist/internal/version"
 )
 
-// Identity names a thindist executable and the worker it runs. A server
-// serves the links of its own identity only: another one means thindist or
-// the worker changed (an upgrade, a rebuild, another install), and the
-// server makes way for one of the new identity.
+// Identity names a thindist executable and the worker it runs, and the
+// umask the workers write their objects with. A server serves the links of
+// its own identity only: another one means thindist or the worker changed
+// (an upgrade, a rebuild, another install), or the link's objects would be
+// written with other permissions than its own clang's, and the server makes
+// way for one of the new identity.
 type Identity struct {
 	Version  string `json:"version"`
 	Thindist File   `json:"thindist"`
 	Worker   File   `json:"worker"`
+	Umask    string `json:"umask"`
 }
 
 // File is an executable, resolved, as it was when looked at.
@@ -38,7 +42,22 @@ func Own(exe, worker string) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	return Identity{Version: version.Short(), Thindist: self, Worker: w}, nil
+	return Identity{Version: version.Short(), Thindist: self, Worker: w, Umask: umask()}, nil
+}
+
+// umask is this process's, from /proc (setting it to read it would race
+// with the process's other threads).
+func umask() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
 
 func fileAt(path string) (File, error) {
@@ -59,7 +78,7 @@ func fileAt(path string) (File, error) {
 
 // fields is id in a hello message.
 func (id Identity) fields() []string {
-	f := []string{id.Version}
+	f := []string{id.Version, id.Umask}
 	for _, x := range []File{id.Thindist, id.Worker} {
 		f = append(f, x.Path, strconv.FormatInt(x.Size, 10), strconv.FormatInt(x.Mtime.UnixNano(), 10))
 	}
@@ -68,17 +87,17 @@ func (id Identity) fields() []string {
 
 // parseIdentity reads the fields of a hello message.
 func parseIdentity(f []string) (Identity, error) {
-	if len(f) != 7 {
+	if len(f) != 8 {
 		return Identity{}, fmt.Errorf("malformed identity of %d fields", len(f))
 	}
-	id := Identity{Version: f[0]}
+	id := Identity{Version: f[0], Umask: f[1]}
 	for i, x := range []*File{&id.Thindist, &id.Worker} {
-		size, err1 := strconv.ParseInt(f[2+3*i], 10, 64)
-		mtime, err2 := strconv.ParseInt(f[3+3*i], 10, 64)
+		size, err1 := strconv.ParseInt(f[3+3*i], 10, 64)
+		mtime, err2 := strconv.ParseInt(f[4+3*i], 10, 64)
 		if err1 != nil || err2 != nil {
 			return Identity{}, fmt.Errorf("malformed identity %q", f)
 		}
-		*x = File{Path: f[1+3*i], Size: size, Mtime: time.Unix(0, mtime)}
+		*x = File{Path: f[2+3*i], Size: size, Mtime: time.Unix(0, mtime)}
 	}
 	return id, nil
 }
@@ -92,6 +111,8 @@ func (id Identity) differs(other Identity) string {
 		return fmt.Sprintf("thindist %s asked, this server runs %s", other.Thindist, id.Thindist)
 	case !id.Worker.same(other.Worker):
 		return fmt.Sprintf("the worker %s asked, this server runs %s", other.Worker, id.Worker)
+	case id.Umask != other.Umask:
+		return fmt.Sprintf("a link of umask %s asked, this server's is %s", other.Umask, id.Umask)
 	}
 	return ""
 }
