@@ -39,6 +39,8 @@ func TestVersionAndHelp(t *testing.T) {
 		{[]string{"help", "config"}, "thindist config [flags]"},
 		{[]string{"config", "--help"}, "thindist config [flags]"},
 		{[]string{"help", "doctor"}, "thindist doctor [--compiler"},
+		{[]string{"help", "server"}, "thindist server status [--json]"},
+		{[]string{"server", "--help"}, "thindist server stop"},
 	} {
 		code, out, errOut := runCLI(t, nil, c.args...)
 		if code != 0 || !strings.Contains(out, c.want) || strings.Contains(out, "As lld's DTLTO distributor") {

@@ -34,12 +34,6 @@ type conn struct {
 	r *bufio.Reader
 }
 
-// errStale: the server answered the hello "stale": it serves another
-// identity, or its workers' files changed on disk, and is exiting.
-type errStale struct{ why string }
-
-func (e errStale) Error() string { return "the server is stale: " + e.why }
-
 // PID is the server's process ID.
 func (cl *Client) PID() int { return cl.pid }
 
@@ -76,7 +70,7 @@ func (cl *Client) open() (*conn, error) {
 		}
 		err = fmt.Errorf("another server (pid %s) answers at %s", f[1], Socket(cl.dir))
 	case len(f) == 2 && f[0] == "stale":
-		err = errStale{f[1]}
+		err = fmt.Errorf("the server at %s is making way for a new one: %s", Socket(cl.dir), f[1])
 	case len(f) == 2 && f[0] == "refused":
 		err = fmt.Errorf("the server at %s refused: %s", Socket(cl.dir), f[1])
 	default:

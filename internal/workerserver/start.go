@@ -1,7 +1,6 @@
 package workerserver
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -103,6 +102,3 @@ func spawn(o ConnectOptions) (exited chan error, err error) {
 	go func() { exited <- cmd.Wait() }()
 	return exited, nil
 }
-
-// IsStale reports whether err is a stale server's answer.
-func IsStale(err error) bool { return errors.As(err, new(errStale)) }
