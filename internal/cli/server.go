@@ -49,6 +49,10 @@ func serverUsage(w io.Writer) {
 // serverCmd runs `thindist server status|stop`, and `thindist server run`,
 // which a link starts (not for users: not in the help).
 func serverCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
+	if wantsHelp(args) {
+		serverUsage(stdout)
+		return 0
+	}
 	var cfg config.Config
 	var asJSON bool
 	fs := newServerFlags(&cfg, &asJSON)
