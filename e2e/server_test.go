@@ -281,15 +281,22 @@ func TestServerDirNotPrivate(t *testing.T) {
 			if want := "no worker server: " + dir + " " + c.want; !strings.Contains(stderr, want) {
 				t.Errorf("the link's stderr lacks %q:\n%s", want, stderr)
 			}
-			if _, err := os.Lstat(workerserver.Socket(dir)); err == nil || len(serverProcs(dir)) > 0 {
-				t.Errorf("a server runs in %s", dir)
-			}
-			for _, a := range lastRecord(t, p.Dir, cache).Actions {
-				if !a.Worker {
-					t.Errorf("%s not on the link's own worker: %s", a.Module, a.NotWorker)
-				}
-			}
+			noServerOwnWorkers(t, dir, lastRecord(t, p.Dir, cache))
 		})
+	}
+}
+
+// noServerOwnWorkers fails t if a server runs in dir, or if a module of
+// run was not compiled on a worker (the link's own).
+func noServerOwnWorkers(t *testing.T, dir string, run *record.Run) {
+	t.Helper()
+	if _, err := os.Lstat(workerserver.Socket(dir)); err == nil || len(serverProcs(dir)) > 0 {
+		t.Errorf("a server runs in %s after the link", dir)
+	}
+	for _, a := range run.Actions {
+		if !a.Worker {
+			t.Errorf("%s not on the link's own worker: %s", a.Module, a.NotWorker)
+		}
 	}
 }
 
@@ -316,14 +323,7 @@ func TestServerIdle(t *testing.T) {
 			dir, cache := serverDir(t), t.TempDir()
 			checkBoth(t, p, linkCmd{distArgs: []string{"--jobs=1", "--worker=" + w},
 				env: append(serverEnv(dir, c.idle), "CI="+c.ci, "THINDIST_CACHE_DIR="+cache)})
-			if _, err := os.Lstat(workerserver.Socket(dir)); err == nil || len(serverProcs(dir)) > 0 {
-				t.Errorf("a server runs in %s after the link", dir)
-			}
-			for _, a := range lastRecord(t, p.Dir, cache).Actions {
-				if !a.Worker {
-					t.Errorf("%s not on the link's own worker: %s", a.Module, a.NotWorker)
-				}
-			}
+			noServerOwnWorkers(t, dir, lastRecord(t, p.Dir, cache))
 		})
 	}
 }
