@@ -105,11 +105,13 @@ func waitGone(t *testing.T, pid int, what string) {
 // `thindist server status` and `stop` say what they do.
 func TestServerWarmAcrossLinks(t *testing.T) {
 	w := testprog.Worker(t)
-	p := program(t, testprog.Options{Modules: 4, CXX: true, ArchiveModules: 1, Seed: 21})
+	// Two modules on --jobs=2: a small link, its jobs at once on two
+	// workers, both kept idle for the next link.
+	p := program(t, testprog.Options{Modules: 2, CXX: true, ArchiveModules: 1, Seed: 21})
 	dir := serverDir(t)
 	link := func(flag, out string) (map[string][]byte, *record.Run) {
 		keep, cache := filepath.Join(t.TempDir(), "natives"), t.TempDir()
-		args := append([]string{"link", "--jobs=8", flag, "--keep-native-objects=" + keep, "--", clang + "++", "-flto=thin", "-fuse-ld=lld", "-O2"}, p.Objects...)
+		args := append([]string{"link", "--jobs=2", flag, "--keep-native-objects=" + keep, "--", clang + "++", "-flto=thin", "-fuse-ld=lld", "-O2"}, p.Objects...)
 		if code, msg := runThindist(t, p.Dir, append(serverEnv(dir, "1m"), "THINDIST_CACHE_DIR="+cache), append(args, "-o", out)...); code != 0 {
 			t.Fatalf("thindist %s: exit %d\n%s", strings.Join(args, " "), code, msg)
 		}

@@ -100,7 +100,7 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	s := &server{o: o, id: id, ln: ln, begin: time.Now(), links: map[string]int{}, exit: make(chan struct{}),
 		log:  log.New(logf, fmt.Sprintf("[%d] ", os.Getpid()), log.LstdFlags|log.Lmicroseconds),
-		pool: worker.NewPool(worker.Options{Path: id.Worker.Path, MaxIdle: runtime.NumCPU()})}
+		pool: worker.NewPool(worker.Options{Path: id.Worker.Path, MaxIdle: max(runtime.NumCPU(), 2)})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.log.Printf("serving %s: thindist %s, %s; worker %s; idle period %s", ln.Addr(), id.Version, id.Thindist, id.Worker, o.Idle)
 	s.idle = time.AfterFunc(o.Idle, s.idleExit)
