@@ -23,8 +23,10 @@ install -m 755 worker/thindist-worker "$bindir/thindist-worker"
 echo "installed $bindir/thindist-worker"
 
 # The demo: compile with -flto=thin, link with thindist as the distributor.
+# Its workers live for the link only (THINDIST_WORKER_IDLE=0): an install
+# leaves no server running; the user's first link starts one.
 demo=$(mktemp -d)
 trap 'rm -rf "$demo"' EXIT
 cp examples/hello/*.c examples/hello/Makefile "$demo/"
-make -s -C "$demo" THINDIST="$bindir/thindist" hello
+THINDIST_WORKER_IDLE=0 make -s -C "$demo" THINDIST="$bindir/thindist" hello
 "$demo/hello"
