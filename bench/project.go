@@ -64,6 +64,8 @@ func setupProject(ctx context.Context, t *tools, dir, name string) (*project, er
 		return &project{name: "7-Zip (C++, -g)", build: b, check: func(ctx context.Context, exe string) error {
 			return sevenZipRoundTrip(ctx, dir, exe)
 		}}, nil
+	case name == "hello":
+		return setupHello(ctx, t, dir)
 	case strings.HasPrefix(name, "gen"):
 		n, err := strconv.Atoi(strings.TrimPrefix(name, "gen"))
 		if err != nil || n < 2 {
@@ -97,7 +99,7 @@ func setupProject(ctx context.Context, t *tools, dir, name string) (*project, er
 		}
 		return q, nil
 	}
-	return nil, fmt.Errorf("unknown project %q (want lua, 7zip or genN)", name)
+	return nil, fmt.Errorf("unknown project %q (want lua, 7zip, hello or genN)", name)
 }
 
 func fileExists(p string) bool {
@@ -233,4 +235,5 @@ type projectResult struct {
 	cache   *cacheResult
 	remote  *remoteResult
 	cluster *clusterResult
+	worker  *workerResult
 }

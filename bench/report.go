@@ -88,7 +88,7 @@ func (rep *report) writeMarkdown(path string) error {
 
 // parts renders the parts this run measured, in results.Order.
 func (rep *report) parts() []results.Part {
-	var withLinks, withCache, withRemote []*projectResult
+	var withLinks, withCache, withRemote, withWorker []*projectResult
 	for _, r := range rep.projects {
 		if r.hasLinks() {
 			withLinks = append(withLinks, r)
@@ -98,6 +98,9 @@ func (rep *report) parts() []results.Part {
 		}
 		if r.remote != nil {
 			withRemote = append(withRemote, r)
+		}
+		if r.worker != nil {
+			withWorker = append(withWorker, r)
 		}
 	}
 	var b strings.Builder
@@ -133,6 +136,9 @@ func (rep *report) parts() []results.Part {
 			b.WriteString("### Scheduling from history\n\n```\n" + h.text() + "```\n")
 		})
 	}
+	if len(withWorker) > 0 {
+		stamped("worker", func(b *strings.Builder) { rep.workerMarkdown(b, withWorker) })
+	}
 	return parts
 }
 
@@ -151,7 +157,7 @@ func (rep *report) measuredMoreThanCluster() bool {
 		return true
 	}
 	for _, r := range rep.projects {
-		if r.hasLinks() || r.cache != nil || r.remote != nil {
+		if r.hasLinks() || r.cache != nil || r.remote != nil || r.worker != nil {
 			return true
 		}
 	}

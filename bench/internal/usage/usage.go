@@ -1,0 +1,172 @@
+// Package usage measures what a command costs the machine when part of its
+// work runs in processes that are not its descendants (a server it talks
+// to), which the rusage of its wait does not count: the CPU time, system
+// time and page faults of process trees read from /proc before and after,
+// and the peak of the sum of their resident sets, sampled while it runs.
+package usage
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Usage is what a set of processes used.
+type Usage struct {
+	User, Sys time.Duration
+	Faults    int64 // minor and major page faults
+	// PeakRSS is the highest sum of the processes' resident sets seen at
+	// once, in bytes.
+	PeakRSS int64
+}
+
+// Add returns u plus v's CPU and faults; its PeakRSS is u's.
+func (u Usage) Add(v Usage) Usage {
+	u.User += v.User
+	u.Sys += v.Sys
+	u.Faults += v.Faults
+	return u
+}
+
+// Sub returns u less v's CPU and faults; its PeakRSS is u's.
+func (u Usage) Sub(v Usage) Usage {
+	u.User -= v.User
+	u.Sys -= v.Sys
+	u.Faults -= v.Faults
+	return u
+}
+
+// clock is the kernel's clock ticks per second (USER_HZ), as /proc counts.
+const clock = 100
+
+// Tree is what the process pid and all its descendants used so far: each
+// live process's own CPU and faults, and, through its parent's counters,
+// those of the descendants that have ended and been waited for. The zero
+// Usage when pid is gone.
+func Tree(pid int) Usage {
+	var u Usage
+	for _, p := range descendants(pid) {
+		f := stat(p)
+		if len(f) < 17 {
+			continue
+		}
+		// Fields after the command: state(0) ppid pgrp session tty tpgid
+		// flags minflt(7) cminflt majflt cmajflt utime(11) stime cutime
+		// cstime(14).
+		n := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
+		u.Faults += n(7) + n(8) + n(9) + n(10)
+		u.User += time.Duration(n(11)+n(13)) * time.Second / clock
+		u.Sys += time.Duration(n(12)+n(14)) * time.Second / clock
+	}
+	return u
+}
+
+// stat is /proc/pid/stat's fields after the command's name.
+func stat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		return strings.Fields(s[i+1:])
+	}
+	return nil
+}
+
+// descendants is pid and every process below it, from the kernel's
+// children lists of each of their threads.
+func descendants(pid int) []int {
+	out := []int{}
+	for todo := []int{pid}; len(todo) > 0; {
+		p := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		if err != nil {
+			continue
+		}
+		out = append(out, p)
+		for _, t := range tasks {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
+			for _, c := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(c); err == nil {
+					todo = append(todo, n)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// rss is the sum of the resident sets of pid's tree, in bytes.
+func rss(pid int) int64 {
+	var sum int64
+	for _, p := range descendants(pid) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/statm")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			pages, _ := strconv.ParseInt(f[1], 10, 64)
+			sum += pages * int64(os.Getpagesize())
+		}
+	}
+	return sum
+}
+
+// A Sampler follows the resident sets of process trees until stopped.
+type Sampler struct {
+	mu    sync.Mutex
+	roots []int
+	peak  int64
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// Sample samples the trees of roots (and of those Add adds) every interval.
+func Sample(interval time.Duration, roots ...int) *Sampler {
+	s := &Sampler{roots: roots, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			s.sample()
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// Add adds the tree of pid to what s samples.
+func (s *Sampler) Add(pid int) {
+	s.mu.Lock()
+	s.roots = append(s.roots, pid)
+	s.mu.Unlock()
+	s.sample()
+}
+
+func (s *Sampler) sample() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sum int64
+	for _, r := range s.roots {
+		sum += rss(r)
+	}
+	s.peak = max(s.peak, sum)
+}
+
+// Stop ends the sampling and returns the highest sum seen.
+func (s *Sampler) Stop() int64 {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
+}
