@@ -21,8 +21,8 @@ import (
 // the link (cold) and on those of a server an earlier link left running
 // (warm). Besides wall and CPU time it counts what all the link's
 // processes used, the server's included (which is no descendant of the
-// link once it runs): system time, page faults and the peak of the sum of
-// their resident sets.
+// link once it runs): system time, page faults and the most memory they
+// held together.
 
 // runnerMethod is one way of running a link's backends.
 type runnerMethod struct {
@@ -77,7 +77,7 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 				return nil, fmt.Errorf("%s link: %w", m.name, err)
 			}
 			r.runs[i] = append(r.runs[i], wr)
-			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s, CPU %s, sys %s, %d faults, peak RSS %d MiB\n",
+			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s, CPU %s, sys %s, %d faults, peak memory %d MiB\n",
 				p.build.Name, run+1, m.name, wr.wall.Seconds(), sec(wr.use.User+wr.use.Sys), sec(wr.use.Sys),
 				wr.use.Faults, wr.use.PeakRSS>>20)
 		}
@@ -153,7 +153,6 @@ func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project,
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		wr.use = usage.Usage{User: time.Duration(ru.Utime.Nano()), Sys: time.Duration(ru.Stime.Nano()),
 			Faults: ru.Minflt + ru.Majflt}
-		peak = max(peak, ru.Maxrss<<10)
 	}
 	if m.server {
 		if server == 0 { // started by this link: all it used is the link's

@@ -33,7 +33,7 @@ func (w *workerResult) text(name string) string {
 	ip := w.median(0)
 	for i, m := range runnerMethods {
 		r := w.median(i)
-		fmt.Fprintf(&b, "  %-20s wall %s (%.3f×)  CPU %s (%.3f×)  sys %s  faults %d  peak RSS %d MiB (%.2f×)\n",
+		fmt.Fprintf(&b, "  %-20s wall %s (%.3f×)  CPU %s (%.3f×)  sys %s  faults %d  peak memory %d MiB (%.2f×)\n",
 			m.name, sec(r.wall), ratio(r.wall, ip.wall), sec(r.use.User+r.use.Sys), ratio(r.use.User+r.use.Sys, ip.use.User+ip.use.Sys),
 			sec(r.use.Sys), r.use.Faults, r.use.PeakRSS>>20, float64(r.use.PeakRSS)/float64(max(1, ip.use.PeakRSS)))
 	}
@@ -43,7 +43,7 @@ func (w *workerResult) text(name string) string {
 // workerMarkdown writes the part "worker".
 func (rep *report) workerMarkdown(b *strings.Builder, with []*projectResult) {
 	fmt.Fprintf(b, "### Runners side by side (issue 32), median of %d runs, N = %d\n\n", rep.runs, rep.jobs)
-	b.WriteString("| project | runner | wall | × in-process | CPU | × in-process | system | page faults | peak RSS | × in-process |\n")
+	b.WriteString("| project | runner | wall | × in-process | CPU | × in-process | system | page faults | peak memory (PSS) | × in-process |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range with {
 		ip := r.worker.median(0)
@@ -64,8 +64,9 @@ func (rep *report) workerMarkdown(b *strings.Builder, with []*projectResult) {
 	}
 	b.WriteString(". thindist runs as lld's DTLTO distributor without its cache. CPU, system time and page faults are " +
 		"those of every process of the link and, for the server's runners, of the server and its workers over the link " +
-		"(the server is no descendant of a link once it runs); peak RSS is the highest sum of the resident sets of all " +
-		"those processes at once, sampled every 10 ms (at least the largest single process's). " +
+		"(the server is no descendant of a link once it runs); peak memory is the highest sum of the proportional set sizes " +
+		"of all those processes at once (a page they share, as the LLVM libraries, counts once), sampled every 10 ms, " +
+		"idle workers of a warm server included. " +
 		"Targets (issue 32): lua5.4 and 7-Zip wall ≤ 1.03× and CPU ≤ 1.05× in-process; tiny generated modules ≤ 1.5×; " +
 		"the README's 4-module demo on a warm server ≤ in-process + 20 ms; peak RSS ≤ 1.2× in-process.\n")
 }

@@ -2,7 +2,9 @@
 // work runs in processes that are not its descendants (a server it talks
 // to), which the rusage of its wait does not count: the CPU time, system
 // time and page faults of process trees read from /proc before and after,
-// and the peak of the sum of their resident sets, sampled while it runs.
+// and the peak of the memory they hold together (the sum of their
+// proportional set sizes: a page several of them share counts once),
+// sampled while it runs.
 package usage
 
 import (
@@ -17,8 +19,8 @@ import (
 type Usage struct {
 	User, Sys time.Duration
 	Faults    int64 // minor and major page faults
-	// PeakRSS is the highest sum of the processes' resident sets seen at
-	// once, in bytes.
+	// PeakRSS is the most memory the processes held at once, in bytes:
+	// the highest sum of their proportional set sizes sampled.
 	PeakRSS int64
 }
 
@@ -100,23 +102,29 @@ func descendants(pid int) []int {
 	return out
 }
 
-// rss is the sum of the resident sets of pid's tree, in bytes.
-func rss(pid int) int64 {
+// memory is the memory pid's tree holds, in bytes: the sum of each
+// process's proportional set size (its private pages, and its share of
+// the pages it shares with others, as the libraries a compiler and its
+// workers all map), so that pages shared by several processes count once.
+func memory(pid int) int64 {
 	var sum int64
 	for _, p := range descendants(pid) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/statm")
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/smaps_rollup")
 		if err != nil {
 			continue
 		}
-		if f := strings.Fields(string(b)); len(f) > 1 {
-			pages, _ := strconv.ParseInt(f[1], 10, 64)
-			sum += pages * int64(os.Getpagesize())
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Pss:"); ok {
+				kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				sum += kib << 10
+				break
+			}
 		}
 	}
 	return sum
 }
 
-// A Sampler follows the resident sets of process trees until stopped.
+// A Sampler follows the memory of process trees until stopped.
 type Sampler struct {
 	mu    sync.Mutex
 	roots []int
@@ -157,7 +165,7 @@ func (s *Sampler) sample() {
 	defer s.mu.Unlock()
 	var sum int64
 	for _, r := range s.roots {
-		sum += rss(r)
+		sum += memory(r)
 	}
 	s.peak = max(s.peak, sum)
 }

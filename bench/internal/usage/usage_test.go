@@ -10,7 +10,7 @@ import (
 
 // TestTreeAndSampler: a shell whose child touches 64 MiB, spins a little
 // and says so: the child's CPU and faults show in the shell's Tree, and
-// the Sampler sees its resident set while it waits for its input to end.
+// the Sampler sees its memory while it waits for its input to end.
 func TestTreeAndSampler(t *testing.T) {
 	if _, err := os.Stat("/proc/self/task"); err != nil {
 		t.Skip("no /proc")
@@ -43,6 +43,6 @@ sys.stdin.read()
 		t.Errorf("the tree used %+v, want ≥ 150ms of CPU and ≥ %d faults", used, (64<<20)/4096)
 	}
 	if peak < 64<<20 {
-		t.Errorf("peak resident set %d, want ≥ 64 MiB", peak)
+		t.Errorf("peak memory %d, want ≥ 64 MiB", peak)
 	}
 }
