@@ -19,6 +19,7 @@ import (
 	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/testprog"
 	"github.com/thindist/thindist/internal/workerserver"
+	"golang.org/x/sys/unix"
 )
 
 // serverDir is a worker server directory of the test's own. When the test
@@ -464,4 +465,37 @@ func TestServerKilledMidJob(t *testing.T) {
 		t.Fatalf("the record names no server: %q", run.WorkerServer)
 	}
 	waitGone(t, pid, "the killed server")
+}
+
+// TestServerSessionAndHangup: the server a link starts stays in that
+// link's session (the kernel's autogroup scheduling weighs a session as
+// one task group: a session of its own would weigh its jobs against the
+// whole build's), in a process group of its own (a terminal's ^C does not
+// reach it), and a SIGHUP does not end it.
+func TestServerSessionAndHangup(t *testing.T) {
+	w := testprog.Worker(t)
+	p := program(t, testprog.Options{Modules: 3, Seed: 17})
+	dir, cache := serverDir(t), t.TempDir()
+	checkBoth(t, p, linkCmd{distArgs: []string{"--jobs=1", "--worker=" + w}, env: append(serverEnv(dir, "1m"), "THINDIST_CACHE_DIR="+cache)})
+	pid := recordServer(lastRecord(t, p.Dir, cache))
+	if pid == 0 {
+		t.Fatal("the link's record names no server")
+	}
+	sid, err := unix.Getsid(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own, _ := unix.Getsid(0); sid != own {
+		t.Errorf("the server's session is %d, the links' (this test's) %d", sid, own)
+	}
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		t.Errorf("the server's process group is %d (%v), want one of its own (%d)", pgid, err, pid)
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // long enough for a handler to run; its absence is what is tested
+	if st := serverStatus(t, dir); st == nil || st.PID != pid {
+		t.Errorf("after SIGHUP the server is %+v, want pid %d still serving", st, pid)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
@@ -111,6 +113,9 @@ func serverRun(ctx context.Context, cfg *config.Config, dir string, env pipeline
 		return 2
 	}
 	workerserver.CloseInherited()
+	// In the session of the link that started it (workerserver's spawn):
+	// the end of that session's terminal must not end it.
+	signal.Ignore(syscall.SIGHUP)
 	if err := workerserver.Serve(ctx, workerserver.Options{Dir: dir, Worker: path, Idle: idle}); err != nil {
 		fmt.Fprintf(env.Stderr, "thindist server run: %v\n", err)
 		return 1

@@ -82,10 +82,14 @@ func (cl *Client) first() error {
 	return nil
 }
 
-// spawn starts `o.Self server run` detached: a session of its own (no
-// terminal's or build's signal reaches it), its standard streams on
-// /dev/null, in /, without make's jobserver variables. exited receives
-// how it ended, should it end while this process runs.
+// spawn starts `o.Self server run` detached: a process group of its own
+// (a terminal's ^C or a build's kill of its group does not reach it; it
+// ignores SIGHUP), its standard streams on /dev/null, in /, without make's
+// jobserver variables. It stays in the starting link's session, not one
+// of its own: with the kernel's autogroup scheduling, a session is
+// weighed as one task group, and a server in a session of its own would
+// have its jobs weighed against the whole build's on a loaded machine.
+// exited receives how it ended, should it end while this process runs.
 func spawn(o ConnectOptions) (exited chan error, err error) {
 	cmd := exec.Command(o.Self, "server", "run", "--server-dir="+o.Dir, "--worker="+o.Worker, "--worker-idle="+o.Idle.String())
 	cmd.Dir = "/"
@@ -94,7 +98,7 @@ func spawn(o ConnectOptions) (exited chan error, err error) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
