@@ -136,6 +136,7 @@ func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project,
 	var before usage.Usage
 	roots := []int{}
 	if server != 0 {
+		usage.SameAutogroupNice(server)
 		before, roots = usage.Tree(server), []int{server}
 	}
 	start := time.Now()
