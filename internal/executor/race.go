@@ -100,22 +100,9 @@ func (r *race) Execute(ctx context.Context, j Job) (*Result, error) {
 		}
 	}()
 
-	// Ask for a spare slot while the primary runs; a grant that comes
-	// after the race is over goes straight back.
-	wctx, stopWaiting := context.WithCancel(ctx)
+	// Ask for a spare slot while the primary runs.
+	granted, stopWaiting := r.askSpare(ctx, j)
 	defer stopWaiting()
-	granted := make(chan func(), 1)
-	go func() {
-		release, err := r.spare.Wait(wctx, j)
-		if err != nil {
-			return
-		}
-		select {
-		case granted <- release:
-		case <-wctx.Done():
-			release()
-		}
-	}()
 
 	var s *side // the secondary, once started
 	running := 1
@@ -133,8 +120,7 @@ func (r *race) Execute(ctx context.Context, j Job) (*Result, error) {
 			sr.s.res, sr.s.err, sr.s.done = sr.res, sr.err, true
 		}
 		switch {
-		case ctx.Err() != nil:
-			stopWaiting()
+		case ctx.Err() != nil: // the request for a spare slot has ended too
 			r.drain(results, running)
 			return p.res, ctx.Err()
 		case p.done && p.err == nil:
@@ -154,6 +140,31 @@ func (r *race) Execute(ctx context.Context, j Job) (*Result, error) {
 			return r.lose(s, p, results, running)
 		}
 		// One side failed but the other may still win.
+	}
+}
+
+// askSpare asks r's spare for a slot for j until ctx ends or stop is
+// called; the slot comes on granted. stop returns once the request is
+// over, giving back a grant not taken from granted (one that came too late
+// to be used): no slot outlives the race.
+func (r *race) askSpare(ctx context.Context, j Job) (granted <-chan func(), stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	g := make(chan func(), 1)
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		if release, err := r.spare.Wait(wctx, j); err == nil {
+			g <- release
+		}
+	}()
+	return g, func() {
+		cancel()
+		<-waited
+		select {
+		case release := <-g:
+			release()
+		default:
+		}
 	}
 }
 

@@ -159,6 +159,32 @@ func TestRacePrimaryWinsAlone(t *testing.T) {
 	checkOutputs(t, out, "remote", remote, local)
 }
 
+// lateSpare grants a slot only once the race has stopped asking for one
+// (its context ended): a grant that came as the race ended, which a
+// Dispatcher's Wait may return.
+type lateSpare struct{ granted, released atomic.Int64 }
+
+func (s *lateSpare) Wait(ctx context.Context, _ Job) (func(), error) {
+	<-ctx.Done()
+	s.granted.Add(1)
+	return func() { s.released.Add(1) }, nil
+}
+
+// TestRaceGivesBackLateGrant: a spare slot granted as the race ended,
+// too late to be used, is given back by the time the race returns.
+func TestRaceGivesBackLateGrant(t *testing.T) {
+	spare := &lateSpare{}
+	for i := range 20 {
+		remote, local := newSide(Remote, "remote"), newSide(Local, "local")
+		if _, err := Race(remote, local, spare).Execute(t.Context(), Job{Action: raceAction, Out: raceOut(t)}); err != nil {
+			t.Fatal(err)
+		}
+		if g, r := spare.granted.Load(), spare.released.Load(); g != int64(i+1) || r != g {
+			t.Fatalf("race %d returned with %d slots granted and %d given back", i+1, g, r)
+		}
+	}
+}
+
 // TestRaceRemoteWins: the remote side finishes while the local one runs;
 // the local side is cancelled (its process group would be killed).
 func TestRaceRemoteWins(t *testing.T) {
