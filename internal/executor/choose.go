@@ -15,6 +15,7 @@ import "time"
 // lastQueued); then free local slots to races (nextRace). d.mu is held.
 func (d *Dispatcher) dispatch() {
 	now := time.Now()
+	free := d.free()
 	// Only an action waiting to start asks (backlogged scans the races).
 	backlog := d.o.Races && len(d.queue) > 0 && d.backlogged(now)
 	// Under a backlog, the cluster still gets an action it would serve
@@ -23,36 +24,38 @@ func (d *Dispatcher) dispatch() {
 	if backlog {
 		lastQueued = d.lastQueued()
 	}
-	for i := 0; i < len(d.spares) && d.free[localSide] > 0; {
+	for i := 0; i < len(d.spares) && free[localSide] > 0; {
 		if w := d.spares[i]; w.critical && d.raceAtStart(w, now) {
-			d.grant(&d.spares, i, localSide)
+			d.grant(&d.spares, i, localSide, &free)
 			continue
 		}
 		i++
 	}
-	for i := 0; i < len(d.queue) && d.free[remoteSide]+d.free[localSide] > 0; {
+	// A grant removes w (the next takes its index), and a failed one
+	// leaves its side none free: either way w is looked at anew.
+	for i := 0; i < len(d.queue) && free[remoteSide]+free[localSide] > 0; {
 		w := d.queue[i]
 		// A slot is left for each action ranked before w that has yet
 		// to arrive (settle).
 		p := d.unsettledBefore(w.Rank)
-		local, remote := d.free[localSide] > p, d.free[remoteSide] > p
+		local, remote := free[localSide] > p, free[remoteSide] > p
 		switch {
 		case (!d.o.Races || backlog && !w.critical) && local:
-			d.grant(&d.queue, i, localSide)
+			d.grant(&d.queue, i, localSide, &free)
 		case remote && (!backlog || w.critical || w.Rank < lastQueued):
-			d.grant(&d.queue, i, remoteSide)
+			d.grant(&d.queue, i, remoteSide, &free)
 		case !w.critical && local:
-			d.grant(&d.queue, i, localSide)
+			d.grant(&d.queue, i, localSide, &free)
 		default:
 			i++ // waits for a slot; the next may take another
 		}
 	}
-	for len(d.spares) > 0 && d.free[localSide] > 0 {
+	for len(d.spares) > 0 && free[localSide] > 0 {
 		i, ok := d.nextRace(now)
 		if !ok {
 			break
 		}
-		d.grant(&d.spares, i, localSide)
+		d.grant(&d.spares, i, localSide, &free)
 	}
 }
 

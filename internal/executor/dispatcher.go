@@ -11,14 +11,23 @@ import (
 	"github.com/thindist/thindist/internal/slots"
 )
 
-// Dispatcher owns a Hybrid's remote and local slots and hands them out:
-// to actions to start (the Hybrid's Execute) and, as the Spare of the
-// races on the remote side, to second tries waiting for a local slot. It
-// is the run's Planner: the Plan it is given ranks the waiters, and its
-// critical and two-worker actions are the Plan's. Built first, before
-// the executors that use it (NewHybrid, Race, Hedge).
+// Dispatcher hands out a Hybrid's slots: to actions to start (the
+// Hybrid's Execute) and, as the Spare of the races on the remote side, to
+// second tries waiting for a local slot. Its remote slots are its own
+// (the actions the Hybrid has on the remote side, RemoteSlots); its local
+// ones are this machine's process slots (Processes), which it takes as
+// they free, up to LocalSlots at once, and which the local executors
+// beside the Hybrid ask for through it (Processes). It is the run's
+// Planner: the Plan it is given ranks the waiters, and its critical and
+// two-worker actions are the Plan's. Built first, before the executors
+// that use it (NewHybrid, Race, Hedge, their local executors).
 type Dispatcher struct {
 	o HybridOptions
+	// local is this machine's process slots; pools are where each side's
+	// slots come from: [remoteSide] the Dispatcher's own, [localSide]
+	// local.Slots.
+	local Processes
+	pools [2]*slots.Pool
 
 	// Set by Plan before the first Execute, read-only after.
 	plan Plan
@@ -32,7 +41,7 @@ type Dispatcher struct {
 	// arrive last and find this machine's few slots taken.
 	settled     []bool
 	settledUpTo int
-	free        [2]int                     // free slots: [remoteSide], [localSide]
+	localHeld   int                        // local slots granted and not yet given back (at most LocalSlots)
 	queue       slots.Queue[*hybridWaiter] // actions waiting to start, in plan order
 	spares      slots.Queue[*hybridWaiter] // races waiting for a local slot, oldest first
 	drained     bool
@@ -68,12 +77,24 @@ type hybridWaiter struct {
 	since time.Time
 }
 
-// NewDispatcher returns the slots of a Hybrid with o's bounds.
-func NewDispatcher(o HybridOptions) *Dispatcher {
-	d := &Dispatcher{o: o}
-	d.free[remoteSide], d.free[localSide] = max(o.RemoteSlots, 1), max(o.LocalSlots, 0)
-	return d
+// NewDispatcher returns the Dispatcher of a Hybrid with o's bounds, its
+// local slots taken from local.
+func NewDispatcher(o HybridOptions, local Processes) *Dispatcher {
+	return &Dispatcher{o: o, local: local, pools: [2]*slots.Pool{slots.NewPool(o.RemoteSlots), local.Slots}}
 }
+
+// Processes is the Limiter of the local executors beside the Hybrid
+// (Fallback's, LocalFor's): this machine's process slots, as d's local
+// grants take them, with each slot given back offered to d's waiters.
+func (d *Dispatcher) Processes() Processes {
+	p := d.local
+	p.freed = d.redispatch
+	return p
+}
+
+// Granted is the Limiter of the local executors that run in a local slot
+// d granted: the Hybrid's local side and the races' second tries.
+func (d *Dispatcher) Granted() Granted { return Granted{Tokens: d.local.Tokens} }
 
 // Plan implements Planner: it plans the actions in the order given
 // (NewPlan). It must be called before the first Execute or Wait.
@@ -187,14 +208,42 @@ func (d *Dispatcher) enqueue(ctx context.Context, w *hybridWaiter, list *slots.Q
 
 func (d *Dispatcher) release(side int) {
 	d.mu.Lock()
-	d.free[side]++
+	if side == localSide {
+		d.localHeld--
+	}
+	d.pools[side].Release()
 	d.dispatch()
 	d.mu.Unlock()
 }
 
-// grant gives waiter i of list a slot on side and removes it from list.
-func (d *Dispatcher) grant(list *slots.Queue[*hybridWaiter], i, side int) {
-	d.free[side]--
+// redispatch grants again: a local slot may have been freed outside d.
+func (d *Dispatcher) redispatch() {
+	d.mu.Lock()
+	d.dispatch()
+	d.mu.Unlock()
+}
+
+// free is how many slots d may grant now on each side: its remote ones,
+// and this machine's free process slots, no more than would put it over
+// LocalSlots. d.mu is held.
+func (d *Dispatcher) free() [2]int {
+	return [2]int{d.pools[remoteSide].Free(), max(0, min(d.pools[localSide].Free(), d.o.LocalSlots-d.localHeld))}
+}
+
+// grant takes a slot on side from its pool for waiter i of list, grants it
+// and removes the waiter from list; free is dispatch's count of the slots
+// left. A process slot that a local executor beside the Hybrid took since
+// free was read is not granted: free then shows none left on that side.
+// d.mu is held.
+func (d *Dispatcher) grant(list *slots.Queue[*hybridWaiter], i, side int, free *[2]int) {
+	if !d.pools[side].TryAcquire() {
+		free[side] = 0
+		return
+	}
+	if side == localSide {
+		d.localHeld++
+	}
+	free[side]--
 	list.Grant(i, side)
 }
 

@@ -8,8 +8,10 @@ import (
 // HybridOptions configures a Hybrid's Dispatcher and Plan.
 type HybridOptions struct {
 	// RemoteSlots and LocalSlots bound the actions in flight on each
-	// side (--remote-jobs, --remote-local-jobs). With no local slot,
-	// every action goes remote and none is raced.
+	// side (--remote-jobs, --remote-local-jobs): the remote slots are the
+	// Dispatcher's own, the local ones this machine's process slots
+	// (Processes), of which it holds at most LocalSlots. With no local
+	// slot, every action goes remote and none is raced.
 	RemoteSlots, LocalSlots int
 	// Races says that the remote side races (Race, with the Dispatcher as
 	// its Spare): the actions that bound the link's length are then raced
@@ -56,10 +58,9 @@ type HybridStats struct {
 // The aim either way is a cold link no slower than a local one, however
 // slow or narrow the cluster. The Dispatcher holds the slots and makes
 // these choices (choose.go); the Hybrid runs the action on the side it
-// grants.
-//
-// Under make's jobserver a local slot may still wait for a token in the
-// local executor's Limiter; Hybrid counts --jobs only.
+// grants. A local slot is one of this machine's process slots
+// (Processes), so the local executor in it (Dispatcher.Granted) waits
+// only for make's token, if any.
 type Hybrid struct {
 	d             *Dispatcher
 	remote, local Executor
@@ -70,8 +71,9 @@ type Hybrid struct {
 }
 
 // NewHybrid returns the executor choosing between remote and local by the
-// slots of d. remote may race on d's spare local slots (Race with d as its
-// Spare); it should fall back to local by itself (Fallback) where that is
+// slots of d; local runs in the local slot d granted (its Limiter is
+// d.Granted()). remote may race on d's spare local slots (Race with d as
+// its Spare); it should fall back to local by itself (Fallback) where that is
 // wanted: Hybrid only chooses a side.
 func NewHybrid(d *Dispatcher, remote, local Executor) *Hybrid {
 	return &Hybrid{d: d, remote: remote, local: local}

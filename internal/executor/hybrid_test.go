@@ -825,9 +825,10 @@ func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 }
 
 // newHybrid builds a Hybrid as the pipeline does: its Dispatcher first,
-// then the remote side from it (which may race on the Dispatcher's spare
-// local slots).
+// on this machine's process slots (as many as o's local slots), then the
+// remote side from it (which may race on the Dispatcher's spare local
+// slots).
 func newHybrid(remote func(Spare) Executor, local Executor, o HybridOptions) *Hybrid {
-	d := NewDispatcher(o)
+	d := NewDispatcher(o, Processes{Slots: slots.NewPool(o.LocalSlots)})
 	return NewHybrid(d, remote(d), local)
 }

@@ -5,37 +5,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/proc"
 )
 
-// Limiter bounds how many processes run on this machine at once. The local
-// executor holds a slot for the life of each compiler process.
-type Limiter interface {
-	Acquire(ctx context.Context) (release func(), err error)
-}
-
-// Semaphore is a Limiter of n slots.
-type Semaphore chan struct{}
-
-// NewSemaphore returns a Limiter of n slots (at least 1).
-func NewSemaphore(n int) Semaphore { return make(Semaphore, max(n, 1)) }
-
-// Acquire takes a slot, waiting for one or for ctx.
-func (s Semaphore) Acquire(ctx context.Context) (func(), error) {
-	select {
-	case s <- struct{}{}:
-		return func() { <-s }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // LocalOptions configures NewLocal.
 type LocalOptions struct {
-	// Limiter bounds concurrent processes; nil means unbounded.
+	// Limiter is what each process waits for (Processes, or Granted in a
+	// slot granted above); nil means unbounded.
 	Limiter Limiter
 	// Env is the compiler's environment; nil inherits this process's.
 	Env []string
@@ -112,12 +92,21 @@ func (l *local) Execute(ctx context.Context, j Job) (*Result, error) {
 	return res, nil
 }
 
-// String names a local executor, niced or not.
+// String names a local executor, with what sets it apart: a slot granted
+// above it (Granted), a lower priority (Nice).
 func (l *local) String() string {
-	if l.opts.Nice != 0 {
-		return fmt.Sprintf("Local[nice %d]", l.opts.Nice)
+	var marks []string
+	if s, ok := l.opts.Limiter.(fmt.Stringer); ok {
+		marks = append(marks, s.String())
 	}
-	return "Local"
+	if l.opts.Nice != 0 {
+		marks = append(marks, fmt.Sprintf("nice %d", l.opts.Nice))
+	}
+	if len(marks) == 0 {
+		return "Local"
+	}
+	// Not a comma: Describe reads one as the next executor.
+	return "Local[" + strings.Join(marks, "; ") + "]"
 }
 
 type sandbox struct{ root, workDir string }

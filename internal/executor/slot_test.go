@@ -9,6 +9,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/forkserver"
 	"github.com/thindist/thindist/internal/proc"
+	"github.com/thindist/thindist/internal/slots"
 )
 
 // slotEvents records a SlotObserver's calls.
@@ -21,7 +22,7 @@ func (e slotEvents) DoneWaiting(a *action.Action)    { e <- "done waiting " + a.
 // waiting until it holds one, to the Job's SlotObserver.
 func TestSlotObserver(t *testing.T) {
 	dir := t.TempDir()
-	sem := NewSemaphore(1)
+	sem := Processes{Slots: slots.NewPool(1)}
 	hold, err := sem.Acquire(t.Context()) // the only slot, as a busy jobserver would
 	if err != nil {
 		t.Fatal(err)

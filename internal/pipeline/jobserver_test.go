@@ -9,6 +9,7 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/slots"
 )
 
 // brokenJobserver fails every Acquire as a jobserver at EOF does.
@@ -23,9 +24,9 @@ func (b *brokenJobserver) Acquire(context.Context) (func(), error) {
 // warned about once and the run goes on with --jobs alone; no slot fails.
 func TestJobserverBreaks(t *testing.T) {
 	var warnings []string
-	sem := executor.NewSemaphore(2)
+	pool := slots.NewPool(2)
 	js := &brokenJobserver{}
-	l := &both{sem: sem, js: js, jobs: 2, warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}
+	l := executor.Processes{Slots: pool, Tokens: &tokens{js: js, jobs: 2, warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}}
 	var rels []func()
 	for i := 0; i < 2; i++ {
 		rel, err := l.Acquire(context.Background())
@@ -38,14 +39,14 @@ func TestJobserverBreaks(t *testing.T) {
 		t.Errorf("warnings %q; want one that says the run uses --jobs=2", warnings)
 	}
 	// --jobs still bounds the run.
-	if len(sem) != 2 {
-		t.Errorf("%d of 2 --jobs slots taken", len(sem))
+	if n := pool.Free(); n != 0 {
+		t.Errorf("%d of 2 --jobs slots free with two taken", n)
 	}
 	for _, rel := range rels {
 		rel()
 	}
-	if len(sem) != 0 {
-		t.Errorf("%d --jobs slots still taken after every release", len(sem))
+	if n := pool.Free(); n != 2 {
+		t.Errorf("%d of 2 --jobs slots free after every release", n)
 	}
 }
 
@@ -55,13 +56,10 @@ func TestJobserverNotAvailable(t *testing.T) {
 	var warnings []string
 	env := Env{Jobserver: jobserver.Inherit("-j2 --jobserver-auth=999,998")}
 	cfg := &config.Config{Jobs: 3}
-	l, done, err := localLimiter(cfg, env, func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, done := localProcesses(cfg, env, func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) })
 	defer done()
-	if _, ok := l.(executor.Semaphore); !ok {
-		t.Errorf("limiter %T; want --jobs alone", l)
+	if p.Tokens != nil || p.Slots.Free() != 3 {
+		t.Errorf("process slots %+v; want --jobs alone (3 slots, no tokens)", p)
 	}
 	want := "make's jobserver is not available to this recipe (mark it with '+' to share make's job slots)"
 	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], want) || !strings.HasSuffix(warnings[0], "; using --jobs=3") {

@@ -28,6 +28,7 @@ import (
 	"github.com/thindist/thindist/internal/redact"
 	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/schedule"
+	"github.com/thindist/thindist/internal/slots"
 )
 
 // Env is what a run may touch of its surroundings.
@@ -210,6 +211,22 @@ func planFromHistory(cfg *config.Config, env Env, actions []*action.Action) <-ch
 // speculativeNice is how much lower a race's local try runs (nice(1)).
 const speculativeNice = 10
 
+// localExecutors builds the run's local executors: each runs its compilers
+// with opts (the environment, the runner), each process in one of procs,
+// this machine's process slots, as its Limiter asks.
+type localExecutors struct {
+	procs executor.Processes
+	opts  executor.LocalOptions
+}
+
+// build returns a Verified local executor that asks l for its slots and
+// runs its compilers at nice.
+func (le localExecutors) build(l executor.Limiter, nice int) executor.Executor {
+	o := le.opts
+	o.Limiter, o.Nice = l, nice
+	return executor.Verified(executor.NewLocal(o))
+}
+
 // chain is the executor chain of a run and what the scheduler needs with
 // it.
 type chain struct {
@@ -260,20 +277,14 @@ func inputPaths(actions []*action.Action) []string {
 // TestChainDoc checks). Every producer is wrapped in Verified, so nothing
 // unverified is stored or linked. files memoises the inputs' digests.
 func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions []*action.Action, files *digest.Files) (*chain, error) {
-	limiter, closeLimiter, err := localLimiter(cfg, env, warn)
-	if err != nil {
-		return nil, err
-	}
+	procs, closeJobserver := localProcesses(cfg, env, warn)
 	dir := CacheDir(cfg, env)
 	// Read once, for exec'd and forked compilers alike.
 	environ := os.Environ()
 	runner, closeRunner := localRunner(cfg, env, dir, environ, len(actions), tl, warn)
-	local := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner}))
-	// A race's local try is speculative: it runs niced, taking only the
-	// CPU that this machine's share of the work (uploads, downloads,
-	// hybrid compiles) leaves idle.
-	speculative := executor.Verified(executor.NewLocal(executor.LocalOptions{Limiter: limiter, Env: environ, Runner: runner, Nice: speculativeNice}))
-	ch := &chain{ex: local, parallel: cfg.Jobs, release: append([]func(){closeLimiter}, closeRunner...)}
+	locals := localExecutors{procs: procs, opts: executor.LocalOptions{Env: environ, Runner: runner}}
+	local := locals.build(procs, 0)
+	ch := &chain{ex: local, parallel: cfg.Jobs, release: append([]func(){closeJobserver}, closeRunner...)}
 
 	disk, err := openCache(cfg, dir, warn)
 	if err != nil {
@@ -303,7 +314,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	// known now.
 	keys := newKeyer(files, compilerID, env, &cfg.Remote, conn)
 	if conn != nil {
-		r := newRemote(ctx, cfg, env, warn, conn, keys, local, speculative)
+		r := newRemote(ctx, cfg, env, warn, conn, keys, locals)
 		ch.ex, ch.parallel, ch.preparing, ch.planner, ch.remote = r.chain, r.parallel, r.preparing, r.planner, r
 		if env.Record != nil {
 			env.Record.Update(func(run *record.Run) { run.Remote, run.RemoteJobs = cfg.Remote.Target, cfg.Remote.Jobs })
@@ -455,44 +466,39 @@ func limited(warn func(string, ...any)) func(string, ...any) {
 	}
 }
 
-// localLimiter bounds local processes by --jobs and, under make, by make's
+// localProcesses is this machine's process slots: --jobs of them, the one
+// count every local executor and the Hybrid's Dispatcher take them from,
+// and under make a token of make's jobserver for each process (--jobs
+// bounds this link, the jobserver the whole build). closeJobserver releases the
 // jobserver.
-func localLimiter(cfg *config.Config, env Env, warn func(string, ...any)) (executor.Limiter, func(), error) {
-	sem := executor.NewSemaphore(cfg.Jobs)
+func localProcesses(cfg *config.Config, env Env, warn func(string, ...any)) (p executor.Processes, closeJobserver func()) {
+	p.Slots = slots.NewPool(cfg.Jobs)
 	js := env.Jobserver
 	if js.Err != nil {
 		warn("%v; using --jobs=%d", js.Err, cfg.Jobs)
 	}
 	if js.Client == nil {
-		return sem, func() {}, nil
+		return p, func() {}
 	}
-	return &both{sem: sem, js: js.Client, jobs: cfg.Jobs, warn: warn}, js.Client.Close, nil
+	p.Tokens = &tokens{js: js.Client, jobs: cfg.Jobs, warn: warn}
+	return p, js.Client.Close
 }
 
-// both holds a slot of each limiter: --jobs bounds this link, the jobserver
-// bounds the whole build. A jobserver that stops working (make's pipe gone)
-// is warned about once and left out from then on: the link goes on with
-// --jobs alone rather than failing a module for it.
-type both struct {
-	sem, js executor.Limiter
-	jobs    int
-	warn    func(string, ...any)
-	once    sync.Once
+// tokens is make's jobserver as a Limiter. One that stops working (make's
+// pipe gone) is warned about once and left out from then on: the link goes
+// on with --jobs alone rather than failing a module for it.
+type tokens struct {
+	js   executor.Limiter
+	jobs int
+	warn func(string, ...any)
+	once sync.Once
 }
 
-func (b *both) Acquire(ctx context.Context) (func(), error) {
-	r0, err := b.sem.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r1, err := b.js.Acquire(ctx)
+func (t *tokens) Acquire(ctx context.Context) (func(), error) {
+	release, err := t.js.Acquire(ctx)
 	if errors.Is(err, jobserver.ErrBroken) {
-		b.once.Do(func() { b.warn("%v; using --jobs=%d", err, b.jobs) })
-		return r0, nil
+		t.once.Do(func() { t.warn("%v; using --jobs=%d", err, t.jobs) })
+		return func() {}, nil
 	}
-	if err != nil {
-		r0()
-		return nil, err
-	}
-	return func() { r1(); r0() }, nil
+	return release, err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/report"
+	"github.com/thindist/thindist/internal/slots"
 )
 
 // remoteChain is the remote part of the executor chain, and the parts of
@@ -223,8 +224,13 @@ type remoteSide struct {
 
 // newRemoteSide builds the remote execution part of the chain on client:
 // the Dispatcher (slots and plan) first, then the executors that use it,
-// innermost first (docs/architecture.md shows the result).
-func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *reapi.Keyer, local, speculative executor.Executor, warnAll, warn func(string, ...any)) *remoteSide {
+// innermost first (docs/architecture.md shows the result). Each slot has
+// one owner, which every executor that needs one asks: this machine's
+// process slots (locals.procs), which the Dispatcher grants to the
+// Hybrid's local side and the races (Granted) and the other local
+// executors ask for through it (Processes); the Dispatcher's remote slots;
+// and with grouping the Grouper's remote executions.
+func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *reapi.Keyer, locals localExecutors, warnAll, warn func(string, ...any)) *remoteSide {
 	rc := &cfg.Remote
 	rs := &remoteSide{}
 	rs.rex = remote.NewExecutor(client, remote.ExecOptions{
@@ -241,7 +247,7 @@ func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *rea
 		if client.ACUpdateEnabled() {
 			// Up to Group times as many actions in flight, grouped
 			// into --remote-jobs executions.
-			rs.grouper = remote.NewGrouper(rs.rex, remote.GroupOptions{Max: rc.Group, Slots: rc.Jobs, Warn: warnAll})
+			rs.grouper = remote.NewGrouper(rs.rex, slots.NewPool(rc.Jobs), remote.GroupOptions{Max: rc.Group, Warn: warnAll})
 			rexec, remoteSlots = rs.grouper, rc.Jobs*rc.Group
 		} else {
 			warnAll("--remote-group: %s does not let clients write its ActionCache, where each grouped "+
@@ -252,7 +258,16 @@ func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *rea
 	if localJobs < 0 {
 		localJobs = cfg.Jobs
 	}
-	slots := executor.NewDispatcher(executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace})
+	d := executor.NewDispatcher(executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace}, locals.procs)
+	// What runs here beside the Hybrid (a fallback, an action with side
+	// files) asks the Dispatcher for a process slot; what runs here in a
+	// slot it granted asks only for make's token.
+	local := locals.build(d.Processes(), 0)
+	granted := locals.build(d.Granted(), 0)
+	// A race's local try is speculative: it runs niced, taking only the
+	// CPU that this machine's share of the work (uploads, downloads,
+	// hybrid compiles) leaves idle.
+	speculative := locals.build(d.Granted(), speculativeNice)
 	var ex executor.Executor = executor.Verified(rexec)
 	if !rc.NoRace && !rc.NoHedge {
 		// The critical actions, which alone bound the link, run on two
@@ -261,18 +276,18 @@ func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *rea
 		// cannot hold the link. The premium is one more execution of at
 		// most one action per local slot, within executor.HedgeBudget of
 		// the link's work.
-		rs.hedge = executor.NewHedge(ex, executor.Verified(rs.rex.SecondWorker()), slots.OnTwoWorkers)
+		rs.hedge = executor.NewHedge(ex, executor.Verified(rs.rex.SecondWorker()), d.OnTwoWorkers)
 		ex = rs.hedge
 	}
 	if !rc.NoRace {
-		ex = executor.Race(ex, speculative, slots)
+		ex = executor.Race(ex, speculative, d)
 	}
 	rs.fb = executor.NewFallback(ex, local, executor.FallbackOptions{
 		None: rc.Fallback == "none", What: "remote execution",
 		Hint: "--remote-fallback=none: not compiling locally",
 		Warn: func(format string, args ...any) { warn(format, args...) },
 	})
-	rs.hybrid = executor.NewHybrid(slots, rs.fb, local)
+	rs.hybrid = executor.NewHybrid(d, rs.fb, granted)
 	// A command that asks for side files runs here: a worker would write
 	// them on its own disk, and they are not outputs it returns.
 	producer := executor.NewLocalFor(rs.hybrid, local, reapi.SideFiles, warnAll)
@@ -281,14 +296,14 @@ func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *rea
 	// local slot that frees stays idle while the next action computes its
 	// key and waits a round trip for the remote cache
 	// (docs/architecture.md, "Actions kept ready beyond the slots").
-	rs.producer, rs.parallel, rs.planner = producer, remoteSlots+localJobs*(1+localAhead), slots
+	rs.producer, rs.parallel, rs.planner = producer, remoteSlots+localJobs*(1+localAhead), d
 	return rs
 }
 
 // newRemote builds the remote part of the chain on conn: the remote cache
 // in front of remote execution and this machine (newRemoteSide), or of
 // this machine alone with --remote-cache-only.
-func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(string, ...any), conn *remoteConn, keys *reapi.Keyer, local, speculative executor.Executor) *remoteChain {
+func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(string, ...any), conn *remoteConn, keys *reapi.Keyer, locals localExecutors) *remoteChain {
 	rc := &cfg.Remote
 	client := conn.client
 	warn := limited(warnAll)
@@ -297,9 +312,9 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(st
 	// more per slot, are in flight, so that the lookups do not keep the
 	// local slots idle (and a service that stops answering holds none of
 	// them).
-	rs := &remoteSide{producer: local, parallel: cfg.Jobs * (1 + localAhead)}
+	rs := &remoteSide{producer: locals.build(locals.procs, 0), parallel: cfg.Jobs * (1 + localAhead)}
 	if !conn.cacheOnly {
-		rs = newRemoteSide(cfg, env, client, keys, local, speculative, warnAll, warn)
+		rs = newRemoteSide(cfg, env, client, keys, locals, warnAll, warn)
 	}
 	if !client.ACUpdateEnabled() && !(conn.cacheOnly && !rc.Upload) {
 		warnAll("%s does not let clients write its ActionCache (update_enabled=false): results are found by "+

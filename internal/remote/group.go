@@ -22,10 +22,6 @@ type GroupOptions struct {
 	// Max is the most members of one group (--remote-group); below 2
 	// nothing is grouped.
 	Max int
-	// Slots bounds the executions in flight, groups and single actions
-	// alike (--remote-jobs): a Grouper is given up to Max times as many
-	// actions at once, so that Slots groups keep as many workers busy.
-	Slots int
 	// Small is the longest expected time (Action.Expected, from earlier
 	// runs) of an action that is grouped; without history, SmallBytes is
 	// the largest module (Action.Weight). Defaults: DefaultGroupSmall,
@@ -89,15 +85,18 @@ type Grouper struct {
 	groups, grouped, singles, reruns, waiting atomic.Int64
 }
 
-// NewGrouper returns a Grouper over e.
-func NewGrouper(e *Executor, o GroupOptions) *Grouper {
+// NewGrouper returns a Grouper over e whose executions, groups and single
+// actions alike, each hold a slot of execs (--remote-jobs of them): it is
+// given up to Max times as many actions at once, so that a group per slot
+// keeps as many workers busy.
+func NewGrouper(e *Executor, execs *slots.Pool, o GroupOptions) *Grouper {
 	if o.Small <= 0 {
 		o.Small = DefaultGroupSmall
 	}
 	if o.SmallBytes <= 0 {
 		o.SmallBytes = DefaultGroupSmallBytes
 	}
-	return &Grouper{e: e, o: o, slots: slots.NewPool(o.Slots)}
+	return &Grouper{e: e, o: o, slots: execs}
 }
 
 // Stats returns the counts of the run so far.

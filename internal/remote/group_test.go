@@ -16,6 +16,7 @@ import (
 	"github.com/thindist/thindist/internal/reapisim"
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/slots"
 )
 
 // shellActions makes n small actions whose "compiler" is a shell script
@@ -122,7 +123,7 @@ func backlog(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper) func(n 
 func newGrouper(t *testing.T, addr string, max int) (*remote.Grouper, *remote.Executor) {
 	c := dial(t, addr, remote.Options{})
 	ex := remote.NewExecutor(c, remote.ExecOptions{})
-	return remote.NewGrouper(ex, remote.GroupOptions{Max: max, Slots: 1}), ex
+	return remote.NewGrouper(ex, slots.NewPool(1), remote.GroupOptions{Max: max}), ex
 }
 
 // TestGroupRunsMembersAsOne: four small actions run as one execution on

@@ -1,9 +1,12 @@
 // Package slots is the one primitive behind every bound on work in
 // flight: waiters queued in order for a slot, each granted by the owner of
 // the slots, and a waiter that gives up taking nothing, handing back a
-// grant that came meanwhile. Pool is the plain case (n slots, waiters by
-// priority: remote.Grouper's executions); executor.Dispatcher owns two
-// kinds of slots and grants them by its own rules over a Queue.
+// grant that came meanwhile. A Pool owns n slots and hands them out by
+// priority; each resource has one Pool, which everything that needs one
+// of its slots asks: this machine's process slots (executor.Processes,
+// which a Dispatcher takes its local slots from too), the remote
+// executions a remote.Grouper sends. executor.Dispatcher grants the slots
+// of its pools by rules of its own, to waiters it keeps in a Queue.
 package slots
 
 import (
@@ -130,6 +133,15 @@ func (p *Pool) Release() {
 		return
 	}
 	p.free++
+}
+
+// Free is how many slots are free now (none while a waiter waits). An
+// owner that grants slots by rules of its own reads it, then takes each
+// slot with TryAcquire, which may still find it gone.
+func (p *Pool) Free() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.free
 }
 
 // Waiting is how many wait for a slot of priority.
