@@ -21,8 +21,8 @@ import (
 // the link (cold) and on those of a server an earlier link left running
 // (warm). Besides wall and CPU time it counts what all the link's
 // processes used, the server's included (which is no descendant of the
-// link once it runs): system time, page faults and the most memory they
-// held together.
+// link once it runs): system time, page faults and the peaks of their
+// summed resident and proportional set sizes.
 
 // runnerMethod is one way of running a link's backends.
 type runnerMethod struct {
@@ -77,9 +77,9 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 				return nil, fmt.Errorf("%s link: %w", m.name, err)
 			}
 			r.runs[i] = append(r.runs[i], wr)
-			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s, CPU %s, sys %s, %d faults, peak memory %d MiB\n",
+			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s, CPU %s, sys %s, %d faults, peak RSS %d MiB, PSS %d MiB\n",
 				p.build.Name, run+1, m.name, wr.wall.Seconds(), sec(wr.use.User+wr.use.Sys), sec(wr.use.Sys),
-				wr.use.Faults, wr.use.PeakRSS>>20)
+				wr.use.Faults, wr.use.PeakRSS>>20, wr.use.PeakPSS>>20)
 		}
 	}
 	return r, nil
@@ -163,7 +163,7 @@ func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project,
 			wr.use = wr.use.Add(usage.Tree(server).Sub(before))
 		}
 	}
-	wr.use.PeakRSS = peak
+	wr.use.PeakRSS, wr.use.PeakPSS = peak.PeakRSS, peak.PeakPSS
 	return wr, nil
 }
 

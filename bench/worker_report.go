@@ -15,16 +15,17 @@ import (
 // middle one of an even count), with the medians of each other figure.
 func (w *workerResult) median(i int) workerRun {
 	runs := w.runs[i]
-	var walls, users, syss, faults, peaks []time.Duration
+	var walls, users, syss, faults, peaks, psss []time.Duration
 	for _, r := range runs {
 		walls = append(walls, r.wall)
 		users = append(users, r.use.User)
 		syss = append(syss, r.use.Sys)
 		faults = append(faults, time.Duration(r.use.Faults))
 		peaks = append(peaks, time.Duration(r.use.PeakRSS))
+		psss = append(psss, time.Duration(r.use.PeakPSS))
 	}
 	return workerRun{wall: median(walls), use: usage.Usage{User: median(users), Sys: median(syss),
-		Faults: int64(median(faults)), PeakRSS: int64(median(peaks))}}
+		Faults: int64(median(faults)), PeakRSS: int64(median(peaks)), PeakPSS: int64(median(psss))}}
 }
 
 func (w *workerResult) text(name string) string {
@@ -33,9 +34,10 @@ func (w *workerResult) text(name string) string {
 	ip := w.median(0)
 	for i, m := range runnerMethods {
 		r := w.median(i)
-		fmt.Fprintf(&b, "  %-20s wall %s (%.3f×)  CPU %s (%.3f×)  sys %s  faults %d  peak memory %d MiB (%.2f×)\n",
+		fmt.Fprintf(&b, "  %-20s wall %s (%.3f×)  CPU %s (%.3f×)  sys %s  faults %d  peak RSS %d MiB (%.2f×)  PSS %d MiB (%.2f×)\n",
 			m.name, sec(r.wall), ratio(r.wall, ip.wall), sec(r.use.User+r.use.Sys), ratio(r.use.User+r.use.Sys, ip.use.User+ip.use.Sys),
-			sec(r.use.Sys), r.use.Faults, r.use.PeakRSS>>20, float64(r.use.PeakRSS)/float64(max(1, ip.use.PeakRSS)))
+			sec(r.use.Sys), r.use.Faults, r.use.PeakRSS>>20, float64(r.use.PeakRSS)/float64(max(1, ip.use.PeakRSS)),
+			r.use.PeakPSS>>20, float64(r.use.PeakPSS)/float64(max(1, ip.use.PeakPSS)))
 	}
 	return b.String()
 }
@@ -43,16 +45,17 @@ func (w *workerResult) text(name string) string {
 // workerMarkdown writes the part "worker".
 func (rep *report) workerMarkdown(b *strings.Builder, with []*projectResult) {
 	fmt.Fprintf(b, "### Runners side by side (issue 32), median of %d runs, N = %d\n\n", rep.runs, rep.jobs)
-	b.WriteString("| project | runner | wall | × in-process | CPU | × in-process | system | page faults | peak memory (PSS) | × in-process |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| project | runner | wall | × in-process | CPU | × in-process | system | page faults | peak RSS | × in-process | peak PSS | × in-process |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range with {
 		ip := r.worker.median(0)
 		for i, m := range runnerMethods {
 			x := r.worker.median(i)
 			cpu, ipcpu := x.use.User+x.use.Sys, ip.use.User+ip.use.Sys
-			fmt.Fprintf(b, "| %s | %s | %s | %.3f | %s | %.3f | %s | %d | %d MiB | %.2f |\n", r.p.name, m.name,
+			fmt.Fprintf(b, "| %s | %s | %s | %.3f | %s | %.3f | %s | %d | %d MiB | %.2f | %d MiB | %.2f |\n", r.p.name, m.name,
 				sec(x.wall), ratio(x.wall, ip.wall), sec(cpu), ratio(cpu, ipcpu), sec(x.use.Sys), x.use.Faults,
-				x.use.PeakRSS>>20, float64(x.use.PeakRSS)/float64(max(1, ip.use.PeakRSS)))
+				x.use.PeakRSS>>20, float64(x.use.PeakRSS)/float64(max(1, ip.use.PeakRSS)),
+				x.use.PeakPSS>>20, float64(x.use.PeakPSS)/float64(max(1, ip.use.PeakPSS)))
 		}
 	}
 	b.WriteString("\nThe runners: ")
@@ -64,9 +67,11 @@ func (rep *report) workerMarkdown(b *strings.Builder, with []*projectResult) {
 	}
 	b.WriteString(". thindist runs as lld's DTLTO distributor without its cache. CPU, system time and page faults are " +
 		"those of every process of the link and, for the server's runners, of the server and its workers over the link " +
-		"(the server is no descendant of a link once it runs); peak memory is the highest sum of the proportional set sizes " +
-		"of all those processes at once (a page they share, as the LLVM libraries, counts once), sampled every 10 ms, " +
-		"idle workers of a warm server included. " +
+		"(the server is no descendant of a link once it runs); peak RSS and PSS are the highest sums of the resident and of the " +
+		"proportional set sizes of all those processes at once, sampled every 10 ms, idle workers of a warm server included: " +
+		"RSS counts the LLVM libraries once for each process that maps them, PSS about once (less when other processes of the " +
+		"machine map them too, so PSS depends on what else runs). The fork server's forked compilers are reaped outside the " +
+		"link's wait: its CPU, system time and faults leave them out (its wall time and memory do not). " +
 		"Targets (issue 32): lua5.4 and 7-Zip wall ≤ 1.03× and CPU ≤ 1.05× in-process; tiny generated modules ≤ 1.5×; " +
 		"the README's 4-module demo on a warm server ≤ in-process + 20 ms; peak RSS ≤ 1.2× in-process.\n")
 }

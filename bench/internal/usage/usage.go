@@ -2,8 +2,7 @@
 // work runs in processes that are not its descendants (a server it talks
 // to), which the rusage of its wait does not count: the CPU time, system
 // time and page faults of process trees read from /proc before and after,
-// and the peak of the memory they hold together (the sum of their
-// proportional set sizes: a page several of them share counts once),
+// and the peaks of the sums of their resident and proportional set sizes,
 // sampled while it runs.
 package usage
 
@@ -19,9 +18,14 @@ import (
 type Usage struct {
 	User, Sys time.Duration
 	Faults    int64 // minor and major page faults
-	// PeakRSS is the most memory the processes held at once, in bytes:
-	// the highest sum of their proportional set sizes sampled.
+	// PeakRSS is the highest sum of the processes' resident set sizes
+	// sampled, in bytes: a page several of them map counts for each.
 	PeakRSS int64
+	// PeakPSS is the highest sum of their proportional set sizes: a page
+	// shared by n processes counts 1/n for each, so the LLVM libraries a
+	// compiler and its workers all map count about once (less when other
+	// processes of the machine map them too).
+	PeakPSS int64
 }
 
 // Add returns u plus v's CPU and faults; its PeakRSS is u's.
@@ -125,26 +129,26 @@ func SameAutogroupNice(pid int) {
 	}
 }
 
-// memory is the memory pid's tree holds, in bytes: the sum of each
-// process's proportional set size (its private pages, and its share of
-// the pages it shares with others, as the libraries a compiler and its
-// workers all map), so that pages shared by several processes count once.
-func memory(pid int) int64 {
-	var sum int64
+// memory is what pid's tree holds, in bytes: the sums of the processes'
+// resident set sizes and of their proportional set sizes.
+func memory(pid int) (rss, pss int64) {
 	for _, p := range descendants(pid) {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/smaps_rollup")
 		if err != nil {
 			continue
 		}
 		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "Pss:"); ok {
-				kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				sum += kib << 10
-				break
+			k, v, _ := strings.Cut(l, ":")
+			kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			switch k {
+			case "Rss":
+				rss += kib << 10
+			case "Pss":
+				pss += kib << 10
 			}
 		}
 	}
-	return sum
+	return rss, pss
 }
 
 // A Sampler follows the memory of process trees until stopped, and keeps
@@ -152,7 +156,7 @@ func memory(pid int) int64 {
 type Sampler struct {
 	mu    sync.Mutex
 	roots []int
-	peak  int64
+	peak  Usage // PeakRSS and PeakPSS
 	stop  chan struct{}
 	done  chan struct{}
 }
@@ -187,16 +191,18 @@ func (s *Sampler) Add(pid int) {
 func (s *Sampler) sample() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var sum int64
+	var rss, pss int64
 	for _, r := range s.roots {
-		sum += memory(r)
+		r1, p1 := memory(r)
+		rss, pss = rss+r1, pss+p1
 		SameAutogroupNice(r)
 	}
-	s.peak = max(s.peak, sum)
+	s.peak.PeakRSS, s.peak.PeakPSS = max(s.peak.PeakRSS, rss), max(s.peak.PeakPSS, pss)
 }
 
-// Stop ends the sampling and returns the highest sum seen.
-func (s *Sampler) Stop() int64 {
+// Stop ends the sampling and returns the highest sums seen (PeakRSS,
+// PeakPSS).
+func (s *Sampler) Stop() Usage {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()

@@ -42,7 +42,7 @@ sys.stdin.read()
 	if used.User+used.Sys < 150*time.Millisecond || used.Faults < (64<<20)/4096 {
 		t.Errorf("the tree used %+v, want ≥ 150ms of CPU and ≥ %d faults", used, (64<<20)/4096)
 	}
-	if peak < 64<<20 {
-		t.Errorf("peak memory %d, want ≥ 64 MiB", peak)
+	if peak.PeakRSS < 64<<20 || peak.PeakPSS < 64<<20 {
+		t.Errorf("peak RSS %d, PSS %d, want ≥ 64 MiB", peak.PeakRSS, peak.PeakPSS)
 	}
 }
