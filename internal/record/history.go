@@ -83,7 +83,7 @@ func (s *Store) history(dir string, modules []string, ahead *ReadAhead) *History
 // them records of the directory asked for (visit says which are), until
 // visit says it is done.
 func (s *Store) recent(visit func(path string) (same, done bool)) {
-	es, _ := s.List()
+	es, _ := s.list(false) // a record removed meanwhile is skipped as unreadable
 	runs := 0
 	for i := len(es) - 1; i >= 0 && i >= len(es)-historyReads && runs < historyRuns; i-- {
 		same, done := visit(es[i].Path)

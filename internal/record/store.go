@@ -83,7 +83,12 @@ type Entry struct {
 }
 
 // List returns the kept records, oldest first.
-func (s *Store) List() ([]Entry, error) {
+func (s *Store) List() ([]Entry, error) { return s.list(true) }
+
+// list is List, with each record's Size only if sized: that is a system
+// call per record, which pruning needs and History, reading the newest
+// few, does not.
+func (s *Store) list(sized bool) ([]Entry, error) {
 	des, err := os.ReadDir(s.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -99,11 +104,15 @@ func (s *Store) List() ([]Entry, error) {
 		if name[0] < '0' || name[0] > '9' || !strings.HasSuffix(name, ".json") || !de.Type().IsRegular() {
 			continue
 		}
-		fi, err := de.Info()
-		if err != nil {
-			continue // removed meanwhile
+		e := Entry{ID: strings.TrimSuffix(name, ".json"), Path: filepath.Join(s.Dir, name)}
+		if sized {
+			fi, err := de.Info()
+			if err != nil {
+				continue // removed meanwhile
+			}
+			e.Size = fi.Size()
 		}
-		out = append(out, Entry{ID: strings.TrimSuffix(name, ".json"), Path: filepath.Join(s.Dir, name), Size: fi.Size()})
+		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
