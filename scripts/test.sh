@@ -1,9 +1,9 @@
 #!/bin/sh
 # Runs thindist's whole test suite: unit tests, end-to-end links with Debian's
-# clang/lld 22 and 19, a real project (lua5.4 from Debian's sources) and the
+# clang/lld 22 and 19, real projects (lua5.4 and 7-Zip from Debian's sources) and the
 # remote-execution tests against the in-repo REAPI test server.
 # Installs what its tests need when missing (Debian packages, the Debian
-# source of lua5.4), so that on a fresh machine it is the whole set-up.
+# sources of lua5.4 and p7zip), so that on a fresh machine it is the whole set-up.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -19,9 +19,11 @@ need_packages clang-22 lld-22 llvm-22 make libclang-cpp22-dev libclang-22-dev ll
 	cmake ninja-build meson dpkg-dev iproute2 util-linux \
 	python3-buildstream chromium
 export THINDIST_DEBSRC="${THINDIST_DEBSRC:-/var/cache/thindist-debsrc}"
-# The real-project tests need lua5.4's Debian source (idempotent; under CI a
-# failure here fails those tests instead of skipping them).
+# The real-project tests need the Debian sources of lua5.4 and of p7zip
+# (7-Zip) (idempotent; under CI a failure here fails those tests instead of
+# skipping them).
 scripts/debsrc.sh lua5.4 "$THINDIST_DEBSRC" || echo "warning: could not fetch the lua5.4 source" >&2
+scripts/debsrc.sh p7zip "$THINDIST_DEBSRC" || echo "warning: could not fetch the p7zip source" >&2
 unformatted=$(git ls-files '*.go' | xargs gofmt -l)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change: $unformatted" >&2

@@ -16,12 +16,12 @@ import (
 	"github.com/thindist/thindist/internal/testprog"
 )
 
-// needSource returns the unpacked lua5.4 tree, skipping the test when it is
-// absent, except under CI (CI=true), where scripts/debsrc.sh has run and its
-// absence is a failure.
-func needSource(t *testing.T) string {
+// needSource returns the unpacked tree of the Debian source package pkg,
+// skipping the test when it is absent, except under CI (CI=true), where
+// scripts/debsrc.sh has run and its absence is a failure.
+func needSource(t *testing.T, pkg string) string {
 	t.Helper()
-	src, err := FindSource(LuaPackage)
+	src, err := FindSource(pkg)
 	if err != nil {
 		if errors.Is(err, ErrNoSource) && os.Getenv("CI") != "true" {
 			t.Skip(err)
@@ -61,7 +61,7 @@ func runIn(t *testing.T, dir, name string, args ...string) (stdout, stderr strin
 // directory and links the in-process ThinLTO reference, lua-inprocess.
 func setupLua(t *testing.T) (tc Toolchain, tmp, thindist string, b *Build) {
 	t.Helper()
-	src := needSource(t)
+	src := needSource(t, LuaPackage)
 	tc = needToolchain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
