@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/thindist/thindist/internal/record"
@@ -16,7 +17,7 @@ import (
 // rendered here, so the page shows everything without its script, which
 // only sorts the table.
 func WriteHTML(w io.Writer, run *record.Run) error {
-	return page.Execute(w, pageData(run))
+	return page().Execute(w, pageData(run))
 }
 
 const (
@@ -232,7 +233,13 @@ func optBytes(n int64) string {
 	return Bytes(n)
 }
 
-var page = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+// page is parsed when first used, not when thindist starts: every link
+// starts a thindist process and few of them write a page.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Parse(pageText))
+})
+
+const pageText = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>thindist run {{.Run.ID}}: {{.Run.Name}}</title>
 <style>
@@ -309,4 +316,4 @@ tr.crit td:first-child{font-weight:bold}
 </script>
 </body></html>
 {{define "cmd"}}{{if .Long}}<details class="cmd"><summary><code>{{.Head}}</code> ({{.Args}} arguments: click to show all)</summary><code id="{{.ID}}">{{.Text}}</code></details>{{else}}<code id="{{.ID}}">{{.Text}}</code>{{end}}{{end}}
-`))
+`
