@@ -70,8 +70,8 @@ func (rep *report) workerMarkdown(b *strings.Builder, with []*projectResult) {
 		"(the server is no descendant of a link once it runs); peak RSS and PSS are the highest sums of the resident and of the " +
 		"proportional set sizes of all those processes at once, sampled every 10 ms, idle workers of a warm server included: " +
 		"RSS counts the LLVM libraries once for each process that maps them, PSS about once (less when other processes of the " +
-		"machine map them too, so PSS depends on what else runs). The fork server's forked compilers are reaped outside the " +
-		"link's wait: its CPU, system time and faults leave them out (its wall time and memory do not). " +
+		"machine map them too, so PSS depends on what else runs). The fork server's forked compilers are not always reaped " +
+		"within the link's wait: its CPU, system time and faults may leave them out (its wall time and memory do not). " +
 		"Targets (issue 32): lua5.4 and 7-Zip wall ≤ 1.03× and CPU ≤ 1.05× in-process; tiny generated modules ≤ 1.5×; " +
 		"the README's 4-module demo on a warm server ≤ in-process + 20 ms; peak RSS ≤ 1.2× in-process.\n")
 }
