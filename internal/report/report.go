@@ -42,10 +42,21 @@ func (t tee) Finished(a *action.Action, slot int, res *executor.Result, err erro
 	}
 }
 
-// IsTerminal reports whether f is a character device, i.e. a terminal.
+// IsTerminal reports whether f is a terminal: it has a terminal's
+// attributes (isatty(3)). Being a character device is not enough: /dev/null
+// is one, and a build that sends thindist's output there must not pay for a
+// live progress line nobody sees.
 func IsTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	tty := false
+	conn.Control(func(fd uintptr) {
+		_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		tty = err == nil
+	})
+	return tty
 }
 
 // Console serialises writes to stderr and keeps a live progress line, when

@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
@@ -279,5 +283,53 @@ func TestProgressDrawsTheLatest(t *testing.T) {
 	tick <- clock.Now()
 	if got, want := lastLine(out.String()), "thindist: 1/3 done, 2 running: b.o 0s, d.o 0s; 1s"; got != want {
 		t.Errorf("after a tick the line is\n %q, want\n %q", got, want)
+	}
+}
+
+// TestIsTerminal: only a terminal is one; /dev/null, a character device
+// too, is not (a build sending thindist's output there would otherwise
+// draw a live progress line into it all link long).
+func TestIsTerminal(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for name, f := range map[string]*os.File{"/dev/null": null, "a file": file, "a pipe": w} {
+		if IsTerminal(f) {
+			t.Errorf("%s is taken for a terminal", name)
+		}
+	}
+
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal to check the positive case: %v", err)
+	}
+	defer master.Close()
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err == nil {
+		err = unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	if !IsTerminal(tty) {
+		t.Errorf("the pseudo-terminal %s is not taken for a terminal", tty.Name())
 	}
 }
