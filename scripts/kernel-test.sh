@@ -1,17 +1,34 @@
 #!/bin/sh
 # Builds a small x86_64 Linux kernel (Debian's linux-source-6.12, tinyconfig
-# plus a serial console, an initramfs and CONFIG_LTO_CLANG_THIN) with
-# `make LLVM=1`, three ways, and boots each under qemu (no KVM) to a tiny
-# static init that prints a marker:
+# plus a serial console, /proc, an initramfs, CONFIG_LTO_CLANG_THIN and
+# loadable modules: lib/'s test_static_key_base, test_static_keys,
+# test_hexdump and test_dhry built =m) with `make LLVM=1`, four ways, and
+# boots each under qemu (no KVM) to a tiny static init that prints a marker,
+# loads the four modules with finit_module (their self-tests run in their
+# init; test_dhry is three files, so its .o is a ThinLTO link of three
+# modules), checks /proc/modules and prints a second marker:
 #
-#   inproc   LD=ld.lld: lld's own in-process ThinLTO (the reference)
-#   thin     LD=<one line: thindist link -- ld.lld "$@">
-#   compdb   the same with --compdb compile_commands.json (the kernel's own)
+#   inproc    LD=ld.lld: lld's own in-process ThinLTO (the reference)
+#   thin      LD=<one line: thindist link -- ld.lld "$@">
+#   compdb    the same with --compdb compile_commands.json (the kernel's own)
+#   sections  the same with --compdb and --sections-as-compiled
 #
-# and compares each thindist vmlinux with the reference: the entry point, the
-# symbols, and what objtool says about vmlinux.o. The second and third
-# variants only relink (the objects are the same; changing LD recompiles
-# nothing). With THINDIST_KERNEL_BENCH=1 it then times the vmlinux.o link
+# Every LTO link of the build goes through LD: vmlinux.o, each module's .o
+# (`ld.lld -r`, in-process ThinLTO of its bitcode) and its .ko (which links
+# the module with its bitcode .mod.o and .module-common.o). For each thindist
+# variant the script checks, in thindist's records, that every module's .o
+# and .ko link ran through thindist link's backends, and compares vmlinux
+# with the reference: the entry point, the symbols, what objtool says about
+# vmlinux.o and the modules, and the number of sections in vmlinux.o. The
+# thindist variants relink vmlinux.o and the modules only: changing LD
+# recompiles nothing but the single-file modules (their link is part of
+# their compile command).
+#
+# Then, if a thindist-worker can be built (make -C worker), it relinks
+# vmlinux.o with thindist link on the worker and with exec'd clang, plainly
+# and with --compdb, and checks that every native object is byte-identical.
+#
+# With THINDIST_KERNEL_BENCH=1 it then times the vmlinux.o link
 # alone, ld.lld in-process against thindist link without a cache, a link
 # without bitcode, and the relink after editing one .c file with warm caches
 # (lld's --thinlto-cache-dir, thindist's cache); that part has not yet been
@@ -20,9 +37,11 @@
 # Usage: scripts/kernel-test.sh [SCRATCH]
 #   SCRATCH (default $THINDIST_KERNEL_SCRATCH or /var/tmp/thindist-kernel)
 #   holds the extracted source, the build and the caches; reused by later runs.
-#   THINDIST_KERNEL_JOBS (default 2) is make's -j.
+#   THINDIST_KERNEL_JOBS (default 2) is make's -j. On a shared machine, run
+#   it under nice: every process it starts inherits that.
 # Needs Debian's linux-source-6.12, clang-22 lld-22 llvm-22, flex bison bc
-# libelf-dev cpio qemu-system-x86, and Go. Downloads nothing.
+# libelf-dev cpio qemu-system-x86, and Go; for the worker check also
+# libclang-cpp22-dev libclang-22-dev llvm-22-dev. Downloads nothing.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=${1:-${THINDIST_KERNEL_SCRATCH:-/var/tmp/thindist-kernel}}
@@ -30,6 +49,9 @@ jobs=${THINDIST_KERNEL_JOBS:-2}
 llvm=/usr/lib/llvm-22/bin
 tarball=/usr/src/linux-source-6.12.tar.xz
 marker=THINDIST-KERNEL-BOOT-OK
+modmarker=THINDIST-KERNEL-MODULES-OK
+# The modules (lib/, =m) the init loads, in this order.
+modules="test_static_key_base test_static_keys test_hexdump test_dhry"
 export PATH="$llvm:$PATH"
 
 mkdir -p "$scratch/bin" "$scratch/out"
@@ -48,15 +70,13 @@ fi
 echo "== building thindist"
 (cd "$root" && go build -o "$scratch/bin/thindist" ./cmd/thindist)
 # The LD= scripts: one line each, as a kernel developer would write them.
-cat > "$scratch/bin/ld-thindist" <<EOF
-#!/bin/sh
-exec $scratch/bin/thindist link --cache-dir=$scratch/cache -- ld.lld "\$@"
-EOF
-cat > "$scratch/bin/ld-thindist-compdb" <<EOF
-#!/bin/sh
-exec $scratch/bin/thindist link --cache-dir=$scratch/cache --compdb=$out/compile_commands.json -- ld.lld "\$@"
-EOF
-chmod +x "$scratch/bin/ld-thindist" "$scratch/bin/ld-thindist-compdb"
+write_ld() {
+  printf '#!/bin/sh\nexec %s link --cache-dir=%s %s-- ld.lld "$@"\n' "$scratch/bin/thindist" "$scratch/cache" "$2" > "$scratch/bin/ld-thindist-$1"
+  chmod +x "$scratch/bin/ld-thindist-$1"
+}
+write_ld thin ""
+write_ld compdb "--compdb=$out/compile_commands.json "
+write_ld sections "--compdb=$out/compile_commands.json --sections-as-compiled "
 
 echo "== configuring (tinyconfig + serial console + initramfs + ThinLTO)"
 mkdir -p "$out"
@@ -76,94 +96,199 @@ CONFIG_RD_GZIP=y
 # CONFIG_RD_LZ4 is not set
 # CONFIG_RD_ZSTD is not set
 CONFIG_LTO_CLANG_THIN=y
+CONFIG_PROC_FS=y
+CONFIG_RUNTIME_TESTING_MENU=y
+CONFIG_JUMP_LABEL=y
+CONFIG_MODULES=y
+# CONFIG_MODULE_SIG is not set
+# CONFIG_MODVERSIONS is not set
+CONFIG_TEST_STATIC_KEYS=m
+CONFIG_TEST_HEXDUMP=m
+CONFIG_TEST_DHRY=m
 EOF
-if [ ! -f "$out/.config" ] || ! grep -q '^CONFIG_LTO_CLANG_THIN=y' "$out/.config"; then
+if [ ! -f "$out/.config" ] || ! grep -q '^CONFIG_TEST_DHRY=m' "$out/.config"; then
   make -s -C "$src" O="$out" LLVM=1 tinyconfig >/dev/null
   "$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "$scratch/thin.config" >/dev/null
   make -s -C "$src" O="$out" LLVM=1 olddefconfig
 fi
-for opt in LTO_CLANG_THIN SERIAL_8250_CONSOLE BLK_DEV_INITRD OBJTOOL; do
+for opt in LTO_CLANG_THIN SERIAL_8250_CONSOLE BLK_DEV_INITRD OBJTOOL PROC_FS JUMP_LABEL MODULES; do
   grep -q "^CONFIG_$opt=y" "$out/.config" || { echo "CONFIG_$opt is not set" >&2; exit 1; }
 done
+for opt in TEST_STATIC_KEYS TEST_HEXDUMP TEST_DHRY; do
+  grep -q "^CONFIG_$opt=m" "$out/.config" || { echo "CONFIG_$opt is not =m" >&2; exit 1; }
+done
 
-# The init: no libc, two system calls (write the marker, reboot).
+# The init: no libc, a few system calls. It prints the boot marker, mounts
+# /proc, loads each module of the initramfs's /lib with finit_module (in
+# order: test_static_keys uses test_static_key_base's keys), checks that
+# /proc/modules lists them all, prints the modules marker and reboots. A
+# module whose init fails (test_hexdump's and test_static_keys's self-tests
+# return -EINVAL on a wrong result) fails finit_module: no modules marker.
 cat > "$scratch/init.c" <<EOF
-static long sys3(long n, long a, long b, long c) {
+static long sys(long n, long a, long b, long c, long d, long e) {
   long r;
-  __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+  register long r10 __asm__("r10") = d;
+  register long r8 __asm__("r8") = e;
+  __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+                   : "rcx", "r11", "memory");
   return r;
 }
-void _start(void) {
-  static const char msg[] = "\n$marker\n";
-  sys3(1, 1, (long)msg, sizeof msg - 1);
-  sys3(169, 0xfee1dead, 672274793, 0x01234567); /* reboot(LINUX_REBOOT_CMD_RESTART) */
+static unsigned long len(const char *s) { unsigned long n = 0; while (s[n]) n++; return n; }
+static void say(const char *s) { sys(1, 1, (long)s, len(s), 0, 0); }
+static void say_num(long v) {
+  static char buf[24];
+  int i = sizeof buf - 1, neg = v < 0;
+  buf[i] = 0;
+  if (neg) v = -v;
+  do { buf[--i] = '0' + v % 10; v /= 10; } while (v);
+  if (neg) buf[--i] = '-';
+  say(buf + i);
+}
+static void stop(void) {
+  sys(169, 0xfee1dead, 672274793, 0x01234567, 0, 0); /* reboot(LINUX_REBOOT_CMD_RESTART) */
   for (;;) {}
 }
+/* listed: whether a line of /proc/modules begins with "name ". */
+static int listed(const char *text, long n, const char *name) {
+  unsigned long k = len(name);
+  for (long i = 0; i + (long)k < n; i++) {
+    if (i > 0 && text[i - 1] != '\n') continue;
+    unsigned long j = 0;
+    while (j < k && text[i + j] == name[j]) j++;
+    if (j == k && text[i + k] == ' ') return 1;
+  }
+  return 0;
+}
+static const char *const names[] = {"test_static_key_base", "test_static_keys", "test_hexdump", "test_dhry"};
+static const char *const paths[] = {"/lib/test_static_key_base.ko", "/lib/test_static_keys.ko",
+                                    "/lib/test_hexdump.ko", "/lib/test_dhry.ko"};
+static const char *const params[] = {"", "", "", "run=1"};
+static char text[8192];
+void _start(void) {
+  say("\n$marker\n");
+  long r = sys(165, (long)"proc", (long)"/proc", (long)"proc", 0, 0); /* mount */
+  if (r != 0) { say("init: mount /proc: "); say_num(r); say("\n"); stop(); }
+  for (int m = 0; m < 4; m++) {
+    long fd = sys(2, (long)paths[m], 0, 0, 0, 0); /* open, O_RDONLY */
+    if (fd < 0) { say("init: open "); say(paths[m]); say(": "); say_num(fd); say("\n"); stop(); }
+    r = sys(313, fd, (long)params[m], 0, 0, 0); /* finit_module */
+    if (r != 0) { say("init: finit_module "); say(paths[m]); say(": "); say_num(r); say("\n"); stop(); }
+    sys(3, fd, 0, 0, 0, 0);
+  }
+  long fd = sys(2, (long)"/proc/modules", 0, 0, 0, 0);
+  long n = 0;
+  while (fd >= 0 && n < (long)sizeof text - 1 && (r = sys(0, fd, (long)(text + n), sizeof text - 1 - n, 0, 0)) > 0) n += r;
+  text[n] = 0;
+  say("init: /proc/modules:\n"); say(text);
+  for (int m = 0; m < 4; m++) {
+    if (!listed(text, n, names[m])) { say("init: not in /proc/modules: "); say(names[m]); say("\n"); stop(); }
+  }
+  say("\n$modmarker\n");
+  stop();
+}
 EOF
-clang -O2 -static -nostdlib -ffreestanding -fno-pic "$scratch/init.c" -o "$scratch/init"
+clang -O2 -static -nostdlib -ffreestanding -fno-builtin -fno-pic "$scratch/init.c" -o "$scratch/init"
 
-# build VARIANT LD: make vmlinux and bzImage with that LD; keeps the images
-# and the build log under $log/VARIANT.*
+# build VARIANT LD: make vmlinux, bzImage and the modules with that LD; keeps
+# the images, vmlinux.o, the modules and the build log under $log/VARIANT.*
 build() {
   variant=$1 ld=$2
+  # Kbuild relinks vmlinux.o and the modules when LD changes, and not when
+  # the same LD runs again: remove them, so that every variant's log holds
+  # its own links and objtool's output on them.
+  rm -f "$out/vmlinux.o"
+  for m in $modules; do rm -f "$out/lib/$m.o" "$out/lib/$m.ko"; done
   echo "== $variant: make -j$jobs LLVM=1 LD=$ld"
   t0=$(now)
-  if ! make -C "$src" O="$out" LLVM=1 LD="$ld" -j"$jobs" vmlinux bzImage > "$log/$variant.log" 2>&1; then
+  if ! make -C "$src" O="$out" LLVM=1 LD="$ld" -j"$jobs" vmlinux bzImage modules > "$log/$variant.log" 2>&1; then
     tail -40 "$log/$variant.log" >&2
     echo "$variant: the kernel build failed (log: $log/$variant.log)" >&2
     exit 1
   fi
   echo "$variant: built in $(since "$t0") s"
   cp "$out/vmlinux" "$log/$variant.vmlinux"
+  cp "$out/vmlinux.o" "$log/$variant.vmlinux.o"
   cp "$out/arch/x86/boot/bzImage" "$log/$variant.bzImage"
+  rm -rf "$log/$variant.modules"
+  mkdir -p "$log/$variant.modules"
+  for m in $modules; do cp "$out/lib/$m.ko" "$log/$variant.modules/"; done
 }
 
-# boot VARIANT: boots its bzImage under qemu with the init as initramfs.
+# boot VARIANT: boots its bzImage under qemu with the init and its modules
+# as initramfs.
 boot() {
   variant=$1
-  if [ ! -f "$scratch/initramfs.cpio.gz" ]; then
-    printf 'dir /dev 755 0 0\nnod /dev/console 600 0 0 c 5 1\nfile /init %s 755 0 0\n' "$scratch/init" > "$scratch/initramfs.list"
-    "$out/usr/gen_init_cpio" "$scratch/initramfs.list" | gzip -9 > "$scratch/initramfs.cpio.gz"
-  fi
+  {
+    printf 'dir /dev 755 0 0\nnod /dev/console 600 0 0 c 5 1\ndir /proc 755 0 0\ndir /lib 755 0 0\n'
+    printf 'file /init %s 755 0 0\n' "$scratch/init"
+    for m in $modules; do printf 'file /lib/%s.ko %s 644 0 0\n' "$m" "$log/$variant.modules/$m.ko"; done
+  } > "$log/$variant.initramfs.list"
+  "$out/usr/gen_init_cpio" "$log/$variant.initramfs.list" | gzip -9 > "$log/$variant.initramfs.cpio.gz"
   t0=$(now)
-  timeout 600 qemu-system-x86_64 -nographic -no-reboot -m 128M -cpu qemu64 \
-    -kernel "$log/$variant.bzImage" -initrd "$scratch/initramfs.cpio.gz" \
+  timeout 900 qemu-system-x86_64 -nographic -no-reboot -m 128M -cpu qemu64 \
+    -kernel "$log/$variant.bzImage" -initrd "$log/$variant.initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1" > "$log/$variant.boot" 2>&1 || true
-  if grep -q "^$marker" "$log/$variant.boot"; then
-    echo "$variant: booted to the init's marker in $(since "$t0") s"
-  else
+  if ! grep -q "^$marker" "$log/$variant.boot"; then
     tail -30 "$log/$variant.boot" >&2
     echo "$variant: no marker on the serial console (log: $log/$variant.boot)" >&2
     exit 1
   fi
+  if ! grep -q "^$modmarker" "$log/$variant.boot" || ! grep -q 'test_hexdump: all [0-9]* tests passed' "$log/$variant.boot" ||
+    ! grep -q 'Dhrystones per Second' "$log/$variant.boot"; then
+    tail -30 "$log/$variant.boot" >&2
+    echo "$variant: the modules did not load and run (log: $log/$variant.boot)" >&2
+    exit 1
+  fi
+  echo "$variant: booted and loaded $(echo $modules | wc -w) modules (hexdump and static keys self-tests passed, dhrystone ran) in $(since "$t0") s"
 }
 
 # describe VMLINUX: its entry point, then its symbols (name and type).
 entry() { llvm-readelf -h "$1" | awk '/Entry point/ {print $4}'; }
 symbols() { llvm-nm "$1" | awk '{print $NF, $(NF-1)}' | sort; }
-objtool_says() { grep -E '^(vmlinux\.o|.*objtool).*warning' "$log/$1.log" | sed 's/^.*warning/warning/' | sort || true; }
+sections() { llvm-readelf -h "$1" | awk '/Number of section headers/ {print $NF}'; }
+# objtool_says VARIANT: objtool's warnings in its build log (vmlinux.o's and
+# the modules').
+objtool_says() { grep -E '^vmlinux\.o.*warning|warning: objtool:' "$log/$1.log" | sed 's/^.*warning/warning/' | sort || true; }
+
+# linked_through_thindist VARIANT: every module's ld.lld -r links (its .o
+# and its .ko) went through thindist link and its backends: each left a
+# record (thindist keeps one only for a link with bitcode) with backends.
+linked_through_thindist() {
+  variant=$1
+  "$scratch/bin/thindist" report --list --cache-dir="$scratch/cache" > "$log/$variant.records"
+  for m in $modules; do
+    for o in "$m.ko" "$m.o"; do
+      # "ID status wall N jobs N hits N compiled OUTPUT"; a single-file
+      # module's .o is linked as lib/.tmp_<name>.o, then renamed.
+      if ! awk -v o="$o" '($NF == "lib/" o || $NF == "lib/.tmp_" o) && $2 == "ok" && $4 > 0 {found = 1} END {exit !found}' "$log/$variant.records"; then
+        cat "$log/$variant.records" >&2
+        echo "$variant: no record of a thindist link with backends writing lib/$o" >&2
+        exit 1
+      fi
+    done
+  done
+  echo "$variant: every module's .o and .ko link ran through thindist link ($(awk '$NF ~ /^lib\// {n += $4} END {print n}' "$log/$variant.records") backends in $(grep -c ' lib/' "$log/$variant.records") module links)"
+}
 
 # Reference: in-process ThinLTO.
 build inproc ld.lld
 boot inproc
+objtool_says inproc > "$log/inproc.objtool"
+symbols "$log/inproc.vmlinux" > "$log/inproc.syms"
+echo "inproc: vmlinux.o has $(sections "$log/inproc.vmlinux.o") sections; objtool warnings: $(wc -l < "$log/inproc.objtool")"
+# The kernel's own compilation database, from the .cmd files of the build
+# (a separate target, after the objects exist).
+make -s -C "$src" O="$out" LLVM=1 compile_commands.json
 
-for variant in thin compdb; do
-  if [ "$variant" = compdb ]; then
-    # The kernel's own compilation database, from the .cmd files of the
-    # build (a separate target, after the objects exist).
-    make -s -C "$src" O="$out" LLVM=1 compile_commands.json
-    ld="$scratch/bin/ld-thindist-compdb"
-  else
-    ld="$scratch/bin/ld-thindist"
-  fi
+for variant in thin compdb sections; do
   rm -rf "$scratch/cache"
-  build "$variant" "$ld"
+  build "$variant" "$scratch/bin/ld-thindist-$variant"
   boot "$variant"
+  linked_through_thindist "$variant"
   if [ "$(entry "$log/$variant.vmlinux")" != "$(entry "$log/inproc.vmlinux")" ]; then
     echo "$variant: entry point $(entry "$log/$variant.vmlinux"), in-process $(entry "$log/inproc.vmlinux")" >&2
     exit 1
   fi
-  symbols "$log/inproc.vmlinux" > "$log/inproc.syms"
   symbols "$log/$variant.vmlinux" > "$log/$variant.syms"
   if ! diff -q "$log/inproc.syms" "$log/$variant.syms" >/dev/null; then
     diff "$log/inproc.syms" "$log/$variant.syms" | head -20 >&2
@@ -175,17 +300,88 @@ for variant in thin compdb; do
     # differently than in-process LTO, which ignores them.
     echo "$variant: $(diff "$log/inproc.syms" "$log/$variant.syms" | grep -c '^[<>]') symbol lines differ (per-file options)"
   fi
-  objtool_says inproc > "$log/inproc.objtool"
   objtool_says "$variant" > "$log/$variant.objtool"
+  if ! diff -q "$log/inproc.objtool" "$log/$variant.objtool" >/dev/null; then
+    echo "$variant: objtool's warnings differ from the in-process build's:"
+    diff "$log/inproc.objtool" "$log/$variant.objtool" || true
+  fi
   if [ "$(wc -l < "$log/$variant.objtool")" -gt "$(wc -l < "$log/inproc.objtool")" ]; then
-    cat "$log/$variant.objtool" >&2
     echo "$variant: objtool warns more than for the in-process build" >&2
     exit 1
   fi
   moved=$(diff "$(llvm-nm "$log/inproc.vmlinux" > "$log/inproc.nm"; echo "$log/inproc.nm")" \
     "$(llvm-nm "$log/$variant.vmlinux" > "$log/$variant.nm"; echo "$log/$variant.nm")" | grep -c '^<' || true)
-  echo "$variant: entry point $(entry "$log/$variant.vmlinux") as in-process; $(wc -l < "$log/$variant.syms") symbols, $moved at another address; objtool warnings: $(wc -l < "$log/$variant.objtool") (in-process: $(wc -l < "$log/inproc.objtool"))"
+  echo "$variant: entry point $(entry "$log/$variant.vmlinux") as in-process; $(wc -l < "$log/$variant.syms") symbols, $moved at another address; objtool warnings: $(wc -l < "$log/$variant.objtool") (in-process: $(wc -l < "$log/inproc.objtool")); vmlinux.o has $(sections "$log/$variant.vmlinux.o") sections (in-process: $(sections "$log/inproc.vmlinux.o"))"
 done
+
+# The worker: vmlinux.o relinked through thindist link on a thindist-worker
+# and with exec'd clang (no worker, no fork server), plainly and with
+# --compdb; every native object must be byte-identical, and the worker must
+# have compiled every backend.
+worker_check() {
+  w=$root/worker/thindist-worker
+  if [ -f /usr/lib/llvm-22/include/clang/Driver/Driver.h ]; then
+    make -s -C "$root/worker"
+  fi
+  if [ ! -x "$w" ]; then
+    echo "worker: skipped (no $w; make -C worker needs libclang-cpp22-dev)"
+    return
+  fi
+  cd "$out"
+  linkcmd=$(sed -n 's/^savedcmd_vmlinux\.o := //p' .vmlinux.o.cmd | sed 's/;.*//; s/ -o vmlinux\.o / -o worker-vmlinux.o /')
+  set -- $linkcmd
+  shift # Kbuild's $(LD)
+  for mode in plain compdb; do
+    compdb=
+    [ $mode = compdb ] && compdb=--compdb=$out/compile_commands.json
+    for runner in exec worker; do
+      keep=$scratch/native/$mode-$runner cache=$scratch/cache-$mode-$runner
+      rm -rf "$keep" "$cache"
+      if [ $runner = exec ]; then flags="--no-worker --no-fork-server"; else flags="--worker=$w"; fi
+      t0=$(now)
+      "$scratch/bin/thindist" link --progress=never --cache-dir="$cache" $flags $compdb \
+        --keep-native-objects="$keep" -- ld.lld "$@" 2> "$log/worker.$mode-$runner.log" || {
+        cat "$log/worker.$mode-$runner.log" >&2
+        echo "worker: the $mode vmlinux.o link ($runner) failed" >&2
+        exit 1
+      }
+      "$scratch/bin/thindist" report --json --cache-dir="$cache" > "$log/worker.$mode-$runner.json"
+      echo "worker: $mode vmlinux.o link ($runner): $(find "$keep" -type f | wc -l) native objects in $(since "$t0") s"
+    done
+    actions=$(grep -c '"module":' "$log/worker.$mode-worker.json")
+    on=$(grep -c '"worker": true' "$log/worker.$mode-worker.json" || true)
+    if [ "$on" -ne "$actions" ]; then
+      # The worker takes only the options it is tested with (internal/worker);
+      # the others run by the fork server, so the comparison below checks
+      # only the objects the worker compiled.
+      why=$(sed -n 's/^ *"not_worker": "\(.*\)",*$/\1/p' "$log/worker.$mode-worker.json" | sort | uniq -c | sort -rn | head -3)
+      if [ $mode = plain ]; then
+        echo "$why" >&2
+        echo "worker: $mode: $on of $actions backends ran on the worker" >&2
+        exit 1
+      fi
+      echo "worker: $mode: NOT CHECKED on the worker for $((actions - on)) of $actions backends, which ran elsewhere:"
+      echo "$why"
+    fi
+    (cd "$scratch/native/$mode-exec" && find . -type f | sort) > "$log/worker.$mode-exec.list"
+    (cd "$scratch/native/$mode-worker" && find . -type f | sort) > "$log/worker.$mode-worker.list"
+    if ! diff "$log/worker.$mode-exec.list" "$log/worker.$mode-worker.list" >&2; then
+      echo "worker: $mode: not the same native objects kept" >&2
+      exit 1
+    fi
+    differ=0
+    while read -r f; do
+      if ! cmp -s "$scratch/native/$mode-exec/$f" "$scratch/native/$mode-worker/$f"; then
+        echo "worker: $mode: $f differs from exec'd clang's" >&2
+        differ=$((differ + 1))
+      fi
+    done < "$log/worker.$mode-exec.list"
+    [ "$differ" -eq 0 ] || exit 1
+    echo "worker: $mode: all $(wc -l < "$log/worker.$mode-exec.list") native objects byte-identical to exec'd clang's; $on of $actions backends on the worker"
+  done
+  rm -f "$out/worker-vmlinux.o"
+}
+worker_check
 echo "kernel-test: OK"
 
 [ "${THINDIST_KERNEL_BENCH:-0}" = 1 ] || exit 0
@@ -238,4 +434,4 @@ relink() {
   echo "bench: make vmlinux after editing kernel/sys.c, $variant (warm cache): $(since "$t0") s"
 }
 relink inproc "ld.lld --thinlto-cache-dir=$scratch/lld-cache"
-relink thin "$scratch/bin/ld-thindist"
+relink thin "$scratch/bin/ld-thindist-thin"
