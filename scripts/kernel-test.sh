@@ -19,7 +19,9 @@
 # variant the script checks, in thindist's records, that every module's .o
 # and .ko link ran through thindist link's backends, and compares vmlinux
 # with the reference: the entry point, the symbols, what objtool says about
-# vmlinux.o and the modules, and the number of sections in vmlinux.o. The
+# vmlinux.o and the modules, and the number of sections in vmlinux.o; and
+# each module's code, relocations and symbols (which the plain variant must
+# share with in-process; the others may differ, and say where). The
 # thindist variants relink vmlinux.o and the modules only: changing LD
 # recompiles nothing but the single-file modules (their link is part of
 # their compile command).
@@ -28,22 +30,34 @@
 # vmlinux.o with thindist link on the worker and with exec'd clang, plainly
 # and with --compdb, and checks that every native object is byte-identical.
 #
+# With --modules-only it builds the modules alone (`make modules`, which
+# compiles no built-in object and links no vmlinux: a few minutes, for CI),
+# in-process and through thindist link, checks the records and objtool's
+# output as above, and that every module has in-process's code, relocations
+# and symbols; it boots nothing.
+#
 # With THINDIST_KERNEL_BENCH=1 it then times the vmlinux.o link
 # alone, ld.lld in-process against thindist link without a cache, a link
 # without bitcode, and the relink after editing one .c file with warm caches
 # (lld's --thinlto-cache-dir, thindist's cache); that part has not yet been
 # run end to end (bench/history/JOURNAL.md has the figures taken by hand).
 #
-# Usage: scripts/kernel-test.sh [SCRATCH]
+# Usage: scripts/kernel-test.sh [--modules-only] [SCRATCH]
 #   SCRATCH (default $THINDIST_KERNEL_SCRATCH or /var/tmp/thindist-kernel)
 #   holds the extracted source, the build and the caches; reused by later runs.
 #   THINDIST_KERNEL_JOBS (default 2) is make's -j. On a shared machine, run
 #   it under nice: every process it starts inherits that.
-# Needs Debian's linux-source-6.12, clang-22 lld-22 llvm-22, flex bison bc
-# libelf-dev cpio qemu-system-x86, and Go; for the worker check also
-# libclang-cpp22-dev libclang-22-dev llvm-22-dev. Downloads nothing.
+# Needs Debian's linux-source-6.12 xz-utils, clang-22 lld-22 llvm-22, flex
+# bison bc libelf-dev, and Go; to boot, also cpio qemu-system-x86; for the
+# worker check also libclang-cpp22-dev libclang-22-dev llvm-22-dev.
+# Downloads nothing.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+modules_only=0
+if [ "${1:-}" = --modules-only ]; then
+  modules_only=1
+  shift
+fi
 scratch=${1:-${THINDIST_KERNEL_SCRATCH:-/var/tmp/thindist-kernel}}
 jobs=${THINDIST_KERNEL_JOBS:-2}
 llvm=/usr/lib/llvm-22/bin
@@ -187,28 +201,39 @@ void _start(void) {
   stop();
 }
 EOF
-clang -O2 -static -nostdlib -ffreestanding -fno-builtin -fno-pic "$scratch/init.c" -o "$scratch/init"
+[ "$modules_only" = 1 ] || clang -O2 -static -nostdlib -ffreestanding -fno-builtin -fno-pic "$scratch/init.c" -o "$scratch/init"
 
-# build VARIANT LD: make vmlinux, bzImage and the modules with that LD; keeps
-# the images, vmlinux.o, the modules and the build log under $log/VARIANT.*
+# build VARIANT LD: make vmlinux, bzImage and the modules with that LD (with
+# --modules-only, the modules alone); keeps the images, vmlinux.o, the
+# modules and the build log under $log/VARIANT.*
 build() {
   variant=$1 ld=$2
   # Kbuild relinks vmlinux.o and the modules when LD changes, and not when
   # the same LD runs again: remove them, so that every variant's log holds
   # its own links and objtool's output on them.
-  rm -f "$out/vmlinux.o"
   for m in $modules; do rm -f "$out/lib/$m.o" "$out/lib/$m.ko"; done
-  echo "== $variant: make -j$jobs LLVM=1 LD=$ld"
+  if [ "$modules_only" = 1 ]; then
+    # `make modules` alone compiles no built-in object and links no
+    # vmlinux.o; without one, modpost cannot resolve the modules' symbols
+    # and says so (KBUILD_MODPOST_WARN=1 makes that a warning).
+    set -- modules KBUILD_MODPOST_WARN=1
+  else
+    rm -f "$out/vmlinux.o"
+    set -- vmlinux bzImage modules
+  fi
+  echo "== $variant: make -j$jobs LLVM=1 LD=$ld $*"
   t0=$(now)
-  if ! make -C "$src" O="$out" LLVM=1 LD="$ld" -j"$jobs" vmlinux bzImage modules > "$log/$variant.log" 2>&1; then
+  if ! make -C "$src" O="$out" LLVM=1 LD="$ld" -j"$jobs" "$@" > "$log/$variant.log" 2>&1; then
     tail -40 "$log/$variant.log" >&2
     echo "$variant: the kernel build failed (log: $log/$variant.log)" >&2
     exit 1
   fi
   echo "$variant: built in $(since "$t0") s"
-  cp "$out/vmlinux" "$log/$variant.vmlinux"
-  cp "$out/vmlinux.o" "$log/$variant.vmlinux.o"
-  cp "$out/arch/x86/boot/bzImage" "$log/$variant.bzImage"
+  if [ "$modules_only" = 0 ]; then
+    cp "$out/vmlinux" "$log/$variant.vmlinux"
+    cp "$out/vmlinux.o" "$log/$variant.vmlinux.o"
+    cp "$out/arch/x86/boot/bzImage" "$log/$variant.bzImage"
+  fi
   rm -rf "$log/$variant.modules"
   mkdir -p "$log/$variant.modules"
   for m in $modules; do cp "$out/lib/$m.ko" "$log/$variant.modules/"; done
@@ -270,6 +295,57 @@ linked_through_thindist() {
   echo "$variant: every module's .o and .ko link ran through thindist link ($(awk '$NF ~ /^lib\// {n += $4} END {print n}' "$log/$variant.records") backends in $(grep -c ' lib/' "$log/$variant.records") module links)"
 }
 
+# compare_modules VARIANT: counts the modules whose code differs from the
+# in-process build's: the disassembly with relocations, and the symbols
+# (name and type). The order of the symbol table, and so the build ID, may
+# differ.
+compare_modules() {
+  variant=$1 differ=0
+  for m in $modules; do
+    for v in inproc "$variant"; do
+      llvm-objdump -d -r "$log/$v.modules/$m.ko" | tail -n +3 > "$log/$v.modules/$m.code"
+      llvm-nm "$log/$v.modules/$m.ko" | awk '{print $NF, $(NF-1)}' | sort > "$log/$v.modules/$m.syms"
+    done
+    if ! cmp -s "$log/inproc.modules/$m.code" "$log/$variant.modules/$m.code" ||
+      ! cmp -s "$log/inproc.modules/$m.syms" "$log/$variant.modules/$m.syms"; then
+      echo "$variant: $m.ko's code or symbols differ from the in-process build's"
+      differ=$((differ + 1))
+    fi
+  done
+  return "$differ"
+}
+
+# objtool_compare VARIANT: objtool's output against in-process's; more
+# warnings fail.
+objtool_compare() {
+  variant=$1
+  objtool_says "$variant" > "$log/$variant.objtool"
+  if ! diff -q "$log/inproc.objtool" "$log/$variant.objtool" >/dev/null; then
+    echo "$variant: objtool's warnings differ from the in-process build's:"
+    diff "$log/inproc.objtool" "$log/$variant.objtool" || true
+  fi
+  if [ "$(wc -l < "$log/$variant.objtool")" -gt "$(wc -l < "$log/inproc.objtool")" ]; then
+    echo "$variant: objtool warns more than for the in-process build" >&2
+    exit 1
+  fi
+}
+
+if [ "$modules_only" = 1 ]; then
+  # The modules alone, without vmlinux (short enough for CI): in-process,
+  # then through thindist link; nothing is booted, so the modules must
+  # have in-process's code and relocations.
+  build inproc ld.lld
+  objtool_says inproc > "$log/inproc.objtool"
+  rm -rf "$scratch/cache"
+  build thin "$scratch/bin/ld-thindist-thin"
+  linked_through_thindist thin
+  objtool_compare thin
+  compare_modules thin || exit 1
+  echo "thin: $(echo $modules | wc -w) modules with in-process's code, relocations and symbols; objtool warnings: $(wc -l < "$log/thin.objtool") (in-process: $(wc -l < "$log/inproc.objtool"))"
+  echo "kernel-test --modules-only: OK"
+  exit 0
+fi
+
 # Reference: in-process ThinLTO.
 build inproc ld.lld
 boot inproc
@@ -300,14 +376,16 @@ for variant in thin compdb sections; do
     # differently than in-process LTO, which ignores them.
     echo "$variant: $(diff "$log/inproc.syms" "$log/$variant.syms" | grep -c '^[<>]') symbol lines differ (per-file options)"
   fi
-  objtool_says "$variant" > "$log/$variant.objtool"
-  if ! diff -q "$log/inproc.objtool" "$log/$variant.objtool" >/dev/null; then
-    echo "$variant: objtool's warnings differ from the in-process build's:"
-    diff "$log/inproc.objtool" "$log/$variant.objtool" || true
-  fi
-  if [ "$(wc -l < "$log/$variant.objtool")" -gt "$(wc -l < "$log/inproc.objtool")" ]; then
-    echo "$variant: objtool warns more than for the in-process build" >&2
+  objtool_compare "$variant"
+  # The plain variant's modules must have in-process's code; per-file
+  # options (--compdb) and other sections may change it.
+  if differ=$(compare_modules "$variant"); then
+    echo "$variant: the modules have in-process's code, relocations and symbols"
+  elif [ "$variant" = thin ]; then
+    echo "$differ" >&2
     exit 1
+  else
+    echo "$differ"
   fi
   moved=$(diff "$(llvm-nm "$log/inproc.vmlinux" > "$log/inproc.nm"; echo "$log/inproc.nm")" \
     "$(llvm-nm "$log/$variant.vmlinux" > "$log/$variant.nm"; echo "$log/$variant.nm")" | grep -c '^<' || true)

@@ -13,11 +13,13 @@ cd "$root"
 # the build systems the end-to-end tests drive (make, CMake with both of its
 # generators, Meson), dpkg-dev for Debian sources, iproute2 and util-linux for
 # the network and namespace tests, BuildStream's CAS server as a second REAPI
-# implementation, and Chromium for the HTML report's rendering test.
+# implementation, Chromium for the HTML report's rendering test, and the
+# kernel's source and build tools for the kernel modules' check.
 need_packages clang-22 lld-22 llvm-22 make libclang-cpp22-dev libclang-22-dev llvm-22-dev \
 	clang-19 lld-19 llvm-19 \
 	cmake ninja-build meson dpkg-dev iproute2 util-linux \
-	python3-buildstream chromium
+	python3-buildstream chromium \
+	linux-source-6.12 xz-utils flex bison bc libelf-dev
 export THINDIST_DEBSRC="${THINDIST_DEBSRC:-/var/cache/thindist-debsrc}"
 # The real-project tests need the Debian sources of lua5.4 and of p7zip
 # (7-Zip) (idempotent; under CI a failure here fails those tests instead of
@@ -35,3 +37,8 @@ go vet ./...
 # is per package: e2e, the longest, takes minutes on an idle machine and far
 # longer on a loaded one, where a tight bound would report a hang.
 go test -count=1 -timeout 45m ./...
+# A few kernel modules built with Kbuild, their ld.lld -r links through
+# thindist link, checked against lld's in-process links (a few minutes; the
+# whole kernel, booted under qemu, is scripts/kernel-test.sh without
+# --modules-only, run by hand).
+sh scripts/kernel-test.sh --modules-only "${THINDIST_KERNEL_MODULES_SCRATCH:-/var/tmp/thindist-kernel-modules}"
