@@ -127,8 +127,8 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		// No input held bitcode and the command ran as given: nothing of
 		// thindist's ran, and a record would only push out those of the
 		// ThinLTO links (Kbuild runs LD for --version and for every
-		// native link, vmlinux's final links from vmlinux.o included),
-		// leaving `thindist report` to show an empty run.
+		// native link: the vDSO, the boot code), leaving `thindist
+		// report` to show an empty run.
 		cfg.NoRecord = true
 	}
 	code := 0

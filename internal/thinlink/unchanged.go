@@ -8,9 +8,9 @@ import (
 )
 
 // runUnchanged runs the command as it was given, for a link none of whose
-// inputs holds bitcode (`ld.lld --version`, or Kbuild's vDSO, boot code and
-// final vmlinux links): there is nothing to distribute, so one LD= can serve
-// a whole build, and such a link costs one linker run.
+// inputs holds bitcode (`ld.lld --version`, or Kbuild's vDSO and boot code
+// links): there is nothing to distribute, so one LD= can serve a whole
+// build, and such a link costs one linker run.
 func (p *plan) runUnchanged(ctx context.Context) error {
 	out, err := p.run(ctx, p.opts.Command, p.opts.Stdout)
 	io.WriteString(p.opts.Stderr, out)
