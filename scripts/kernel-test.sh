@@ -415,7 +415,8 @@ worker_check() {
     for runner in exec worker; do
       keep=$scratch/native/$mode-$runner cache=$scratch/cache-$mode-$runner
       rm -rf "$keep" "$cache"
-      if [ $runner = exec ]; then flags="--no-worker --no-fork-server"; else flags="--worker=$w"; fi
+      # --worker-idle=0: the link's own workers, no server left behind.
+      if [ $runner = exec ]; then flags="--no-worker --no-fork-server"; else flags="--worker=$w --worker-idle=0"; fi
       t0=$(now)
       "$scratch/bin/thindist" link --progress=never --cache-dir="$cache" $flags $compdb \
         --keep-native-objects="$keep" -- ld.lld "$@" 2> "$log/worker.$mode-$runner.log" || {
