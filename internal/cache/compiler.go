@@ -44,19 +44,10 @@ func (c *CompilerIDs) ID(name string) (string, error) {
 	if id, ok := c.seen[name]; ok {
 		return id, nil
 	}
-	path := name
-	if !strings.ContainsRune(name, '/') {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			return "", err
-		}
-		path = p
-	}
-	real, err := filepath.EvalSymlinks(path)
+	real, err := resolve(name)
 	if err != nil {
 		return "", err
 	}
-	real, _ = filepath.Abs(real)
 	fi, err := os.Stat(real)
 	if err != nil {
 		return "", err
@@ -87,4 +78,22 @@ func (c *CompilerIDs) ID(name string) (string, error) {
 	id := "sha256:" + rec.Digest
 	c.seen[name] = id
 	return id, nil
+}
+
+// resolve returns the absolute path of the file the command name runs: a
+// name without a slash looked up in PATH, symbolic links followed.
+func resolve(name string) (string, error) {
+	path := name
+	if !strings.ContainsRune(name, '/') {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			return "", err
+		}
+		path = p
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(real)
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/thinlink"
@@ -113,6 +115,10 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		},
 		Phase:  sess.Timeline().Begin,
 		Output: sess.SetOutput,
+	}
+	if !cfg.NoCache {
+		dir := pipeline.CacheDir(&cfg, env)
+		opts.ToolFacts = cache.NewToolFacts(cache.NewCompilerIDs(filepath.Join(dir, "compilers")), filepath.Join(dir, "tools"))
 	}
 	if lf.compdb != "" {
 		db, err := thinlink.LoadCompDB(lf.compdb)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -22,8 +23,19 @@ var lldVersion = regexp.MustCompile(`\bLLD (\d+)\.\d+`)
 
 // lldMajor runs `tool --version` and returns lld's major version, or "" when
 // the tool is not lld (a clang driver, GNU ld, a script that fails). The
-// only error is the cancellation of ctx.
+// answer of a tool that ran is kept in Options.ToolFacts, which may give
+// it the next time without running the tool. The only error is the
+// cancellation of ctx.
 func (p *plan) lldMajor(ctx context.Context, tool string) (string, error) {
+	facts, name := p.opts.ToolFacts, tool
+	if strings.Contains(tool, "/") && !filepath.IsAbs(tool) && p.opts.Dir != "" {
+		name = filepath.Join(p.opts.Dir, tool) // as p.run runs it
+	}
+	if facts != nil {
+		if major, ok := facts.Get(name, "--version"); ok {
+			return major, nil
+		}
+	}
 	var stdout bytes.Buffer
 	out, err := p.run(ctx, []string{tool, "--version"}, &stdout)
 	if ctx.Err() != nil {
@@ -32,10 +44,14 @@ func (p *plan) lldMajor(ctx context.Context, tool string) (string, error) {
 	if err != nil {
 		return "", nil
 	}
+	major := ""
 	if m := lldVersion.FindStringSubmatch(stdout.String() + out); m != nil {
-		return m[1], nil
+		major = m[1]
 	}
-	return "", nil
+	if facts != nil {
+		facts.Put(name, "--version", major)
+	}
+	return major, nil
 }
 
 // findLinker makes sure the link runs lld and learns the linker's own

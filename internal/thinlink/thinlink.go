@@ -81,6 +81,16 @@ type Options struct {
 	// spells it) once the command is read, before anything runs: the
 	// backends' trace and the run's record name it even if a step fails.
 	Output func(path string)
+	// ToolFacts, if set, remembers what the linker said of itself
+	// (--version) across links; nil asks it on every link.
+	ToolFacts ToolFacts
+}
+
+// ToolFacts remembers what a tool (a command name, as run) answered to a
+// question, as long as the tool stays the same (cache.ToolFacts).
+type ToolFacts interface {
+	Get(tool, question string) (answer string, ok bool)
+	Put(tool, question, answer string)
 }
 
 func (o *Options) phase(name string) (end func()) {

@@ -1,0 +1,193 @@
+#!/bin/sh
+# Times whole kernel builds as the distributed ThinLTO RFC for Kbuild did
+# (shared/seeds/kernel-distributed-thinlto-rfc.md): `make -jN vmlinux
+# bzImage modules` from a clean build directory, then again after a
+# one-file edit, for each way of linking:
+#
+#   nolto     no LTO (CONFIG_LTO_NONE), LD=ld.lld
+#   inproc    ThinLTO, LD=ld.lld with its own cache (--thinlto-cache-dir):
+#             lld's in-process ThinLTO, and its cached rebuild
+#   thin      ThinLTO, LD=<thindist link -- ld.lld> (local: workers, fork
+#             server, exec), thindist's cache
+#   sections  as thin, with --compdb and --sections-as-compiled
+#
+# The kernel is scripts/kernel-test.sh's (tinyconfig plus kernel.config),
+# each variant in a build directory of its own. Before each build the
+# caches are emptied (the edit's rebuild keeps them) and thindist's worker
+# server is stopped, so a clean build starts it cold.
+#
+# Every link of the build runs through a wrapper that logs its output and
+# time. Reported per build: wall, user and system time of every process of
+# the build (a cpuacct cgroup, so the worker server, which outlives the
+# links that start it, is counted), the vmlinux.o link, the final links
+# (vmlinux and Kbuild's .tmp_vmlinux*) and the module links. The table goes
+# to SCRATCH/table.md; the per-link times to SCRATCH/out/VARIANT.*.links.
+#
+# The sections variant needs compile_commands.json at link time, which
+# Kbuild writes only on request: its wrapper makes it (Kbuild's
+# gen_compile_commands.py, from the .cmd files of what is built so far)
+# before each link, and that time is part of the link's.
+#
+# The edit appends a global to kernel/sys.c, so its bitcode and every
+# backend importing from it change (a touch alone changes no bitcode); the
+# file is restored afterwards.
+#
+# Usage: scripts/kernel-bench.sh [SCRATCH [VARIANT...]]
+#   SCRATCH (default $THINDIST_KERNEL_BENCH_SCRATCH or
+#   /var/tmp/thindist-kernel-bench) holds the source, the builds, caches.
+#   THINDIST_KERNEL_JOBS (default 2) is make's -j.
+# Needs root (the cgroup), and what kernel-test.sh needs to build.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+scratch=${1:-${THINDIST_KERNEL_BENCH_SCRATCH:-/var/tmp/thindist-kernel-bench}}
+[ $# -gt 0 ] && shift
+variants=${*:-nolto inproc thin sections}
+jobs=${THINDIST_KERNEL_JOBS:-2}
+llvm=/usr/lib/llvm-22/bin
+tarball=/usr/src/linux-source-6.12.tar.xz
+export PATH="$llvm:$PATH"
+# A CI variable would turn the worker server off (--worker-idle 0).
+unset CI
+
+mkdir -p "$scratch/bin" "$scratch/out"
+scratch=$(cd "$scratch" && pwd)
+src=$scratch/linux-source-6.12
+log=$scratch/out
+cg=/sys/fs/cgroup/cpuacct/thindist-kernel-bench
+now() { date +%s%N; }
+
+if [ ! -f "$src/Makefile" ]; then
+  echo "== extracting $tarball"
+  tar -C "$scratch" -xf "$tarball"
+fi
+mkdir -p "$cg" || { echo "kernel-bench: cannot make the cgroup $cg (needs root and cgroup v1 cpuacct)" >&2; exit 1; }
+
+echo "== building thindist and its worker"
+(cd "$root" && go build -o "$scratch/bin/thindist" ./cmd/thindist)
+if make -s -C "$root/worker" >/dev/null 2>&1; then
+  cp "$root/worker/thindist-worker" "$scratch/bin/thindist-worker"
+else
+  rm -f "$scratch/bin/thindist-worker"
+  echo "(no thindist-worker: the fork server and exec only)"
+fi
+thindist="$scratch/bin/thindist"
+server="--server-dir=$scratch/server"
+mkdir -p "$scratch/server"
+chmod 700 "$scratch/server"
+
+# ld_wrapper VARIANT COMMAND...: the LD of VARIANT, which runs COMMAND
+# "$@" and logs "<output> <ms>" to $log/VARIANT.links.
+ld_wrapper() {
+  variant=$1
+  shift
+  pre=
+  if [ "$variant" = sections ]; then
+    pre="python3 $src/scripts/clang-tools/gen_compile_commands.py -d $scratch/build-$variant -o $scratch/build-$variant/compile_commands.json 2>/dev/null || true"
+  fi
+  cat > "$scratch/bin/ld-$variant" <<EOF
+#!/bin/sh
+t0=\$(date +%s%N)
+$pre
+$* "\$@"
+rc=\$?
+out=- prev=
+for a in "\$@"; do [ "\$prev" = -o ] && out=\$a; prev=\$a; done
+echo "\$out \$(( (\$(date +%s%N) - t0) / 1000000 ))" >> "\$THINDIST_BENCH_LINKS"
+exit \$rc
+EOF
+  chmod +x "$scratch/bin/ld-$variant"
+}
+ld_wrapper nolto ld.lld
+ld_wrapper inproc ld.lld --thinlto-cache-dir="$scratch/cache-inproc"
+ld_wrapper thin "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-thin" -- ld.lld
+ld_wrapper sections "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-sections" \
+  --compdb="$scratch/build-sections/compile_commands.json" --sections-as-compiled -- ld.lld
+
+# configure VARIANT: a clean build directory with the kernel's configuration.
+configure() {
+  b=$scratch/build-$1
+  rm -rf "$b"
+  mkdir -p "$b"
+  make -s -C "$src" O="$b" LLVM=1 tinyconfig >/dev/null
+  "$src/scripts/kconfig/merge_config.sh" -m -O "$b" "$b/.config" "$root/scripts/kernel.config" >/dev/null
+  if [ "$1" = nolto ]; then
+    "$src/scripts/config" --file "$b/.config" -d LTO_CLANG_THIN -e LTO_NONE
+  fi
+  make -s -C "$src" O="$b" LLVM=1 olddefconfig
+  want=y
+  [ "$1" = nolto ] && want=n
+  if [ "$(grep -c '^CONFIG_LTO_CLANG_THIN=y' "$b/.config")" != "$([ $want = y ] && echo 1 || echo 0)" ]; then
+    echo "kernel-bench: $1: CONFIG_LTO_CLANG_THIN is not as wanted ($want)" >&2
+    exit 1
+  fi
+}
+
+# build VARIANT PHASE: times make in VARIANT's build directory; appends a
+# row "VARIANT PHASE wall user sys vmlinux.o final modules modmax" to
+# $log/rows (seconds), and keeps the per-link times.
+build() {
+  variant=$1 phase=$2
+  links=$log/$variant.$phase.links
+  : > "$links"
+  "$thindist" server "$server" stop >/dev/null 2>&1 || true
+  [ "$phase" = clean ] && rm -rf "$scratch/cache-$variant"
+  echo $$ > "$cg/cgroup.procs"
+  u0=$(cat "$cg/cpuacct.usage_user") s0=$(cat "$cg/cpuacct.usage_sys") t0=$(now)
+  if ! THINDIST_BENCH_LINKS=$links make -C "$src" O="$scratch/build-$variant" LLVM=1 \
+    LD="$scratch/bin/ld-$variant" -j"$jobs" vmlinux bzImage modules > "$log/$variant.$phase.log" 2>&1; then
+    tail -30 "$log/$variant.$phase.log" >&2
+    echo "kernel-bench: $variant: the $phase build failed (log: $log/$variant.$phase.log)" >&2
+    exit 1
+  fi
+  t1=$(now) u1=$(cat "$cg/cpuacct.usage_user") s1=$(cat "$cg/cpuacct.usage_sys")
+  echo $$ > /sys/fs/cgroup/cpuacct/cgroup.procs
+  awk -v v="$variant" -v p="$phase" -v w=$((t1 - t0)) -v u=$((u1 - u0)) -v s=$((s1 - s0)) '
+    $1 == "vmlinux.o" { vo += $2 }
+    $1 == "vmlinux" || $1 ~ /^\.tmp_vmlinux/ { fin += $2 }
+    $1 ~ /^lib\/.*\.(ko|o)$/ { mod += $2; if ($2 > mx) mx = $2 }
+    END { printf "%s %s %.1f %.1f %.1f %.2f %.2f %.2f %.2f\n", v, p, w / 1e9, u / 1e9, s / 1e9, vo / 1e3, fin / 1e3, mod / 1e3, mx / 1e3 }
+  ' "$links" | tee -a "$log/rows"
+}
+
+cp "$src/kernel/sys.c" "$scratch/sys.c.orig"
+trap 'cp "$scratch/sys.c.orig" "$src/kernel/sys.c"' EXIT
+: > "$log/rows"
+for v in $variants; do
+  echo "== $v"
+  cp "$scratch/sys.c.orig" "$src/kernel/sys.c"
+  configure "$v"
+  build "$v" clean
+  echo "int thindist_bench_edit = $(date +%s);" >> "$src/kernel/sys.c"
+  build "$v" edit
+  cp "$scratch/sys.c.orig" "$src/kernel/sys.c"
+done
+"$thindist" server "$server" stop >/dev/null 2>&1 || true
+
+# The table: times in seconds; the ratios are against inproc's build of the
+# same phase.
+awk '
+  { k = $1 " " $2; row[NR] = k; line[k] = $0; if ($1 == "inproc") ref[$2] = $3 }
+  END {
+    print "| build | phase | wall | × in-process | user | system | vmlinux.o link | final vmlinux links | module links (sum; longest) |"
+    print "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    for (i = 1; i <= NR; i++) {
+      split(line[row[i]], f, " ")
+      r = (f[2] in ref && ref[f[2]] > 0) ? sprintf("%.2f", f[3] / ref[f[2]]) : "–"
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s; %s |\n", f[1], f[2], f[3], r, f[4], f[5], f[6], f[7], f[8], f[9]
+    }
+  }' "$log/rows" > "$scratch/table.md"
+cat "$scratch/table.md"
+
+# Each module link against the same link in-process, per phase: the
+# issue's bound is 1.2× for every one.
+for p in clean edit; do
+  [ -f "$log/inproc.$p.links" ] || continue
+  for v in thin sections; do
+    [ -f "$log/$v.$p.links" ] || continue
+    awk -v v="$v" -v p="$p" '
+      FNR == NR { if ($1 ~ /^lib\//) ref[$1] = $2; next }
+      $1 in ref && ref[$1] > 0 { r = $2 / ref[$1]; n++; if (r > mx) { mx = r; at = $1 } }
+      END { if (n) printf "%s, %s: %d module links, the slowest against in-process %.2f× (%s)\n", v, p, n, mx, at }
+    ' "$log/inproc.$p.links" "$log/$v.$p.links"
+  done
+done | tee "$scratch/modules.txt"
