@@ -53,6 +53,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -70,17 +71,36 @@ namespace {
 
 // ---- framing ---------------------------------------------------------------
 
-bool readFull(int fd, void *buf, size_t n) {
-  char *p = static_cast<char *>(buf);
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= r;
+// Reader reads the requests, a buffer at a time: a request is one read,
+// not two for each of its strings.
+class Reader {
+public:
+  explicit Reader(int fd) : fd(fd) {}
+
+  bool readFull(void *dst, size_t n) {
+    char *p = static_cast<char *>(dst);
+    while (n > 0) {
+      if (pos == end) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r <= 0)
+          return false;
+        pos = 0;
+        end = r;
+      }
+      size_t k = std::min(n, end - pos);
+      memcpy(p, buf + pos, k);
+      pos += k;
+      p += k;
+      n -= k;
+    }
+    return true;
   }
-  return true;
-}
+
+private:
+  int fd;
+  char buf[64 << 10];
+  size_t pos = 0, end = 0;
+};
 
 bool writeFull(int fd, const void *buf, size_t n) {
   const char *p = static_cast<const char *>(buf);
@@ -94,9 +114,9 @@ bool writeFull(int fd, const void *buf, size_t n) {
   return true;
 }
 
-bool readU32(int fd, uint32_t &v) {
+bool readU32(Reader &in, uint32_t &v) {
   unsigned char b[4];
-  if (!readFull(fd, b, 4))
+  if (!in.readFull(b, 4))
     return false;
   v = b[0] | b[1] << 8 | b[2] << 16 | uint32_t(b[3]) << 24;
   return true;
@@ -107,17 +127,17 @@ void putU32(std::string &out, uint32_t v) {
     out.push_back(char(v >> (8 * i)));
 }
 
-bool readMessage(int fd, std::vector<std::string> &fields) {
+bool readMessage(Reader &in, std::vector<std::string> &fields) {
   uint32_t n;
-  if (!readU32(fd, n))
+  if (!readU32(in, n))
     return false;
   fields.assign(n, std::string());
   for (std::string &f : fields) {
     uint32_t len;
-    if (!readU32(fd, len))
+    if (!readU32(in, len))
       return false;
     f.resize(len);
-    if (len > 0 && !readFull(fd, &f[0], len))
+    if (len > 0 && !in.readFull(&f[0], len))
       return false;
   }
   return true;
@@ -367,8 +387,9 @@ int serve() {
   if (in < 0 || out < 0 || null < 0 || dup2(null, 0) < 0)
     return 1;
   close(null);
+  Reader reader(in);
   std::vector<std::string> req;
-  while (readMessage(in, req))
+  while (readMessage(reader, req))
     if (!writeMessage(out, serveOne(req)))
       return 1;
   return 0;
