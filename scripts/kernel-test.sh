@@ -36,11 +36,7 @@
 # output as above, and that every module has in-process's code, relocations
 # and symbols; it boots nothing.
 #
-# With THINDIST_KERNEL_BENCH=1 it then times the vmlinux.o link
-# alone, ld.lld in-process against thindist link without a cache, a link
-# without bitcode, and the relink after editing one .c file with warm caches
-# (lld's --thinlto-cache-dir, thindist's cache); that part has not yet been
-# run end to end (bench/history/JOURNAL.md has the figures taken by hand).
+# Whole builds, timed: scripts/kernel-bench.sh.
 #
 # Usage: scripts/kernel-test.sh [--modules-only] [SCRATCH]
 #   SCRATCH (default $THINDIST_KERNEL_SCRATCH or /var/tmp/thindist-kernel)
@@ -94,32 +90,7 @@ write_ld sections "--compdb=$out/compile_commands.json --sections-as-compiled "
 
 echo "== configuring (tinyconfig + serial console + initramfs + ThinLTO)"
 mkdir -p "$out"
-cat > "$scratch/thin.config" <<'EOF'
-CONFIG_64BIT=y
-CONFIG_PRINTK=y
-CONFIG_TTY=y
-CONFIG_SERIAL_8250=y
-CONFIG_SERIAL_8250_CONSOLE=y
-CONFIG_BINFMT_ELF=y
-CONFIG_BLK_DEV_INITRD=y
-CONFIG_RD_GZIP=y
-# CONFIG_RD_BZIP2 is not set
-# CONFIG_RD_LZMA is not set
-# CONFIG_RD_XZ is not set
-# CONFIG_RD_LZO is not set
-# CONFIG_RD_LZ4 is not set
-# CONFIG_RD_ZSTD is not set
-CONFIG_LTO_CLANG_THIN=y
-CONFIG_PROC_FS=y
-CONFIG_RUNTIME_TESTING_MENU=y
-CONFIG_JUMP_LABEL=y
-CONFIG_MODULES=y
-# CONFIG_MODULE_SIG is not set
-# CONFIG_MODVERSIONS is not set
-CONFIG_TEST_STATIC_KEYS=m
-CONFIG_TEST_HEXDUMP=m
-CONFIG_TEST_DHRY=m
-EOF
+cp "$root/scripts/kernel.config" "$scratch/thin.config"
 if [ ! -f "$out/.config" ] || ! grep -q '^CONFIG_TEST_DHRY=m' "$out/.config"; then
   make -s -C "$src" O="$out" LLVM=1 tinyconfig >/dev/null
   "$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "$scratch/thin.config" >/dev/null
@@ -430,17 +401,11 @@ worker_check() {
     actions=$(grep -c '"module":' "$log/worker.$mode-worker.json")
     on=$(grep -c '"worker": true' "$log/worker.$mode-worker.json" || true)
     if [ "$on" -ne "$actions" ]; then
-      # The worker takes only the options it is tested with (internal/worker);
-      # the others run by the fork server, so the comparison below checks
-      # only the objects the worker compiled.
-      why=$(sed -n 's/^ *"not_worker": "\(.*\)",*$/\1/p' "$log/worker.$mode-worker.json" | sort | uniq -c | sort -rn | head -3)
-      if [ $mode = plain ]; then
-        echo "$why" >&2
-        echo "worker: $mode: $on of $actions backends ran on the worker" >&2
-        exit 1
-      fi
-      echo "worker: $mode: NOT CHECKED on the worker for $((actions - on)) of $actions backends, which ran elsewhere:"
-      echo "$why"
+      # The worker is tested with the kernel's options (internal/worker):
+      # every backend, plain and with --compdb, must have run on it.
+      sed -n 's/^ *"not_worker": "\(.*\)",*$/\1/p' "$log/worker.$mode-worker.json" | sort | uniq -c | sort -rn | head -3 >&2
+      echo "worker: $mode: $on of $actions backends ran on the worker" >&2
+      exit 1
     fi
     (cd "$scratch/native/$mode-exec" && find . -type f | sort) > "$log/worker.$mode-exec.list"
     (cd "$scratch/native/$mode-worker" && find . -type f | sort) > "$log/worker.$mode-worker.list"
@@ -462,55 +427,3 @@ worker_check() {
 }
 worker_check
 echo "kernel-test: OK"
-
-[ "${THINDIST_KERNEL_BENCH:-0}" = 1 ] || exit 0
-# Timings (recorded in bench/history/JOURNAL.md). First the vmlinux.o link alone,
-# as Kbuild runs it (without the objtool run that follows it), in-process
-# (Kbuild's --thinlto-cache-dir overridden by an empty one)
-# and through thindist without a cache, alternating, twice each.
-cd "$out"
-linkcmd=$(sed -n 's/^savedcmd_vmlinux\.o := //p' .vmlinux.o.cmd | sed 's/;.*//; s/ -o vmlinux\.o / -o bench-vmlinux.o /')
-set -- $linkcmd
-shift # Kbuild's $(LD)
-for round in 1 2; do
-  t0=$(now); ld.lld "$@" --thinlto-cache-dir="$scratch/nocache-$round" >/dev/null
-  echo "bench: vmlinux.o link, ld.lld in-process (no cache), run $round: $(since "$t0") s"
-  rm -rf "$scratch/nocache-$round"
-  t0=$(now); "$scratch/bin/thindist" link --no-cache --progress=never -- ld.lld "$@" 2>/dev/null
-  echo "bench: vmlinux.o link, thindist link (no cache), run $round: $(since "$t0") s"
-done
-rm -f bench-vmlinux.o
-# A link without bitcode, as Kbuild's final vmlinux links are (their input
-# is the native vmlinux.o): run as is by thindist; five runs each.
-for tool in ld.lld thindist; do
-  t0=$(now)
-  for i in 1 2 3 4 5; do
-    if [ $tool = ld.lld ]; then
-      ld.lld -m elf_x86_64 -r -o bench-native.o vmlinux.o
-    else
-      "$scratch/bin/thindist" link -- ld.lld -m elf_x86_64 -r -o bench-native.o vmlinux.o
-    fi
-  done
-  echo "bench: a link of the native vmlinux.o (no bitcode), $tool: $(echo "($(now) - $t0) * 1000 / 5" | bc | xargs printf '%.0f') ms per link"
-done
-rm -f bench-native.o
-# The relink after editing one .c file, with warm caches: lld's own
-# in-process (Kbuild 6.12 passes no --thinlto-cache-dir to the vmlinux.o
-# link, so LD gives it one), thindist's for thindist.
-# The edit adds a global to kernel/sys.c, so its bitcode (and every backend
-# that imports from it) really changes: a touch alone leaves the bitcode as
-# it was and every backend a cache hit. The file is restored afterwards.
-cd "$src"
-cp kernel/sys.c "$scratch/sys.c.orig"
-trap 'cp "$scratch/sys.c.orig" "$src/kernel/sys.c"' EXIT
-relink() {
-  variant=$1 ld=$2
-  cp "$scratch/sys.c.orig" kernel/sys.c
-  make -C "$src" O="$out" LLVM=1 LD="$ld" -j"$jobs" vmlinux > "$log/$variant.warm.log" 2>&1 # warms the caches
-  echo "int thindist_bench_edit = $(date +%s);" >> kernel/sys.c
-  t0=$(now)
-  make -C "$src" O="$out" LLVM=1 LD="$ld" -j"$jobs" vmlinux > "$log/$variant.relink.log" 2>&1
-  echo "bench: make vmlinux after editing kernel/sys.c, $variant (warm cache): $(since "$t0") s"
-}
-relink inproc "ld.lld --thinlto-cache-dir=$scratch/lld-cache"
-relink thin "$scratch/bin/ld-thindist-thin"

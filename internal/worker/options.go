@@ -13,6 +13,20 @@ var (
 	testedWithValue = set("-o", "-x", "-mllvm", "-target")
 	testedPrefixes  = []string{"-fthinlto-index=", "--target=", "-march=", "-mcpu=", "-mtune=",
 		"-fprofile-sample-use=", "-fdebug-prefix-map=", "-ffile-prefix-map="}
+
+	// The code-generation options a Linux kernel's files are compiled with
+	// (x86-64), which thindist link --compdb gives their backends
+	// (TestKernelOptions).
+	testedKernelExact = set("-m64", "-ffreestanding", "-fintegrated-as", "-fno-PIE",
+		"-fno-common", "-fno-strict-aliasing", "-fno-strict-overflow", "-fshort-wchar", "-funsigned-char",
+		"-fno-stack-protector", "-fno-stack-check", "-fno-stack-clash-protection",
+		"-fno-delete-null-pointer-checks", "-fno-jump-tables", "-fno-asynchronous-unwind-tables",
+		"-fomit-frame-pointer", "-fno-omit-frame-pointer",
+		"-mno-sse", "-mno-sse2", "-mno-mmx", "-mno-3dnow", "-mno-avx", "-mno-80387", "-mno-fp-ret-in-387",
+		"-mno-red-zone", "-mskip-rax-setup")
+	testedKernelPrefixes = []string{"-fno-builtin-", "-fmacro-prefix-map=", "-fcf-protection=",
+		"-falign-functions=", "-falign-loops=", "-mstack-alignment=", "-mcmodel=",
+		"-ftrivial-auto-var-init=", "-fvisibility=", "-fstrict-flex-arrays="}
 )
 
 func set(s ...string) map[string]bool {
@@ -33,7 +47,7 @@ func untested(argv []string) string {
 		switch {
 		case !strings.HasPrefix(a, "-"):
 			// an input file
-		case testedExact[a]:
+		case testedExact[a], testedKernelExact[a], hasPrefix(a, testedKernelPrefixes):
 		case testedWithValue[a] && i+1 < len(argv):
 			i++
 			if a == "-x" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/thindist/thindist/internal/action"
@@ -86,6 +87,64 @@ func TestWorkerFreesEachJob(t *testing.T) {
 		}
 		if i == 89 && res.MaxRSS > after10+2<<20 {
 			t.Errorf("the worker's peak RSS grew from %d KiB after 10 jobs to %d KiB after 90", after10>>10, res.MaxRSS>>10)
+		}
+	}
+}
+
+// kernelFlags are the code-generation options Linux 6.12's x86-64 files
+// are compiled with (its compile_commands.json, tinyconfig), as thindist
+// link --compdb gives them to each backend.
+var kernelFlags = []string{
+	"-fno-builtin-wcslen", "-fmacro-prefix-map=./=", "-m64", "-fintegrated-as", "-fno-PIE",
+	"-fno-stack-protector", "-fshort-wchar", "-funsigned-char", "-fno-common", "-fno-strict-aliasing",
+	"-mno-sse", "-mno-mmx", "-mno-sse2", "-mno-3dnow", "-mno-avx", "-fcf-protection=branch",
+	"-fno-jump-tables", "-falign-loops=1", "-mno-80387", "-mno-fp-ret-in-387", "-mstack-alignment=8",
+	"-mskip-rax-setup", "-mtune=generic", "-mno-red-zone", "-mcmodel=kernel",
+	"-fno-asynchronous-unwind-tables", "-fno-delete-null-pointer-checks", "-Os", "-fomit-frame-pointer",
+	"-ftrivial-auto-var-init=zero", "-fno-stack-clash-protection", "-fvisibility=hidden",
+	"-falign-functions=16", "-fstrict-flex-arrays=3", "-fno-strict-overflow", "-fno-stack-check",
+	"-ffreestanding", "-fno-function-sections", "-fno-data-sections",
+}
+
+// TestKernelOptions: modules compiled with a kernel's options, and their
+// backends given them again (as thindist link --compdb does), are compiled
+// by the worker, byte-identical to exec'd clang's; and the kernel's
+// options change the code (the test would not notice a worker ignoring
+// them otherwise).
+func TestKernelOptions(t *testing.T) {
+	path := testprog.Worker(t)
+	bin := testprog.LLVMBin()
+	clang := filepath.Join(bin, "clang")
+	p, err := testprog.Generate(t.TempDir(), testprog.Options{Modules: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Compile(ctx, clang, kernelFlags...); err != nil {
+		t.Fatal(err)
+	}
+	actions, err := p.CaptureActions(ctx, clang, "prog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := untested(append([]string{clang}, kernelFlags...)); u != "a command that is not a ThinLTO backend (no -fthinlto-index=)" {
+		t.Fatalf("the worker is not tested with %s", u)
+	}
+	r := NewRunner(proc.Exec{}, proc.Exec{}, Options{Path: path})
+	defer r.Close()
+	for _, a := range actions {
+		if res := compileBoth(t, r, a, kernelFlags...); !res.Worker {
+			t.Errorf("%s: not compiled by the worker: %s", a.ID, res.NotWorker)
+		}
+		out := a.Abs(a.Outputs[0].Path)
+		plain := out + ".plain"
+		if _, err := (proc.Exec{}).Run(ctx, command(a, plain)); err != nil {
+			t.Fatal(err)
+		}
+		k, _ := os.ReadFile(out + ".worker")
+		o, _ := os.ReadFile(plain)
+		if len(o) == 0 || bytes.Equal(k, o) {
+			t.Errorf("%s: the kernel's options did not change the object", a.ID)
 		}
 	}
 }
