@@ -12,9 +12,10 @@
 #   sections  as thin, with --compdb and --sections-as-compiled
 #
 # The kernel is scripts/kernel-test.sh's (tinyconfig plus kernel.config),
-# each variant in a build directory of its own. Before each build the
-# caches are emptied (the edit's rebuild keeps them) and thindist's worker
-# server is stopped, so a clean build starts it cold.
+# each variant in a build directory of its own. Before each clean build
+# the caches are emptied and thindist's worker server is stopped, so the
+# build starts it cold; the edit's rebuild, right after, finds both warm,
+# as a developer's next build would.
 #
 # Every link of the build runs through a wrapper that logs its output and
 # time. Reported per build: wall, user and system time of every process of
@@ -24,9 +25,9 @@
 # to SCRATCH/table.md; the per-link times to SCRATCH/out/VARIANT.*.links.
 #
 # The sections variant needs compile_commands.json at link time, which
-# Kbuild writes only on request: its wrapper makes it (Kbuild's
+# Kbuild writes only on request: its wrapper makes it again (Kbuild's
 # gen_compile_commands.py, from the .cmd files of what is built so far)
-# before each link, and that time is part of the link's.
+# before a link when a .cmd file is newer, and that time is the link's.
 #
 # The edit appends a global to kernel/sys.c, so its bitcode and every
 # backend importing from it change (a touch alone changes no bitcode); the
@@ -82,7 +83,9 @@ ld_wrapper() {
   shift
   pre=
   if [ "$variant" = sections ]; then
-    pre="python3 $src/scripts/clang-tools/gen_compile_commands.py -d $scratch/build-$variant -o $scratch/build-$variant/compile_commands.json 2>/dev/null || true"
+    b=$scratch/build-$variant
+    pre="[ -f $b/compile_commands.json ] && [ -z \"\$(find $b -name '*.cmd' -newer $b/compile_commands.json -print -quit)\" ] ||
+  python3 $src/scripts/clang-tools/gen_compile_commands.py -d $b -o $b/compile_commands.json"
   fi
   cat > "$scratch/bin/ld-$variant" <<EOF
 #!/bin/sh
@@ -92,7 +95,7 @@ $* "\$@"
 rc=\$?
 out=- prev=
 for a in "\$@"; do [ "\$prev" = -o ] && out=\$a; prev=\$a; done
-echo "\$out \$(( (\$(date +%s%N) - t0) / 1000000 ))" >> "\$THINDIST_BENCH_LINKS"
+[ -z "\${THINDIST_BENCH_LINKS:-}" ] || echo "\$out \$(( (\$(date +%s%N) - t0) / 1000000 ))" >> "\$THINDIST_BENCH_LINKS"
 exit \$rc
 EOF
   chmod +x "$scratch/bin/ld-$variant"
@@ -129,8 +132,10 @@ build() {
   variant=$1 phase=$2
   links=$log/$variant.$phase.links
   : > "$links"
-  "$thindist" server "$server" stop >/dev/null 2>&1 || true
-  [ "$phase" = clean ] && rm -rf "$scratch/cache-$variant"
+  if [ "$phase" = clean ]; then
+    "$thindist" server "$server" stop >/dev/null 2>&1 || true
+    rm -rf "$scratch/cache-$variant"
+  fi
   echo $$ > "$cg/cgroup.procs"
   u0=$(cat "$cg/cpuacct.usage_user") s0=$(cat "$cg/cpuacct.usage_sys") t0=$(now)
   if ! THINDIST_BENCH_LINKS=$links make -C "$src" O="$scratch/build-$variant" LLVM=1 \
