@@ -113,24 +113,4 @@ func (rep *report) cacheMarkdown(b *strings.Builder, withCache []*projectResult)
 			}
 		}
 	}
-	b.WriteString("\nEvery run: wall seconds (share of the machine's CPU other processes used during it; cache runs are not repeated, a repeated cold link would be warm):\n\n```\n")
-	for _, r := range withCache {
-		for i, ct := range cacheTools {
-			for s, st := range cacheStates {
-				fmt.Fprintf(b, "%-24s %-24s %-11s", r.p.name, ct.name, st)
-				for _, t := range r.cache.links[i][s] {
-					fmt.Fprintf(b, " %7.3f (%2.0f%%)", t.wall.Seconds(), 100*t.interference)
-				}
-				b.WriteString("\n")
-			}
-		}
-	}
-	b.WriteString("```\n\nthindist's summary line of the last run of each state (thindist alone), and how many entries that run added to lld's cache directory (lld in-process: the backends lld ran):\n\n```\n")
-	for _, r := range withCache {
-		for s, st := range cacheStates {
-			fmt.Fprintf(b, "%-24s %-11s %s\n", r.p.name, st, r.cache.summary[s])
-			fmt.Fprintf(b, "%-24s %-11s lld: %d new cache entries\n", r.p.name, st, r.cache.lldNew[s])
-		}
-	}
-	b.WriteString("```\n")
 }

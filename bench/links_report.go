@@ -72,17 +72,6 @@ func (rep *report) linksMarkdown(b *strings.Builder, withLinks []*projectResult)
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.p.name, sec(thin), sec(largest), sec(sum), sec(final),
 			sec(median(cpus(r.links[inProcess]))), sec(median(cpus(r.links[serial]))), sec(median(cpus(r.links[thindist]))))
 	}
-	b.WriteString("\nEvery run: wall seconds (share of the machine's CPU other processes used during the run beyond what the method leaves idle by design: N-1 of N cores for the serial distributor, none otherwise):\n\n```\n")
-	for _, r := range withLinks {
-		for i, m := range methods {
-			fmt.Fprintf(b, "%-24s %-20s", r.p.name, m.name)
-			for _, t := range r.links[i] {
-				fmt.Fprintf(b, " %7.3f (%2.0f%%)", t.wall.Seconds(), 100*t.interference)
-			}
-			b.WriteString("\n")
-		}
-	}
-	b.WriteString("```\n")
 }
 
 func (r *projectResult) hasLinks() bool {
