@@ -69,6 +69,10 @@ type server struct {
 	refused int            // connections of other users
 	stale   string         // why it accepts no more connections
 	idle    *time.Timer
+	// active is when the last link's connection ended (at first, when
+	// the server started): the idle period counts from then, so that a
+	// status query does not keep the server alive.
+	active  time.Time
 	exit    chan struct{} // closed when Serve should return
 	exiting bool
 }
@@ -98,7 +102,8 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := &server{o: o, id: id, ln: ln, begin: time.Now(), links: map[string]int{}, exit: make(chan struct{}),
+	now := time.Now()
+	s := &server{o: o, id: id, ln: ln, begin: now, active: now, links: map[string]int{}, exit: make(chan struct{}),
 		log:  log.New(logf, fmt.Sprintf("[%d] ", os.Getpid()), log.LstdFlags|log.Lmicroseconds),
 		pool: worker.NewPool(worker.Options{Path: id.Worker.Path, MaxIdle: max(runtime.NumCPU(), 2)})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -292,7 +297,8 @@ func (s *server) hello(f []string) (link, why string) {
 }
 
 // left ends connection c of link ("" if none): with no connection left
-// the idle period starts, or Serve returns if the server is stale.
+// the idle period runs from the end of the last link's connection, or
+// Serve returns if the server is stale.
 func (s *server) left(c *net.UnixConn, link *string) {
 	c.Close()
 	s.mu.Lock()
@@ -301,12 +307,13 @@ func (s *server) left(c *net.UnixConn, link *string) {
 		if s.links[*link]--; s.links[*link] == 0 {
 			delete(s.links, *link)
 		}
+		s.active = time.Now()
 	}
 	if s.conns--; s.conns == 0 {
 		if s.stale != "" {
 			s.exitLocked()
 		} else {
-			s.idle.Reset(s.o.Idle)
+			s.idle.Reset(max(0, s.o.Idle-time.Since(s.active)))
 		}
 	}
 }

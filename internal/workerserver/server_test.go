@@ -203,3 +203,31 @@ func TestRawClient(t *testing.T) {
 	f, err := worker.ReadMessage(bufio.NewReader(c), 16)
 	fmt.Printf("answer: %q %v\n", f, err)
 }
+
+// TestStatusDoesNotKeepItAlive: status queries are not links: a server
+// asked its status every 200 ms still exits once its idle period has
+// passed since it started (no link came).
+func TestStatusDoesNotKeepItAlive(t *testing.T) {
+	w := testprog.Worker(t)
+	dir := filepath.Join(t.TempDir(), "server")
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), Options{Dir: dir, Worker: w, Idle: time.Second}) }()
+	answered := 0
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if answered == 0 {
+				t.Fatal("the server exited before it answered a status query")
+			}
+			return
+		default:
+		}
+		if _, err := QueryStatus(dir); err == nil {
+			answered++
+		}
+	}
+	t.Fatalf("the server still runs 20 s after it started with an idle period of 1 s, asked its status %d times", answered)
+}
