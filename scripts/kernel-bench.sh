@@ -117,10 +117,11 @@ configure() {
     "$src/scripts/config" --file "$b/.config" -d LTO_CLANG_THIN -e LTO_NONE
   fi
   make -s -C "$src" O="$b" LLVM=1 olddefconfig
-  want=y
-  [ "$1" = nolto ] && want=n
-  if [ "$(grep -c '^CONFIG_LTO_CLANG_THIN=y' "$b/.config")" != "$([ $want = y ] && echo 1 || echo 0)" ]; then
-    echo "kernel-bench: $1: CONFIG_LTO_CLANG_THIN is not as wanted ($want)" >&2
+  lto=n want=y
+  grep -q '^CONFIG_LTO_CLANG_THIN=y' "$b/.config" && lto=y
+  [ "$1" != nolto ] || want=n
+  if [ "$lto" != "$want" ]; then
+    echo "kernel-bench: $1: CONFIG_LTO_CLANG_THIN is $lto in $b/.config, want $want" >&2
     exit 1
   fi
 }
@@ -155,7 +156,7 @@ build() {
 }
 
 cp "$src/kernel/sys.c" "$scratch/sys.c.orig"
-trap 'cp "$scratch/sys.c.orig" "$src/kernel/sys.c"' EXIT
+trap 'cp "$scratch/sys.c.orig" "$src/kernel/sys.c"; echo $$ > /sys/fs/cgroup/cpuacct/cgroup.procs 2>/dev/null; rmdir "$cg" 2>/dev/null || true' EXIT
 : > "$log/rows"
 for v in $variants; do
   echo "== $v"

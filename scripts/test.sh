@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs thindist's whole test suite: unit tests, end-to-end links with Debian's
-# clang/lld 22 and 19, real projects (lua5.4 and 7-Zip from Debian's sources) and the
-# remote-execution tests against the in-repo REAPI test server.
+# clang/lld 22 and 19, real projects (lua5.4 and 7-Zip from Debian's sources),
+# the remote-execution tests against the in-repo REAPI test server, and a few
+# Linux kernel modules built by Kbuild and linked through thindist link.
 # Installs what its tests need when missing (Debian packages, the Debian
 # sources of lua5.4 and p7zip), so that on a fresh machine it is the whole set-up.
 set -eu
