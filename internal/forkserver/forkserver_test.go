@@ -371,3 +371,28 @@ int main(int argc, char **argv) {
 		t.Errorf("the stand-in through the pool: %+v %v %q, warnings %q", st, err, out.String(), warnings)
 	}
 }
+
+// TestShimBuildLeavesNoTemporaries: the compiler's temporaries go to a
+// directory of the build's own, removed afterwards, so a compiler killed
+// mid-build (a cancelled link) leaves nothing in the user's TMPDIR.
+func TestShimBuildLeavesNoTemporaries(t *testing.T) {
+	userTmp, dir := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", userTmp)
+	seen := filepath.Join(t.TempDir(), "tmpdir")
+	cc := filepath.Join(t.TempDir(), "cc")
+	// A compiler that leaves its intermediate object behind and fails, as
+	// one killed between compiling and linking does.
+	os.WriteFile(cc, []byte("#!/bin/sh\necho \"$TMPDIR\" > "+seen+"\n: > \"$TMPDIR/shim-123456.o\"\nexit 1\n"), 0o755)
+	if _, err := BuildShim(t.Context(), cc, dir); err == nil {
+		t.Fatal("BuildShim with a failing compiler succeeded")
+	}
+	got, _ := os.ReadFile(seen)
+	if tmp := strings.TrimSpace(string(got)); !strings.HasPrefix(tmp, dir+string(filepath.Separator)) {
+		t.Errorf("the compiler's TMPDIR was %q, not a directory inside %s", tmp, dir)
+	}
+	for _, d := range []string{userTmp, dir} {
+		if left, _ := os.ReadDir(d); len(left) != 0 {
+			t.Errorf("%s holds %v after the build", d, left)
+		}
+	}
+}

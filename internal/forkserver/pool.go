@@ -41,21 +41,23 @@ func BuildShim(ctx context.Context, cc, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	src, err := os.CreateTemp(dir, "forkserver-*.c")
+	// The compiler's own temporaries (the object between compiling and
+	// linking) go to a directory of ours, removed whatever happens: a
+	// compiler killed by a cancelled link leaves them in TMPDIR otherwise.
+	work, err := os.MkdirTemp(dir, "forkserver-build-*")
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(src.Name())
-	if _, err := src.Write(shimSource); err != nil {
-		src.Close()
+	defer os.RemoveAll(work)
+	src, tmp := filepath.Join(work, "shim.c"), filepath.Join(work, "shim.so")
+	if err := os.WriteFile(src, shimSource, 0o644); err != nil {
 		return "", err
 	}
-	src.Close()
-	tmp := src.Name() + ".so"
-	defer os.Remove(tmp)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	res, err := proc.Exec{}.Run(ctx, &proc.Cmd{Argv: []string{cc, "-shared", "-fPIC", "-O2", "-o", tmp, src.Name(), "-ldl"}})
+	cmd := &proc.Cmd{Argv: []string{cc, "-shared", "-fPIC", "-O2", "-o", tmp, src, "-ldl"},
+		Env: append(os.Environ(), "TMPDIR="+work)}
+	res, err := proc.Exec{}.Run(ctx, cmd)
 	if err == nil && res.Failed() {
 		err = errors.New(res.Status())
 	}
