@@ -49,6 +49,15 @@ var (
 	harness   string
 )
 
+// TestMain removes what tools built, which outlives any one test.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if pluginSO != "" {
+		os.RemoveAll(filepath.Dir(pluginSO))
+	}
+	os.Exit(code)
+}
+
 // tools builds the plugin and the harness once for all tests.
 func tools(t *testing.T) (string, string) {
 	t.Helper()
