@@ -25,6 +25,7 @@ type linkFlags struct {
 	workDir     string
 	compiler    string
 	verbose     bool
+	separate    bool
 }
 
 func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
@@ -43,8 +44,8 @@ func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 			"m.o of archive lib/libx.a as DIR/lib/libx.a/m.o (absolute paths lose their leading /,\n"+
 			"\"..\" becomes \"__\")")
 	fs.Bool(&lf.keepWorkDir, "keep-work-dir", "Link", false,
-		"keep the work directory (index shards, native objects, the thin and final link's\n"+
-			"response files) instead of removing it at the end")
+		"keep the work directory (index shards, native objects, the links' response files;\n"+
+			"implies --separate-thin-link) instead of removing it at the end")
 	fs.String(&lf.workDir, "work-dir", "Link", "DIR", "",
 		"the private work directory (default: OUTPUT.thindist.d beside the link's -o); an\n"+
 			"existing one is replaced only if thindist created it")
@@ -52,6 +53,8 @@ func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 		"the clang that runs the backends (default: the link's clang driver, or for a command that\n"+
 			"runs lld itself, the clang installed beside it, else clang-<lld's major version> in PATH);\n"+
 			"it must be the LLVM that wrote the index")
+	fs.Bool(&lf.separate, "separate-thin-link", "Link", false,
+		"run a thin link and a final link (two lld processes) also with lld 21 and later")
 	fs.Bool(&lf.verbose, "verbose", "Link", false, "print the thin and final link commands")
 	fs.Alias("v", "verbose")
 	cfg.Register(fs)
@@ -63,14 +66,11 @@ const linkIntro = `Usage:
   thindist link [flags] -- clang++ -flto=thin -fuse-ld=lld OBJECTS... -o app
   thindist link [flags] -- ld.lld -r -o vmlinux.o --whole-archive vmlinux.a
 
-Links a ThinLTO program through the separate thin-link flow, with every ThinLTO
-backend run by thindist: works with any lld that has --thinlto-index-only
-(Debian's 19 and 22 included). Steps: the thin link writes index shards into a
-work directory; each module is compiled by its own backend action, with the
-modules its shard names as its imports; the final link links the native
-objects, after every other input as lld's in-process LTO does. Archives keep
-their semantics (--start-lib/--end-lib, --whole-archive), and objects that are
-not bitcode (assembly, -fno-lto, prebuilt) pass through untouched.
+Links a ThinLTO program with every backend run by thindist, with any lld: lld
+21 and later in one process, with thindist as their DTLTO distributor; older
+ones by a thin link, the backends, and a final link of the native objects
+placed as lld's in-process LTO places them. Archives keep their semantics;
+objects that are not bitcode (assembly, -fno-lto, prebuilt) pass untouched.
 
 The command may run lld itself (ld.lld, ld.lld-22, a wrapper script: its
 --version must say LLD) or a clang driver whose linker is lld. A link none of
@@ -107,6 +107,7 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		KeepWorkDir:        lf.keepWorkDir,
 		KeepNativeObjects:  lf.keepNative,
 		SectionsAsCompiled: lf.asCompiled,
+		SeparateThinLink:   lf.separate,
 		Stdout:             os.Stdout,
 		Stderr:             env.Stderr,
 		Verbose:            lf.verbose,

@@ -30,7 +30,7 @@ type runner struct {
 }
 
 func (r *runner) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
-	if len(c.Argv) == 0 || !r.pool.hasEnv(c.Env) {
+	if len(c.Argv) == 0 || len(c.ExtraFiles) > 0 || !r.pool.hasEnv(c.Env) {
 		return r.fallback.Run(ctx, c)
 	}
 	dir := c.Dir

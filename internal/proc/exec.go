@@ -27,7 +27,7 @@ func (e Exec) Run(ctx context.Context, c *Cmd) (*Result, error) {
 		grace = DefaultGrace
 	}
 	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
-	cmd.Dir, cmd.Env = c.Dir, c.Env
+	cmd.Dir, cmd.Env, cmd.ExtraFiles = c.Dir, c.Env, c.ExtraFiles
 	var stdout, stderr Capture
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if c.Stdout != nil {

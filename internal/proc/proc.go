@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
@@ -31,6 +32,9 @@ type Cmd struct {
 	// nice(1)): a speculative run, such as a race's second try, should
 	// take only CPU the work that counts leaves idle.
 	Nice int
+	// ExtraFiles become the process's descriptors 3, 4, ... (os/exec's
+	// ExtraFiles); what it starts inherits them too.
+	ExtraFiles []*os.File
 }
 
 // Exit is how a command ended: its exit code, or the signal that killed

@@ -17,14 +17,14 @@ import (
 // without m itself. That table is the set lld's
 // --thinlto-emit-imports-files would write (both come from the same
 // module-to-summaries map of the thin link), in the shard's order.
-func (p *plan) imports(m *Module) ([]string, error) {
-	data, err := os.ReadFile(p.abs(p.shard(m)))
+func (p *plan) imports(m *Module, shard string) ([]string, error) {
+	data, err := os.ReadFile(p.abs(shard))
 	if err != nil {
 		return nil, fmt.Errorf("reading the index shard lld wrote: %v", err)
 	}
 	table, err := bitcode.ModuleTable(data)
 	if err != nil {
-		return nil, fmt.Errorf("reading the index shard %s: %v", p.shard(m), err)
+		return nil, fmt.Errorf("reading the index shard %s: %v", shard, err)
 	}
 	var imports []string
 	self := false
@@ -36,13 +36,40 @@ func (p *plan) imports(m *Module) ([]string, error) {
 		imports = append(imports, t.Path)
 	}
 	if !self {
-		return nil, fmt.Errorf("the index shard %s does not name the module %q itself", p.shard(m), m.Key)
+		return nil, fmt.Errorf("the index shard %s does not name the module %q itself", shard, m.Key)
 	}
 	return imports, nil
 }
 
-// actions builds one backend action per linked module.
-func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
+// backend is what the thin link decided for one module: the index shard
+// lld wrote for it and the modules it imports from (as lld names them).
+// Where its native object goes is the module's Native.
+type backend struct {
+	m       *Module
+	shard   string
+	imports []string
+}
+
+// separateBackends are the backends of the separate thin link's modules:
+// their shards under the index prefix, their objects in the work directory.
+func (p *plan) separateBackends(linked []*Module) ([]backend, error) {
+	var bs []backend
+	for n, m := range linked {
+		m.Native = filepath.Join(p.work, "native", fmt.Sprintf("%d.%s.o", n, filepath.Base(m.KeepName)))
+		if err := os.MkdirAll(filepath.Dir(p.abs(m.Native)), 0o755); err != nil {
+			return nil, err
+		}
+		imports, err := p.imports(m, p.shard(m))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", m.Display, err)
+		}
+		bs = append(bs, backend{m: m, shard: p.shard(m), imports: imports})
+	}
+	return bs, nil
+}
+
+// actions builds one backend action per backend.
+func (p *plan) actions(bs []backend) ([]*action.Action, error) {
 	compiler, err := p.compiler()
 	if err != nil {
 		return nil, err
@@ -70,15 +97,11 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 				"they use the link's options\n", strings.Join(unmatched, ", "), more)
 		}
 	}()
-	for n, m := range linked {
-		m.Native = filepath.Join(p.work, "native", fmt.Sprintf("%d.%s.o", n, filepath.Base(m.KeepName)))
+	for _, b := range bs {
+		m := b.m
 		a := &action.Action{ID: m.Display, Dir: p.opts.Dir}
-		a.Inputs = []action.Input{{Path: m.Key, Role: action.RoleModule}, {Path: p.shard(m), Role: action.RoleIndex}}
-		imports, err := p.imports(m)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", m.Display, err)
-		}
-		for _, imp := range imports {
+		a.Inputs = []action.Input{{Path: m.Key, Role: action.RoleModule}, {Path: b.shard, Role: action.RoleIndex}}
+		for _, imp := range b.imports {
 			im := p.modules[imp]
 			if im == nil || !im.linked {
 				return nil, fmt.Errorf("%s imports from %q, which is not a module of this link under that path", m.Display, imp)
@@ -93,9 +116,6 @@ func (p *plan) actions(linked []*Module) ([]*action.Action, error) {
 			unmatched = append(unmatched, m.Display)
 		}
 		a.Outputs = []action.Output{{Path: m.Native}}
-		if err := os.MkdirAll(filepath.Dir(p.abs(m.Native)), 0o755); err != nil {
-			return nil, err
-		}
 		if err := a.Validate(); err != nil {
 			return nil, err
 		}

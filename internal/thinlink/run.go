@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/proc"
@@ -18,10 +19,15 @@ import (
 // interrupt stops the driver and the lld it started alike, and dying with
 // thindist. The error wraps the cancellation, if that is what stopped it.
 func (p *plan) run(ctx context.Context, argv []string, stdout io.Writer) (string, error) {
+	return p.runWith(ctx, argv, stdout, nil)
+}
+
+// runWith is run, with files as the linker's descriptors 3, 4, ...
+func (p *plan) runWith(ctx context.Context, argv []string, stdout io.Writer, files []*os.File) (string, error) {
 	if p.opts.Verbose {
 		fmt.Fprintf(p.opts.Stderr, "thindist: running %s\n", action.ShellQuote(argv))
 	}
-	res, err := proc.Exec{}.Run(ctx, &proc.Cmd{Argv: argv, Dir: p.opts.Dir, Stdout: stdout})
+	res, err := proc.Exec{}.Run(ctx, &proc.Cmd{Argv: argv, Dir: p.opts.Dir, Stdout: stdout, ExtraFiles: files})
 	var out string
 	if res != nil {
 		out = string(res.Stderr) + string(res.Stdout)

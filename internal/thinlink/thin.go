@@ -30,12 +30,12 @@ func (p *plan) setPrefixes() {
 	p.native = filepath.Join(p.work, "lld-native") + nest + "/"
 }
 
-// thinLink runs the thin link and returns the modules lld lists, in link order.
-func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
-	p.setPrefixes()
-	idx, native := p.idx, p.native
-	indexFile := filepath.Join(p.work, "index.txt")
-	args := p.render(func(i int, it item) ([]string, bool) {
+// linkArgs is the link command as lld gets it for the thin link (and, in
+// one process, for the whole link): every archive holding bitcode replaced
+// by its members between --start-lib and --end-lib, every bitcode module
+// under its own path (Module.Key).
+func (p *plan) linkArgs() []string {
+	return p.render(func(i int, it item) ([]string, bool) {
 		if m, ok := p.single[i]; ok {
 			return []string{m.Key}, true
 		}
@@ -52,6 +52,14 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 		}
 		return nil, false
 	})
+}
+
+// thinLink runs the thin link and returns the modules lld lists, in link order.
+func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
+	p.setPrefixes()
+	idx, native := p.idx, p.native
+	indexFile := filepath.Join(p.work, "index.txt")
+	args := p.linkArgs()
 	whyFile := filepath.Join(p.work, "why-extract.txt")
 	// No --thinlto-emit-imports-files: each module's imports are read from
 	// its shard (see imports), which spares creating one file per module

@@ -81,6 +81,12 @@ type Options struct {
 	// spells it) once the command is read, before anything runs: the
 	// backends' trace and the run's record name it even if a step fails.
 	Output func(path string)
+	// SeparateThinLink runs the thin link and the final link as two lld
+	// processes (--thinlto-index-only) with any lld. Otherwise lld 21 and
+	// later link in one process, with thindist as its DTLTO distributor
+	// (see linkOnce); KeepWorkDir implies it, since only this flow leaves
+	// the shards and objects in the work directory.
+	SeparateThinLink bool
 	// ToolFacts, if set, remembers what the linker said of itself
 	// (--version) across links; nil asks it on every link.
 	ToolFacts ToolFacts
@@ -233,6 +239,9 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	endRead()
 	endRead = func() {}
 
+	if p.oneLLD() {
+		return res, p.linkOnce(ctx, res)
+	}
 	endThin := opts.phase("thin link")
 	linked, thin, err := p.thinLink(ctx)
 	endThin()
@@ -241,7 +250,8 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		return res, err
 	}
 	res.Modules = linked
-	if err := p.backends(ctx, res, linked); err != nil {
+	err = p.backends(ctx, res, func() ([]backend, error) { return p.separateBackends(linked) })
+	if err != nil {
 		return res, err
 	}
 	endFinal := opts.phase("final link")
@@ -275,12 +285,17 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // backends is the step between the thin link and the final link: it plans
-// the backend compilations of the linked modules (recorded in res.Actions),
-// runs them with p.opts.Run and keeps their native objects when asked to.
-func (p *plan) backends(ctx context.Context, res *Result, linked []*Module) error {
+// the backend compilations of the linked modules (what plan says of each,
+// recorded in res.Actions), runs them with p.opts.Run and keeps their
+// native objects when asked to.
+func (p *plan) backends(ctx context.Context, res *Result, plan func() ([]backend, error)) error {
 	opts := p.opts
 	endPlan := opts.phase("planning the backends") // reading the shards and modules
-	actions, err := p.actions(linked)
+	bs, err := plan()
+	var actions []*action.Action
+	if err == nil {
+		actions, err = p.actions(bs)
+	}
 	endPlan()
 	if err != nil {
 		return &Error{Step: "preparing the backend compilations", Err: err}
@@ -297,7 +312,7 @@ func (p *plan) backends(ctx context.Context, res *Result, linked []*Module) erro
 		}
 	}
 	if opts.KeepNativeObjects != "" {
-		if err := p.keep(linked); err != nil {
+		if err := p.keep(res.Modules); err != nil {
 			return &Error{Step: "keeping the native objects in " + opts.KeepNativeObjects, Err: err}
 		}
 	}

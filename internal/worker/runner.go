@@ -101,8 +101,8 @@ func refuse(c *proc.Cmd) string {
 	if len(c.Argv) == 0 {
 		return "an empty command"
 	}
-	if c.Stdout != nil || c.Nice > 0 {
-		return "a job whose output streams or that runs niced"
+	if c.Stdout != nil || c.Nice > 0 || len(c.ExtraFiles) > 0 {
+		return "a job whose output streams, that runs niced or that is given descriptors"
 	}
 	if a := untested(c.Argv); a != "" {
 		return fmt.Sprintf("the worker is not tested with %s", a)
