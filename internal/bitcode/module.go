@@ -31,6 +31,20 @@ var errStop = errors.New("stop walking")
 // records and its module-level metadata; function bodies, constants and
 // the symbol and string tables are skipped by their length.
 func ReadModuleInfo(data []byte) (ModuleInfo, error) {
+	return readModuleInfo(data, true)
+}
+
+// ReadTriple reads the target triple of the first module in a bitcode
+// file. The triple comes before the module's globals, constants and
+// metadata, so this decodes a small part of what ReadModuleInfo does (a
+// module with many globals has many records before its module flags).
+func ReadTriple(data []byte) (string, error) {
+	info, err := readModuleInfo(data, false)
+	return info.Triple, err
+}
+
+// readModuleInfo reads the triple, and if pic is set the PIC Level flag.
+func readModuleInfo(data []byte, pic bool) (ModuleInfo, error) {
 	var info ModuleInfo
 	c, err := unwrap(data)
 	if err != nil {
@@ -69,6 +83,9 @@ func ReadModuleInfo(data []byte) (ModuleInfo, error) {
 					b = append(b, byte(v))
 				}
 				info.Triple = string(b)
+				if !pic {
+					return errStop
+				}
 			case ev.blockID == metadataBlockID && ev.code == metadataCodeStrings:
 				// Module-level strings take the first metadata ids.
 				i, err := indexOfString(ev, "PIC Level")

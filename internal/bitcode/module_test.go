@@ -11,9 +11,10 @@ import (
 	"github.com/thindist/thindist/internal/testprog"
 )
 
-// TestReadModuleInfo compares ReadModuleInfo with what llvm-dis prints for
-// modules compiled with each relocation model, for two targets, with and
-// without debug information (which fills the metadata block).
+// TestReadModuleInfo compares ReadModuleInfo and ReadTriple with what
+// llvm-dis prints for modules compiled with each relocation model, for two
+// targets, with and without debug information (which fills the metadata
+// block).
 func TestReadModuleInfo(t *testing.T) {
 	testprog.NeedLLVM(t, llvmBin, "clang", "llvm-dis")
 	dir := t.TempDir()
@@ -50,6 +51,9 @@ func TestReadModuleInfo(t *testing.T) {
 				}
 				if got != want {
 					t.Errorf("%s %s %s: ReadModuleInfo = %+v, llvm-dis says %+v", target, model, debug, got, want)
+				}
+				if triple, err := ReadTriple(data); triple != want.Triple || err != nil {
+					t.Errorf("%s %s %s: ReadTriple = %q, %v; llvm-dis says %q", target, model, debug, triple, err, want.Triple)
 				}
 			}
 		}

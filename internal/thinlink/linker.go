@@ -151,7 +151,13 @@ func (p *plan) moduleFlags(m *Module) (moduleFlags, error) {
 	if err != nil {
 		return moduleFlags{}, err
 	}
-	info, err := bitcode.ReadModuleInfo(data)
+	r := p.ld.relocModel()
+	var info bitcode.ModuleInfo
+	if r == relocOfModule {
+		info, err = bitcode.ReadModuleInfo(data)
+	} else {
+		info.Triple, err = bitcode.ReadTriple(data)
+	}
 	if err != nil {
 		return moduleFlags{}, fmt.Errorf("reading the module's triple and PIC level: %w", err)
 	}
@@ -159,7 +165,7 @@ func (p *plan) moduleFlags(m *Module) (moduleFlags, error) {
 	if info.Triple != "" {
 		f.target = "--target=" + info.Triple
 	}
-	switch r := p.ld.relocModel(); {
+	switch {
 	case r == relocPIC, r == relocOfModule && info.PIC:
 		f.reloc = "-fpic"
 	default:
