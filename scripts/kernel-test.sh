@@ -268,8 +268,8 @@ linked_through_thindist() {
 
 # compare_modules VARIANT: counts the modules whose code differs from the
 # in-process build's: the disassembly with relocations, and the symbols
-# (name and type). The order of the symbol table, and so the build ID, may
-# differ.
+# (name and type); for the plain variant, linked in one lld process as
+# in-process is, every byte.
 compare_modules() {
   variant=$1 differ=0
   for m in $modules; do
@@ -280,6 +280,10 @@ compare_modules() {
     if ! cmp -s "$log/inproc.modules/$m.code" "$log/$variant.modules/$m.code" ||
       ! cmp -s "$log/inproc.modules/$m.syms" "$log/$variant.modules/$m.syms"; then
       echo "$variant: $m.ko's code or symbols differ from the in-process build's"
+      differ=$((differ + 1))
+    elif [ "$variant" = thin ] && ! cmp -s "$log/inproc.modules/$m.ko" "$log/$variant.modules/$m.ko"; then
+      # lld 21 and later link in one process, as in-process does.
+      echo "$variant: $m.ko is not byte-identical to the in-process build's"
       differ=$((differ + 1))
     fi
   done
