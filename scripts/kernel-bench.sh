@@ -10,6 +10,13 @@
 #   thin      ThinLTO, LD=<thindist link -- ld.lld> (local: workers, fork
 #             server, exec), thindist's cache
 #   sections  as thin, with --compdb and --sections-as-compiled
+#   remote    as thin, with the remote execution flags in
+#             $THINDIST_KERNEL_REMOTE (e.g. "--remote=grpc://HOST:8980
+#             --remote-platform=OSFamily=linux"), under an instance name of
+#             its own for each run of this script, so that its clean build
+#             finds nothing in the remote cache. Not run unless asked for.
+#             Its user and system times are the build machine's only: what
+#             the cluster's workers spend is not counted.
 #
 # The kernel is scripts/kernel-test.sh's (tinyconfig plus kernel.config),
 # each variant in a build directory of its own. Before each clean build
@@ -43,6 +50,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=${1:-${THINDIST_KERNEL_BENCH_SCRATCH:-/var/tmp/thindist-kernel-bench}}
 [ $# -gt 0 ] && shift
 variants=${*:-nolto inproc thin sections}
+case " $variants " in
+*" remote "*) [ -n "${THINDIST_KERNEL_REMOTE:-}" ] || {
+  echo "kernel-bench: the remote variant needs THINDIST_KERNEL_REMOTE (the --remote... flags)" >&2
+  exit 2
+} ;;
+esac
 jobs=${THINDIST_KERNEL_JOBS:-2}
 llvm=/usr/lib/llvm-22/bin
 tarball=/usr/src/linux-source-6.12.tar.xz
@@ -105,6 +118,9 @@ ld_wrapper inproc ld.lld --thinlto-cache-dir="$scratch/cache-inproc"
 ld_wrapper thin "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-thin" -- ld.lld
 ld_wrapper sections "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-sections" \
   --compdb="$scratch/build-sections/compile_commands.json" --sections-as-compiled -- ld.lld
+# shellcheck disable=SC2086 # the flags are words
+ld_wrapper remote "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-remote" \
+  ${THINDIST_KERNEL_REMOTE:-} --remote-instance="kernel-bench-$(date +%s)" -- ld.lld
 
 # configure VARIANT: a clean build directory with the kernel's configuration.
 configure() {
@@ -188,7 +204,7 @@ cat "$scratch/table.md"
 # issue's bound is 1.2× for every one.
 for p in clean edit; do
   [ -f "$log/inproc.$p.links" ] || continue
-  for v in thin sections; do
+  for v in thin sections remote; do
     [ -f "$log/$v.$p.links" ] || continue
     awk -v v="$v" -v p="$p" '
       FNR == NR { if ($1 ~ /^lib\//) ref[$1] = $2; next }
