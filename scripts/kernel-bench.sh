@@ -174,6 +174,7 @@ build() {
 cp "$src/kernel/sys.c" "$scratch/sys.c.orig"
 trap 'cp "$scratch/sys.c.orig" "$src/kernel/sys.c"; echo $$ > /sys/fs/cgroup/cpuacct/cgroup.procs 2>/dev/null; rmdir "$cg" 2>/dev/null || true' EXIT
 : > "$log/rows"
+rm -f "$log"/*.links # an earlier run's variants are not this table's
 for v in $variants; do
   echo "== $v"
   cp "$scratch/sys.c.orig" "$src/kernel/sys.c"
