@@ -47,7 +47,7 @@ func TestWorkerLinkByteIdentical(t *testing.T) {
 		{"shared", nil, []string{"-shared"}},
 		{"pie", nil, []string{"-pie"}},
 		{"static", nil, []string{"-static"}},
-		{"mllvm", nil, []string{"-mllvm", "-align-all-functions=6"}},
+		{"mllvm", nil, []string{"-Wl,-mllvm,-align-all-functions=6"}},
 		{"profile", nil, []string{"-fprofile-sample-use=" + prof}},
 		{"compdb", []string{"--compdb=compile_commands.json"}, nil},
 	} {

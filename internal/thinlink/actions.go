@@ -3,6 +3,7 @@
 package thinlink
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,13 +70,16 @@ func (p *plan) separateBackends(linked []*Module) ([]backend, error) {
 }
 
 // actions builds one backend action per backend.
-func (p *plan) actions(bs []backend) ([]*action.Action, error) {
+func (p *plan) actions(ctx context.Context, bs []backend) ([]*action.Action, error) {
 	compiler, err := p.compiler()
 	if err != nil {
 		return nil, err
 	}
 	var flags linkFlags
 	flags.lld, flags.extra, flags.profiles = p.line.backendFlags()
+	if flags.extra, err = p.knownMllvm(ctx, compiler, flags.extra); err != nil {
+		return nil, err
+	}
 	if p.opts.SectionsAsCompiled {
 		flags.lld = withoutForcedSections(flags.lld)
 		if p.line.gcSections() {

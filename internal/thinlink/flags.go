@@ -16,7 +16,10 @@ import (
 //   - -march, -mcpu, -mtune: the driver derives -plugin-opt=mcpu from them.
 //     The linker's own --lto-O<n>, --plugin-opt=O<n> and
 //     --plugin-opt=mcpu= override the driver's.
-//   - -mllvm options, which the driver forwards to lld's LTO.
+//   - the linker's own -mllvm options (ld.lld -mllvm X, -Wl,-mllvm,X), which
+//     lld applies to its LTO backends. A driver's -mllvm is not passed to
+//     the linker (clang warns that it is unused), so in-process ThinLTO
+//     ignores it, and so does this.
 //   - -fprofile-sample-use: the sample profile is applied again after
 //     importing; the file becomes a common input of every action.
 //   - -Wno-unused-command-line-argument, because some of these mean nothing
@@ -44,9 +47,6 @@ func (l *linkLine) backendFlags() (lld, extra, profiles []string) {
 			opt = "-O3"
 		case strings.HasPrefix(a, "-march=") || strings.HasPrefix(a, "-mcpu=") || strings.HasPrefix(a, "-mtune="):
 			target = append(target, a)
-		case a == "-mllvm" && i+1 < len(args):
-			mllvm = append(mllvm, a, args[i+1])
-			i++
 		case strings.HasPrefix(a, "-fprofile-sample-use="), strings.HasPrefix(a, "-fauto-profile="):
 			p := a[strings.IndexByte(a, '=')+1:]
 			profiles = append(profiles, p)
@@ -54,8 +54,18 @@ func (l *linkLine) backendFlags() (lld, extra, profiles []string) {
 	}
 	// Linker options that set in-process ThinLTO's level or CPU directly
 	// win over the driver's, as they do in lld.
-	for _, a := range l.linkerArgs {
+	for i := 0; i < len(l.linkerArgs); i++ {
+		a := l.linkerArgs[i]
 		v := strings.TrimLeft(a, "-")
+		if v == "mllvm" && i+1 < len(l.linkerArgs) {
+			i++
+			mllvm = append(mllvm, "-mllvm", l.linkerArgs[i])
+			continue
+		}
+		if o, ok := strings.CutPrefix(v, "mllvm="); ok {
+			mllvm = append(mllvm, "-mllvm", o)
+			continue
+		}
 		v = strings.TrimPrefix(strings.TrimPrefix(v, "plugin-opt="), "lto-")
 		switch {
 		case len(v) == 2 && v[0] == 'O' && v[1] >= '0' && v[1] <= '3':

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/thindist/thindist/internal/thinlink"
@@ -47,4 +48,61 @@ func TestOneLLDProcess(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMllvmAsInProcess: -mllvm options reach the backends exactly when they
+// reach lld's in-process ones: lld's own (-Wl,-mllvm,X) do, the driver's do
+// not (clang does not pass them to the linker). The outputs, linked in one
+// lld process, are byte-identical to in-process's; the option changes them.
+func TestMllvmAsInProcess(t *testing.T) {
+	var p *project
+	for _, tc := range toolchains(t) {
+		if tc.name == "llvm-22" {
+			p = newProject(t, tc)
+		}
+	}
+	if p == nil {
+		t.Skip("needs LLVM 22")
+	}
+	link := func(out string, extra ...string) []string {
+		cmd := p.mainLink(out)
+		return append(cmd[:len(cmd)-2:len(cmd)-2], append(extra, "-o", out)...)
+	}
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(p.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	run(t, p.dir, nil, link("ref-plain")...)
+	for _, c := range []struct {
+		name  string
+		extra []string
+	}{
+		{"driver", []string{"-mllvm", "-align-all-functions=6"}},
+		{"linker", []string{"-Wl,-mllvm,-align-all-functions=6"}},
+	} {
+		run(t, p.dir, nil, link("ref-"+c.name, c.extra...)...)
+		p.mustLink(t, link("app-"+c.name, c.extra...), nil)
+		if !bytes.Equal(read("app-"+c.name), read("ref-"+c.name)) {
+			t.Errorf("%s -mllvm: the output differs from lld's in-process link's", c.name)
+		}
+		if changes := !bytes.Equal(read("ref-"+c.name), read("ref-plain")); changes != (c.name == "linker") {
+			t.Errorf("%s -mllvm: changes lld's in-process output: %v", c.name, changes)
+		}
+	}
+	// An option lld knows and clang does not (a code-generation flag of
+	// lld's own) would make every backend fail: it is left out, and said.
+	lr, err := p.link(t, link("app-lldonly", "-Wl,-mllvm,-relocation-model=pic", "-Wl,-mllvm,-align-all-functions=6"), nil)
+	if err != nil {
+		t.Fatalf("a link with an -mllvm option clang does not know: %v\n%s", err, lr.stderr)
+	}
+	if !strings.Contains(lr.stderr, "without -mllvm -relocation-model=pic:") || strings.Contains(lr.stderr, "align-all-functions") {
+		t.Errorf("the note should name -relocation-model=pic alone:\n%s", lr.stderr)
+	}
+	mustEqual(t, "app-lldonly's output", run(t, p.dir, nil, "./app-lldonly"), wantMain)
+	if !bytes.Equal(read("app-lldonly"), read("app-linker")) {
+		t.Error("-align-all-functions=6 was not kept beside the option left out")
+	}
 }

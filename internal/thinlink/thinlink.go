@@ -294,7 +294,7 @@ func (p *plan) backends(ctx context.Context, res *Result, plan func() ([]backend
 	bs, err := plan()
 	var actions []*action.Action
 	if err == nil {
-		actions, err = p.actions(bs)
+		actions, err = p.actions(ctx, bs)
 	}
 	endPlan()
 	if err != nil {

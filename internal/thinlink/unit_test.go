@@ -94,7 +94,10 @@ func TestBackendFlagsFollowTheLink(t *testing.T) {
 	}{
 		{[]string{"clang", "-fuse-ld=lld", "--target=x86_64-linux-gnu", "-m32"}, []string{"-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections"}},
 		{[]string{"clang", "-Os", "-no-pie", "-march=x86-64-v3"}, []string{"-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-march=x86-64-v3"}},
-		{[]string{"clang", "-O0", "-r", "-mllvm", "-x=1"}, []string{"-O0", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-mllvm", "-x=1"}},
+		// The driver does not pass its -mllvm to the linker; lld applies its own.
+		{[]string{"clang", "-O0", "-r", "-mllvm", "-x=1"}, []string{"-O0", "-faddrsig", "-ffunction-sections", "-fdata-sections"}},
+		{[]string{"clang", "-Wl,-mllvm,-x=1", "-Xlinker", "--mllvm=-y=2"}, []string{"-O2", "-faddrsig", "-ffunction-sections", "-fdata-sections",
+			"-mllvm", "-x=1", "-mllvm", "-y=2"}},
 		{[]string{"clang", "-Ofast", "-static", "-fprofile-sample-use=p.prof"}, []string{"-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections"}},
 		{[]string{"clang", "-O1", "-Wl,--lto-O3,--plugin-opt=mcpu=znver3"}, []string{"-O3", "-faddrsig", "-ffunction-sections", "-fdata-sections", "-Xclang", "-target-cpu", "-Xclang", "znver3"}},
 	} {
