@@ -151,15 +151,18 @@ func (p *plan) moduleFlags(m *Module) (moduleFlags, error) {
 	if err != nil {
 		return moduleFlags{}, err
 	}
+	// Only a -r link takes the relocation model from the module.
 	r := p.ld.relocModel()
 	var info bitcode.ModuleInfo
+	what := "triple"
 	if r == relocOfModule {
+		what = "triple and PIC level"
 		info, err = bitcode.ReadModuleInfo(data)
 	} else {
 		info.Triple, err = bitcode.ReadTriple(data)
 	}
 	if err != nil {
-		return moduleFlags{}, fmt.Errorf("reading the module's triple and PIC level: %w", err)
+		return moduleFlags{}, fmt.Errorf("reading the module's %s: %w", what, err)
 	}
 	var f moduleFlags
 	if info.Triple != "" {

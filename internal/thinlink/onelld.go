@@ -141,12 +141,12 @@ func (p *plan) linkOnce(ctx context.Context, res *Result) error {
 // distribute runs the jobs of lld's job file at path as the link's
 // backends. Every job must be a module thindist put on the link line.
 func (p *plan) distribute(ctx context.Context, res *Result, path string) error {
-	var bs []backend
-	plan := func() ([]backend, error) {
+	fromJobs := func() ([]backend, error) {
 		f, err := jobfile.Load(p.abs(path), p.opts.Dir)
 		if err != nil {
 			return nil, err
 		}
+		var bs []backend
 		for _, a := range f.Actions {
 			m := p.modules[a.Inputs[0].Path]
 			if m == nil {
@@ -166,5 +166,5 @@ func (p *plan) distribute(ctx context.Context, res *Result, path string) error {
 		}
 		return bs, nil
 	}
-	return p.backends(ctx, res, plan)
+	return p.backends(ctx, res, fromJobs)
 }
