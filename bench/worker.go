@@ -53,6 +53,9 @@ type workerRun struct {
 
 type workerResult struct {
 	runs [][]workerRun // per runnerMethods, per run
+	// pss is the peak PSS of each runner method's memory run: a link more,
+	// untimed, since sampling PSS slows what it samples (usage.SamplePSS).
+	pss []int64
 }
 
 // benchWorker links p's objects with every runner method o.runs times,
@@ -64,7 +67,7 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 	}
 	env := []string{"THINDIST_SERVER_DIR=" + sdir}
 	defer serverCmd(ctx, t, env, "stop")
-	r := &workerResult{runs: make([][]workerRun, len(runnerMethods))}
+	r := &workerResult{runs: make([][]workerRun, len(runnerMethods)), pss: make([]int64, len(runnerMethods))}
 	for run := 0; run < o.runs; run++ {
 		for k := range runnerMethods {
 			i := (run + k) % len(runnerMethods)
@@ -72,15 +75,26 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 			if err := m.prepare(ctx, t, o, p, env); err != nil {
 				return nil, fmt.Errorf("%s: %w", m.name, err)
 			}
-			wr, err := m.link(ctx, t, o, p, env)
+			wr, err := m.link(ctx, t, o, p, env, false)
 			if err != nil {
 				return nil, fmt.Errorf("%s link: %w", m.name, err)
 			}
 			r.runs[i] = append(r.runs[i], wr)
-			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s, CPU %s, sys %s, %d faults, peak RSS %d MiB, PSS %d MiB\n",
+			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s, CPU %s, sys %s, %d faults, peak RSS %d MiB\n",
 				p.build.Name, run+1, m.name, wr.wall.Seconds(), sec(wr.use.User+wr.use.Sys), sec(wr.use.Sys),
-				wr.use.Faults, wr.use.PeakRSS>>20, wr.use.PeakPSS>>20)
+				wr.use.Faults, wr.use.PeakRSS>>20)
 		}
+	}
+	for i, m := range runnerMethods {
+		if err := m.prepare(ctx, t, o, p, env); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.name, err)
+		}
+		wr, err := m.link(ctx, t, o, p, env, true)
+		if err != nil {
+			return nil, fmt.Errorf("%s link: %w", m.name, err)
+		}
+		r.pss[i] = wr.use.PeakPSS
+		fmt.Fprintf(os.Stderr, "bench: %s memory run %-20s peak PSS %d MiB\n", p.build.Name, m.name, wr.use.PeakPSS>>20)
 	}
 	return r, nil
 }
@@ -105,20 +119,21 @@ func (m runnerMethod) prepare(ctx context.Context, t *tools, o *options, p *proj
 	case m.cold:
 		return serverCmd(ctx, t, env, "stop")
 	case m.warm && serverPid(ctx, t, env) == 0:
-		_, err := m.run(ctx, t, o, p, env, 0)
+		_, err := m.run(ctx, t, o, p, env, 0, false)
 		return err
 	}
 	return nil
 }
 
-// link is one timed link of m, on a quiet machine, its output checked.
-func (m runnerMethod) link(ctx context.Context, t *tools, o *options, p *project, env []string) (workerRun, error) {
+// link is one link of m, on a quiet machine, its output checked; with pss
+// its memory is sampled with PSS, and its time is not to be reported.
+func (m runnerMethod) link(ctx context.Context, t *tools, o *options, p *project, env []string, pss bool) (workerRun, error) {
 	machine.WaitQuiet(ctx, o.maxBusy, o.settle)
 	server := 0
 	if m.server {
 		server = serverPid(ctx, t, env)
 	}
-	wr, err := m.run(ctx, t, o, p, env, server)
+	wr, err := m.run(ctx, t, o, p, env, server, pss)
 	if err != nil {
 		return wr, err
 	}
@@ -126,8 +141,8 @@ func (m runnerMethod) link(ctx context.Context, t *tools, o *options, p *project
 }
 
 // run links once and measures the link's processes and, when server is
-// not 0 or the link starts one, the server's.
-func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project, env []string, server int) (workerRun, error) {
+// not 0 or the link starts one, the server's; their PSS too with pss.
+func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project, env []string, server int, pss bool) (workerRun, error) {
 	os.Remove(filepath.Join(p.build.Dir, "bench.out"))
 	cmd := exec.CommandContext(ctx, t.tc.Clang, m.args(t, o, p)...)
 	cmd.Dir, cmd.Env = p.build.Dir, append(os.Environ(), env...)
@@ -143,7 +158,11 @@ func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project,
 	if err := cmd.Start(); err != nil {
 		return workerRun{}, err
 	}
-	s := usage.Sample(10*time.Millisecond, roots...)
+	sample := usage.SampleRSS
+	if pss {
+		sample = usage.SamplePSS
+	}
+	s := sample(10*time.Millisecond, roots...)
 	s.Add(cmd.Process.Pid)
 	err := cmd.Wait()
 	wr := workerRun{wall: time.Since(start)}

@@ -11,21 +11,20 @@ import (
 // The worker part's figures, as text and as the part "worker" of
 // RESULTS.md.
 
-// medianRun is the run of m's whose wall time is the median's (the lower
-// middle one of an even count), with the medians of each other figure.
+// median is runner method i's median figures (the lower middle one of an
+// even count), and the peak PSS of its memory run.
 func (w *workerResult) median(i int) workerRun {
 	runs := w.runs[i]
-	var walls, users, syss, faults, peaks, psss []time.Duration
+	var walls, users, syss, faults, peaks []time.Duration
 	for _, r := range runs {
 		walls = append(walls, r.wall)
 		users = append(users, r.use.User)
 		syss = append(syss, r.use.Sys)
 		faults = append(faults, time.Duration(r.use.Faults))
 		peaks = append(peaks, time.Duration(r.use.PeakRSS))
-		psss = append(psss, time.Duration(r.use.PeakPSS))
 	}
 	return workerRun{wall: median(walls), use: usage.Usage{User: median(users), Sys: median(syss),
-		Faults: int64(median(faults)), PeakRSS: int64(median(peaks)), PeakPSS: int64(median(psss))}}
+		Faults: int64(median(faults)), PeakRSS: int64(median(peaks)), PeakPSS: w.pss[i]}}
 }
 
 func (w *workerResult) text(name string) string {
@@ -68,7 +67,9 @@ func (rep *report) workerMarkdown(b *strings.Builder, with []*projectResult) {
 	b.WriteString(". thindist runs as lld's DTLTO distributor without its cache. CPU, system time and page faults are " +
 		"those of every process of the link and, for the server's runners, of the server and its workers over the link " +
 		"(the server is no descendant of a link once it runs); peak RSS and PSS are the highest sums of the resident and of the " +
-		"proportional set sizes of all those processes at once, sampled every 10 ms, idle workers of a warm server included: " +
+		"proportional set sizes of all those processes at once, sampled every 10 ms, idle workers of a warm server included " +
+		"(RSS in the timed runs, from /proc/PID/statm; PSS in one more link of each runner, not timed, since reading " +
+		"/proc/PID/smaps_rollup costs up to a millisecond of CPU per process and sample): " +
 		"RSS counts the LLVM libraries once for each process that maps them, PSS about once (less when other processes of the " +
 		"machine map them too, so PSS depends on what else runs). The fork server's forked compilers are not always reaped " +
 		"within the link's wait: its CPU, system time and faults may leave them out (its wall time and memory do not). " +

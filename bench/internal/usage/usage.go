@@ -3,7 +3,8 @@
 // to), which the rusage of its wait does not count: the CPU time, system
 // time and page faults of process trees read from /proc before and after,
 // and the peaks of the sums of their resident and proportional set sizes,
-// sampled while it runs.
+// sampled while it runs (PSS only in runs that are not timed: reading it
+// costs the machine too much CPU).
 package usage
 
 import (
@@ -113,6 +114,13 @@ func descendants(pid int) []int {
 // otherwise weigh against the benchmark's, and a loaded machine would then
 // slow the server's jobs and not the other methods'.
 func SameAutogroupNice(pid int) {
+	for _, p := range descendants(pid) {
+		sameAutogroupNice(p)
+	}
+}
+
+// sameAutogroupNice is SameAutogroupNice for the process pid alone.
+func sameAutogroupNice(pid int) {
 	own, err := os.ReadFile("/proc/self/autogroup")
 	if err != nil {
 		return
@@ -121,49 +129,74 @@ func SameAutogroupNice(pid int) {
 	if len(f) < 3 {
 		return
 	}
-	for _, p := range descendants(pid) {
-		path := "/proc/" + strconv.Itoa(p) + "/autogroup"
-		if b, err := os.ReadFile(path); err == nil && !strings.HasSuffix(strings.TrimSpace(string(b)), "nice "+f[2]) {
-			os.WriteFile(path, []byte(f[2]), 0)
-		}
+	path := "/proc/" + strconv.Itoa(pid) + "/autogroup"
+	if b, err := os.ReadFile(path); err == nil && !strings.HasSuffix(strings.TrimSpace(string(b)), "nice "+f[2]) {
+		os.WriteFile(path, []byte(f[2]), 0)
 	}
 }
 
-// memory is what pid's tree holds, in bytes: the sums of the processes'
-// resident set sizes and of their proportional set sizes.
-func memory(pid int) (rss, pss int64) {
-	for _, p := range descendants(pid) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/smaps_rollup")
-		if err != nil {
-			continue
+// memory is what process pid holds, in bytes: its resident set size
+// from /proc/PID/statm (a few microseconds), and with pss also its
+// proportional set size from /proc/PID/smaps_rollup, which walks the
+// process's page tables: half a millisecond to a millisecond for a
+// process that maps the LLVM libraries, CPU taken from the machine the
+// measured link runs on.
+func memory(pid int, pss bool) (rss, prop int64) {
+	if !pss {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+		f := strings.Fields(string(b))
+		if err != nil || len(f) < 2 {
+			return 0, 0
 		}
-		for _, l := range strings.Split(string(b), "\n") {
-			k, v, _ := strings.Cut(l, ":")
-			kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			switch k {
-			case "Rss":
-				rss += kib << 10
-			case "Pss":
-				pss += kib << 10
-			}
+		pages, _ := strconv.ParseInt(f[1], 10, 64)
+		return pages * int64(os.Getpagesize()), 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0, 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "Rss":
+			rss += kib << 10
+		case "Pss":
+			prop += kib << 10
 		}
 	}
-	return rss, pss
+	return rss, prop
 }
 
 // A Sampler follows the memory of process trees until stopped, and keeps
 // them in the benchmark's autogroup nice value (SameAutogroupNice).
 type Sampler struct {
+	pss   bool
 	mu    sync.Mutex
 	roots []int
-	peak  Usage // PeakRSS and PeakPSS
+	niced map[int]bool // the processes given the autogroup nice value
+	peak  Usage        // PeakRSS and PeakPSS
 	stop  chan struct{}
 	done  chan struct{}
 }
 
-// Sample samples the trees of roots (and of those Add adds) every interval.
-func Sample(interval time.Duration, roots ...int) *Sampler {
-	s := &Sampler{roots: roots, stop: make(chan struct{}), done: make(chan struct{})}
+// SampleRSS samples the resident set sizes of the trees of roots (and of
+// those Add adds) every interval: cheap enough to leave the timing of what
+// it samples alone. The Usage it returns has no PeakPSS.
+func SampleRSS(interval time.Duration, roots ...int) *Sampler {
+	return sample(interval, false, roots)
+}
+
+// SamplePSS samples their resident and proportional set sizes. Reading a
+// process's PSS costs up to a millisecond of CPU (see memory): a link of
+// half a dozen such processes sampled every 10 ms loses a large share of a
+// core to it, so a run sampled this way must not be the one timed.
+func SamplePSS(interval time.Duration, roots ...int) *Sampler {
+	return sample(interval, true, roots)
+}
+
+func sample(interval time.Duration, pss bool, roots []int) *Sampler {
+	s := &Sampler{pss: pss, roots: roots, niced: map[int]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(interval)
@@ -193,9 +226,14 @@ func (s *Sampler) sample() {
 	defer s.mu.Unlock()
 	var rss, pss int64
 	for _, r := range s.roots {
-		r1, p1 := memory(r)
-		rss, pss = rss+r1, pss+p1
-		SameAutogroupNice(r)
+		for _, p := range descendants(r) {
+			r1, p1 := memory(p, s.pss)
+			rss, pss = rss+r1, pss+p1
+			if !s.niced[p] {
+				s.niced[p] = true
+				sameAutogroupNice(p)
+			}
+		}
 	}
 	s.peak.PeakRSS, s.peak.PeakPSS = max(s.peak.PeakRSS, rss), max(s.peak.PeakPSS, pss)
 }

@@ -10,7 +10,8 @@ import (
 
 // TestTreeAndSampler: a shell whose child touches 64 MiB, spins a little
 // and says so: the child's CPU and faults show in the shell's Tree, and
-// the Sampler sees its memory while it waits for its input to end.
+// both Samplers see its memory while it waits for its input to end (the
+// RSS one without a PSS).
 func TestTreeAndSampler(t *testing.T) {
 	if _, err := os.Stat("/proc/self/task"); err != nil {
 		t.Skip("no /proc")
@@ -30,13 +31,14 @@ sys.stdin.read()
 		t.Fatal(err)
 	}
 	before := Tree(cmd.Process.Pid)
-	s := Sample(10*time.Millisecond, cmd.Process.Pid)
+	s := SamplePSS(10*time.Millisecond, cmd.Process.Pid)
+	r := SampleRSS(10*time.Millisecond, cmd.Process.Pid)
 	if line, err := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
 		t.Fatalf("the child said %q (%v)", line, err)
 	}
 	used := Tree(cmd.Process.Pid).Sub(before)
 	s.Add(os.Getpid()) // a second root adds its resident set
-	peak := s.Stop()
+	peak, rss := s.Stop(), r.Stop()
 	in.Close()
 	cmd.Wait()
 	if used.User+used.Sys < 150*time.Millisecond || used.Faults < (64<<20)/4096 {
@@ -44,5 +46,8 @@ sys.stdin.read()
 	}
 	if peak.PeakRSS < 64<<20 || peak.PeakPSS < 64<<20 {
 		t.Errorf("peak RSS %d, PSS %d, want ≥ 64 MiB", peak.PeakRSS, peak.PeakPSS)
+	}
+	if rss.PeakRSS < 64<<20 || rss.PeakPSS != 0 {
+		t.Errorf("RSS only: peak RSS %d, PSS %d, want ≥ 64 MiB and none", rss.PeakRSS, rss.PeakPSS)
 	}
 }
