@@ -9,7 +9,8 @@
 #             lld's in-process ThinLTO, and its cached rebuild
 #   thin      ThinLTO, LD=<thindist link -- ld.lld> (local: workers, fork
 #             server, exec), thindist's cache
-#   sections  as thin, with --compdb and --sections-as-compiled
+#   sections  as thin, with --sections-as-compiled (and --compdb when the
+#             configuration compiles with section options: see below)
 #   remote    as thin, with the remote execution flags in
 #             $THINDIST_KERNEL_REMOTE (e.g. "--remote=grpc://HOST:8980
 #             --remote-platform=OSFamily=linux"), under an instance name of
@@ -31,8 +32,12 @@
 # (vmlinux and Kbuild's .tmp_vmlinux*) and the module links. The table goes
 # to SCRATCH/table.md; the per-link times to SCRATCH/out/VARIANT.*.links.
 #
-# The sections variant needs compile_commands.json at link time, which
-# Kbuild writes only on request: its wrapper makes it again (Kbuild's
+# With --sections-as-compiled and no compilation database every backend
+# gets no section option, which is what Kbuild compiles every file with
+# unless CONFIG_LD_DEAD_CODE_DATA_ELIMINATION (-ffunction-sections
+# -fdata-sections, and --gc-sections at the link): only then does the
+# sections variant need compile_commands.json at link time, which Kbuild
+# writes only on request. Its wrapper then makes it again (Kbuild's
 # gen_compile_commands.py, from the .cmd files of what is built so far)
 # before a link when a .cmd file is newer, and that time is the link's.
 #
@@ -97,8 +102,12 @@ ld_wrapper() {
   pre=
   if [ "$variant" = sections ]; then
     b=$scratch/build-$variant
-    pre="[ -f $b/compile_commands.json ] && [ -z \"\$(find $b -name '*.cmd' -newer $b/compile_commands.json -print -quit)\" ] ||
-  python3 $src/scripts/clang-tools/gen_compile_commands.py -d $b -o $b/compile_commands.json"
+    pre="compdb=
+if grep -q '^CONFIG_LD_DEAD_CODE_DATA_ELIMINATION=y' $b/.config; then
+  [ -f $b/compile_commands.json ] && [ -z \"\$(find $b -name '*.cmd' -newer $b/compile_commands.json -print -quit)\" ] ||
+    python3 $src/scripts/clang-tools/gen_compile_commands.py -d $b -o $b/compile_commands.json
+  compdb=--compdb=$b/compile_commands.json
+fi"
   fi
   cat > "$scratch/bin/ld-$variant" <<EOF
 #!/bin/sh
@@ -116,8 +125,9 @@ EOF
 ld_wrapper nolto ld.lld
 ld_wrapper inproc ld.lld --thinlto-cache-dir="$scratch/cache-inproc"
 ld_wrapper thin "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-thin" -- ld.lld
+# shellcheck disable=SC2016 # $compdb is the wrapper's, set by its $pre
 ld_wrapper sections "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-sections" \
-  --compdb="$scratch/build-sections/compile_commands.json" --sections-as-compiled -- ld.lld
+  --sections-as-compiled '$compdb' -- ld.lld
 # shellcheck disable=SC2086 # the flags are words
 ld_wrapper remote "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-remote" \
   ${THINDIST_KERNEL_REMOTE:-} --remote-instance="kernel-bench-$(date +%s)" -- ld.lld
