@@ -8,8 +8,11 @@ package thinlink
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,8 +27,10 @@ var lldVersion = regexp.MustCompile(`\bLLD (\d+)\.\d+`)
 // lldMajor runs `tool --version` and returns lld's major version, or "" when
 // the tool is not lld (a clang driver, GNU ld, a script that fails). The
 // answer of a tool that ran is kept in Options.ToolFacts, which may give
-// it the next time without running the tool. The only error is the
-// cancellation of ctx.
+// it the next time without running the tool. The errors are the
+// cancellation of ctx and a tool that cannot be run at all (not found, not
+// executable): the link command could not run either, and taking it for a
+// driver would only blame the wrong step.
 func (p *plan) lldMajor(ctx context.Context, tool string) (string, error) {
 	facts, name := p.opts.ToolFacts, tool
 	if strings.Contains(tool, "/") && !filepath.IsAbs(tool) && p.opts.Dir != "" {
@@ -40,6 +45,9 @@ func (p *plan) lldMajor(ctx context.Context, tool string) (string, error) {
 	out, err := p.run(ctx, []string{tool, "--version"}, &stdout)
 	if ctx.Err() != nil {
 		return "", ctx.Err()
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return "", err
 	}
 	if err != nil {
 		return "", nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -24,7 +25,8 @@ func (m *memo) Get(tool, q string) (string, bool) {
 func (m *memo) Put(tool, q, a string) { m.answers[tool+" "+q] = a }
 
 // TestLLDMajorRemembered: the linker's --version is asked once and then
-// taken from ToolFacts; a tool that fails to run is not remembered.
+// taken from ToolFacts; a tool that fails is not remembered, and one that
+// cannot be run at all (not in PATH, not executable) is an error naming it.
 func TestLLDMajorRemembered(t *testing.T) {
 	dir := t.TempDir()
 	count := filepath.Join(dir, "count")
@@ -53,6 +55,17 @@ func TestLLDMajorRemembered(t *testing.T) {
 	}
 	if _, ok := m.answers[broken+" --version"]; ok {
 		t.Error("a tool that failed to run was remembered")
+	}
+	notExec := filepath.Join(dir, "not-executable")
+	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+	for _, tool := range []string{"thindist-no-such-linker", filepath.Join(dir, "missing"), notExec} {
+		major, err := p.lldMajor(ctx, tool)
+		if err == nil || !strings.Contains(err.Error(), filepath.Base(tool)) {
+			t.Errorf("lldMajor(%s) = %q, %v; want an error naming it", tool, major, err)
+		}
+		if _, ok := m.answers[tool+" --version"]; ok {
+			t.Errorf("%s, which cannot run, was remembered", tool)
+		}
 	}
 	// Without ToolFacts, every link asks.
 	p.opts.ToolFacts = nil
