@@ -59,7 +59,7 @@ type workerResult struct {
 }
 
 // benchWorker links p's objects with every runner method o.runs times,
-// rotating their order.
+// rotating their order, then once more each for its peak PSS.
 func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*workerResult, error) {
 	sdir := filepath.Join(o.work, "server")
 	if err := os.MkdirAll(sdir, 0o700); err != nil {
