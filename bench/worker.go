@@ -72,12 +72,9 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 		for k := range runnerMethods {
 			i := (run + k) % len(runnerMethods)
 			m := runnerMethods[i]
-			if err := m.prepare(ctx, t, o, p, env); err != nil {
-				return nil, fmt.Errorf("%s: %w", m.name, err)
-			}
-			wr, err := m.link(ctx, t, o, p, env, false)
+			wr, err := m.prepareAndLink(ctx, t, o, p, env, false)
 			if err != nil {
-				return nil, fmt.Errorf("%s link: %w", m.name, err)
+				return nil, err
 			}
 			r.runs[i] = append(r.runs[i], wr)
 			fmt.Fprintf(os.Stderr, "bench: %s run %d %-20s %7.3f s, CPU %s, sys %s, %d faults, peak RSS %d MiB\n",
@@ -86,12 +83,9 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 		}
 	}
 	for i, m := range runnerMethods {
-		if err := m.prepare(ctx, t, o, p, env); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.name, err)
-		}
-		wr, err := m.link(ctx, t, o, p, env, true)
+		wr, err := m.prepareAndLink(ctx, t, o, p, env, true)
 		if err != nil {
-			return nil, fmt.Errorf("%s link: %w", m.name, err)
+			return nil, err
 		}
 		r.pss[i] = wr.use.PeakPSS
 		fmt.Fprintf(os.Stderr, "bench: %s memory run %-20s peak PSS %d MiB\n", p.build.Name, m.name, wr.use.PeakPSS>>20)
@@ -123,6 +117,18 @@ func (m runnerMethod) prepare(ctx context.Context, t *tools, o *options, p *proj
 		return err
 	}
 	return nil
+}
+
+// prepareAndLink is prepare, then link.
+func (m runnerMethod) prepareAndLink(ctx context.Context, t *tools, o *options, p *project, env []string, pss bool) (workerRun, error) {
+	if err := m.prepare(ctx, t, o, p, env); err != nil {
+		return workerRun{}, fmt.Errorf("%s: %w", m.name, err)
+	}
+	wr, err := m.link(ctx, t, o, p, env, pss)
+	if err != nil {
+		return wr, fmt.Errorf("%s link: %w", m.name, err)
+	}
+	return wr, nil
 }
 
 // link is one link of m, on a quiet machine, its output checked; with pss

@@ -4,6 +4,7 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/scripts/lib/apt.sh"
+. "$root/scripts/lib/build.sh"
 
 # What thindist and the demo need: clang, lld and llvm-ar of LLVM 22, and make;
 # the worker (worker/) builds against LLVM 22's clang libraries.
@@ -12,10 +13,7 @@ need_packages clang-22 lld-22 llvm-22 make libclang-cpp22-dev libclang-22-dev ll
 cd "$root"
 bindir=$(go env GOBIN)
 [ -n "$bindir" ] || bindir="$(go env GOPATH)/bin"
-# -buildvcs=auto records the commit (thindist --version, every run's record)
-# even where GOFLAGS turns stamping off; where git cannot read the checkout
-# (not one, another owner's), build without it.
-go build -buildvcs=auto -o "$bindir/thindist" ./cmd/thindist 2>/dev/null || go build -buildvcs=false -o "$bindir/thindist" ./cmd/thindist
+build_thindist "$bindir/thindist"
 echo "installed $bindir/thindist"
 # thindist runs the thindist-worker it finds beside itself (docs/worker.md).
 make -s -C worker

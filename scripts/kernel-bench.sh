@@ -82,9 +82,9 @@ fi
 mkdir -p "$cg" || { echo "kernel-bench: cannot make the cgroup $cg (needs root and cgroup v1 cpuacct)" >&2; exit 1; }
 
 echo "== building thindist and its worker"
-# The commit goes into every link's record, as scripts/install.sh stamps it.
-(cd "$root" && { go build -buildvcs=auto -o "$scratch/bin/thindist" ./cmd/thindist 2>/dev/null ||
-  go build -buildvcs=false -o "$scratch/bin/thindist" ./cmd/thindist; })
+# shellcheck source=scripts/lib/build.sh
+. "$root/scripts/lib/build.sh"
+build_thindist "$scratch/bin/thindist"
 if make -s -C "$root/worker" >/dev/null 2>&1; then
   cp "$root/worker/thindist-worker" "$scratch/bin/thindist-worker"
 else

@@ -78,9 +78,9 @@ if [ ! -f "$src/Makefile" ]; then
 fi
 
 echo "== building thindist"
-# The commit goes into every link's record, as scripts/install.sh stamps it.
-(cd "$root" && { go build -buildvcs=auto -o "$scratch/bin/thindist" ./cmd/thindist 2>/dev/null ||
-  go build -buildvcs=false -o "$scratch/bin/thindist" ./cmd/thindist; })
+# shellcheck source=scripts/lib/build.sh
+. "$root/scripts/lib/build.sh"
+build_thindist "$scratch/bin/thindist"
 # The LD= scripts: one line each, as a kernel developer would write them.
 write_ld() {
   printf '#!/bin/sh\nexec %s link --cache-dir=%s %s-- ld.lld "$@"\n' "$scratch/bin/thindist" "$scratch/cache" "$2" > "$scratch/bin/ld-thindist-$1"

@@ -114,24 +114,31 @@ func descendants(pid int) []int {
 // otherwise weigh against the benchmark's, and a loaded machine would then
 // slow the server's jobs and not the other methods'.
 func SameAutogroupNice(pid int) {
+	nice := ownAutogroupNice()
 	for _, p := range descendants(pid) {
-		sameAutogroupNice(p)
+		setAutogroupNice(p, nice)
 	}
 }
 
-// sameAutogroupNice is SameAutogroupNice for the process pid alone.
-func sameAutogroupNice(pid int) {
+// ownAutogroupNice is the nice value of this process's autogroup, "" if
+// unknown.
+func ownAutogroupNice() string {
 	own, err := os.ReadFile("/proc/self/autogroup")
-	if err != nil {
-		return
+	if f := strings.Fields(string(own)); err == nil && len(f) >= 3 {
+		return f[2]
 	}
-	f := strings.Fields(string(own))
-	if len(f) < 3 {
+	return ""
+}
+
+// setAutogroupNice gives the autogroup of process pid the nice value nice
+// ("" does nothing), unless it has it already.
+func setAutogroupNice(pid int, nice string) {
+	if nice == "" {
 		return
 	}
 	path := "/proc/" + strconv.Itoa(pid) + "/autogroup"
-	if b, err := os.ReadFile(path); err == nil && !strings.HasSuffix(strings.TrimSpace(string(b)), "nice "+f[2]) {
-		os.WriteFile(path, []byte(f[2]), 0)
+	if b, err := os.ReadFile(path); err == nil && !strings.HasSuffix(strings.TrimSpace(string(b)), "nice "+nice) {
+		os.WriteFile(path, []byte(nice), 0)
 	}
 }
 
@@ -172,6 +179,7 @@ func memory(pid int, pss bool) (rss, prop int64) {
 // them in the benchmark's autogroup nice value (SameAutogroupNice).
 type Sampler struct {
 	pss   bool
+	nice  string // the benchmark's autogroup nice value
 	mu    sync.Mutex
 	roots []int
 	niced map[int]bool // the processes given the autogroup nice value
@@ -196,7 +204,8 @@ func SamplePSS(interval time.Duration, roots ...int) *Sampler {
 }
 
 func sample(interval time.Duration, pss bool, roots []int) *Sampler {
-	s := &Sampler{pss: pss, roots: roots, niced: map[int]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Sampler{pss: pss, nice: ownAutogroupNice(), roots: roots, niced: map[int]bool{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(interval)
@@ -231,7 +240,7 @@ func (s *Sampler) sample() {
 			rss, pss = rss+r1, pss+p1
 			if !s.niced[p] {
 				s.niced[p] = true
-				sameAutogroupNice(p)
+				setAutogroupNice(p, s.nice)
 			}
 		}
 	}
