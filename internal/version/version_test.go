@@ -34,10 +34,11 @@ func TestDescribe(t *testing.T) {
 }
 
 // TestInstalledBuildNamesItsCommit builds thindist in a clone of this
-// repository with the `go build` command of scripts/install.sh (the
-// README's first command), with this machine's Go settings (which may turn
-// VCS stamping off in GOFLAGS), and checks that --version names the
-// clone's commit, then that a changed tree says so.
+// repository with the build command of scripts/install.sh (the README's
+// first command: build_thindist, from scripts/lib/build.sh), with this
+// machine's Go settings (which may turn VCS stamping off in GOFLAGS), and
+// checks that --version names the clone's commit, then that a changed
+// tree says so.
 func TestInstalledBuildNamesItsCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds thindist")
@@ -55,14 +56,15 @@ func TestInstalledBuildNamesItsCommit(t *testing.T) {
 	}
 	var build string
 	for _, line := range strings.Split(string(script), "\n") {
-		if strings.HasPrefix(line, "go build ") && strings.Contains(line, "./cmd/thindist") {
+		if strings.HasPrefix(line, "build_thindist ") {
 			build = line
 			break
 		}
 	}
 	if build == "" {
-		t.Fatal("scripts/install.sh has no `go build ... ./cmd/thindist` line")
+		t.Fatal("scripts/install.sh has no `build_thindist ...` line")
 	}
+	build = `root=$PWD; . scripts/lib/build.sh; ` + build
 	clone := filepath.Join(t.TempDir(), "thindist")
 	run := func(dir string, name string, args ...string) string {
 		t.Helper()
