@@ -53,13 +53,14 @@ type workerRun struct {
 
 type workerResult struct {
 	runs [][]workerRun // per runnerMethods, per run
-	// pss is the peak PSS of each runner method's memory run: a link more,
-	// untimed, since sampling PSS slows what it samples (usage.SamplePSS).
-	pss []int64
+	// memory is the peak memory (each page once) of each runner method's
+	// memory run: a link more, untimed, since finding it slows what it
+	// samples (usage.SampleMemory).
+	memory []int64
 }
 
 // benchWorker links p's objects with every runner method o.runs times,
-// rotating their order, then once more each for its peak PSS.
+// rotating their order, then once more each for its peak memory.
 func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*workerResult, error) {
 	sdir := filepath.Join(o.work, "server")
 	if err := os.MkdirAll(sdir, 0o700); err != nil {
@@ -67,7 +68,7 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 	}
 	env := []string{"THINDIST_SERVER_DIR=" + sdir}
 	defer serverCmd(ctx, t, env, "stop")
-	r := &workerResult{runs: make([][]workerRun, len(runnerMethods)), pss: make([]int64, len(runnerMethods))}
+	r := &workerResult{runs: make([][]workerRun, len(runnerMethods)), memory: make([]int64, len(runnerMethods))}
 	for run := 0; run < o.runs; run++ {
 		for k := range runnerMethods {
 			i := (run + k) % len(runnerMethods)
@@ -87,8 +88,9 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 		if err != nil {
 			return nil, err
 		}
-		r.pss[i] = wr.use.PeakPSS
-		fmt.Fprintf(os.Stderr, "bench: %s memory run %-20s peak PSS %d MiB\n", p.build.Name, m.name, wr.use.PeakPSS>>20)
+		r.memory[i] = wr.use.PeakMemory
+		fmt.Fprintf(os.Stderr, "bench: %s memory run %-20s peak memory %d MiB (RSS %d MiB)\n", p.build.Name, m.name,
+			wr.use.PeakMemory>>20, wr.use.PeakRSS>>20)
 	}
 	return r, nil
 }
@@ -120,26 +122,27 @@ func (m runnerMethod) prepare(ctx context.Context, t *tools, o *options, p *proj
 }
 
 // prepareAndLink is prepare, then link.
-func (m runnerMethod) prepareAndLink(ctx context.Context, t *tools, o *options, p *project, env []string, pss bool) (workerRun, error) {
+func (m runnerMethod) prepareAndLink(ctx context.Context, t *tools, o *options, p *project, env []string, memory bool) (workerRun, error) {
 	if err := m.prepare(ctx, t, o, p, env); err != nil {
 		return workerRun{}, fmt.Errorf("%s: %w", m.name, err)
 	}
-	wr, err := m.link(ctx, t, o, p, env, pss)
+	wr, err := m.link(ctx, t, o, p, env, memory)
 	if err != nil {
 		return wr, fmt.Errorf("%s link: %w", m.name, err)
 	}
 	return wr, nil
 }
 
-// link is one link of m, on a quiet machine, its output checked; with pss
-// its memory is sampled with PSS, and its time is not to be reported.
-func (m runnerMethod) link(ctx context.Context, t *tools, o *options, p *project, env []string, pss bool) (workerRun, error) {
+// link is one link of m, on a quiet machine, its output checked; with
+// memory its peak memory is sampled too, and its time is not to be
+// reported.
+func (m runnerMethod) link(ctx context.Context, t *tools, o *options, p *project, env []string, memory bool) (workerRun, error) {
 	machine.WaitQuiet(ctx, o.maxBusy, o.settle)
 	server := 0
 	if m.server {
 		server = serverPid(ctx, t, env)
 	}
-	wr, err := m.run(ctx, t, o, p, env, server, pss)
+	wr, err := m.run(ctx, t, o, p, env, server, memory)
 	if err != nil {
 		return wr, err
 	}
@@ -147,8 +150,9 @@ func (m runnerMethod) link(ctx context.Context, t *tools, o *options, p *project
 }
 
 // run links once and measures the link's processes and, when server is
-// not 0 or the link starts one, the server's; their PSS too with pss.
-func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project, env []string, server int, pss bool) (workerRun, error) {
+// not 0 or the link starts one, the server's; their peak memory too with
+// memory.
+func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project, env []string, server int, memory bool) (workerRun, error) {
 	os.Remove(filepath.Join(p.build.Dir, "bench.out"))
 	cmd := exec.CommandContext(ctx, t.tc.Clang, m.args(t, o, p)...)
 	cmd.Dir, cmd.Env = p.build.Dir, append(os.Environ(), env...)
@@ -165,8 +169,8 @@ func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project,
 		return workerRun{}, err
 	}
 	sample := usage.SampleRSS
-	if pss {
-		sample = usage.SamplePSS
+	if memory {
+		sample = usage.SampleMemory
 	}
 	s := sample(10*time.Millisecond, roots...)
 	s.Add(cmd.Process.Pid)
@@ -188,7 +192,7 @@ func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project,
 			wr.use = wr.use.Add(usage.Tree(server).Sub(before))
 		}
 	}
-	wr.use.PeakRSS, wr.use.PeakPSS = peak.PeakRSS, peak.PeakPSS
+	wr.use.PeakRSS, wr.use.PeakMemory = peak.PeakRSS, peak.PeakMemory
 	return wr, nil
 }
 

@@ -2,9 +2,9 @@
 // work runs in processes that are not its descendants (a server it talks
 // to), which the rusage of its wait does not count: the CPU time, system
 // time and page faults of process trees read from /proc before and after,
-// and the peaks of the sums of their resident and proportional set sizes,
-// sampled while it runs (PSS only in runs that are not timed: reading it
-// costs the machine too much CPU).
+// and, sampled while it runs, the peak of the sum of their resident set
+// sizes and the peak of the memory they hold, each page once (only in runs
+// that are not timed: finding it costs the machine too much CPU).
 package usage
 
 import (
@@ -22,11 +22,11 @@ type Usage struct {
 	// PeakRSS is the highest sum of the processes' resident set sizes
 	// sampled, in bytes: a page several of them map counts for each.
 	PeakRSS int64
-	// PeakPSS is the highest sum of their proportional set sizes: a page
-	// shared by n processes counts 1/n for each, so the LLVM libraries a
-	// compiler and its workers all map count about once (less when other
-	// processes of the machine map them too).
-	PeakPSS int64
+	// PeakMemory is the most memory they held at once, in bytes: every
+	// resident page once, however many of them map it (the LLVM libraries
+	// that a compiler, lld and the workers all map, a fork's shared
+	// pages), as the machine's RAM holds it. 0 when unknown (see frames).
+	PeakMemory int64
 }
 
 // Add returns u plus v's CPU and faults; its PeakRSS is u's.
@@ -142,70 +142,56 @@ func setAutogroupNice(pid int, nice string) {
 	}
 }
 
-// memory is what process pid holds, in bytes: its resident set size
-// from /proc/PID/statm (a few microseconds), and with pss also its
-// proportional set size from /proc/PID/smaps_rollup, which walks the
-// process's page tables: half a millisecond to a millisecond for a
-// process that maps the LLVM libraries, CPU taken from the machine the
-// measured link runs on.
-func memory(pid int, pss bool) (rss, prop int64) {
-	if !pss {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
-		f := strings.Fields(string(b))
-		if err != nil || len(f) < 2 {
-			return 0, 0
-		}
-		pages, _ := strconv.ParseInt(f[1], 10, 64)
-		return pages * int64(os.Getpagesize()), 0
+// rss is process pid's resident set size in bytes, from /proc/PID/statm
+// (a few microseconds).
+func rss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	f := strings.Fields(string(b))
+	if err != nil || len(f) < 2 {
+		return 0
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
-	if err != nil {
-		return 0, 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(l, ":")
-		kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "Rss":
-			rss += kib << 10
-		case "Pss":
-			prop += kib << 10
-		}
-	}
-	return rss, prop
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }
 
 // A Sampler follows the memory of process trees until stopped, and keeps
 // them in the benchmark's autogroup nice value (SameAutogroupNice).
 type Sampler struct {
-	pss   bool
+	// memory: find PeakMemory too; frames is its set of page frames, and
+	// noFrames says that the frames cannot be known.
+	memory   bool
+	frames   map[uint64]struct{}
+	noFrames bool
+
 	nice  string // the benchmark's autogroup nice value
 	mu    sync.Mutex
 	roots []int
 	niced map[int]bool // the processes given the autogroup nice value
-	peak  Usage        // PeakRSS and PeakPSS
+	peak  Usage        // PeakRSS and PeakMemory
 	stop  chan struct{}
 	done  chan struct{}
 }
 
 // SampleRSS samples the resident set sizes of the trees of roots (and of
 // those Add adds) every interval: cheap enough to leave the timing of what
-// it samples alone. The Usage it returns has no PeakPSS.
+// it samples alone. The Usage it returns has no PeakMemory.
 func SampleRSS(interval time.Duration, roots ...int) *Sampler {
 	return sample(interval, false, roots)
 }
 
-// SamplePSS samples their resident and proportional set sizes. Reading a
-// process's PSS costs up to a millisecond of CPU (see memory): a link of
-// half a dozen such processes sampled every 10 ms loses a large share of a
-// core to it, so a run sampled this way must not be the one timed.
-func SamplePSS(interval time.Duration, roots ...int) *Sampler {
+// SampleMemory samples their resident set sizes and the memory they hold,
+// each page once. The latter reads every process's page frames (frames):
+// a millisecond or more of CPU for a process that maps the LLVM libraries,
+// so that a link of half a dozen of them sampled every 10 ms loses a
+// large share of a core to it; a run sampled this way must not be the one
+// timed. PeakMemory needs root; without, it stays 0.
+func SampleMemory(interval time.Duration, roots ...int) *Sampler {
 	return sample(interval, true, roots)
 }
 
-func sample(interval time.Duration, pss bool, roots []int) *Sampler {
-	s := &Sampler{pss: pss, nice: ownAutogroupNice(), roots: roots, niced: map[int]bool{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+func sample(interval time.Duration, memory bool, roots []int) *Sampler {
+	s := &Sampler{memory: memory, frames: map[uint64]struct{}{}, nice: ownAutogroupNice(), roots: roots,
+		niced: map[int]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(interval)
@@ -233,26 +219,35 @@ func (s *Sampler) Add(pid int) {
 func (s *Sampler) sample() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var rss, pss int64
+	var sum int64
+	clear(s.frames)
 	for _, r := range s.roots {
 		for _, p := range descendants(r) {
-			r1, p1 := memory(p, s.pss)
-			rss, pss = rss+r1, pss+p1
+			sum += rss(p)
+			if s.memory && !s.noFrames && frames(p, s.frames) != nil {
+				s.noFrames = true
+			}
 			if !s.niced[p] {
 				s.niced[p] = true
 				setAutogroupNice(p, s.nice)
 			}
 		}
 	}
-	s.peak.PeakRSS, s.peak.PeakPSS = max(s.peak.PeakRSS, rss), max(s.peak.PeakPSS, pss)
+	s.peak.PeakRSS = max(s.peak.PeakRSS, sum)
+	if s.memory && !s.noFrames {
+		s.peak.PeakMemory = max(s.peak.PeakMemory, int64(len(s.frames)*os.Getpagesize()))
+	}
 }
 
-// Stop ends the sampling and returns the highest sums seen (PeakRSS,
-// PeakPSS).
+// Stop ends the sampling and returns the highest figures seen (PeakRSS,
+// PeakMemory: 0 if its frames could not be read).
 func (s *Sampler) Stop() Usage {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.noFrames {
+		s.peak.PeakMemory = 0
+	}
 	return s.peak
 }
