@@ -89,8 +89,8 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 			return nil, err
 		}
 		r.memory[i] = wr.use.PeakMemory
-		fmt.Fprintf(os.Stderr, "bench: %s memory run %-20s peak memory %d MiB (RSS %d MiB)\n", p.build.Name, m.name,
-			wr.use.PeakMemory>>20, wr.use.PeakRSS>>20)
+		fmt.Fprintf(os.Stderr, "bench: %s memory run %-20s peak memory %s (RSS %d MiB)\n", p.build.Name, m.name,
+			mib(wr.use.PeakMemory), wr.use.PeakRSS>>20)
 	}
 	return r, nil
 }

@@ -21,8 +21,8 @@
 #
 # The kernel is scripts/kernel-test.sh's (tinyconfig plus kernel.config),
 # or with THINDIST_KERNEL_CONFIG=defconfig x86_64's defconfig plus
-# kernel.config (ThinLTO and the same four test modules): about 26 minutes a
-# build on two cores against 4 for tinyconfig, so give it a SCRATCH of its
+# kernel.config (ThinLTO and the same four test modules): about half an hour a
+# build on two cores against about 4 minutes for tinyconfig, so give it a SCRATCH of its
 # own. Each variant has a build directory of its own. Before each clean build
 # the caches are emptied and thindist's worker server is stopped, so the
 # build starts it cold; the edit's rebuild, right after, finds both warm,

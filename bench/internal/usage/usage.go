@@ -157,9 +157,8 @@ func rss(pid int) int64 {
 // A Sampler follows the memory of process trees until stopped, and keeps
 // them in the benchmark's autogroup nice value (SameAutogroupNice).
 type Sampler struct {
-	// memory: find PeakMemory too; frames is its set of page frames, and
-	// noFrames says that the frames cannot be known.
-	memory   bool
+	// frames, when PeakMemory is sampled, is the set of page frames of a
+	// sample (nil: RSS only); noFrames says that they cannot be known.
 	frames   map[uint64]struct{}
 	noFrames bool
 
@@ -190,8 +189,11 @@ func SampleMemory(interval time.Duration, roots ...int) *Sampler {
 }
 
 func sample(interval time.Duration, memory bool, roots []int) *Sampler {
-	s := &Sampler{memory: memory, frames: map[uint64]struct{}{}, nice: ownAutogroupNice(), roots: roots,
-		niced: map[int]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Sampler{nice: ownAutogroupNice(), roots: roots, niced: map[int]bool{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if memory {
+		s.frames = map[uint64]struct{}{}
+	}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(interval)
@@ -224,7 +226,7 @@ func (s *Sampler) sample() {
 	for _, r := range s.roots {
 		for _, p := range descendants(r) {
 			sum += rss(p)
-			if s.memory && !s.noFrames && frames(p, s.frames) != nil {
+			if s.frames != nil && !s.noFrames && frames(p, s.frames) != nil {
 				s.noFrames = true
 			}
 			if !s.niced[p] {
@@ -234,7 +236,7 @@ func (s *Sampler) sample() {
 		}
 	}
 	s.peak.PeakRSS = max(s.peak.PeakRSS, sum)
-	if s.memory && !s.noFrames {
+	if s.frames != nil && !s.noFrames {
 		s.peak.PeakMemory = max(s.peak.PeakMemory, int64(len(s.frames)*os.Getpagesize()))
 	}
 }
