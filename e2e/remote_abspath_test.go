@@ -138,9 +138,10 @@ func allRemote(t *testing.T, srv *reapitest.FakeServer, roots string, l linkCmd,
 // TestRemoteAbsolutePaths: a link with absolutely named objects and
 // archive members copied out beside an absolute -o runs every backend on
 // the test double's workers (which cannot see this machine's tree) and
-// gives the in-process binary; a relink of a copy from another directory
-// into another absolute output, and one with relative paths, hit the
-// remote cache for every job (the key does not depend on the paths).
+// gives the in-process binary; a relink of a copy in another directory
+// into its own absolute output, and one with relative paths, hit the
+// remote cache for every job (the key does not depend on the paths, only
+// on the order in which they sort, which these links keep).
 func TestRemoteAbsolutePaths(t *testing.T) {
 	p := remoteProgram(t)
 	srv, roots, args := hiddenRemote(t, p.Dir)
@@ -171,7 +172,10 @@ func TestRemoteAbsolutePaths(t *testing.T) {
 		t.Logf("%s: %s", name, firstMatch(stderr))
 	}
 	q := copyProgram(t, p)
-	relink("absolute, elsewhere", linkCmd{p: q, objs: q.AbsObjects(), out: filepath.Join(t.TempDir(), "prog"),
+	if err := os.MkdirAll(filepath.Join(q.Dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	relink("absolute, elsewhere", linkCmd{p: q, objs: q.AbsObjects(), out: filepath.Join(q.Dir, "bin", "prog"),
 		dist: thindist, distArgs: args})
 	r := copyProgram(t, p)
 	relink("relative", linkCmd{p: r, objs: r.Objects, out: "prog-dtlto", dist: thindist, distArgs: args})

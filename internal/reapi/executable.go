@@ -94,14 +94,21 @@ func (e *Executable) Sizes() (n int, bytes int64) {
 // module table names them there: the primary module in the command, the
 // imports and the shard agree on the worker as they do here.
 func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
-	b, reloc, shardIdx, err := stableInputs(a, o)
+	shardIdx, shard, err := readShard(a, o)
 	if err != nil {
 		return nil, err
 	}
-	var shard []byte
+	b, reloc, err := stableInputs(a, shard, o)
+	if err != nil {
+		return nil, err
+	}
 	if shardIdx >= 0 {
-		if shard, err = workerShard(a, b, shardIdx, reloc, o); err != nil {
-			return nil, err
+		rewritten, err := reloc.shard(shard)
+		if err != nil {
+			return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
+		}
+		if rewritten != nil {
+			shard = rewritten
 		}
 	}
 	layout, err := b.Layout()
@@ -152,12 +159,38 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	return &Executable{Action: act, ActionDigest: actDigest, Command: cmd, Blobs: blobs, Files: files, Outputs: outs}, nil
 }
 
+// readShard returns the index of a's index shard among its inputs (-1 if
+// it has none) and its bytes: o.Shard, else the file's.
+func readShard(a *action.Action, o ExecOptions) (int, []byte, error) {
+	for i, in := range a.Inputs {
+		if in.Role != action.RoleIndex {
+			continue
+		}
+		// The shard goes to the CAS from memory, as a blob: read once,
+		// for the key when there is one (o.Shard), and hashed once here
+		// (a file input is hashed, then read again when uploaded; the
+		// shard is new for every action, so it is always uploaded, and
+		// nothing else shares its digest).
+		if o.Shard != nil {
+			return i, o.Shard, nil
+		}
+		shard, err := plainfile.ReadFile(a.Abs(in.Local()))
+		if err != nil {
+			return i, nil, fmt.Errorf("index shard %s: %w", in.Path, err)
+		}
+		return i, shard, nil
+	}
+	return -1, nil, nil
+}
+
 // stableInputs returns a copy of a whose inputs that need not keep their
 // names (the shard, common inputs the command names by reference) have
 // stable names, and whose inputs named by absolute paths are relocated
-// (reloc records where); shardIdx is the index shard's input, or -1. The
-// inputs renamed read from their original files (Source).
-func stableInputs(a *action.Action, o ExecOptions) (b *action.Action, reloc *relocation, shardIdx int, err error) {
+// (reloc records where), with every module and import when one of them is
+// (so that they sort as before: see relocation). The inputs renamed read
+// from their original files (Source). shard is a's index shard, nil if it
+// has none.
+func stableInputs(a *action.Action, shard []byte, o ExecOptions) (b *action.Action, reloc *relocation, err error) {
 	// Inputs whose names need not be kept (the shard, common inputs the
 	// command names by reference) move to stable names, so their absolute
 	// or PID-bearing names neither leak nor prevent remote execution.
@@ -171,52 +204,29 @@ func stableInputs(a *action.Action, o ExecOptions) (b *action.Action, reloc *rel
 		}
 	}
 	reloc = newRelocation(a)
-	shardIdx = -1
+	if err := reloc.rankModules(shard); err != nil {
+		return nil, nil, err
+	}
 	for i, in := range b.Inputs {
 		var name string
 		switch {
 		case in.Role == action.RoleIndex:
-			name, shardIdx = StableIndex, i
+			name = StableIndex
 		case in.Role == action.RoleCommon && referenced[i]:
 			name = StableDir + "/common/" + strconv.Itoa(i) + "/" + filepath.Base(in.Path)
-		case filepath.IsAbs(in.Path):
+		default:
+			if _, ranked := reloc.ranked(in); !ranked && !filepath.IsAbs(in.Path) {
+				continue
+			}
 			d, err := o.Files.Get(a.Abs(in.Local()))
 			if err != nil {
-				return nil, nil, -1, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
+				return nil, nil, fmt.Errorf("%s %s: %w", in.Role, in.Path, err)
 			}
 			name = reloc.name(in, d)
-		default:
-			continue
 		}
 		b.Inputs[i] = action.Input{Path: name, Source: a.Abs(in.Local()), Role: in.Role}
 	}
-	return b, reloc, shardIdx, nil
-}
-
-// workerShard returns the index shard the worker gets: o.Shard, else the
-// file, with its module table rewritten to name the relocated inputs
-// where reloc put them.
-func workerShard(a, b *action.Action, shardIdx int, reloc *relocation, o ExecOptions) ([]byte, error) {
-	// The shard goes to the CAS from memory, as a blob: read once, for the
-	// key when there is one (o.Shard), and hashed once here (a file input
-	// is hashed, then read again when uploaded; the shard is new for every
-	// action, so it is always uploaded, and nothing else shares its
-	// digest).
-	shard := o.Shard
-	if shard == nil {
-		var err error
-		if shard, err = plainfile.ReadFile(b.Inputs[shardIdx].Source); err != nil {
-			return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
-		}
-	}
-	rewritten, err := reloc.shard(shard)
-	if err != nil {
-		return nil, fmt.Errorf("index shard %s: %w", a.Inputs[shardIdx].Path, err)
-	}
-	if rewritten != nil {
-		shard = rewritten
-	}
-	return shard, nil
+	return b, reloc, nil
 }
 
 // inputRoot builds the input root of layout: its directories, the shard

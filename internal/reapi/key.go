@@ -31,7 +31,10 @@
 //     with the content digest of the file the backend will load for it, i.e.
 //     the declared input
 //     of that path, or the file at that path (absent files are recorded as
-//     absent); the common inputs by content.
+//     absent); the common inputs by content; and when the backend imports
+//     from two modules or more, "import-order", standing for their names in
+//     the byte order of their paths, the order in which LLVM imports from
+//     them (addImportOrder).
 //     A "-x ir" before the module is left out when clang reads the module
 //     as bitcode without it (keyed): `thindist link` writes it, lld's
 //     DTLTO does not, and the same backend must get the same key from
@@ -46,7 +49,8 @@
 //
 // Paths, PIDs and the working directory are left out because the object does
 // not depend on them (measured with clang 22: the same object from every
-// spelling and flow).
+// spelling and flow), but for the order in which the imported modules'
+// paths sort, which is kept as that order.
 package reapi
 
 import (
@@ -70,7 +74,7 @@ import (
 
 // keyVersion changes whenever the key's construction does, so old entries
 // miss instead of being misread.
-const keyVersion = "thindist-key-v2"
+const keyVersion = "thindist-key-v3"
 
 // KeyEnv lists environment variables that change clang's behaviour whatever
 // its arguments; their values are part of the key.
@@ -134,6 +138,10 @@ type Parts struct {
 	// Index is the digest of the normalised index shard: it changes with
 	// the thin link's import and summary decisions.
 	Index string
+	// Order is the digest of the order in which the backend imports from
+	// its modules ("" when it imports from fewer than two): it changes
+	// when their paths come to sort differently.
+	Order string
 	// Inputs maps each module the backend may load (the module itself and
 	// its imports), by name, to its content digest, or "absent".
 	Inputs map[string]string
@@ -322,6 +330,7 @@ func (k *Keyer) addTableModules(tree *Tree, a *action.Action, table []bitcode.Mo
 			hashes[m.Hash]++
 		}
 	}
+	var sources []source // the modules it imports from: all but its own
 	for slot, m := range table {
 		// A module the table identifies by content is named by it, so
 		// the name does not depend on the table's order (which follows
@@ -331,19 +340,19 @@ func (k *Keyer) addTableModules(tree *Tree, a *action.Action, table []bitcode.Mo
 		if m.HasHash() && hashes[m.Hash] == 1 {
 			name = fmt.Sprintf("modules/h%08x%08x%08x%08x%08x", m.Hash[0], m.Hash[1], m.Hash[2], m.Hash[3], m.Hash[4])
 		}
-		var local string
-		if i, ok := byPath[m.Path]; ok {
+		i, ok := byPath[m.Path]
+		if !ok {
+			i, ok = byPath[a.Abs(m.Path)]
+		}
+		local := a.Abs(m.Path) // the backend looks there
+		if ok {
 			local = a.Abs(a.Inputs[i].Local())
 			if names[i] == "" {
 				names[i] = name
 			}
-		} else if i, ok := byPath[a.Abs(m.Path)]; ok {
-			local = a.Abs(a.Inputs[i].Local())
-			if names[i] == "" {
-				names[i] = name
-			}
-		} else {
-			local = a.Abs(m.Path) // the backend looks there
+		}
+		if !ok || a.Inputs[i].Role != action.RoleModule {
+			sources = append(sources, source{m.Path, name})
 		}
 		d, err := k.Files.Get(local)
 		if os.IsNotExist(err) {
@@ -363,7 +372,36 @@ func (k *Keyer) addTableModules(tree *Tree, a *action.Action, table []bitcode.Mo
 			return err
 		}
 	}
-	return nil
+	return addImportOrder(tree, sources, parts)
+}
+
+// source is a module a backend imports from: its path in the shard and its
+// canonical name.
+type source struct{ path, name string }
+
+// addImportOrder adds to tree, when the backend imports from two modules or
+// more, a stand-in file "import-order" listing their canonical names in the
+// order it imports from them: LLVM's importer takes the source modules in
+// the byte order of their paths, and that order shows in the object (the
+// order of its imported declarations, so of its symbols and sections). The
+// names alone leave the order out, since they name modules by content;
+// without this file, two links whose module paths sort differently would
+// share a key for objects that differ.
+func addImportOrder(tree *Tree, sources []source, parts *Parts) error {
+	if len(sources) < 2 {
+		return nil
+	}
+	slices.SortFunc(sources, func(x, y source) int { return strings.Compare(x.path, y.path) })
+	var b strings.Builder
+	for _, s := range sources {
+		b.WriteString(s.name)
+		b.WriteByte('\n')
+	}
+	d := digest.OfBytes([]byte(b.String()))
+	if parts != nil {
+		parts.Order = d.HexHash()
+	}
+	return tree.AddFile("import-order", d, false)
 }
 
 // addOtherInputs adds to tree, and names, the declared inputs the shard's

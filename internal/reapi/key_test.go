@@ -3,15 +3,18 @@ package reapi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/bitcode"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/testprog"
 )
@@ -355,5 +358,83 @@ func TestKeyXIRNoOp(t *testing.T) {
 		if kc, kx := key(t, k, c), key(t, k, withXIR(c)); kc == kx {
 			t.Errorf("%s: -x ir before a module named %s left the key as it was", a.ID, c.Inputs[mod].Path)
 		}
+	}
+}
+
+// TestKeyImportOrder: LLVM imports from a module's sources in the byte
+// order of their paths, and the object shows that order, so the key must
+// too. The job that imports the most is keyed again with every module of
+// its shard renamed (the inputs read from the same files): names that sort
+// as before keep the key; two imports whose names swap places change it.
+func TestKeyImportOrder(t *testing.T) {
+	p := program(t, testprog.Options{Modules: 7, Seed: 2, ArchiveModules: 2, ThinArchiveModules: 2})
+	a := capture(t, p, "prog")[0]
+	for _, b := range capture(t, p, "prog") {
+		if len(b.Inputs) > len(a.Inputs) {
+			a = b
+		}
+	}
+	shardIdx := inputOf(a, action.RoleIndex)
+	shard, err := os.ReadFile(a.Abs(a.Inputs[shardIdx].Local()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := bitcode.ModuleTable(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := make([]string, len(table))
+	for i, m := range table {
+		paths[i] = m.Path
+	}
+	slices.Sort(paths)
+	rank := map[string]int{}
+	for i, p := range paths {
+		rank[p] = i
+	}
+	self := a.Inputs[inputOf(a, action.RoleModule)].Path
+	var imports []string
+	for _, p := range paths {
+		if p != self {
+			imports = append(imports, p)
+		}
+	}
+	if len(imports) < 2 {
+		t.Fatalf("job %s imports from %d modules; the order needs two", a.ID, len(imports))
+	}
+	// renamed keys a with every module of its shard named "o/<rank>.o",
+	// the ranks of x and y exchanged.
+	renamed := func(x, y string) digest.Digest {
+		t.Helper()
+		name := func(p string) string {
+			r := rank[p]
+			switch p {
+			case x:
+				r = rank[y]
+			case y:
+				r = rank[x]
+			}
+			return fmt.Sprintf("o/%02d.o", r)
+		}
+		data, err := bitcode.RewriteModulePaths(shard, func(m bitcode.Module) string { return name(m.Path) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := clone(a)
+		b.Inputs[shardIdx] = action.Input{Path: filepath.Join(t.TempDir(), "shard.thinlto.bc"), Role: action.RoleIndex}
+		os.WriteFile(b.Inputs[shardIdx].Path, data, 0o644)
+		for i, in := range b.Inputs {
+			if _, ok := rank[in.Path]; ok {
+				b.Inputs[i] = action.Input{Path: name(in.Path), Source: a.Abs(in.Local()), Role: in.Role}
+			}
+		}
+		return key(t, newKeyer(), b)
+	}
+	base := key(t, newKeyer(), a)
+	if renamed("", "") != base {
+		t.Errorf("job %s: modules renamed in the same order changed the key", a.ID)
+	}
+	if renamed(imports[0], imports[len(imports)-1]) == base {
+		t.Errorf("job %s: the key stays when %s and %s swap places in the import order", a.ID, imports[0], imports[len(imports)-1])
 	}
 }

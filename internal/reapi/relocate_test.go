@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,10 +98,17 @@ func TestExecutableAbsolutePaths(t *testing.T) {
 
 	o := ExecOptions{Files: digest.NewFiles(), Compiler: "/opt/clang/bin/clang"}
 	k := newKeyer()
-	relKeys := map[digest.Digest]bool{}
-	for _, a := range rel {
-		relKeys[key(t, k, a)] = true
+	// The relative link's key and import order of each job, by the
+	// content of the module it compiles.
+	type relJob struct {
+		key   digest.Digest
+		order string
 	}
+	relJobs := map[digest.Digest]relJob{}
+	for _, a := range rel {
+		relJobs[moduleDigest(t, a)] = relJob{key(t, k, a), importOrder(t, a)}
+	}
+	sameOrder, otherOrder := 0, 0
 	byModule := map[digest.Digest]digest.Digest{} // primary module content -> action digest
 	relocated, members, same := 0, 0, 0
 	for _, a := range abs {
@@ -108,8 +116,21 @@ func TestExecutableAbsolutePaths(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", a.ID, err)
 		}
-		if !relKeys[key(t, k, a)] {
-			t.Errorf("%s: the key differs from the one of the link with relative paths", a.ID)
+		// The same key as the link with relative paths, unless the
+		// modules it imports from sort in another order under their
+		// absolute paths (which LLVM imports them in).
+		r := relJobs[moduleDigest(t, a)]
+		switch same := key(t, k, a) == r.key; {
+		case r.order == importOrder(t, a):
+			sameOrder++
+			if !same {
+				t.Errorf("%s: the key differs from the one of the link with relative paths", a.ID)
+			}
+		default:
+			otherOrder++
+			if same {
+				t.Errorf("%s: the key is the one of the link with relative paths, where it imports in another order", a.ID)
+			}
 		}
 		for _, arg := range ex.Command.Arguments[1:] {
 			if strings.Contains(arg, "/") && strings.Contains(arg, p.Dir) {
@@ -160,6 +181,18 @@ func TestExecutableAbsolutePaths(t *testing.T) {
 		if !found {
 			t.Errorf("%s: the command compiles %q, which the shard does not list", a.ID, primary)
 		}
+		// The worker imports in the order this machine would.
+		paths := pathsOf(mods)
+		slices.Sort(paths)
+		var order []string
+		for _, p := range paths {
+			if p != primary {
+				order = append(order, files[path.Join(wd, p)].HexHash())
+			}
+		}
+		if got, want := strings.Join(order, " "), importOrder(t, a); got != want {
+			t.Errorf("%s: the worker imports in the order\n %s\nthis machine in\n %s", a.ID, got, want)
+		}
 		mod, _ := digest.OfFile(a.Abs(a.Inputs[inputOf(a, action.RoleModule)].Path))
 		if len(mods) == 1 || !strings.Contains(strings.Join(pathsOf(origMods), " "), "(") {
 			byModule[mod] = ex.ActionDigest
@@ -186,8 +219,50 @@ func TestExecutableAbsolutePaths(t *testing.T) {
 	if same == 0 {
 		t.Error("no job to compare across copies")
 	}
-	t.Logf("%d jobs; %d module-table entries relocated, %d of them archive members; %d executable actions compared across copies",
-		len(abs), relocated, members, same)
+	if sameOrder == 0 {
+		t.Error("no job imports in the same order in both links: no key compared")
+	}
+	t.Logf("%d jobs (%d importing in the same order as with relative paths, %d not); %d module-table entries relocated, "+
+		"%d of them archive members; %d executable actions compared across copies",
+		len(abs), sameOrder, otherOrder, relocated, members, same)
+}
+
+// moduleDigest is the content digest of the module a compiles.
+func moduleDigest(t *testing.T, a *action.Action) digest.Digest {
+	t.Helper()
+	d, err := digest.OfFile(a.Abs(a.Inputs[inputOf(a, action.RoleModule)].Local()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// importOrder lists by content the modules a's shard names besides a's
+// own, in the byte order of their paths: the order LLVM imports them in.
+func importOrder(t *testing.T, a *action.Action) string {
+	t.Helper()
+	shard, err := os.ReadFile(a.Abs(a.Inputs[inputOf(a, action.RoleIndex)].Local()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, err := bitcode.ModuleTable(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := pathsOf(mods)
+	slices.Sort(paths)
+	self := moduleDigest(t, a)
+	var order []string
+	for _, p := range paths {
+		d, err := digest.OfFile(a.Abs(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != self {
+			order = append(order, d.HexHash())
+		}
+	}
+	return strings.Join(order, " ")
 }
 
 func pathsOf(mods []bitcode.Module) []string {

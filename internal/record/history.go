@@ -325,6 +325,9 @@ func (h *History) why(run *Run, a *Action) []string {
 	for _, m := range sortedKeys(oldImp) {
 		why = append(why, "it no longer imports "+m)
 	}
+	if len(why) == 0 && o.Order != a.Order {
+		why = append(why, "the order in which it imports from its modules changed: their paths sort differently")
+	}
 	if len(why) == 0 && o.Index != a.Index {
 		why = append(why, "its index changed: the thin link decided differently what to import or inline "+
 			"(a module it does not import changed, or a symbol's visibility)")

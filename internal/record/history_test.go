@@ -92,6 +92,7 @@ func TestMissReasons(t *testing.T) {
 		{Module: "c.o", Key: "kc", Content: "3", Compiler: "c1", Index: "i3", Where: WhereLocal},
 		{Module: "d.o", Key: "kd", Compiler: "c1", Index: "i4", Where: WhereLocal},
 		{Module: "e.o", Key: "ke", Compiler: "c1", Index: "i5", Where: WhereLocal},
+		{Module: "h.o", Key: "kh", Compiler: "c1", Index: "i6", Order: "o1", Where: WhereLocal},
 	}
 	h := &History{last: map[string]past{}}
 	for i := range prev.Actions {
@@ -105,6 +106,7 @@ func TestMissReasons(t *testing.T) {
 		{Module: "c.o", Key: "kc2", Content: "33", Compiler: "c2", Command: 1, Index: "i3", Where: WhereRemote},
 		{Module: "d.o", Key: "kd", Compiler: "c1", Index: "i4", Where: WhereLocal},
 		{Module: "e.o", Key: "ke2", Compiler: "c1", Index: "i5b", Where: WhereLocal},
+		{Module: "h.o", Key: "kh2", Compiler: "c1", Index: "i6", Order: "o2", Where: WhereLocal},
 		{Module: "f.o", Key: "kf", Where: WhereLocal},
 		{Module: "g.o", Key: "kg", Where: WhereLocalCache},
 	}
@@ -114,6 +116,7 @@ func TestMissReasons(t *testing.T) {
 		"c.o": "the compiler changed; flags added: -O3 -g; flags removed: -O2; the module c.o itself changed",
 		"d.o": "the key is the same as in run prev: the entry was evicted, the cache was cleared, or the result was not stored",
 		"e.o": "its index changed: the thin link decided differently what to import or inline (a module it does not import changed, or a symbol's visibility)",
+		"h.o": "the order in which it imports from its modules changed: their paths sort differently",
 		"f.o": "first compile of this module that is recorded",
 		"g.o": "",
 	}

@@ -171,6 +171,9 @@ type Action struct {
 	Env      []string `json:"env,omitempty"`
 	Platform string   `json:"platform,omitempty"`
 	Index    string   `json:"index,omitempty"`
+	// Order stands for the order in which the backend imports from its
+	// modules (reapi.Parts.Order).
+	Order string `json:"order,omitempty"`
 	// Imports are the modules the backend may load besides its own, by
 	// name; their contents are in Run.Contents.
 	Imports []string `json:"imports,omitempty"`

@@ -213,6 +213,7 @@ func (r *Recorder) addKey(rec *Action, k keyed) {
 	rec.Env = p.Env
 	rec.Platform = p.Platform
 	rec.Index = p.Index
+	rec.Order = p.Order
 	for name, d := range p.Inputs {
 		r.run.Contents[name] = d
 		if name != p.Module {
