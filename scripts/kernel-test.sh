@@ -28,7 +28,9 @@
 #
 # Then, if a thindist-worker can be built (make -C worker), it relinks
 # vmlinux.o with thindist link on the worker and with exec'd clang, plainly
-# and with --compdb, and checks that every native object is byte-identical.
+# and with --compdb, and checks that every native object is byte-identical;
+# and relinks it with lld's in-process ThinLTO, whose native objects must be
+# the plain link's, byte for byte.
 #
 # With --modules-only it builds the modules alone (`make modules`, which
 # compiles no built-in object and links no vmlinux: a few minutes, for CI),
@@ -432,4 +434,38 @@ worker_check() {
   rm -f "$out/worker-vmlinux.o"
 }
 worker_check
+
+# As in-process: vmlinux.o relinked by lld's in-process ThinLTO, its native
+# objects kept (--lto-obj-path), must have compiled exactly the objects the
+# plain thindist link above compiled (byte for byte, as a multiset: lld
+# numbers its objects, thindist names them), since thindist names every
+# module as lld does in-process and its backends import in the same order.
+inprocess_check() {
+  kept=$scratch/native/plain-exec
+  if [ ! -d "$kept" ]; then
+    echo "in-process objects: skipped (no plain thindist link above)"
+    return
+  fi
+  cd "$out"
+  set -- $(sed -n 's/^savedcmd_vmlinux\.o := //p' .vmlinux.o.cmd | sed 's/;.*//; s/ -o vmlinux\.o / -o inproc-vmlinux.o /')
+  shift # Kbuild's $(LD)
+  rm -rf "$scratch/native/inproc"
+  mkdir -p "$scratch/native/inproc"
+  ld.lld "$@" --lto-obj-path="$scratch/native/inproc/lto" > "$log/inproc-objects.log" 2>&1 || {
+    cat "$log/inproc-objects.log" >&2
+    echo "in-process objects: the in-process vmlinux.o link failed" >&2
+    exit 1
+  }
+  # lto1, lto2...: the modules' objects; "lto" is lld's own (empty) regular
+  # LTO partition, which thindist's links do not make.
+  (cd "$scratch/native/inproc" && find . -type f -name 'lto[0-9]*' -exec sha256sum {} + | cut -d' ' -f1 | sort) > "$log/inproc-objects.sums"
+  (cd "$kept" && find . -type f -exec sha256sum {} + | cut -d' ' -f1 | sort) > "$log/thindist-objects.sums"
+  if ! cmp -s "$log/inproc-objects.sums" "$log/thindist-objects.sums"; then
+    echo "in-process objects: $(comm -13 "$log/inproc-objects.sums" "$log/thindist-objects.sums" | wc -l) of thindist's $(wc -l < "$log/thindist-objects.sums") native objects are not among in-process's $(wc -l < "$log/inproc-objects.sums")" >&2
+    exit 1
+  fi
+  rm -f "$out/inproc-vmlinux.o"
+  echo "in-process objects: all $(wc -l < "$log/thindist-objects.sums") native objects of vmlinux.o byte-identical to lld's in-process ones"
+}
+inprocess_check
 echo "kernel-test: OK"

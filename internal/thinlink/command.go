@@ -324,7 +324,9 @@ func (l *linkLine) wrap(tok string) []string {
 
 // findLib resolves -l<spec> the way lld does, but only in the -L
 // directories of the command: the driver's own directories hold system
-// libraries, which are not bitcode. "" means not found there.
+// libraries, which are not bitcode. "" means not found there. The path is
+// spelled as lld spells it (the directory as given, a separator, the
+// name), since lld names the library's members after it (names.go).
 func (l *linkLine) findLib(spec string, static bool, dir string) string {
 	var names []string
 	if strings.HasPrefix(spec, ":") {
@@ -337,7 +339,12 @@ func (l *linkLine) findLib(spec string, static bool, dir string) string {
 	}
 	for _, d := range l.searchDirs {
 		for _, n := range names {
-			p := filepath.Join(d, n)
+			p := n
+			if d != "" && !strings.HasSuffix(d, "/") {
+				p = d + "/" + n
+			} else if d != "" {
+				p = d + n
+			}
 			abs := p
 			if !filepath.IsAbs(abs) {
 				abs = filepath.Join(dir, abs)

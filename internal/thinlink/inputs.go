@@ -1,5 +1,5 @@
-// Step 1: classify the link's inputs by content and name every bitcode
-// module with a path of its own.
+// Step 1: classify the link's inputs by content and give every bitcode
+// module a file of its own, named as lld names it in-process (names.go).
 
 package thinlink
 
@@ -60,13 +60,19 @@ func (p *plan) findInputs() {
 	}
 }
 
-// addModules names every bitcode module of the link, in command-line order,
-// writing the members of regular archives into the work directory.
+// addModules names every bitcode module of the link (names.go), in
+// command-line order, writing the members of regular archives into the work
+// directory.
 func (p *plan) addModules() error {
+	p.setModuleDir()
 	nar := 0
 	for _, in := range p.bitcode {
 		if in.ar == nil {
-			p.single[in.item] = p.addModule(p.portable(in.path), in.path, mangle(in.path), p.abs(in.path), "")
+			key, err := p.link(in.path, in.path)
+			if err != nil {
+				return err
+			}
+			p.single[in.item] = p.addModule(key, in.path, mangle(in.path), p.abs(in.path), "")
 			continue
 		}
 		ents, err := p.unpack(in.ar, in.path, nar)
@@ -99,8 +105,9 @@ func (p *plan) addModule(key, display, keep, object, member string) *Module {
 	return m
 }
 
-// unpack lists the files an archive stands for. A thin archive's members
-// are its files; a regular archive's are written to <work>/ar/<n>/.
+// unpack lists the files an archive stands for: its bitcode members as
+// modules (names.go), its other members as files: a thin archive's own, a
+// regular archive's written to <work>/ar/<n>/.
 func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
 	var ents []entry
 	dir := filepath.Join(p.work, "ar", fmt.Sprint(n))
@@ -115,7 +122,11 @@ func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
 				ents = append(ents, entry{file: file})
 				continue
 			}
-			ents = append(ents, entry{mod: p.addModule(p.portable(file), fmt.Sprintf("%s(%s)", spelled, m.Name),
+			key, err := p.link(memberName(spelled, m.Name, m.Offset), file)
+			if err != nil {
+				return nil, err
+			}
+			ents = append(ents, entry{mod: p.addModule(key, fmt.Sprintf("%s(%s)", spelled, m.Name),
 				mangle(file), p.abs(file), "")})
 			continue
 		}
@@ -127,6 +138,17 @@ func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
 			name = fmt.Sprintf("%d.%s", j, filepath.Base(m.Name))
 		}
 		used[name] = true
+		if m.Bitcode {
+			data := m.Data
+			key, err := p.place(memberName(spelled, m.Name, m.Offset), fmt.Sprintf("%s\x00%d", p.abs(spelled), m.Offset),
+				func(disk string) error { return os.WriteFile(disk, data, 0o644) })
+			if err != nil {
+				return nil, err
+			}
+			ents = append(ents, entry{mod: p.addModule(key, fmt.Sprintf("%s(%s)", spelled, m.Name),
+				mangle(spelled)+"/"+name, "", m.Name)})
+			continue
+		}
 		file := filepath.Join(dir, name)
 		if err := os.MkdirAll(p.abs(dir), 0o755); err != nil {
 			return nil, err
@@ -134,12 +156,7 @@ func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
 		if err := os.WriteFile(p.abs(file), m.Data, 0o644); err != nil {
 			return nil, err
 		}
-		if !m.Bitcode {
-			ents = append(ents, entry{file: file})
-			continue
-		}
-		ents = append(ents, entry{mod: p.addModule(file, fmt.Sprintf("%s(%s)", spelled, m.Name),
-			mangle(spelled)+"/"+name, "", m.Name)})
+		ents = append(ents, entry{file: file})
 	}
 	return ents, nil
 }

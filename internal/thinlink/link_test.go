@@ -95,8 +95,18 @@ func TestLinkRenderings(t *testing.T) {
 	if n := strings.Count(thinJoined, "-Xlinker --start-lib"); n != 2 {
 		t.Errorf("thin link has %d --start-lib groups, want 2: %s", n, thinJoined)
 	}
-	if !strings.Contains(thinJoined, "-Xlinker obj/t1.o -Xlinker obj/t2.o") {
-		t.Errorf("thin archive members not passed by their own paths: %s", thinJoined)
+	// Every module is passed under the name lld gives it in-process, in
+	// the work directory, where it is the module's file (see names.go).
+	members := regexp.MustCompile(`-Xlinker (app\.thindist\.d/m/lib/libt\.a\(t1\.o at \d+\)\.o) -Xlinker (app\.thindist\.d/m/lib/libt\.a\(t2\.o at \d+\)\.o)`).FindStringSubmatch(thinJoined)
+	if members == nil || !strings.Contains(thinJoined, "-Xlinker app.thindist.d/m/obj/main.o ") {
+		t.Fatalf("modules not passed under lld's names for them: %s", thinJoined)
+	}
+	for name, file := range map[string]string{members[1]: "obj/t1.o", members[2]: "obj/t2.o", "app.thindist.d/m/obj/main.o": "obj/main.o"} {
+		got, _ := os.ReadFile(filepath.Join(p.dir, name))
+		want, _ := os.ReadFile(filepath.Join(p.dir, file))
+		if len(want) == 0 || !bytes.Equal(got, want) {
+			t.Errorf("%s does not hold %s", name, file)
+		}
 	}
 	os.RemoveAll(work)
 }

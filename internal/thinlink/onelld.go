@@ -125,6 +125,7 @@ func (p *plan) linkOnce(ctx context.Context, res *Result) error {
 			endPhase = p.opts.phase("final link")
 		case e := <-exited:
 			endPhase()
+			e.out = p.readable(e.out)
 			if runErr != nil {
 				return runErr
 			}

@@ -33,7 +33,7 @@ func (p *plan) setPrefixes() {
 // linkArgs is the link command as lld gets it for the thin link (and, in
 // one process, for the whole link): every archive holding bitcode replaced
 // by its members between --start-lib and --end-lib, every bitcode module
-// under its own path (Module.Key).
+// under its file's name (Module.Key).
 func (p *plan) linkArgs() []string {
 	return p.render(func(i int, it item) ([]string, bool) {
 		if m, ok := p.single[i]; ok {
@@ -75,6 +75,7 @@ func (p *plan) thinLink(ctx context.Context) ([]*Module, []string, error) {
 	cmd := []string{p.line.compiler, "@" + rsp}
 	const step = "the thin link (step 1 of 3: lld --thinlto-index-only computes imports and index shards)"
 	out, err := p.run(ctx, cmd, nil)
+	out = p.readable(out)
 	if err != nil {
 		return nil, cmd, &Error{Step: step, Err: fmt.Errorf("%w%s\n  command: %s", err, hint(out), action.ShellQuote(cmd)), Output: out}
 	}
@@ -155,6 +156,9 @@ func (p *plan) readWhyExtract(path string) error {
 			p.extractOrder[f[1]] = len(p.extractOrder)
 		}
 		p.extracted[f[1]] = true
+		if p.modules[f[1]] != nil {
+			continue // a module's file, named as a member would be (names.go)
+		}
 		if i := strings.LastIndex(f[1], "("); i > 0 && strings.HasSuffix(f[1], ")") {
 			a := f[1][:i]
 			p.members[a] = append(p.members[a], f[1][i+1:len(f[1])-1])

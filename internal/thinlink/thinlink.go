@@ -5,15 +5,16 @@
 //
 //  1. finds the linker inputs that hold bitcode, by content: plain objects
 //     and archives (given by path, through -l in a -L directory, inside -Wl,
-//     and -Xlinker, or in @response files). The bitcode-bearing members of a
-//     regular archive are written out into a private work directory; those of
-//     a thin archive are the files it names;
+//     and -Xlinker, or in @response files), and gives every bitcode module
+//     a file of its own in a private work directory, named as lld names the
+//     module in-process (names.go): a symbolic link to the object or the
+//     thin archive's member, or a regular archive's member written out;
 //  2. runs the thin link: the same command with every such archive replaced
 //     by its members between --start-lib and --end-lib (so the linker keeps
 //     archive semantics; members under --whole-archive are plain objects),
-//     plus --thinlto-index-only and --thinlto-prefix-replace into the work
-//     directory. Every module then has a path of its own, which lld records
-//     verbatim in the index;
+//     every module under its file's name, plus --thinlto-index-only and
+//     --thinlto-prefix-replace into the work directory. lld records those
+//     names verbatim in the index;
 //  3. turns each module lld listed in the index file (those the link really
 //     uses, in link order) into an action.Action: `<clang> -c <lld's DTLTO
 //     flags> <more flags> -x ir MODULE -fthinlto-index=SHARD -o NATIVE`
@@ -128,7 +129,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // Module is one bitcode module of the link.
 type Module struct {
 	// Key is the path given to lld for it, which lld records in the index
-	// and which the backend must be given verbatim.
+	// and which the backend must be given verbatim: a file under the work
+	// directory named as lld names the module in-process (names.go).
 	Key string
 	// Display names it in messages: the path, or "lib.a(m.o)" for a member.
 	Display string
@@ -171,6 +173,9 @@ type plan struct {
 	archive         map[int][]entry     // item index -> replacement
 	single          map[int]*Module     // item index -> plain bitcode object
 	ids             map[string]string   // keep names used
+	modDir          string              // where the modules are named (names.go)
+	placed          map[string]string   // module file (clean, absolute) -> what it holds
+	made            map[string]bool     // directories made under modDir
 	idx             string              // where lld writes the index shards
 	native          string              // the prefix of lld's native object names in index.txt
 	missing         []string            // inputs that cannot be opened (left to the linker)
