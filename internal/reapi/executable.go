@@ -90,9 +90,11 @@ func (e *Executable) Sizes() (n int, bytes int64) {
 // working directory nested deep enough for ".." paths (action.Layout); the
 // index shard and the outputs under the stable names above; the command
 // rendered to match. Inputs named by absolute paths are relocated under
-// RelocatedDir, and the shard that the worker gets is rewritten so that its
-// module table names them there: the primary module in the command, the
-// imports and the shard agree on the worker as they do here.
+// RelocatedDir (when a module or an import is, every one of them is, in
+// the order they sort: see relocation), and the shard that the worker gets
+// is rewritten so that its module table names them there: the primary
+// module in the command, the imports and the shard agree on the worker as
+// they do here, and the worker imports in the order this machine would.
 func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	shardIdx, shard, err := readShard(a, o)
 	if err != nil {

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/thindist/thindist/internal/action"
 )
 
 // A backend imports from its sources in the byte order of their module
@@ -35,13 +33,12 @@ import (
 // setModuleDir chooses p.modDir: <work>/m, nested deep enough that every
 // name climbing with ".." stays inside it.
 func (p *plan) setModuleDir() {
-	depth := 0
-	for _, in := range p.bitcode {
-		// An absolute name is appended too ("<modDir>//abs/x.o"), so it
-		// may climb as well.
-		depth = max(depth, action.UpLevels(strings.TrimLeft(filepath.ToSlash(in.path), "/")))
+	// A member's name climbs as far as its archive's path does.
+	paths := make([]string, len(p.bitcode))
+	for i, in := range p.bitcode {
+		paths[i] = in.path
 	}
-	p.modDir = filepath.ToSlash(filepath.Join(p.work, "m")) + strings.Repeat("/u", depth)
+	p.modDir = filepath.ToSlash(filepath.Join(p.work, "m")) + nesting(paths)
 	p.placed, p.made = map[string]string{}, map[string]bool{}
 }
 

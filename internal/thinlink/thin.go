@@ -21,13 +21,24 @@ import (
 // native objects under: nested deep enough that a module path climbing with
 // ".." stays inside the work directory.
 func (p *plan) setPrefixes() {
-	depth := 0
-	for _, m := range p.order {
-		depth = max(depth, action.UpLevels(m.Key))
+	keys := make([]string, len(p.order))
+	for i, m := range p.order {
+		keys[i] = m.Key
 	}
-	nest := strings.Repeat("/u", depth)
+	nest := nesting(keys)
 	p.idx = filepath.Join(p.work, "idx") + nest + "/"
 	p.native = filepath.Join(p.work, "lld-native") + nest + "/"
+}
+
+// nesting is what to append to a directory ("/u/u") so that each of names,
+// appended to it in turn, stays inside it however far it climbs with "..".
+// An absolute name is appended as it is ("dir//abs/x.o") and may climb too.
+func nesting(names []string) string {
+	depth := 0
+	for _, n := range names {
+		depth = max(depth, action.UpLevels(strings.TrimLeft(filepath.ToSlash(n), "/")))
+	}
+	return strings.Repeat("/u", depth)
 }
 
 // linkArgs is the link command as lld gets it for the thin link (and, in
