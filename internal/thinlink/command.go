@@ -50,6 +50,7 @@ type linkLine struct {
 	// endLazy and endGroup are the --start-lib and --start-group state at
 	// the end of the command, where the final link adds the native objects.
 	endLazy, endGroup bool
+	depFile           string   // the linker's --dependency-file, "" if none
 	driverArgs        []string // every driver argument, for flags
 	linkerArgs        []string // every linker argument (from -Wl, and -Xlinker), for flags
 }
@@ -254,6 +255,8 @@ func (p *linkParser) linkerValue(opt, tok string) {
 		p.l.searchDirs = append(p.l.searchDirs, tok)
 	case "o":
 		p.l.output = tok
+	case "dependency-file":
+		p.l.depFile = tok
 	}
 	p.add(tok, item{kind: itLinker})
 }
@@ -270,6 +273,8 @@ func (p *linkParser) linkerOption(tok string) {
 			return
 		case "library-path":
 			p.l.searchDirs = append(p.l.searchDirs, val)
+		case "dependency-file":
+			p.l.depFile = val
 		}
 		p.add(tok, item{kind: itLinker})
 		return

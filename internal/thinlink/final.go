@@ -170,6 +170,7 @@ func (p *plan) forcedMembers(i int, spelled string) ([]string, error) {
 		if err := os.WriteFile(p.abs(file), found[0].Data, 0o644); err != nil {
 			return nil, err
 		}
+		p.stands(file, spelled)
 		files = append(files, file)
 	}
 	return files, nil

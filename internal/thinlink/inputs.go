@@ -72,7 +72,7 @@ func (p *plan) addModules() error {
 			if err != nil {
 				return err
 			}
-			p.single[in.item] = p.addModule(key, in.path, mangle(in.path), p.abs(in.path), "")
+			p.single[in.item] = p.addModule(key, in.path, mangle(in.path), p.abs(in.path), "", in.path)
 			continue
 		}
 		ents, err := p.unpack(in.ar, in.path, nar)
@@ -85,7 +85,7 @@ func (p *plan) addModules() error {
 	return nil
 }
 
-func (p *plan) addModule(key, display, keep, object, member string) *Module {
+func (p *plan) addModule(key, display, keep, object, member, input string) *Module {
 	if m, ok := p.modules[key]; ok {
 		return m // the same file given twice: lld sees it twice too
 	}
@@ -99,7 +99,7 @@ func (p *plan) addModule(key, display, keep, object, member string) *Module {
 		}
 	}
 	p.ids[keep] = key
-	m := &Module{Key: key, Display: display, KeepName: keep, Object: object, Member: member}
+	m := &Module{Key: key, Display: display, KeepName: keep, Object: object, Member: member, input: input}
 	p.modules[key] = m
 	p.order = append(p.order, m)
 	return m
@@ -127,7 +127,7 @@ func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
 				return nil, err
 			}
 			ents = append(ents, entry{mod: p.addModule(key, fmt.Sprintf("%s(%s)", spelled, m.Name),
-				mangle(file), p.abs(file), "")})
+				mangle(file), p.abs(file), "", spelled)})
 			continue
 		}
 		name := filepath.Base(m.Name)
@@ -146,7 +146,7 @@ func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
 				return nil, err
 			}
 			ents = append(ents, entry{mod: p.addModule(key, fmt.Sprintf("%s(%s)", spelled, m.Name),
-				mangle(spelled)+"/"+name, "", m.Name)})
+				mangle(spelled)+"/"+name, "", m.Name, spelled)})
 			continue
 		}
 		file := filepath.Join(dir, name)
@@ -156,6 +156,7 @@ func (p *plan) unpack(ar *Archive, spelled string, n int) ([]entry, error) {
 		if err := os.WriteFile(p.abs(file), m.Data, 0o644); err != nil {
 			return nil, err
 		}
+		p.stands(file, spelled)
 		ents = append(ents, entry{file: file})
 	}
 	return ents, nil

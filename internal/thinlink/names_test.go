@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,31 +62,17 @@ func TestImportOrderAsInProcess(t *testing.T) {
 	for _, tc := range toolchains(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			p := &project{dir: dir, tc: tc, cache: t.TempDir()}
-			for name, text := range importOrderSources {
-				src := filepath.Join(dir, name)
-				os.MkdirAll(filepath.Dir(src), 0o755)
-				os.WriteFile(src, []byte(text), 0o644)
-				run(t, dir, nil, tc.tool("clang"), "-O2", "-flto=thin", "-c", name, "-o", name[:len(name)-1]+"o")
-			}
-			os.MkdirAll(filepath.Join(dir, "lib"), 0o755)
-			os.MkdirAll(filepath.Join(dir, "ref-objs"), 0o755)
-			run(t, dir, nil, tc.tool("llvm-ar"), "rcsT", "lib/libo.a", "z/alpha.o", "a/beta.o")
-			run(t, dir, nil, tc.tool("llvm-ar"), "rcs", "lib/libr.a", "r/kappa.o")
-			link := func(out string) []string {
-				return []string{tc.tool("clang"), "-fuse-ld=lld", "-flto=thin", "obj/main.o", "lib/libo.a",
-					"-Llib", "-lr", "obj/zeta.o", "obj/ext.o", "-o", out}
-			}
-			run(t, dir, nil, append(link("ref"), "-Wl,--lto-obj-path=ref-objs/lto")...)
-			want := run(t, dir, nil, "./ref")
+			p, link := importOrderProject(t, tc)
+			os.MkdirAll(filepath.Join(p.dir, "ref-objs"), 0o755)
+			run(t, p.dir, nil, append(link("ref"), "-Wl,--lto-obj-path=ref-objs/lto")...)
+			want := run(t, p.dir, nil, "./ref")
 			mustEqual(t, "in-process build's output", want, "46\n")
 			for _, separate := range []bool{true, false} {
 				res := p.mustLink(t, link("app"), func(o *thinlink.Options) {
 					o.SeparateThinLink = separate
 					o.KeepNativeObjects = "kept"
 				})
-				mustEqual(t, "thindist link build's output", run(t, dir, nil, "./app"), want)
+				mustEqual(t, "thindist link build's output", run(t, p.dir, nil, "./app"), want)
 				if len(res.Modules) != 6 {
 					t.Errorf("%d modules compiled, want 6", len(res.Modules))
 				}
@@ -100,6 +87,85 @@ func TestImportOrderAsInProcess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// importOrderProject compiles importOrderSources, makes lib/libo.a (thin)
+// and lib/libr.a, and returns the project and its link command.
+func importOrderProject(t *testing.T, tc toolchain) (*project, func(out string) []string) {
+	dir := t.TempDir()
+	p := &project{dir: dir, tc: tc, cache: t.TempDir()}
+	for name, text := range importOrderSources {
+		src := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(src), 0o755)
+		os.WriteFile(src, []byte(text), 0o644)
+		run(t, dir, nil, tc.tool("clang"), "-O2", "-flto=thin", "-c", name, "-o", name[:len(name)-1]+"o")
+	}
+	os.MkdirAll(filepath.Join(dir, "lib"), 0o755)
+	run(t, dir, nil, tc.tool("llvm-ar"), "rcsT", "lib/libo.a", "z/alpha.o", "a/beta.o")
+	run(t, dir, nil, tc.tool("llvm-ar"), "rcs", "lib/libr.a", "r/kappa.o")
+	return p, func(out string) []string {
+		return []string{tc.tool("clang"), "-fuse-ld=lld", "-flto=thin", "obj/main.o", "lib/libo.a",
+			"-Llib", "-lr", "obj/zeta.o", "obj/ext.o", "-o", out}
+	}
+}
+
+// TestDependencyFileAsInProcess: the linker's --dependency-file names the
+// command's inputs (the archives, the objects), as an in-process link's
+// does, not the files of the work directory that stood for them: with one
+// lld process the same file but for the target, with the separate thin
+// link the same dependencies. On LLVM 19 and 22.
+func TestDependencyFileAsInProcess(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, link := importOrderProject(t, tc)
+			run(t, p.dir, nil, append(link("ref"), "-Wl,--dependency-file=ref.d")...)
+			ref := readDeps(t, filepath.Join(p.dir, "ref.d"))
+			for _, separate := range []bool{true, false} {
+				p.mustLink(t, append(link("app"), "-Wl,--dependency-file=app.d"), func(o *thinlink.Options) {
+					o.SeparateThinLink = separate
+				})
+				got := readDeps(t, filepath.Join(p.dir, "app.d"))
+				if got[0] != "app: \\" || ref[0] != "ref: \\" {
+					t.Fatalf("targets %q and %q", got[0], ref[0])
+				}
+				got, want := got[1:], slices.Clone(ref[1:])
+				if separate {
+					// The final link has the native objects at its end:
+					// the same dependencies, in another order.
+					got, want = depSet(got), depSet(want)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("separate thin link %v: dependency file\n%q\nin-process:\n%q", separate, got, want)
+				}
+			}
+		})
+	}
+}
+
+// depSet returns the dependencies of a dependency file's lines after the
+// target's, sorted.
+func depSet(lines []string) []string {
+	var deps []string
+	for _, l := range lines {
+		if d, ok := strings.CutPrefix(strings.TrimSuffix(l, " \\"), " "); ok {
+			deps = append(deps, d)
+		}
+	}
+	slices.Sort(deps)
+	return deps
+}
+
+func readDeps(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "lib/libo.a") {
+		t.Fatalf("%s does not name lib/libo.a:\n%s", path, data)
+	}
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
 }
 
 // TestModuleNamesMeet: an object named by its absolute path and another

@@ -27,7 +27,9 @@
 //     objects, what it did not extract left lazy (native) or dropped
 //     (bitcode), and everything else (assembly, -fno-lto and prebuilt
 //     objects, shared libraries, linker scripts) untouched: the objects an
-//     in-process ThinLTO link would link.
+//     in-process ThinLTO link would link; and writes the linker's
+//     --dependency-file again with the command's inputs in place of the
+//     work directory's files (depfile.go).
 package thinlink
 
 import (
@@ -141,6 +143,9 @@ type Module struct {
 	// database's "output" names. Empty for a regular archive's member.
 	Object string
 	Member string // the member name, for a member of a regular archive
+	// input is the command's input it comes from: the object's path, or
+	// the archive's.
+	input string
 	// Native is the native object, once the thin link has listed it.
 	Native string
 	linked bool
@@ -175,6 +180,7 @@ type plan struct {
 	ids             map[string]string   // keep names used
 	modDir          string              // where the modules are named (names.go)
 	placed          map[string]string   // module file (clean, absolute) -> what it holds
+	standsFor       map[string]string   // work directory file -> the input it stands for (depfile.go)
 	made            map[string]bool     // directories made under modDir
 	idx             string              // where lld writes the index shards
 	native          string              // the prefix of lld's native object names in index.txt
@@ -245,7 +251,11 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	endRead = func() {}
 
 	if p.oneLLD() {
-		return res, p.linkOnce(ctx, res)
+		if err := p.linkOnce(ctx, res); err != nil {
+			return res, err
+		}
+		p.rewriteDepFile()
+		return res, nil
 	}
 	endThin := opts.phase("thin link")
 	linked, thin, err := p.thinLink(ctx)
@@ -262,6 +272,9 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	endFinal := opts.phase("final link")
 	res.Final, err = p.finalLink(ctx, linked)
 	endFinal()
+	if err == nil {
+		p.rewriteDepFile()
+	}
 	return res, err
 }
 

@@ -258,3 +258,22 @@ func TestReadArchive(t *testing.T) {
 		}
 	}
 }
+
+// TestDepFileEscapes: file names as lld's dependency file writes them
+// ('#' and ' ' after a backslash, the backslashes before a space doubled,
+// '$' doubled) read back as they were.
+func TestDepFileEscapes(t *testing.T) {
+	for name, escaped := range map[string]string{
+		"lib.a(m.o at 88).o": `lib.a(m.o\ at\ 88).o`,
+		"a#b$c.o":            `a\#b$$c.o`,
+		`dir\ x.o`:           `dir\\\ x.o`,
+		`back\slash.o`:       `back\slash.o`,
+	} {
+		if got := escapeDep(name); got != escaped {
+			t.Errorf("escapeDep(%q) = %q, want %q", name, got, escaped)
+		}
+		if got := unescapeDep(escaped); got != name {
+			t.Errorf("unescapeDep(%q) = %q, want %q", escaped, got, name)
+		}
+	}
+}
