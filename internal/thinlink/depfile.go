@@ -23,9 +23,6 @@ import (
 // stands records, for the dependency file, that file (as given to the
 // linker) stands for the command's input given.
 func (p *plan) stands(file, given string) {
-	if p.standsFor == nil {
-		p.standsFor = map[string]string{}
-	}
 	p.standsFor[filepath.Clean(file)] = given
 }
 
@@ -52,7 +49,8 @@ func (p *plan) rewriteDepFile() {
 	}
 	if err != nil {
 		fmt.Fprintf(p.opts.Stderr, "thindist: warning: the dependency file %s names the work directory's files "+
-			"instead of the command's inputs: %v\n", p.line.depFile, err)
+			"instead of the command's inputs (%v); a build tool reading it will link again every time: "+
+			"delete it after the link, or link without --dependency-file\n", p.line.depFile, err)
 	}
 }
 

@@ -205,7 +205,7 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		return nil, &Error{Step: "reading the link command's response files", Err: err}
 	}
 	p := &plan{opts: opts, modules: map[string]*Module{}, archive: map[int][]entry{},
-		single: map[int]*Module{}, ids: map[string]string{}, passed: map[int]string{}}
+		single: map[int]*Module{}, ids: map[string]string{}, passed: map[int]string{}, standsFor: map[string]string{}}
 	// Until the thin link: asking the linker its version and the driver
 	// its link job (processes), reading the inputs, unpacking archives.
 	endRead := opts.phase("reading the link")
