@@ -57,8 +57,8 @@ var methods = []method{
 	{name: "thindist link", extra: func(t *tools, jobs int) []string { return nil },
 		wrap: func(t *tools, jobs int) (string, []string) {
 			// Issue 5: the separate thin-link flow, same objects, same
-			// clang link line, no cache.
-			return t.thindist, []string{"link", "--no-cache", fmt.Sprintf("--jobs=%d", jobs), "--"}
+			// clang link line, no cache, distributed however small.
+			return t.thindist, []string{"link", "--no-cache", "--in-process-below=0", fmt.Sprintf("--jobs=%d", jobs), "--"}
 		}},
 	{name: "thindist, exec", extra: func(t *tools, jobs int) []string {
 		// The same as "thindist" with every compiler exec'd instead of

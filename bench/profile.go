@@ -12,6 +12,7 @@ import (
 	"github.com/thindist/thindist/internal/cli"
 	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/pipeline"
 )
 
 // profileOverhead runs thindist's code in this process (cli.Main, exactly what
@@ -37,7 +38,7 @@ func profileOverhead(ctx context.Context, t *tools, o *options, dir string) erro
 		return err
 	}
 	runtime.MemProfileRate = 4096
-	code := cli.Main(ctx, []string{fmt.Sprintf("--jobs=%d", o.jobs), "--no-cache", jobFile}, jobserver.Inherited{}, nil, "")
+	code := cli.Main(ctx, []string{fmt.Sprintf("--jobs=%d", o.jobs), "--no-cache", jobFile}, pipeline.StdEnv(jobserver.Inherited{}))
 	pprof.StopCPUProfile()
 	if hf, err := os.Create(o.pprof + ".allocs"); err == nil {
 		pprof.Lookup("allocs").WriteTo(hf, 0)
@@ -75,7 +76,9 @@ func distributorProfiled(ctx context.Context, path string, args []string) int {
 		return 1
 	}
 	runtime.MemProfileRate = 64 << 10
-	code := cli.Main(ctx, args, jobserver.Inherited{}, gc, "") // the benchmarks do not run under make
+	env := pipeline.StdEnv(jobserver.Inherited{}) // the benchmarks do not run under make
+	env.GC = gc
+	code := cli.Main(ctx, args, env)
 	pprof.StopCPUProfile()
 	if hf, err := os.Create(path + ".allocs"); err == nil {
 		pprof.Lookup("allocs").WriteTo(hf, 0)

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 		// workers are its own, and no test leaves a process behind.
 		os.Setenv("THINDIST_WORKER_IDLE", "0")
 		os.Setenv("THINDIST_SERVER_DIR", filepath.Join(tmp, "no-server"))
+		// Every link is distributed, however small (the tests' programs
+		// are): link_small_test.go tests the links left to lld.
+		os.Setenv("THINDIST_IN_PROCESS_BELOW", "0")
 	})
 }
 

@@ -9,7 +9,8 @@
 # modules), checks /proc/modules and prints a second marker:
 #
 #   inproc    LD=ld.lld: lld's own in-process ThinLTO (the reference)
-#   thin      LD=<one line: thindist link -- ld.lld "$@">
+#   thin      LD=<one line: thindist link --in-process-below=0 -- ld.lld "$@">
+#             (every link distributed, however small)
 #   compdb    the same with --compdb compile_commands.json (the kernel's own)
 #   sections  the same with --compdb and --sections-as-compiled
 #
@@ -21,7 +22,9 @@
 # with the reference: the entry point, the symbols, what objtool says about
 # vmlinux.o and the modules, and the number of sections in vmlinux.o; and
 # each module's code, relocations and symbols (which the plain variant must
-# share with in-process; the others may differ, and say where). The
+# share with in-process; the others may differ, and say where). After the
+# plain variant it relinks test_dhry's .o and .ko with the default
+# --in-process-below, which leaves them to lld, and compares. The
 # thindist variants relink vmlinux.o and the modules only: changing LD
 # recompiles nothing but the single-file modules (their link is part of
 # their compile command).
@@ -35,8 +38,8 @@
 # With --modules-only it builds the modules alone (`make modules`, which
 # compiles no built-in object and links no vmlinux: a few minutes, for CI),
 # in-process and through thindist link, checks the records and objtool's
-# output as above, and that every module has in-process's code, relocations
-# and symbols; it boots nothing.
+# output as above, that every module has in-process's code, relocations
+# and symbols, and test_dhry's links left to lld; it boots nothing.
 #
 # Whole builds, timed: scripts/kernel-bench.sh.
 #
@@ -84,11 +87,16 @@ echo "== building thindist"
 . "$root/scripts/lib/build.sh"
 build_thindist "$scratch/bin/thindist"
 # The LD= scripts: one line each, as a kernel developer would write them.
+# The thin one distributes every link, however small (--in-process-below=0),
+# so that every module link is checked through thindist's backends; the
+# small one, written without it, leaves the module links to lld
+# (left_to_lld).
 write_ld() {
   printf '#!/bin/sh\nexec %s link --cache-dir=%s %s-- ld.lld "$@"\n' "$scratch/bin/thindist" "$scratch/cache" "$2" > "$scratch/bin/ld-thindist-$1"
   chmod +x "$scratch/bin/ld-thindist-$1"
 }
-write_ld thin ""
+write_ld thin "--in-process-below=0 "
+write_ld small ""
 write_ld compdb "--compdb=$out/compile_commands.json "
 write_ld sections "--compdb=$out/compile_commands.json --sections-as-compiled "
 
@@ -270,6 +278,39 @@ linked_through_thindist() {
   echo "$variant: every module's .o and .ko link ran through thindist link ($(awk '$NF ~ /^lib\// {n += $4} END {print n}' "$log/$variant.records") backends in $(grep -c ' lib/' "$log/$variant.records") module links)"
 }
 
+# left_to_lld: with thindist link's default --in-process-below, a
+# module's links are left to lld's in-process ThinLTO (their bitcode is far
+# under it): test_dhry's .o link (three modules) and its .ko link, run
+# again from the build's own commands into new files, say so, and make
+# what the same links distributed make, byte for byte.
+left_to_lld() {
+  for o in test_dhry.o test_dhry.ko; do
+    # Kbuild's command without its LD, up to objtool's run after it.
+    args=$(sed -n "s|^savedcmd_lib/$o := [^ ]* ||p" "$out/lib/.$o.cmd" | sed 's/ ;.*//')
+    for v in thin small; do
+      # shellcheck disable=SC2046 # Kbuild's arguments, split as make's shell splits them
+      if ! (cd "$out" && "$scratch/bin/ld-thindist-$v" $(echo "$args" | sed "s| -o lib/$o | -o lib/$o.$v |")) \
+        2> "$log/small.$o.$v.log"; then
+        cat "$log/small.$o.$v.log" >&2
+        echo "small: lib/$o's link through ld-thindist-$v failed" >&2
+        exit 1
+      fi
+    done
+    if ! grep -q "left to lld's in-process ThinLTO" "$log/small.$o.small.log" ||
+      grep -q "left to lld" "$log/small.$o.thin.log"; then
+      cat "$log/small.$o.small.log" "$log/small.$o.thin.log" >&2
+      echo "small: lib/$o's link was not left to lld by default, or was with --in-process-below=0" >&2
+      exit 1
+    fi
+    if ! cmp "$out/lib/$o.thin" "$out/lib/$o.small"; then
+      echo "small: lib/$o left to lld differs from its distributed link" >&2
+      exit 1
+    fi
+    rm -f "$out/lib/$o.thin" "$out/lib/$o.small"
+  done
+  echo "small: test_dhry's .o and .ko links, left to lld by default ($(sed -n 's/.*(\(.*\): under.*/\1/p' "$log/small.test_dhry.o.small.log")), made what their distributed links make"
+}
+
 # compare_modules VARIANT: counts the modules whose code differs from the
 # in-process build's: the disassembly with relocations, and the symbols
 # (name and type); for the plain variant, linked in one lld process as
@@ -321,6 +362,7 @@ if [ "$modules_only" = 1 ]; then
   objtool_compare thin
   compare_modules thin || exit 1
   echo "thin: $(echo $modules | wc -w) modules with in-process's code, relocations and symbols; objtool warnings: $(wc -l < "$log/thin.objtool") (in-process: $(wc -l < "$log/inproc.objtool"))"
+  left_to_lld
   echo "kernel-test --modules-only: OK"
   exit 0
 fi
@@ -356,6 +398,7 @@ for variant in thin compdb sections; do
     echo "$variant: $(diff "$log/inproc.syms" "$log/$variant.syms" | grep -c '^[<>]') symbol lines differ (per-file options)"
   fi
   objtool_compare "$variant"
+  [ "$variant" != thin ] || left_to_lld
   # The plain variant's modules must have in-process's code; per-file
   # options (--compdb) and other sections may change it.
   if differ=$(compare_modules "$variant"); then

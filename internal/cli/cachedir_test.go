@@ -54,7 +54,7 @@ func TestExplicitCacheDirUnusable(t *testing.T) {
 		})
 	}
 	t.Run("default", func(t *testing.T) {
-		env := map[string]string{"HOME": home, "XDG_CACHE_HOME": bad}
+		env := map[string]string{"HOME": home, "XDG_CACHE_HOME": bad, "THINDIST_IN_PROCESS_BELOW": "0"}
 		code, _, errOut := runCLI(t, env, append([]string{"link", "--progress=never"}, link...)...)
 		if code != 0 || !strings.Contains(errOut, "warning: running without a cache") || !strings.Contains(errOut, bad) {
 			t.Errorf("exit %d, stderr %q; want a warning and a linked program", code, errOut)

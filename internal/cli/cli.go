@@ -23,13 +23,11 @@ import (
 	"github.com/thindist/thindist/internal/version"
 )
 
-// Main runs thindist with args (without the program name) and the
-// jobserver it inherited from make, and returns the exit status. self is
-// the thindist executable, which links run as `self server run` to start
-// the worker server ("": none is started).
-func Main(ctx context.Context, args []string, js jobserver.Inherited, gc *gctune.Tuner, self string) int {
-	env := pipeline.StdEnv(js)
-	env.GC, env.Self = gc, self
+// Main runs thindist with args (without the program name) in env
+// (pipeline.StdEnv, with what thindist's own main adds: the collector's
+// tuner, the thindist executable, process replacement) and returns the
+// exit status.
+func Main(ctx context.Context, args []string, env pipeline.Env) int {
 	return run(ctx, args, env, os.Stdout)
 }
 

@@ -26,7 +26,12 @@ type linkFlags struct {
 	compiler    string
 	verbose     bool
 	separate    bool
+	below       string
 }
+
+// inProcessBelow is --in-process-below's default: see docs/link.md
+// ("Small links") for how it was chosen.
+const inProcessBelow = "256K"
 
 func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 	fs := config.NewFlagSet("thindist link")
@@ -35,26 +40,25 @@ func newLinkFlags(cfg *config.Config, lf *linkFlags) *config.FlagSet {
 			"compile command in this compilation database (compile_commands.json), frontend-only\n"+
 			"options removed; modules without an entry use the link's options")
 	fs.Bool(&lf.asCompiled, "sections-as-compiled", "Link", false,
-		"give each backend the section options its module was compiled with (from --compdb; without\n"+
-			"a database, none) instead of the -ffunction-sections -fdata-sections that in-process\n"+
-			"ThinLTO forces on every module: far fewer input sections for a large final link (a\n"+
-			"kernel's vmlinux), less for --gc-sections to remove")
+		"give each backend its module's section options (from --compdb; without a database, none),\n"+
+			"not the -ffunction-sections -fdata-sections in-process ThinLTO forces on all: far fewer\n"+
+			"input sections for a large final link (a kernel's vmlinux), less for --gc-sections to remove")
 	fs.String(&lf.keepNative, "keep-native-objects", "Link", "DIR", "",
-		"keep each module's native object in DIR: a plain object obj/x.o as DIR/obj/x.o, a member\n"+
-			"m.o of archive lib/libx.a as DIR/lib/libx.a/m.o (absolute paths lose their leading /,\n"+
-			"\"..\" becomes \"__\")")
+		"keep each module's native object in DIR: obj/x.o as DIR/obj/x.o, member m.o of lib/libx.a\n"+
+			"as DIR/lib/libx.a/m.o (absolute paths lose their leading /, \"..\" becomes \"__\")")
 	fs.Bool(&lf.keepWorkDir, "keep-work-dir", "Link", false,
-		"keep the work directory (index shards, native objects, the links' response files;\n"+
-			"implies --separate-thin-link) instead of removing it at the end")
+		"keep the work directory (shards, objects, response files; implies --separate-thin-link)")
 	fs.String(&lf.workDir, "work-dir", "Link", "DIR", "",
-		"the private work directory (default: OUTPUT.thindist.d beside the link's -o); an\n"+
-			"existing one is replaced only if thindist created it")
+		"the private work directory (default OUTPUT.thindist.d), replaced only if thindist made it")
 	fs.String(&lf.compiler, "compiler", "Link", "CLANG", "",
-		"the clang that runs the backends (default: the link's clang driver, or for a command that\n"+
-			"runs lld itself, the clang installed beside it, else clang-<lld's major version> in PATH);\n"+
-			"it must be the LLVM that wrote the index")
+		"the clang that runs the backends, of the LLVM that wrote the index (default: the link's\n"+
+			"clang driver, or the clang beside a command's lld, else clang-<lld's major version> in PATH)")
 	fs.Bool(&lf.separate, "separate-thin-link", "Link", false,
 		"run a thin link and a final link (two lld processes) also with lld 21 and later")
+	fs.String(&lf.below, "in-process-below", "Link", "SIZE", inProcessBelow,
+		"run a link with less bitcode than SIZE (objects and archive members) as given: lld's\n"+
+			"in-process ThinLTO makes the same objects for less than distributing costs; 0: never.\n"+
+			"Not with --compdb, --sections-as-compiled, --keep-native-objects or --keep-work-dir")
 	fs.Bool(&lf.verbose, "verbose", "Link", false, "print the thin and final link commands")
 	fs.Alias("v", "verbose")
 	cfg.Register(fs)
@@ -66,17 +70,17 @@ const linkIntro = `Usage:
   thindist link [flags] -- clang++ -flto=thin -fuse-ld=lld OBJECTS... -o app
   thindist link [flags] -- ld.lld -r -o vmlinux.o --whole-archive vmlinux.a
 
-Links a ThinLTO program with every backend run by thindist, with any lld: lld
-21 and later in one process, with thindist as their DTLTO distributor; older
-ones by a thin link, the backends, and a final link of the native objects
-placed as lld's in-process LTO places them. Archives keep their semantics;
-objects that are not bitcode (assembly, -fno-lto, prebuilt) pass untouched.
+Links a ThinLTO program with every backend run by thindist, with any lld: lld 21
+and later in one process, with thindist as their DTLTO distributor; older ones
+by a thin link, the backends, and a final link of the native objects placed as
+lld's in-process LTO places them. Archives keep their semantics; objects that
+are not bitcode (assembly, -fno-lto, prebuilt) pass untouched.
 
 The command may run lld itself (ld.lld, ld.lld-22, a wrapper script: its
---version must say LLD) or a clang driver whose linker is lld. A link none of
-whose inputs holds bitcode (ld.lld --version, a link of native objects) runs
-unchanged, so one LD= serves a whole build (Kbuild: LD=<script running
-thindist link -- ld.lld "$@">).
+--version must say LLD) or a clang driver whose linker is lld. A link with no
+bitcode input (ld.lld --version, native objects), or with less than
+--in-process-below of it, runs as given, so one LD= serves a whole build
+(Kbuild: LD=<script running thindist link -- ld.lld "$@">).
 `
 
 func link(ctx context.Context, args []string, env pipeline.Env, start time.Time) int {
@@ -97,6 +101,11 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		fmt.Fprintf(env.Stderr, "thindist link: no link command given\nRun 'thindist link --help' for usage.\n")
 		return 2
 	}
+	below, err := config.ParseSize(lf.below)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "thindist link: --in-process-below: %v\n", err)
+		return 2
+	}
 	sess.ReadAhead(&cfg) // while the thin link runs
 	// The summary covers the whole command: the thin link, the backends
 	// and the final link.
@@ -114,8 +123,28 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		Run: func(ctx context.Context, actions []*action.Action) error {
 			return sess.Run(ctx, &cfg, actions)
 		},
-		Phase:  sess.Timeline().Begin,
-		Output: sess.SetOutput,
+		Phase:          sess.Timeline().Begin,
+		Output:         sess.SetOutput,
+		InProcessBelow: below,
+	}
+	// A link left to the linker says so (unless it holds no bitcode) and,
+	// as thindist's own main runs it, becomes the linker: make waits on
+	// lld itself, and nothing of thindist's runs after the decision.
+	announce := func(h thinlink.Handover) {
+		if h.InProcess() && !cfg.Quiet {
+			modules := "modules"
+			if h.Modules == 1 {
+				modules = "module"
+			}
+			fmt.Fprintf(env.Stderr, "thindist: %s: left to lld's in-process ThinLTO (%d bitcode %s, %s: under --in-process-below=%s)\n",
+				h.Output, h.Modules, modules, thinlink.Size(h.Bitcode), thinlink.Size(below))
+		}
+	}
+	if env.Exec != nil {
+		opts.Exec = func(h thinlink.Handover) error {
+			announce(h)
+			return env.Exec(h.Dir, h.Argv)
+		}
 	}
 	if !cfg.NoCache {
 		dir := pipeline.CacheDir(&cfg, env)
@@ -130,12 +159,15 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		opts.CompDB = db
 	}
 	res, err := thinlink.Link(ctx, opts)
+	if res != nil && res.Unchanged && opts.Exec == nil {
+		announce(res.Handover)
+	}
 	if res != nil && res.Unchanged {
-		// No input held bitcode and the command ran as given: nothing of
-		// thindist's ran, and a record would only push out those of the
-		// ThinLTO links (Kbuild runs LD for --version and for every
-		// native link: the vDSO, the boot code), leaving `thindist
-		// report` to show an empty run.
+		// The command ran as given (no input held bitcode, or too little
+		// to distribute): nothing of thindist's ran, and a record would
+		// only push out those of the distributed links (Kbuild runs LD for
+		// --version, for every native link, for every module's), leaving
+		// `thindist report` to show an empty run.
 		cfg.NoRecord = true
 	}
 	code := 0

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/testprog"
 )
@@ -20,7 +21,7 @@ import (
 func TestLinkSubcommand(t *testing.T) {
 	clang := thinObjects(t)
 	if code := Main(context.Background(), []string{"link", "-j", "2", "--progress=never", "--keep-native-objects", "kept",
-		"--", clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app"}, jobserver.Inherited{}, nil, ""); code != 0 {
+		"--", clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app"}, pipeline.StdEnv(jobserver.Inherited{})); code != 0 {
 		t.Fatalf("exit status %d", code)
 	}
 	if err := exec.Command("./app").Run(); err != nil {
@@ -31,12 +32,18 @@ func TestLinkSubcommand(t *testing.T) {
 			t.Errorf("--keep-native-objects: %v", err)
 		}
 	}
-	if code := Main(context.Background(), []string{"link", "--progress=never"}, jobserver.Inherited{}, nil, ""); code != 2 {
+	if code := Main(context.Background(), []string{"link", "--progress=never"}, pipeline.StdEnv(jobserver.Inherited{})); code != 2 {
 		t.Errorf("no link command: exit status %d, want 2", code)
 	}
-	if code := Main(context.Background(), []string{"link", "--progress=never", "--", clang, "-fuse-ld=lld", "missing.o", "-o", "x"}, jobserver.Inherited{}, nil, ""); code != 1 {
+	if code := Main(context.Background(), []string{"link", "--progress=never", "--", clang, "-fuse-ld=lld", "missing.o", "-o", "x"}, pipeline.StdEnv(jobserver.Inherited{})); code != 1 {
 		t.Errorf("bad link: exit status %d, want 1", code)
 	}
+}
+
+// distributeAll is the environment of a test whose links are to be
+// distributed however small (its programs are), with a home of its own.
+func distributeAll(t *testing.T) map[string]string {
+	return map[string]string{"HOME": t.TempDir(), "THINDIST_IN_PROCESS_BELOW": "0"}
 }
 
 // thinObjects compiles a.o and b.o, a two-module ThinLTO program, in a
@@ -66,7 +73,7 @@ func thinObjects(t *testing.T) string {
 // run, and what none covers, if it matters, is "other".
 func TestLinkSummaryWallTime(t *testing.T) {
 	clang := thinObjects(t)
-	code, _, errOut := runCLI(t, map[string]string{"HOME": t.TempDir()}, "link", "--progress=never", "--no-cache",
+	code, _, errOut := runCLI(t, distributeAll(t), "link", "--progress=never", "--no-cache",
 		"--", clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -120,7 +127,7 @@ func TestLinkTraceNamesOutput(t *testing.T) {
 			trace := filepath.Join(t.TempDir(), "trace.json")
 			args := append([]string{"link", "--progress=never", "--cache-dir", cache, "--trace", trace,
 				"--", clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app"}, tc.extra...)
-			code, _, errOut := runCLI(t, map[string]string{"HOME": t.TempDir()}, args...)
+			code, _, errOut := runCLI(t, distributeAll(t), args...)
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d: %s", code, tc.code, errOut)
 			}
@@ -157,7 +164,7 @@ func TestLinkTraceNamesOutput(t *testing.T) {
 func TestLinkWithoutBitcodeKeepsNoRecord(t *testing.T) {
 	clang := thinObjects(t)
 	cache := t.TempDir()
-	env := map[string]string{"HOME": t.TempDir()}
+	env := distributeAll(t)
 	link := func(args ...string) {
 		t.Helper()
 		all := append([]string{"link", "--progress=never", "--cache-dir", cache, "--"}, args...)
@@ -180,5 +187,39 @@ func TestLinkWithoutBitcodeKeepsNoRecord(t *testing.T) {
 	}
 	if run, err := record.Open(cache).Load("last"); err != nil || run.Output != "app" {
 		t.Errorf("the last record: %v, %v; want the link of app", run, err)
+	}
+}
+
+// TestSmallLinkLeftToLLDByDefault: with the default --in-process-below, a
+// two-module program is left to lld's in-process ThinLTO: thindist says so
+// in one line, keeps no record, and a failing link fails with lld's
+// message. 0 distributes it; a size that is not one is a usage error.
+func TestSmallLinkLeftToLLDByDefault(t *testing.T) {
+	clang := thinObjects(t)
+	cache := t.TempDir()
+	env := map[string]string{"HOME": t.TempDir()}
+	link := []string{"--", clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "app"}
+	code, _, errOut := runCLI(t, env, append([]string{"link", "--cache-dir", cache}, link...)...)
+	want := regexp.MustCompile(`(?m)^thindist: app: left to lld's in-process ThinLTO \(2 bitcode modules, [0-9.]+ KiB: under --in-process-below=256 KiB\)$`)
+	if code != 0 || !want.MatchString(errOut) || strings.Contains(errOut, "jobs") {
+		t.Fatalf("exit %d, stderr %q; want the program left to lld, said in one line", code, errOut)
+	}
+	if err := exec.Command("./app").Run(); err != nil {
+		t.Fatalf("the linked program: %v", err)
+	}
+	if es, _ := record.Open(cache).List(); len(es) != 0 {
+		t.Errorf("%d records of a link left to lld, want none", len(es))
+	}
+	code, _, errOut = runCLI(t, env, append([]string{"link", "--quiet", "--cache-dir", cache}, append(link, "-Wl,--defsym=b=nowhere")...)...)
+	if code != 1 || !strings.Contains(errOut, "ld.lld: error: --defsym:1: symbol not found: nowhere") || strings.Contains(errOut, "left to lld") {
+		t.Errorf("a failing small link, --quiet: exit %d, stderr %q; want 1 and lld's message, no line of thindist's", code, errOut)
+	}
+	code, _, errOut = runCLI(t, env, append([]string{"link", "--in-process-below=0", "--cache-dir", cache}, link...)...)
+	if code != 0 || !strings.Contains(errOut, "thindist: app: 2 jobs") {
+		t.Errorf("--in-process-below=0: exit %d, stderr %q; want it distributed", code, errOut)
+	}
+	code, _, errOut = runCLI(t, env, append([]string{"link", "--in-process-below=lots"}, link...)...)
+	if code != 2 || !strings.Contains(errOut, "--in-process-below") {
+		t.Errorf("--in-process-below=lots: exit %d, stderr %q; want a usage error", code, errOut)
 	}
 }

@@ -183,7 +183,7 @@ func (c *Config) Check() error {
 	if c.Jobs < 1 {
 		return fmt.Errorf("--jobs must be at least 1, not %d", c.Jobs)
 	}
-	if _, err := parseSize(c.CacheSize); err != nil {
+	if _, err := ParseSize(c.CacheSize); err != nil {
 		return fmt.Errorf("--cache-size: %v", err)
 	}
 	if err := c.Remote.check(); err != nil {
@@ -199,12 +199,13 @@ func (c *Config) Check() error {
 
 // CacheLimit is CacheSize in bytes.
 func (c *Config) CacheLimit() int64 {
-	n, _ := parseSize(c.CacheSize)
+	n, _ := ParseSize(c.CacheSize)
 	return n
 }
 
-// parseSize reads a size such as "10G", "512M", "300k" or "1000000".
-func parseSize(s string) (int64, error) {
+// ParseSize reads a size in bytes such as "10G", "512M", "300k", "256KiB"
+// or "1000000" (binary multiples).
+func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(strings.ToUpper(s))
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
 	mult := int64(1)

@@ -60,6 +60,12 @@ type Env struct {
 	// the per-user worker server (internal/workerserver). Empty (the
 	// plugin, tests): the workers live for one link.
 	Self string
+	// Exec, when set, replaces this process with the command argv run in
+	// dir (syscall.Exec) and returns only if it cannot: `thindist link`
+	// hands a link it leaves to the linker over this way, so that nothing
+	// of thindist outlives the decision. Nil (tests, the benchmarks): such
+	// a link runs as a child.
+	Exec func(dir string, argv []string) error
 }
 
 // StdEnv is the environment of a command-line run, with the jobserver

@@ -135,7 +135,7 @@ func TestLuaThroughThindist(t *testing.T) {
 // build prints, and the work directory must be gone.
 func TestLuaThroughThindistLink(t *testing.T) {
 	tc, tmp, thindist, b := setupLua(t)
-	args := append([]string{"link", "--jobs=2", "--cache-dir=" + filepath.Join(tmp, "cache"), "--", tc.Clang},
+	args := append([]string{"link", "--jobs=2", "--in-process-below=0", "--cache-dir=" + filepath.Join(tmp, "cache"), "--", tc.Clang},
 		b.LinkArgs("lua-link")...)
 	_, linkErr := runIn(t, b.Dir, thindist, args...)
 	m := regexp.MustCompile(`thindist: (?:.*?: )?(\d+) jobs, (\d+) failed`).FindStringSubmatch(linkErr)

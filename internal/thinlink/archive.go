@@ -59,6 +59,9 @@ type Member struct {
 	Data []byte
 	// Bitcode says whether the member is LLVM bitcode.
 	Bitcode bool
+	// Size is the member's size in bytes (a thin member's as the archive
+	// records it).
+	Size int64
 }
 
 // Archive is a parsed archive file.
@@ -142,11 +145,12 @@ func readArchive(path string) (*Archive, error) {
 			name = strings.TrimSuffix(rawName, "/")
 		}
 		if !special && rawName != "//" {
-			m := Member{Name: name, Offset: off}
+			m := Member{Name: name, Offset: off, Size: size}
 			if ar.Thin {
 				m.Bitcode = classify(ar.memberPath(name)) == KindBitcode
 			} else {
 				m.Data = content
+				m.Size = int64(len(content)) // without a BSD name
 				m.Bitcode = isBitcode(content)
 			}
 			ar.Members = append(ar.Members, m)

@@ -93,6 +93,14 @@ type Options struct {
 	// ToolFacts, if set, remembers what the linker said of itself
 	// (--version) across links; nil asks it on every link.
 	ToolFacts ToolFacts
+	// InProcessBelow leaves a link whose bitcode totals fewer bytes to
+	// lld's in-process ThinLTO (Handover); 0 distributes every link that
+	// holds bitcode.
+	InProcessBelow int64
+	// Exec, if set, runs a link that thindist leaves to the linker by
+	// replacing this process with it (syscall.Exec), and returns only if
+	// it cannot. Unset, Link runs it as a child and passes its messages on.
+	Exec func(Handover) error
 }
 
 // ToolFacts remembers what a tool (a command name, as run) answered to a
@@ -153,9 +161,10 @@ type Module struct {
 
 // Result describes a finished link.
 type Result struct {
-	// Unchanged is set when no input held bitcode and the command ran as
-	// it was given.
+	// Unchanged is set when thindist left the link to the linker, which
+	// ran it as it was given; Handover says why.
 	Unchanged bool
+	Handover  Handover
 	Output    string    // the link's -o, as the command spells it
 	Modules   []*Module // in link order, only those the link uses
 	Actions   []*action.Action
@@ -222,8 +231,8 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		opts.Output(p.line.output)
 	}
 	p.findInputs()
-	if len(p.bitcode) == 0 {
-		return &Result{Unchanged: true, Output: p.line.output}, p.runUnchanged(ctx)
+	if h, ok := p.leftToLinker(); ok {
+		return &Result{Unchanged: true, Handover: h, Output: p.line.output}, p.handOver(ctx, h)
 	}
 	if err := p.findLinker(ctx); err != nil {
 		return nil, &Error{Step: "finding the linker", Err: err}

@@ -2,6 +2,8 @@ package thinlink_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/thinlink"
 )
 
@@ -83,6 +86,97 @@ func TestLLDRecognisedByAsking(t *testing.T) {
 		lr, err := p.link(t, []string{tc.tool("clang"), "-flto=thin", "--ld-path=" + gnu, "obj/main.o", "-o", "g"}, nil)
 		if err == nil || !strings.Contains(err.Error(), "not lld") {
 			t.Errorf("a driver running another linker: %v\n%s", err, lr.stderr)
+		}
+	})
+}
+
+// TestSmallLinkLeftToLLD: a link whose bitcode totals less than
+// InProcessBelow runs as given (lld's in-process ThinLTO), with no backend
+// of thindist's, and makes what lld makes; at the threshold, or with an
+// option that asks for what only distributing gives, it is distributed.
+// The sizes counted are the files' and archive members', found here by
+// their magic number, not by thindist's reading of the inputs.
+func TestSmallLinkLeftToLLD(t *testing.T) {
+	eachToolchain(t, func(t *testing.T, tc toolchain, p *project) {
+		// Every object the program's link reads, directly or as an
+		// archive member (prog_test.go's mainLink and archives).
+		var bitcode int64
+		modules := 0
+		for _, o := range []string{"main", "core", "cls", "w1", "a1", "an", "a2", "an2", "a3", "t1", "t2", "n", "nv",
+			"asm", "nolto", "dead", "hot"} {
+			data, err := os.ReadFile(filepath.Join(p.dir, "obj", o+".o"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.HasPrefix(data, []byte("BC\xc0\xde")) {
+				bitcode += int64(len(data))
+				modules++
+			}
+		}
+		run(t, p.dir, nil, p.mainLink("ref")...)
+		distributed := 0
+		countRuns := func(o *thinlink.Options) {
+			inner := o.Run
+			o.Run = func(ctx context.Context, actions []*action.Action) error {
+				distributed++
+				return inner(ctx, actions)
+			}
+		}
+		res := p.mustLink(t, p.mainLink("small"), func(o *thinlink.Options) {
+			countRuns(o)
+			o.InProcessBelow = bitcode + 1
+		})
+		h := res.Handover
+		if !res.Unchanged || !h.InProcess() || distributed != 0 {
+			t.Fatalf("under the threshold: unchanged %v, in-process %v, %d distributed runs; want it left to lld", res.Unchanged, h.InProcess(), distributed)
+		}
+		if h.Modules != modules || h.Bitcode != bitcode || h.Output != "small" || h.Dir != p.dir || !slices.Equal(h.Argv, p.mainLink("small")) {
+			t.Errorf("handover %+v; want %d modules, %d bytes, the command as given", h, modules, bitcode)
+		}
+		ref, _ := os.ReadFile(filepath.Join(p.dir, "ref"))
+		small, _ := os.ReadFile(filepath.Join(p.dir, "small"))
+		if len(ref) == 0 || !bytes.Equal(ref, small) {
+			t.Errorf("the program left to lld differs from lld's own link of the same command")
+		}
+		if fileExists(filepath.Join(p.dir, "small.thindist.d")) {
+			t.Errorf("a link left to lld made a work directory")
+		}
+		mustEqual(t, "program left to lld", run(t, p.dir, nil, "./small"), wantMain)
+
+		for _, c := range []struct {
+			name  string
+			below int64
+			mod   func(*thinlink.Options)
+		}{
+			{"at the threshold", bitcode, nil},
+			{"--sections-as-compiled", 1 << 40, func(o *thinlink.Options) { o.SectionsAsCompiled = true }},
+			{"--keep-native-objects", 1 << 40, func(o *thinlink.Options) { o.KeepNativeObjects = filepath.Join(p.dir, "kept") }},
+		} {
+			distributed = 0
+			res := p.mustLink(t, p.mainLink("dist"), func(o *thinlink.Options) {
+				countRuns(o)
+				o.InProcessBelow = c.below
+				if c.mod != nil {
+					c.mod(o)
+				}
+			})
+			if res.Unchanged || distributed != 1 {
+				t.Errorf("%s: unchanged %v, %d distributed runs; want it distributed", c.name, res.Unchanged, distributed)
+			}
+		}
+
+		// Exec replaces the process: Link hands it the command and reports
+		// an Exec that could not.
+		var got thinlink.Handover
+		lr, err := p.link(t, p.mainLink("exec"), func(o *thinlink.Options) {
+			o.InProcessBelow = 1 << 40
+			o.Exec = func(h thinlink.Handover) error { got = h; return errors.New("no such linker") }
+		})
+		if err == nil || !strings.Contains(err.Error(), "no such linker") || !strings.Contains(err.Error(), "in-process ThinLTO") {
+			t.Errorf("an Exec that failed: %v\n%s", err, lr.stderr)
+		}
+		if !slices.Equal(got.Argv, p.mainLink("exec")) || got.Dir != p.dir || fileExists(filepath.Join(p.dir, "exec")) {
+			t.Errorf("Exec was handed %+v; want the command as given, and nothing run", got)
 		}
 	})
 }
