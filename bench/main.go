@@ -114,8 +114,9 @@ func (o *options) register(fs *flag.FlagSet) {
 		"repeat a run during which other processes used more than this share of the machine")
 	fs.IntVar(&o.retries, "retries", 3, "repeat a disturbed run at most this many times")
 	fs.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
-	fs.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history,worker",
+	fs.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history,worker,small",
 		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, history (issue 12: scheduling from recorded times), worker (issue 32: the runners side by side, with a per-user server cold and warm), "+
+			"small (issue 34: -r links of a project's smallest modules, in-process, left to lld and distributed), "+
 			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
 	fs.IntVar(&o.remoteJobs, "remote-jobs", 50, "thindist --remote-jobs in the remote measurement")
 	fs.IntVar(&o.remoteRuns, "remote-runs", 3, "repetitions of the remote measurement (each with a fresh server)")
@@ -202,7 +203,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	rep := &report{machine: append(describeMachine(tools), "work directory: "+describeFS(o.work)), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
 	for _, name := range o.projects {
-		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") {
+		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") {
 			break // no part measures the projects: do not build them
 		}
 		p, err := setupProject(ctx, tools, filepath.Join(o.work, name), name)
@@ -238,6 +239,12 @@ func run(ctx context.Context, o *options) error {
 				return fmt.Errorf("%s: worker: %w", name, err)
 			}
 			fmt.Print(res.worker.text(p.name))
+		}
+		if o.part("small") {
+			if res.small, err = benchSmall(ctx, tools, o, p); err != nil {
+				return fmt.Errorf("%s: small links: %w", name, err)
+			}
+			fmt.Print(res.small.text(p.name))
 		}
 		rep.projects = append(rep.projects, res)
 	}

@@ -236,4 +236,5 @@ type projectResult struct {
 	remote  *remoteResult
 	cluster *clusterResult
 	worker  *workerResult
+	small   *smallResult
 }

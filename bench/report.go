@@ -88,7 +88,7 @@ func (rep *report) writeMarkdown(path string) error {
 
 // parts renders the parts this run measured, in results.Order.
 func (rep *report) parts() []results.Part {
-	var withLinks, withCache, withRemote, withWorker []*projectResult
+	var withLinks, withCache, withRemote, withWorker, withSmall []*projectResult
 	for _, r := range rep.projects {
 		if r.hasLinks() {
 			withLinks = append(withLinks, r)
@@ -101,6 +101,9 @@ func (rep *report) parts() []results.Part {
 		}
 		if r.worker != nil {
 			withWorker = append(withWorker, r)
+		}
+		if r.small != nil {
+			withSmall = append(withSmall, r)
 		}
 	}
 	var b strings.Builder
@@ -139,6 +142,9 @@ func (rep *report) parts() []results.Part {
 	if len(withWorker) > 0 {
 		stamped("worker", func(b *strings.Builder) { rep.workerMarkdown(b, withWorker) })
 	}
+	if len(withSmall) > 0 {
+		stamped("small", func(b *strings.Builder) { rep.smallMarkdown(b, withSmall) })
+	}
 	return parts
 }
 
@@ -157,7 +163,7 @@ func (rep *report) measuredMoreThanCluster() bool {
 		return true
 	}
 	for _, r := range rep.projects {
-		if r.hasLinks() || r.cache != nil || r.remote != nil || r.worker != nil {
+		if r.hasLinks() || r.cache != nil || r.remote != nil || r.worker != nil || r.small != nil {
 			return true
 		}
 	}
