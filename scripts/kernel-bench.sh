@@ -34,6 +34,10 @@
 # links that start it, is counted), the vmlinux.o link, the final links
 # (vmlinux and Kbuild's .tmp_vmlinux*) and the module links. The table goes
 # to SCRATCH/table.md; the per-link times to SCRATCH/out/VARIANT.*.links.
+# With the thin variant, every module link of its build is then relinked
+# from its saved command, THINDIST_KERNEL_RELINKS times (default 21) each
+# way, interleaved with lld's in-process link of the same command: the
+# medians go to SCRATCH/relinks.md (relink, below).
 #
 # With --sections-as-compiled and no compilation database every backend
 # gets no section option, which is what Kbuild compiles every file with
@@ -138,7 +142,9 @@ EOF
 }
 ld_wrapper nolto ld.lld
 ld_wrapper inproc ld.lld --thinlto-cache-dir="$scratch/cache-inproc"
-ld_wrapper thin "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-thin" -- ld.lld
+thin_ld="$thindist link --progress=never $server --cache-dir=$scratch/cache-thin -- ld.lld"
+# shellcheck disable=SC2086 # the command's words
+ld_wrapper thin $thin_ld
 # shellcheck disable=SC2016 # $compdb is the wrapper's, set by its $pre
 ld_wrapper sections "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-sections" \
   --sections-as-compiled '$compdb' -- ld.lld
@@ -239,3 +245,62 @@ for p in clean edit; do
     ' "$log/inproc.$p.links" "$log/$v.$p.links"
   done
 done | tee "$scratch/modules.txt"
+
+# relink: every module link of the thin variant's build (a module's .o and
+# its .ko: the `-r` links of LD other than vmlinux.o's), relinked from its
+# saved command THINDIST_KERNEL_RELINKS times (default 21) through thin's
+# LD and as lld's own in-process link of the same command, interleaved,
+# with the medians in SCRATCH/relinks.md: a single link within a build
+# varies by ±40 % with what else make runs, too much for the issue's bound
+# of 1.2 × per module link. A one-file module's bitcode, which the build
+# replaced by the linked object, is compiled again from its saved compile
+# command.
+relink() {
+  b=$scratch/build-thin tmp=$scratch/relink n=${THINDIST_KERNEL_RELINKS:-21}
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  echo "| link | in-process | \`thindist link\` | × |" > "$scratch/relinks.md"
+  echo "|---|---:|---:|---:|" >> "$scratch/relinks.md"
+  find "$b" -name '.*.cmd' | sort | while read -r f; do
+    # The saved command's parts, one a line (Kbuild joins them with ;).
+    sed -n 's/^savedcmd_[^ ]* := //p' "$f" | tr ';' '\n' | sed 's/^ *//' > "$tmp/parts"
+    link=$(grep "^$scratch/bin/ld-thin " "$tmp/parts" | head -1 || true)
+    [ -n "$link" ] || continue
+    # shellcheck disable=SC2086 # the saved command's words
+    set -- $link
+    shift
+    out= prev= r=
+    for a in "$@"; do
+      [ "$prev" = -o ] && out=$a
+      [ "$a" = -r ] && r=1
+      prev=$a
+    done
+    [ -n "$r" ] && [ "$out" != vmlinux.o ] || continue
+    compile=$(grep '^clang ' "$tmp/parts" | head -1 || true)
+    if [ -n "$compile" ]; then
+      obj=$(echo "$compile" | sed 's/.* -o \([^ ]*\) .*/\1/')
+      (cd "$b" && eval "$(echo "$compile" | sed "s| -o $obj | -o $tmp/bitcode.o |")") || return 1
+      link=$(echo "$link" | sed "s| $obj | $tmp/bitcode.o |; s| $obj\$| $tmp/bitcode.o|")
+    fi
+    ip= th= i=0
+    while [ $i -lt "$n" ]; do
+      for w in $(if [ $((i % 2)) = 0 ]; then echo ld.lld thin; else echo thin ld.lld; fi); do
+        # shellcheck disable=SC2086 # the command's words
+        set -- $(echo "$link" | sed "s|^[^ ]* ||; s| -o $out | -o $tmp/out.o |")
+        t0=$(now)
+        # shellcheck disable=SC2086 # thin_ld's words
+        if [ $w = thin ]; then (cd "$b" && $thin_ld "$@") 2>/dev/null; else (cd "$b" && ld.lld "$@"); fi || return 1
+        t=$(( ($(now) - t0) / 1000 ))
+        if [ $w = thin ]; then th="$th $t"; else ip="$ip $t"; fi
+      done
+      i=$((i + 1))
+    done
+    med() { echo "$@" | tr ' ' '\n' | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)] / 1000}'; }
+    awk -v o="$out" -v a="$(med $ip)" -v b="$(med $th)" 'BEGIN { printf "| %s | %.1f ms | %.1f ms | %.2f |\n", o, a, b, b / a }' >> "$scratch/relinks.md"
+  done
+  echo "Each module link relinked $n times per way, interleaved; medians." >> "$scratch/relinks.md"
+  cat "$scratch/relinks.md"
+}
+case " $variants " in
+*" thin "*) relink || echo "kernel-bench: the module relinks failed" >&2 ;;
+esac
