@@ -19,8 +19,8 @@ import (
 //     and boot code links): there is nothing to distribute, and one LD=
 //     serves a whole build;
 //   - its bitcode totals less than Options.InProcessBelow: lld's in-process
-//     ThinLTO then makes the objects thindist would make, for less than
-//     distributing them costs. A distributed link runs lld in two phases
+//     ThinLTO, whose objects thindist's defaults reproduce, then costs less
+//     than distributing them. A distributed link runs lld in two phases
 //     with the distributor between them and sends every backend to a
 //     worker; each step costs a few milliseconds whatever the size of the
 //     modules, which is more than the backends of a link this small cost

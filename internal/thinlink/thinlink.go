@@ -30,6 +30,12 @@
 //     in-process ThinLTO link would link; and writes the linker's
 //     --dependency-file again with the command's inputs in place of the
 //     work directory's files (depfile.go).
+//
+// A link none of whose inputs holds bitcode, or whose bitcode totals less
+// than Options.InProcessBelow, goes no further than reading its inputs: it
+// is left to the linker, to run as given (handover.go): lld's in-process
+// ThinLTO, whose objects thindist's defaults reproduce, costs less than
+// distributing a link that small.
 package thinlink
 
 import (
