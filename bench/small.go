@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/thindist/thindist/bench/internal/machine"
@@ -194,10 +196,7 @@ func bitcodeModules(ctx context.Context, t *tools, p *project, dir string) ([]si
 		}
 	}
 	slices.SortFunc(mods, func(a, b sizedModule) int {
-		if a.size != b.size {
-			return int(a.size - b.size)
-		}
-		return bytes.Compare([]byte(a.path), []byte(b.path))
+		return cmp.Or(cmp.Compare(a.size, b.size), strings.Compare(a.path, b.path))
 	})
 	if len(mods) == 0 {
 		return nil, fmt.Errorf("%s has no bitcode module", p.name)

@@ -15,7 +15,8 @@ import (
 // bitcode than --in-process-below to lld by replacing itself with the link
 // command, which then runs as thindist's process, exactly as given: the
 // program is the one the command makes by itself, and a failing link
-// fails with the linker's status and messages alone.
+// fails with the linker's status and messages alone. Started with SIGINT
+// ignored (a build in the background), the linker ignores it too.
 func TestSmallLinkBecomesTheLinker(t *testing.T) {
 	needClang(t)
 	dir := t.TempDir()
@@ -32,11 +33,16 @@ func TestSmallLinkBecomesTheLinker(t *testing.T) {
 	for _, f := range []string{"a", "b"} {
 		run(clang, "-O2", "-flto=thin", "-c", f+".c", "-o", f+".o")
 	}
-	// The link command: a driver that notes the process it runs as.
-	os.WriteFile(filepath.Join(dir, "cc"), []byte("#!/bin/sh\necho $$ >> pids\nexec "+clang+" \"$@\"\n"), 0o755)
+	// The link command: a driver that notes the process it runs as and the
+	// signals it ignores.
+	os.WriteFile(filepath.Join(dir, "cc"), []byte("#!/bin/sh\necho $$ >> pids\n"+
+		"sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status >> ignored\nexec "+clang+" \"$@\"\n"), 0o755)
 	link := func(out string, extra ...string) (*exec.Cmd, string, error) {
 		args := append([]string{"link", "--in-process-below=1M", "--", "./cc", "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", out}, extra...)
 		cmd := exec.Command(thindist, args...)
+		if out == "bg" { // as a shell starts a background job
+			cmd = exec.Command("/bin/sh", append([]string{"-c", `trap '' INT; exec "$0" "$@"`, thindist}, args...)...)
+		}
 		cmd.Dir = dir
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -56,6 +62,25 @@ func TestSmallLinkBecomesTheLinker(t *testing.T) {
 		t.Errorf("the program differs from the one its command makes by itself")
 	}
 	run("./app")
+	// SIGINT is bit 2 of SigIgn: ignored in the linker when thindist was
+	// started with it ignored, not otherwise.
+	sigint := func() bool {
+		lines := strings.Fields(string(readFile(t, filepath.Join(dir, "ignored"))))
+		mask, err := strconv.ParseUint(lines[len(lines)-1], 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mask&2 != 0
+	}
+	if sigint() {
+		t.Errorf("the linker ignores SIGINT, which thindist was not started ignoring")
+	}
+	if _, stderr, err := link("bg"); err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	if !sigint() {
+		t.Errorf("started with SIGINT ignored, thindist gave the linker SIGINT's default")
+	}
 
 	_, stderr, err = link("bad", "-Wl,--defsym=b=nowhere")
 	var exit *exec.ExitError

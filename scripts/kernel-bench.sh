@@ -100,6 +100,8 @@ mkdir -p "$cg" || { echo "kernel-bench: cannot make the cgroup $cg (needs root a
 echo "== building thindist and its worker"
 # shellcheck source=scripts/lib/build.sh
 . "$root/scripts/lib/build.sh"
+# shellcheck source=scripts/lib/kbuild.sh
+. "$root/scripts/lib/kbuild.sh"
 build_thindist "$scratch/bin/thindist"
 if make -s -C "$root/worker" >/dev/null 2>&1; then
   cp "$root/worker/thindist-worker" "$scratch/bin/thindist-worker"
@@ -262,8 +264,7 @@ relink() {
   echo "| link | in-process | \`thindist link\` | × |" > "$scratch/relinks.md"
   echo "|---|---:|---:|---:|" >> "$scratch/relinks.md"
   find "$b" -name '.*.cmd' | sort | while read -r f; do
-    # The saved command's parts, one a line (Kbuild joins them with ;).
-    sed -n 's/^savedcmd_[^ ]* := //p' "$f" | tr ';' '\n' | sed 's/^ *//' > "$tmp/parts"
+    saved_parts "$f" > "$tmp/parts"
     link=$(grep "^$scratch/bin/ld-thin " "$tmp/parts" | head -1 || true)
     [ -n "$link" ] || continue
     # shellcheck disable=SC2086 # the saved command's words

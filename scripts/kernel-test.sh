@@ -85,6 +85,8 @@ fi
 echo "== building thindist"
 # shellcheck source=scripts/lib/build.sh
 . "$root/scripts/lib/build.sh"
+# shellcheck source=scripts/lib/kbuild.sh
+. "$root/scripts/lib/kbuild.sh"
 build_thindist "$scratch/bin/thindist"
 # The LD= scripts: one line each, as a kernel developer would write them.
 # The thin one distributes every link, however small (--in-process-below=0),
@@ -286,7 +288,7 @@ linked_through_thindist() {
 left_to_lld() {
   for o in test_dhry.o test_dhry.ko; do
     # Kbuild's command without its LD, up to objtool's run after it.
-    args=$(sed -n "s|^savedcmd_lib/$o := [^ ]* ||p" "$out/lib/.$o.cmd" | sed 's/ ;.*//')
+    args=$(saved_parts "$out/lib/.$o.cmd" | head -1 | cut -d' ' -f2-)
     for v in thin small; do
       # shellcheck disable=SC2046 # Kbuild's arguments, split as make's shell splits them
       if ! (cd "$out" && "$scratch/bin/ld-thindist-$v" $(echo "$args" | sed "s| -o lib/$o | -o lib/$o.$v |")) \

@@ -159,10 +159,10 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		opts.CompDB = db
 	}
 	res, err := thinlink.Link(ctx, opts)
-	if res != nil && res.Unchanged && opts.Exec == nil {
-		announce(res.Handover)
+	if res != nil && res.Handover != nil && opts.Exec == nil {
+		announce(*res.Handover)
 	}
-	if res != nil && res.Unchanged {
+	if res != nil && res.Handover != nil {
 		// The command ran as given (no input held bitcode, or too little
 		// to distribute): nothing of thindist's ran, and a record would
 		// only push out those of the distributed links (Kbuild runs LD for

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -66,15 +67,25 @@ func (p *plan) handOver(ctx context.Context, h Handover) error {
 }
 
 // leftToLinker returns the Handover of a link that thindist leaves to the
-// linker, or ok false for a link it distributes. A link is distributed
-// however small when an option asks for what only distributing gives:
-// other objects than in-process (CompDB, SectionsAsCompiled) or thindist's
-// own files (KeepNativeObjects, KeepWorkDir).
-func (p *plan) leftToLinker() (h Handover, ok bool) {
-	h = Handover{Dir: p.opts.Dir, Argv: p.opts.Command, Output: p.line.output}
+// linker, or nil for a link it distributes. A link is distributed however
+// small when an option asks for what only distributing gives: other
+// objects than in-process (CompDB, SectionsAsCompiled) or thindist's own
+// files (KeepNativeObjects, KeepWorkDir). The bitcode is measured only
+// when its size decides.
+func (p *plan) leftToLinker() *Handover {
+	h := &Handover{Dir: p.opts.Dir, Argv: p.opts.Command, Output: p.line.output}
+	o := p.opts
+	switch {
+	case len(p.bitcode) == 0:
+		return h
+	case o.InProcessBelow <= 0, o.CompDB != nil, o.SectionsAsCompiled, o.KeepNativeObjects != "", o.KeepWorkDir:
+		return nil
+	}
 	for _, in := range p.bitcode {
 		if in.ar == nil {
-			h.Bitcode += in.size
+			if fi, err := os.Stat(p.abs(in.path)); err == nil {
+				h.Bitcode += fi.Size()
+			}
 			h.Modules++
 			continue
 		}
@@ -85,14 +96,10 @@ func (p *plan) leftToLinker() (h Handover, ok bool) {
 			}
 		}
 	}
-	o := p.opts
-	switch {
-	case h.Modules == 0:
-		return h, true
-	case o.CompDB != nil || o.SectionsAsCompiled || o.KeepNativeObjects != "" || o.KeepWorkDir:
-		return h, false
+	if h.Bitcode >= o.InProcessBelow {
+		return nil
 	}
-	return h, h.Bitcode < o.InProcessBelow
+	return h
 }
 
 // Size spells a number of bytes for people: "812 B", "6.8 KiB", "256 KiB",

@@ -32,15 +32,15 @@ func TestLinkWithoutBitcodeRunsUnchanged(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ld.lld %s: %v", flag, err)
 			}
-			if !res.res.Unchanged || stdout.String() != string(want) {
-				t.Errorf("ld.lld %s: unchanged %v, printed %q, want %q", flag, res.res.Unchanged, stdout.String(), want)
+			if res.res.Handover == nil || stdout.String() != string(want) {
+				t.Errorf("ld.lld %s: left to the linker %v, printed %q, want %q", flag, res.res.Handover != nil, stdout.String(), want)
 			}
 		}
 		// A relocatable link of native objects, and a program.
 		run(t, p.dir, nil, tc.tool("ld.lld"), "-r", "obj/asm.o", "obj/nolto.o", "-o", "ref.o")
 		lr, err := p.link(t, []string{tc.tool("ld.lld"), "-r", "obj/asm.o", "obj/nolto.o", "-o", "tl.o"}, nil)
-		if err != nil || !lr.res.Unchanged {
-			t.Fatalf("native -r link: %v (unchanged %v)\n%s", err, lr.res != nil && lr.res.Unchanged, lr.stderr)
+		if err != nil || lr.res.Handover == nil {
+			t.Fatalf("native -r link: %v (left to the linker %v)\n%s", err, lr.res != nil && lr.res.Handover != nil, lr.stderr)
 		}
 		a, _ := os.ReadFile(filepath.Join(p.dir, "ref.o"))
 		b, _ := os.ReadFile(filepath.Join(p.dir, "tl.o"))
@@ -127,8 +127,8 @@ func TestSmallLinkLeftToLLD(t *testing.T) {
 			o.InProcessBelow = bitcode + 1
 		})
 		h := res.Handover
-		if !res.Unchanged || !h.InProcess() || distributed != 0 {
-			t.Fatalf("under the threshold: unchanged %v, in-process %v, %d distributed runs; want it left to lld", res.Unchanged, h.InProcess(), distributed)
+		if h == nil || !h.InProcess() || distributed != 0 {
+			t.Fatalf("under the threshold: handover %+v, %d distributed runs; want it left to lld", h, distributed)
 		}
 		if h.Modules != modules || h.Bitcode != bitcode || h.Output != "small" || h.Dir != p.dir || !slices.Equal(h.Argv, p.mainLink("small")) {
 			t.Errorf("handover %+v; want %d modules, %d bytes, the command as given", h, modules, bitcode)
@@ -160,8 +160,8 @@ func TestSmallLinkLeftToLLD(t *testing.T) {
 					c.mod(o)
 				}
 			})
-			if res.Unchanged || distributed != 1 {
-				t.Errorf("%s: unchanged %v, %d distributed runs; want it distributed", c.name, res.Unchanged, distributed)
+			if res.Handover != nil || distributed != 1 {
+				t.Errorf("%s: handover %+v, %d distributed runs; want it distributed", c.name, res.Handover, distributed)
 			}
 		}
 

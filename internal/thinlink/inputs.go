@@ -21,7 +21,6 @@ type bitcodeInput struct {
 	item int      // its index among the link's items
 	path string   // as spelled
 	ar   *Archive // nil for a bitcode object
-	size int64    // a bitcode object's size in bytes
 }
 
 // findInputs classifies every input of the link by content, writing
@@ -42,11 +41,7 @@ func (p *plan) findInputs() {
 		case KindMissing:
 			p.missing = append(p.missing, path)
 		case KindBitcode:
-			in := bitcodeInput{item: i, path: path}
-			if fi, err := os.Stat(p.abs(path)); err == nil {
-				in.size = fi.Size()
-			}
-			p.bitcode = append(p.bitcode, in)
+			p.bitcode = append(p.bitcode, bitcodeInput{item: i, path: path})
 		case KindArchive, KindThin:
 			ar, err := readArchive(p.abs(path))
 			if err != nil {

@@ -167,16 +167,15 @@ type Module struct {
 
 // Result describes a finished link.
 type Result struct {
-	// Unchanged is set when thindist left the link to the linker, which
-	// ran it as it was given; Handover says why.
-	Unchanged bool
-	Handover  Handover
-	Output    string    // the link's -o, as the command spells it
-	Modules   []*Module // in link order, only those the link uses
-	Actions   []*action.Action
-	WorkDir   string
-	ThinLink  []string // the thin link command (with its response file)
-	Final     []string // the final link command
+	// Handover is set when thindist left the link to the linker, which ran
+	// it as it was given, and says why; nil for a distributed link.
+	Handover *Handover
+	Output   string    // the link's -o, as the command spells it
+	Modules  []*Module // in link order, only those the link uses
+	Actions  []*action.Action
+	WorkDir  string
+	ThinLink []string // the thin link command (with its response file)
+	Final    []string // the final link command
 }
 
 type plan struct {
@@ -237,8 +236,8 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 		opts.Output(p.line.output)
 	}
 	p.findInputs()
-	if h, ok := p.leftToLinker(); ok {
-		return &Result{Unchanged: true, Handover: h, Output: p.line.output}, p.handOver(ctx, h)
+	if h := p.leftToLinker(); h != nil {
+		return &Result{Handover: h, Output: p.line.output}, p.handOver(ctx, *h)
 	}
 	if err := p.findLinker(ctx); err != nil {
 		return nil, &Error{Step: "finding the linker", Err: err}
