@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,44 +170,6 @@ func TestExecutorReadOnly(t *testing.T) {
 	}
 	if s, _ := disk.Stats(); s.Entries != 0 {
 		t.Errorf("a read-only cache stored %d entries", s.Entries)
-	}
-}
-
-// TestCompilerIDs: the identity follows the content, whatever the path's
-// size and time, and the on-disk memo is used while they are unchanged.
-func TestCompilerIDs(t *testing.T) {
-	dir := t.TempDir()
-	cc := filepath.Join(dir, "cc")
-	os.WriteFile(cc, []byte("#!/bin/sh\n# A\n"), 0o755)
-	memo := filepath.Join(dir, "memo")
-	id1, err := NewCompilerIDs(memo).ID(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(id1, "sha256:") {
-		t.Errorf("id %q", id1)
-	}
-	if id, _ := NewCompilerIDs(memo).ID(cc); id != id1 {
-		t.Errorf("same compiler, other id: %s vs %s", id, id1)
-	}
-	// New content of the same size (a rebuilt compiler).
-	time.Sleep(10 * time.Millisecond)
-	os.WriteFile(cc, []byte("#!/bin/sh\n# B\n"), 0o755)
-	id2, err := NewCompilerIDs(memo).ID(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id2 == id1 {
-		t.Error("a changed compiler kept its identity")
-	}
-	// Through a symlink: the identity of what it points to.
-	ln := filepath.Join(dir, "cc-link")
-	os.Symlink(cc, ln)
-	if id, _ := NewCompilerIDs(memo).ID(ln); id != id2 {
-		t.Errorf("through a symlink: %s, want %s", id, id2)
-	}
-	if _, err := NewCompilerIDs(memo).ID(filepath.Join(dir, "missing")); err == nil {
-		t.Error("a missing compiler has an identity")
 	}
 }
 

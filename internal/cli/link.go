@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/cache"
+
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/thinlink"
+	"github.com/thindist/thindist/internal/tools"
 )
 
 // linkFlags are the options of `thindist link` besides the common ones.
@@ -147,8 +148,8 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		}
 	}
 	if !cfg.NoCache {
-		dir := pipeline.CacheDir(&cfg, env)
-		opts.ToolFacts = cache.NewToolFacts(cache.NewCompilerIDs(filepath.Join(dir, "compilers")), filepath.Join(dir, "tools"))
+		dir := cfg.CacheRoot(env.Getenv)
+		opts.ToolFacts = tools.NewFacts(tools.NewIDs(filepath.Join(dir, "compilers")), filepath.Join(dir, "tools"))
 	}
 	if lf.compdb != "" {
 		db, err := thinlink.LoadCompDB(lf.compdb)

@@ -67,7 +67,7 @@ func reportCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	if code := parseFlags("thindist report", fs, &cfg, htmlToStdout(args), env, reportUsage); code >= 0 {
 		return code
 	}
-	store := record.Open(pipeline.CacheDir(&cfg, env))
+	store := record.Open(cfg.CacheRoot(env.Getenv))
 	if rf.list {
 		list := recordview.List
 		if rf.json {

@@ -66,7 +66,7 @@ func statsCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 		fmt.Fprintf(env.Stderr, "thindist stats: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	dir := pipeline.CacheDir(&cfg, env)
+	dir := cfg.CacheRoot(env.Getenv)
 	store := record.Open(dir)
 	disk, err := cache.OpenDisk(dir)
 	if err != nil {

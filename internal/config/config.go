@@ -68,6 +68,14 @@ func DefaultCacheDir(getenv func(string) string) string {
 	return filepath.Join(os.TempDir(), "thindist-cache")
 }
 
+// CacheRoot is the cache directory in use: --cache-dir, else the default.
+func (c *Config) CacheRoot(getenv func(string) string) string {
+	if c.CacheDir != "" {
+		return c.CacheDir
+	}
+	return DefaultCacheDir(getenv)
+}
+
 // Register defines the flags that fill c.
 func (c *Config) Register(fs *FlagSet) {
 	fs.inSettings = true

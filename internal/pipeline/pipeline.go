@@ -29,6 +29,7 @@ import (
 	"github.com/thindist/thindist/internal/report"
 	"github.com/thindist/thindist/internal/schedule"
 	"github.com/thindist/thindist/internal/slots"
+	"github.com/thindist/thindist/internal/tools"
 )
 
 // Env is what a run may touch of its surroundings.
@@ -176,7 +177,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 	finish() // its cache and remote counters print before the summary line
 	finished = true
-	keepFailed(CacheDir(cfg, env), summary.Output, actions, runErr)
+	keepFailed(cfg.CacheRoot(env.Getenv), summary.Output, actions, runErr)
 	if runErr != nil {
 		reportFailure(env, console, runErr)
 	}
@@ -206,7 +207,7 @@ func planFromHistory(cfg *config.Config, env Env, actions []*action.Action) <-ch
 	if rec := env.Record; rec != nil && !cfg.NoRecord {
 		go func() {
 			defer close(planned)
-			rec.Plan(record.Open(CacheDir(cfg, env)), actions)
+			rec.Plan(record.Open(cfg.CacheRoot(env.Getenv)), actions)
 		}()
 	} else {
 		close(planned)
@@ -284,7 +285,7 @@ func inputPaths(actions []*action.Action) []string {
 // unverified is stored or linked. files memoises the inputs' digests.
 func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions []*action.Action, files *digest.Files) (*chain, error) {
 	procs, closeJobserver := localProcesses(cfg, env, warn)
-	dir := CacheDir(cfg, env)
+	dir := cfg.CacheRoot(env.Getenv)
 	// Read once, for exec'd and forked compilers alike.
 	environ := os.Environ()
 	runner, closeRunner := localRunner(cfg, env, dir, environ, len(actions), tl, warn)
@@ -301,7 +302,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if disk != nil {
 		idDir = filepath.Join(dir, "compilers")
 	}
-	compilerID := cache.NewCompilerIDs(idDir).ID
+	compilerID := tools.NewIDs(idDir).ID
 	var conn *remoteConn
 	switch rc := &cfg.Remote; {
 	case rc.Target == "":
@@ -414,14 +415,6 @@ func writeTrace(cfg *config.Config, env Env, console *report.Console, trace *rep
 	if err := trace.Write(path); err != nil {
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf("writing the trace %s: %v", path, err)})
 	}
-}
-
-// CacheDir is the cache directory cfg names, else the default one.
-func CacheDir(cfg *config.Config, env Env) string {
-	if cfg.CacheDir != "" {
-		return cfg.CacheDir
-	}
-	return config.DefaultCacheDir(env.Getenv)
 }
 
 // plural is "1 fork server", "2 fork servers".

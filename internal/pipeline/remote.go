@@ -154,7 +154,7 @@ func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll fun
 }
 
 // newKeyer is the run's Keyer, built once: files memoises the inputs'
-// digests, compilerID names a compiler (cache.CompilerIDs). With a remote
+// digests, compilerID names a compiler (tools.IDs). With a remote
 // service (rc.Target) the workers' compiler and platform are part of
 // every key, whether the run reached it or not (conn nil: not connected),
 // so that a link without it finds what links with it stored here, and

@@ -48,7 +48,7 @@ func (ch *chain) finish(cfg *config.Config, env Env, console *report.Console, tl
 	if c := st.Local; c != nil {
 		run := cache.Stats{Hits: c.Hits, Misses: c.Misses, SavedCPU: c.SavedCPU}
 		if err := ch.disk.Finish(run, cfg.CacheLimit()); err != nil {
-			warn("cache %s: %v", CacheDir(cfg, env), err)
+			warn("cache %s: %v", cfg.CacheRoot(env.Getenv), err)
 		}
 	}
 	if r := st.Remote; r != nil {

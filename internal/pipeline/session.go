@@ -84,7 +84,7 @@ func (s *Session) SetOutput(path string) {
 // soon as cfg is known, before the job file is read.
 func (s *Session) ReadAhead(cfg *config.Config) {
 	if !cfg.NoRecord {
-		s.rec.ReadAhead(record.Open(CacheDir(cfg, s.Env)))
+		s.rec.ReadAhead(record.Open(cfg.CacheRoot(s.Env.Getenv)))
 	}
 }
 
@@ -110,7 +110,7 @@ func (s *Session) Finish(cfg *config.Config, runErr error) {
 		s.rec.Phase(record.Phase{Name: p.Name, Start: p.Start, End: p.End, Detail: p.Detail})
 	}
 	run := s.rec.Finish(time.Now(), runErr)
-	store := record.Open(CacheDir(cfg, s.Env))
+	store := record.Open(cfg.CacheRoot(s.Env.Getenv))
 	store.Secrets = redact.NewValues(cfg.Remote.Secrets()...)
 	err := store.Write(run)
 	if err == nil {

@@ -110,7 +110,7 @@ type Options struct {
 }
 
 // ToolFacts remembers what a tool (a command name, as run) answered to a
-// question, as long as the tool stays the same (cache.ToolFacts).
+// question, as long as the tool stays the same (tools.Facts).
 type ToolFacts interface {
 	Get(tool, question string) (answer string, ok bool)
 	Put(tool, question, answer string)

@@ -1,4 +1,8 @@
-package cache
+// Package tools identifies the executables a run uses (compilers, lld) by
+// their content, and remembers what they said of themselves. It stays
+// small (no REAPI, no gRPC): the thindist-link front reads the same facts
+// as thindist before deciding a link, and its start is what it saves.
+package tools
 
 import (
 	"crypto/sha256"
@@ -11,23 +15,23 @@ import (
 	"sync"
 
 	"github.com/thindist/thindist/internal/atomicfile"
-	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
-// CompilerIDs identifies compilers by the content digest of their
-// executable. Hashing a statically linked clang takes a noticeable fraction
-// of a second, so digests are remembered in memory for the run and on disk
+// IDs identifies compilers by the SHA-256 digest of their executable.
+// Hashing a statically linked clang takes a noticeable fraction of a
+// second, so digests are remembered in memory for the run and on disk
 // (under dir, keyed by path, trusted while size and modification time are
 // unchanged) across runs.
-type CompilerIDs struct {
+type IDs struct {
 	dir  string // "" keeps no record on disk
 	mu   sync.Mutex
 	seen map[string]string
 }
 
-// NewCompilerIDs remembers digests under dir (which may be "").
-func NewCompilerIDs(dir string) *CompilerIDs {
-	return &CompilerIDs{dir: dir, seen: map[string]string{}}
+// NewIDs remembers digests under dir (which may be "").
+func NewIDs(dir string) *IDs {
+	return &IDs{dir: dir, seen: map[string]string{}}
 }
 
 type compilerRecord struct {
@@ -38,7 +42,7 @@ type compilerRecord struct {
 }
 
 // ID returns "sha256:<hex>" of the executable the command name resolves to.
-func (c *CompilerIDs) ID(name string) (string, error) {
+func (c *IDs) ID(name string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if id, ok := c.seen[name]; ok {
@@ -65,11 +69,11 @@ func (c *CompilerIDs) ID(name string) (string, error) {
 			return id, nil
 		}
 	}
-	d, err := digest.OfFile(real)
-	if err != nil {
+	h := sha256.New()
+	if _, _, err := plainfile.Copy(h, real, make([]byte, 64<<10)); err != nil {
 		return "", err
 	}
-	rec.Digest = d.HexHash()
+	rec.Digest = hex.EncodeToString(h.Sum(nil))
 	if recPath != "" && os.MkdirAll(c.dir, 0o755) == nil {
 		if data, err := json.Marshal(rec); err == nil {
 			atomicfile.WriteFile(recPath, data, 0o644) // only a memo: failure costs a rehash

@@ -1,4 +1,4 @@
-package cache
+package tools
 
 import (
 	"bytes"
@@ -12,24 +12,24 @@ import (
 	"github.com/thindist/thindist/internal/plainfile"
 )
 
-// ToolFacts remembers what executables said of themselves (lld's
+// Facts remembers what executables said of themselves (lld's
 // --version), under dir and keyed by the executable's content
-// (CompilerIDs), so that a build of many links asks each tool once, not
+// (IDs), so that a build of many links asks each tool once, not
 // once a link. Only ELF executables are remembered: what a script says
 // depends on what it runs, which can change while the script does not.
-type ToolFacts struct {
-	ids *CompilerIDs
+type Facts struct {
+	ids *IDs
 	dir string
 }
 
-// NewToolFacts keeps answers under dir, identifying tools with ids.
-func NewToolFacts(ids *CompilerIDs, dir string) *ToolFacts {
-	return &ToolFacts{ids: ids, dir: dir}
+// NewFacts keeps answers under dir, identifying tools with ids.
+func NewFacts(ids *IDs, dir string) *Facts {
+	return &Facts{ids: ids, dir: dir}
 }
 
 // Get returns the answer remembered for the command name tool to
 // question; ok is false when there is none.
-func (f *ToolFacts) Get(tool, question string) (answer string, ok bool) {
+func (f *Facts) Get(tool, question string) (answer string, ok bool) {
 	path := f.path(tool, question)
 	if path == "" {
 		return "", false
@@ -43,7 +43,7 @@ func (f *ToolFacts) Get(tool, question string) (answer string, ok bool) {
 }
 
 // Put remembers answer; a failure only means asking again next time.
-func (f *ToolFacts) Put(tool, question, answer string) {
+func (f *Facts) Put(tool, question, answer string) {
 	path := f.path(tool, question)
 	if path == "" || os.MkdirAll(f.dir, 0o755) != nil {
 		return
@@ -53,7 +53,7 @@ func (f *ToolFacts) Put(tool, question, answer string) {
 
 // path is where the answer of tool to question is kept, "" if it is not
 // to be kept (not an ELF executable, or unknown).
-func (f *ToolFacts) path(tool, question string) string {
+func (f *Facts) path(tool, question string) string {
 	real, err := resolve(tool)
 	if err != nil {
 		return ""

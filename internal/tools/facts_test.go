@@ -1,4 +1,4 @@
-package cache
+package tools
 
 import (
 	"os"
@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// TestToolFacts: an answer is remembered for the executable's content,
+// TestFacts: an answer is remembered for the executable's content,
 // through a symbolic link too; a changed executable, another question or
 // a script gets none.
-func TestToolFacts(t *testing.T) {
+func TestFacts(t *testing.T) {
 	dir := t.TempDir()
 	elf, err := os.ReadFile("/bin/true")
 	if err != nil {
@@ -20,8 +20,8 @@ func TestToolFacts(t *testing.T) {
 	if err := os.WriteFile(tool, elf, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	facts := func() *ToolFacts {
-		return NewToolFacts(NewCompilerIDs(filepath.Join(dir, "ids")), filepath.Join(dir, "facts"))
+	facts := func() *Facts {
+		return NewFacts(NewIDs(filepath.Join(dir, "ids")), filepath.Join(dir, "facts"))
 	}
 	if _, ok := facts().Get(tool, "--version"); ok {
 		t.Fatal("an answer before any was given")
