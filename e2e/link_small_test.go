@@ -6,19 +6,29 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/thindist/thindist/internal/testprog"
 )
 
-// TestSmallLinkBecomesTheLinker: `thindist link` leaves a link with less
-// bitcode than --in-process-below to lld by replacing itself with the link
-// command, which then runs as thindist's process, exactly as given: the
-// program is the one the command makes by itself, and a failing link
-// fails with the linker's status and messages alone. Started with SIGINT
-// ignored (a build in the background), the linker ignores it too.
+// TestSmallLinkBecomesTheLinker: `thindist link`, and the thindist-link
+// front, leave a link with less bitcode than --in-process-below to lld by
+// replacing themselves with the link command, which then runs as their
+// process, exactly as given: the program is the one the command makes by
+// itself, and a failing link fails with the linker's status and messages
+// alone. Started with SIGINT ignored (a build in the background), the
+// linker ignores it too.
 func TestSmallLinkBecomesTheLinker(t *testing.T) {
 	needClang(t)
+	for _, entry := range [][]string{{thindist, "link"}, {filepath.Join(filepath.Dir(thindist), "thindist-link")}} {
+		t.Run(filepath.Base(entry[0]), func(t *testing.T) { smallLinkBecomesTheLinker(t, entry) })
+	}
+}
+
+func smallLinkBecomesTheLinker(t *testing.T, entry []string) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "a.c"), []byte("int b(int);\nint main(void){ return b(2) == 6 ? 0 : 1; }\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "b.c"), []byte("int b(int x){ return x * 3; }\n"), 0o644)
@@ -38,10 +48,10 @@ func TestSmallLinkBecomesTheLinker(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "cc"), []byte("#!/bin/sh\necho $$ >> pids\n"+
 		"sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status >> ignored\nexec "+clang+" \"$@\"\n"), 0o755)
 	link := func(out string, extra ...string) (*exec.Cmd, string, error) {
-		args := append([]string{"link", "--in-process-below=1M", "--", "./cc", "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", out}, extra...)
-		cmd := exec.Command(thindist, args...)
+		args := append(append(slices.Clone(entry), "--in-process-below=1M", "--", "./cc", "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", out), extra...)
+		cmd := exec.Command(args[0], args[1:]...)
 		if out == "bg" { // as a shell starts a background job
-			cmd = exec.Command("/bin/sh", append([]string{"-c", `trap '' INT; exec "$0" "$@"`, thindist}, args...)...)
+			cmd = exec.Command("/bin/sh", append([]string{"-c", `trap '' INT; exec "$0" "$@"`}, args...)...)
 		}
 		cmd.Dir = dir
 		var stderr bytes.Buffer
@@ -55,7 +65,7 @@ func TestSmallLinkBecomesTheLinker(t *testing.T) {
 	}
 	pids := strings.Fields(string(readFile(t, filepath.Join(dir, "pids"))))
 	if len(pids) == 0 || pids[len(pids)-1] != strconv.Itoa(cmd.Process.Pid) {
-		t.Errorf("the link ran as process %v; thindist was %d: it did not become the link", pids, cmd.Process.Pid)
+		t.Errorf("the link ran as process %v; %s was %d: it did not become the link", pids, entry[0], cmd.Process.Pid)
 	}
 	run(clang, "-O2", "-flto=thin", "-fuse-ld=lld", "a.o", "b.o", "-o", "ref")
 	if !bytes.Equal(readFile(t, filepath.Join(dir, "app")), readFile(t, filepath.Join(dir, "ref"))) {
@@ -85,7 +95,34 @@ func TestSmallLinkBecomesTheLinker(t *testing.T) {
 	_, stderr, err = link("bad", "-Wl,--defsym=b=nowhere")
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(stderr, "symbol not found: nowhere") ||
-		strings.Contains(stderr, "thindist link:") {
+		strings.Contains(stderr, "thindist link:") || strings.Contains(stderr, "thindist-link:") {
 		t.Errorf("a failing small link: %v; want the linker's status 1 and its messages alone:\n%s", err, stderr)
+	}
+}
+
+// TestFrontPassesOnOtherLinks: the thindist-link front runs every link it
+// does not leave to lld as `thindist link`, with the same arguments: a
+// link to distribute is distributed (thindist's summary, a working
+// program), a bad flag gets thindist link's error and status.
+func TestFrontPassesOnOtherLinks(t *testing.T) {
+	p := program(t, testprog.Options{Modules: 4, Seed: 3})
+	front := filepath.Join(filepath.Dir(thindist), "thindist-link")
+	// The tests' environment distributes every link (TestMain).
+	cmd := exec.Command(front, append([]string{"--", driver(p), "-O2", "-flto=thin", "-fuse-ld=lld", "-o", "app"}, p.Objects...)...)
+	cmd.Dir = p.Dir
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "thindist: app: 4 jobs, 0 failed") {
+		t.Fatalf("%v: %s; want thindist's summary of 4 jobs", err, out)
+	}
+	got, err := exec.Command(filepath.Join(p.Dir, "app")).Output()
+	if err != nil || string(got) != p.Want {
+		t.Errorf("the distributed program: %v, %q; want %q", err, got, p.Want)
+	}
+	cmd = exec.Command(front, "--no-such-flag", "--", driver(p), "-o", "app")
+	cmd.Dir = p.Dir
+	out, err = cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.HasPrefix(string(out), "thindist link: unknown flag --no-such-flag") {
+		t.Errorf("a bad flag: %v: %s; want thindist link's usage error", err, out)
 	}
 }

@@ -14,7 +14,7 @@ cd "$root"
 bindir=$(go env GOBIN)
 [ -n "$bindir" ] || bindir="$(go env GOPATH)/bin"
 build_thindist "$bindir/thindist"
-echo "installed $bindir/thindist"
+echo "installed $bindir/thindist and $bindir/thindist-link"
 # thindist runs the thindist-worker it finds beside itself (docs/worker.md).
 make -s -C worker
 install -m 755 worker/thindist-worker "$bindir/thindist-worker"

@@ -7,8 +7,9 @@
 #   nolto     no LTO (CONFIG_LTO_NONE), LD=ld.lld
 #   inproc    ThinLTO, LD=ld.lld with its own cache (--thinlto-cache-dir):
 #             lld's in-process ThinLTO, and its cached rebuild
-#   thin      ThinLTO, LD=<thindist link -- ld.lld> (local: workers, fork
-#             server, exec), thindist's cache
+#   thin      ThinLTO, LD=<thindist-link -- ld.lld> (`thindist link`'s
+#             front: lld for the module links, thindist's workers, fork
+#             server or exec for the others), thindist's cache
 #   sections  as thin, with --sections-as-compiled (and --compdb when the
 #             configuration compiles with section options: see below)
 #   remote    as thin, with the remote execution flags in
@@ -144,7 +145,7 @@ EOF
 }
 ld_wrapper nolto ld.lld
 ld_wrapper inproc ld.lld --thinlto-cache-dir="$scratch/cache-inproc"
-thin_ld="$thindist link --progress=never $server --cache-dir=$scratch/cache-thin -- ld.lld"
+thin_ld="$thindist-link --progress=never $server --cache-dir=$scratch/cache-thin -- ld.lld"
 # shellcheck disable=SC2086 # the command's words
 ld_wrapper thin $thin_ld
 # shellcheck disable=SC2016 # $compdb is the wrapper's, set by its $pre

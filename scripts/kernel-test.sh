@@ -91,16 +91,16 @@ build_thindist "$scratch/bin/thindist"
 # The LD= scripts: one line each, as a kernel developer would write them.
 # The thin one distributes every link, however small (--in-process-below=0),
 # so that every module link is checked through thindist's backends; the
-# small one, written without it, leaves the module links to lld
-# (left_to_lld).
+# small one, written as docs/link.md advises, runs the thindist-link front
+# with the default, which leaves the module links to lld (left_to_lld).
 write_ld() {
-  printf '#!/bin/sh\nexec %s link --cache-dir=%s %s-- ld.lld "$@"\n' "$scratch/bin/thindist" "$scratch/cache" "$2" > "$scratch/bin/ld-thindist-$1"
+  printf '#!/bin/sh\nexec %s --cache-dir=%s %s-- ld.lld "$@"\n' "$scratch/bin/$2" "$scratch/cache" "$3" > "$scratch/bin/ld-thindist-$1"
   chmod +x "$scratch/bin/ld-thindist-$1"
 }
-write_ld thin "--in-process-below=0 "
-write_ld small ""
-write_ld compdb "--compdb=$out/compile_commands.json "
-write_ld sections "--compdb=$out/compile_commands.json --sections-as-compiled "
+write_ld thin "thindist link" "--in-process-below=0 "
+write_ld small thindist-link ""
+write_ld compdb "thindist link" "--compdb=$out/compile_commands.json "
+write_ld sections "thindist link" "--compdb=$out/compile_commands.json --sections-as-compiled "
 
 echo "== configuring (tinyconfig + serial console + initramfs + ThinLTO)"
 mkdir -p "$out"
@@ -280,11 +280,11 @@ linked_through_thindist() {
   echo "$variant: every module's .o and .ko link ran through thindist link ($(awk '$NF ~ /^lib\// {n += $4} END {print n}' "$log/$variant.records") backends in $(grep -c ' lib/' "$log/$variant.records") module links)"
 }
 
-# left_to_lld: with thindist link's default --in-process-below, a
-# module's links are left to lld's in-process ThinLTO (their bitcode is far
-# under it): test_dhry's .o link (three modules) and its .ko link, run
-# again from the build's own commands into new files, say so, and make
-# what the same links distributed make, byte for byte.
+# left_to_lld: with the default --in-process-below, a module's links are
+# left to lld's in-process ThinLTO (their bitcode is far under it), here by
+# the thindist-link front: test_dhry's .o link (three modules) and its .ko
+# link, run again from the build's own commands into new files, say so,
+# and make what the same links distributed make, byte for byte.
 left_to_lld() {
   for o in test_dhry.o test_dhry.ko; do
     # Kbuild's command without its LD, up to objtool's run after it.

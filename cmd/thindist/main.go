@@ -5,13 +5,13 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 
 	"github.com/thindist/thindist/internal/cli"
 	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/linkcmd"
 	"github.com/thindist/thindist/internal/pipeline"
 )
 
@@ -42,25 +42,8 @@ func main() {
 	env.GC = gc
 	// Links start the per-user worker server as `thindist server run`.
 	env.Self, _ = os.Executable()
-	env.Exec = replace
+	env.Exec = linkcmd.Replace
 	code := cli.Main(ctx, os.Args[1:], env)
 	stop()
 	os.Exit(code)
-}
-
-// replace replaces this process with argv run in dir, as a shell's exec
-// does: argv[0] is looked up in PATH unless it names a file, and the
-// signals thindist handles get back the disposition it started with (a
-// build started in the background ignores SIGINT, and so must the
-// linker). It returns only if that cannot be done.
-func replace(dir string, argv []string) error {
-	if err := os.Chdir(dir); err != nil {
-		return err
-	}
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return err
-	}
-	signal.Reset(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	return syscall.Exec(path, argv, os.Environ())
 }

@@ -8,15 +8,16 @@ import (
 	"testing"
 )
 
-// BuildThindist builds cmd/thindist into dir and returns the binary's path,
-// for tests that run thindist as lld runs it: as a separate program.
+// BuildThindist builds cmd/thindist, and the thindist-link front beside it
+// (as scripts/install.sh installs them), into dir and returns thindist's
+// path, for tests that run thindist as lld runs it: as a separate program.
 func BuildThindist(dir string) (string, error) {
-	exe := filepath.Join(dir, "thindist")
-	cmd := exec.Command("go", "build", "-o", exe, "github.com/thindist/thindist/cmd/thindist")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
+		"github.com/thindist/thindist/cmd/thindist", "github.com/thindist/thindist/cmd/thindist-link")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building thindist: %v\n%s", err, out)
 	}
-	return exe, nil
+	return filepath.Join(dir, "thindist"), nil
 }
 
 // MainWithThindist is the TestMain of a package whose tests run thindist as

@@ -67,18 +67,14 @@ func (p *plan) handOver(ctx context.Context, h Handover) error {
 }
 
 // leftToLinker returns the Handover of a link that thindist leaves to the
-// linker, or nil for a link it distributes. A link is distributed however
-// small when an option asks for what only distributing gives: other
-// objects than in-process (CompDB, SectionsAsCompiled) or thindist's own
-// files (KeepNativeObjects, KeepWorkDir). The bitcode is measured only
+// linker, or nil for a link it distributes. The bitcode is measured only
 // when its size decides.
 func (p *plan) leftToLinker() *Handover {
 	h := &Handover{Dir: p.opts.Dir, Argv: p.opts.Command, Output: p.line.output}
-	o := p.opts
 	switch {
 	case len(p.bitcode) == 0:
 		return h
-	case o.InProcessBelow <= 0, o.CompDB != nil, o.SectionsAsCompiled, o.KeepNativeObjects != "", o.KeepWorkDir:
+	case p.opts.InProcessBelow <= 0:
 		return nil
 	}
 	for _, in := range p.bitcode {
@@ -96,7 +92,7 @@ func (p *plan) leftToLinker() *Handover {
 			}
 		}
 	}
-	if h.Bitcode >= o.InProcessBelow {
+	if h.Bitcode >= p.opts.InProcessBelow {
 		return nil
 	}
 	return h

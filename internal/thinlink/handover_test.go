@@ -92,8 +92,8 @@ func TestLLDRecognisedByAsking(t *testing.T) {
 
 // TestSmallLinkLeftToLLD: a link whose bitcode totals less than
 // InProcessBelow runs as given (lld's in-process ThinLTO), with no backend
-// of thindist's, and makes what lld makes; at the threshold, or with an
-// option that asks for what only distributing gives, it is distributed.
+// of thindist's, and makes what lld makes; at the threshold, or with 0, it
+// is distributed. Decide says the same without running anything.
 // The sizes counted are the files' and archive members', found here by
 // their magic number, not by thindist's reading of the inputs.
 func TestSmallLinkLeftToLLD(t *testing.T) {
@@ -143,25 +143,37 @@ func TestSmallLinkLeftToLLD(t *testing.T) {
 		}
 		mustEqual(t, "program left to lld", run(t, p.dir, nil, "./small"), wantMain)
 
+		decide := func(below int64) *thinlink.Handover {
+			t.Helper()
+			h, err := thinlink.Decide(context.Background(), thinlink.Options{Command: p.mainLink("decided"), Dir: p.dir, InProcessBelow: below})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fileExists(filepath.Join(p.dir, "decided")) || fileExists(filepath.Join(p.dir, "decided.thindist.d")) {
+				t.Fatalf("Decide wrote the link's files")
+			}
+			return h
+		}
+		if d := decide(bitcode + 1); d == nil || d.Bitcode != h.Bitcode || d.Modules != h.Modules || d.Output != "decided" {
+			t.Errorf("Decide under the threshold: %+v; want Link's handover %+v", d, h)
+		}
 		for _, c := range []struct {
 			name  string
 			below int64
-			mod   func(*thinlink.Options)
 		}{
-			{"at the threshold", bitcode, nil},
-			{"--sections-as-compiled", 1 << 40, func(o *thinlink.Options) { o.SectionsAsCompiled = true }},
-			{"--keep-native-objects", 1 << 40, func(o *thinlink.Options) { o.KeepNativeObjects = filepath.Join(p.dir, "kept") }},
+			{"at the threshold", bitcode},
+			{"0", 0},
 		} {
 			distributed = 0
 			res := p.mustLink(t, p.mainLink("dist"), func(o *thinlink.Options) {
 				countRuns(o)
 				o.InProcessBelow = c.below
-				if c.mod != nil {
-					c.mod(o)
-				}
 			})
 			if res.Handover != nil || distributed != 1 {
 				t.Errorf("%s: handover %+v, %d distributed runs; want it distributed", c.name, res.Handover, distributed)
+			}
+			if d := decide(c.below); d != nil {
+				t.Errorf("%s: Decide left it to lld: %+v", c.name, d)
 			}
 		}
 

@@ -35,7 +35,9 @@
 // than Options.InProcessBelow, goes no further than reading its inputs: it
 // is left to the linker, to run as given (handover.go): lld's in-process
 // ThinLTO, whose objects thindist's defaults reproduce, costs less than
-// distributing a link that small.
+// distributing a link that small. Decide takes that decision alone, and
+// HandOver runs its answer, for a caller that must not start more than
+// that (the thindist-link front).
 package thinlink
 
 import (
@@ -101,7 +103,10 @@ type Options struct {
 	ToolFacts ToolFacts
 	// InProcessBelow leaves a link whose bitcode totals fewer bytes to
 	// lld's in-process ThinLTO (Handover); 0 distributes every link that
-	// holds bitcode.
+	// holds bitcode. A link left to lld makes no work directory and no
+	// native objects of thindist's, and its backends get lld's options, not
+	// CompDB's or SectionsAsCompiled's: a caller that sets those wants 0
+	// here (`thindist link` does: linkcmd.Flags.InProcessBelow).
 	InProcessBelow int64
 	// Exec, if set, runs a link that thindist leaves to the linker by
 	// replacing this process with it (syscall.Exec), and returns only if
@@ -214,28 +219,14 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	if opts, err = opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	args, err := expandResponseFiles(opts.Command, opts.Dir)
-	if err != nil {
-		return nil, &Error{Step: "reading the link command's response files", Err: err}
-	}
-	p := &plan{opts: opts, modules: map[string]*Module{}, archive: map[int][]entry{},
-		single: map[int]*Module{}, ids: map[string]string{}, passed: map[int]string{}, standsFor: map[string]string{}}
 	// Until the thin link: asking the linker its version and the driver
 	// its link job (processes), reading the inputs, unpacking archives.
 	endRead := opts.phase("reading the link")
 	defer func() { endRead() }()
-	// The command runs lld itself if it says so; anything else is taken for
-	// a compiler driver.
-	if p.lldMajorVersion, err = p.lldMajor(ctx, args[0]); err != nil {
-		return nil, &Error{Step: "asking " + args[0] + " what it is (--version)", Err: err}
+	p, err := read(ctx, opts)
+	if err != nil {
+		return nil, err
 	}
-	if p.line, err = parseLinkLine(args, opts.Dir, p.lldMajorVersion != ""); err != nil {
-		return nil, &Error{Step: "reading the link command", Err: err}
-	}
-	if opts.Output != nil {
-		opts.Output(p.line.output)
-	}
-	p.findInputs()
 	if h := p.leftToLinker(); h != nil {
 		return &Result{Handover: h, Output: p.line.output}, p.handOver(ctx, *h)
 	}
@@ -292,9 +283,72 @@ func Link(ctx context.Context, opts Options) (res *Result, err error) {
 	return res, err
 }
 
+// Decide reads the link command and finds its inputs, as Link does first,
+// and returns the Handover of a link that thindist leaves to the linker,
+// or nil for one it distributes. It runs nothing but the linker's
+// --version (unless Options.ToolFacts knows it), writes none of the link's
+// files, and needs no Run. HandOver runs what it returns.
+func Decide(ctx context.Context, opts Options) (*Handover, error) {
+	opts, err := opts.defaults()
+	if err != nil {
+		return nil, err
+	}
+	p, err := read(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.leftToLinker(), nil
+}
+
+// HandOver runs a link that Decide left to the linker, as Link would:
+// through Options.Exec if set, which replaces this process, else as a
+// child whose messages it passes on.
+func HandOver(ctx context.Context, opts Options, h Handover) error {
+	opts, err := opts.defaults()
+	if err != nil {
+		return err
+	}
+	p := &plan{opts: opts}
+	return p.handOver(ctx, h)
+}
+
+// read is the first step of Link and Decide: it reads the command line
+// (what the command runs, its response files, its options) and finds the
+// inputs that hold bitcode.
+func read(ctx context.Context, opts Options) (*plan, error) {
+	args, err := expandResponseFiles(opts.Command, opts.Dir)
+	if err != nil {
+		return nil, &Error{Step: "reading the link command's response files", Err: err}
+	}
+	p := &plan{opts: opts, modules: map[string]*Module{}, archive: map[int][]entry{},
+		single: map[int]*Module{}, ids: map[string]string{}, passed: map[int]string{}, standsFor: map[string]string{}}
+	// The command runs lld itself if it says so; anything else is taken for
+	// a compiler driver.
+	if p.lldMajorVersion, err = p.lldMajor(ctx, args[0]); err != nil {
+		return nil, &Error{Step: "asking " + args[0] + " what it is (--version)", Err: err}
+	}
+	if p.line, err = parseLinkLine(args, opts.Dir, p.lldMajorVersion != ""); err != nil {
+		return nil, &Error{Step: "reading the link command", Err: err}
+	}
+	if opts.Output != nil {
+		opts.Output(p.line.output)
+	}
+	p.findInputs()
+	return p, nil
+}
+
 // withDefaults returns o with its unset Dir (the current directory),
 // Stdout and Stderr filled in, or an error when Run or Command is missing.
 func (o Options) withDefaults() (Options, error) {
+	if o.Run == nil {
+		return o, errors.New("thinlink: Options.Run is not set")
+	}
+	return o.defaults()
+}
+
+// defaults is withDefaults for what does not run backends (Decide,
+// HandOver).
+func (o Options) defaults() (Options, error) {
 	if o.Dir == "" {
 		var err error
 		if o.Dir, err = os.Getwd(); err != nil {
@@ -306,9 +360,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
-	}
-	if o.Run == nil {
-		return o, errors.New("thinlink: Options.Run is not set")
 	}
 	if len(o.Command) == 0 {
 		return o, &Error{Step: "reading the link command", Err: errors.New("no link command given after --")}
