@@ -17,16 +17,19 @@ import (
 
 // The small part (issue 34's module links): `ld.lld -r` links of a
 // project's smallest bitcode modules, growing to all of them, each linked
-// by lld's in-process ThinLTO, by `thindist link` leaving it to lld (what
-// that costs: thindist's start and the decision), and by `thindist link`
-// distributing it (on the workers of a warm per-user server, thindist's
+// by lld's in-process ThinLTO, by `thindist link` and by the thindist-link
+// front leaving it to lld (what that costs: each one's start and the
+// decision), and by `thindist link` distributing it (on the workers of a warm per-user server, thindist's
 // cache emptied of objects before each link, as for a first build). Where
 // distributing costs about what in-process does is where
 // --in-process-below's default comes from.
 
 // smallMethods are the ways a small link is run, in smallResult.wall's
 // order.
-var smallMethods = []string{"in-process", "left to lld", "distributed"}
+var smallMethods = []string{"in-process", "left to lld", "thindist-link", "distributed"}
+
+// smallDistributed is the distributed method's index in smallMethods.
+const smallDistributed = 3
 
 // smallLink is one link: the first modules of the project, smallest first.
 type smallLink struct {
@@ -83,6 +86,8 @@ func benchSmall(ctx context.Context, t *tools, o *options, p *project) (*smallRe
 			return link
 		case 1:
 			return append([]string{t.thindist, "link", "--quiet", "--in-process-below=1T", "--"}, link...)
+		case 2:
+			return append([]string{t.front, "--quiet", "--in-process-below=1T", "--"}, link...)
 		}
 		return append([]string{t.thindist, "link", "--quiet", "--in-process-below=0", fmt.Sprintf("--jobs=%d", o.jobs),
 			"--worker=" + t.worker, "--cache-dir=" + cache, "--"}, link...)
@@ -118,8 +123,8 @@ func benchSmall(ctx context.Context, t *tools, o *options, p *project) (*smallRe
 			case m == 0:
 				want = got
 			case bytes.Equal(got, want):
-			case m == 1:
-				return nil, fmt.Errorf("%d modules: the object left to lld differs from in-process's", len(l.modules))
+			case m != smallDistributed:
+				return nil, fmt.Errorf("%d modules: the object left to lld (%s) differs from in-process's", len(l.modules), smallMethods[m])
 			default:
 				same = false
 			}
@@ -134,7 +139,7 @@ func benchSmall(ctx context.Context, t *tools, o *options, p *project) (*smallRe
 		for i, l := range r.links {
 			for k := range smallMethods {
 				m := (run + i + k) % len(smallMethods)
-				if m == 2 { // no object cached: the links' first build
+				if m == smallDistributed { // no object cached: the links' first build
 					for _, d := range []string{"ac", "cas"} {
 						os.RemoveAll(filepath.Join(cache, d))
 					}

@@ -31,21 +31,23 @@ func (rep *report) smallMarkdown(b *strings.Builder, rs []*projectResult) {
 	fmt.Fprintf(b, "`ld.lld -r --thinlto-jobs=%d` of a project's smallest bitcode modules, growing to all of them; "+
 		"medians of %d links each, interleaved. **In-process**: lld's own ThinLTO. **Left to lld**: `thindist link` with an "+
 		"`--in-process-below` above the link's bitcode, which runs the command as given (replacing itself with it): what "+
-		"thindist's start and decision add. **Distributed**: `thindist link --in-process-below=0`, on the workers of a warm "+
-		"per-user server, with thindist's cache emptied of objects before each link (a first build). The link left to lld makes the "+
+		"thindist's start and decision add. **thindist-link**: the same through the thindist-link front, which decides with "+
+		"thindist's code without thindist's start. **Distributed**: `thindist link --in-process-below=0`, on the workers of a warm "+
+		"per-user server, with thindist's cache emptied of objects before each link (a first build). The links left to lld make the "+
 		"object in-process makes, byte for byte (checked); **same** says whether the distributed one does too. "+
 		"`--in-process-below`'s default is 256 KiB.\n\n", rep.jobs, rep.runs)
-	b.WriteString("| project | modules | bitcode | in-process | left to lld | × | distributed | × | same |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| project | modules | bitcode | in-process | left to lld | × | thindist-link | × | distributed | × | same |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rs {
 		s := r.small
 		for i, l := range s.links {
-			ip, left, dist := median(s.wall[i][0]), median(s.wall[i][1]), median(s.wall[i][2])
+			ip, left, front, dist := median(s.wall[i][0]), median(s.wall[i][1]), median(s.wall[i][2]), median(s.wall[i][smallDistributed])
 			same := "yes"
 			if !s.same[i] {
 				same = "no"
 			}
-			fmt.Fprintf(b, "| %s | %d | %s | %.1f ms | %.1f ms | %.2f | %.1f ms | %.2f | %s |\n", r.p.build.Name, len(l.modules),
-				thinlink.Size(l.bytes), ms(ip), ms(left), ratio(left, ip), ms(dist), ratio(dist, ip), same)
+			fmt.Fprintf(b, "| %s | %d | %s | %.1f ms | %.1f ms | %.2f | %.1f ms | %.2f | %.1f ms | %.2f | %s |\n", r.p.build.Name, len(l.modules),
+				thinlink.Size(l.bytes), ms(ip), ms(left), ratio(left, ip), ms(front), ratio(front, ip), ms(dist), ratio(dist, ip), same)
 		}
 	}
 }

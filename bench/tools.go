@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/thindist/thindist/internal/realproj"
+	"github.com/thindist/thindist/internal/testprog"
 )
 
 //go:embed serial_dist.py
@@ -26,6 +27,7 @@ var timewrapSource []byte
 type tools struct {
 	tc       realproj.Toolchain
 	thindist string // built from this checkout
+	front    string // thindist-link, built beside it
 	python   string
 	serial   string // serial_dist.py
 	noopcc   string // the no-op compiler
@@ -43,6 +45,7 @@ func setupTools(ctx context.Context, o *options) (*tools, error) {
 	t := &tools{
 		tc:       realproj.DefaultToolchain(),
 		thindist: filepath.Join(bin, "thindist"),
+		front:    filepath.Join(bin, "thindist-link"),
 		python:   o.python,
 		serial:   filepath.Join(bin, "serial_dist.py"),
 		noopcc:   filepath.Join(bin, "noopcc"),
@@ -65,9 +68,8 @@ func setupTools(ctx context.Context, o *options) (*tools, error) {
 	if out, err := exec.CommandContext(ctx, "cp", filepath.Join(workerDir, "thindist-worker"), t.worker).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("copying the worker: %v\n%s", err, out)
 	}
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", t.thindist,
-		"github.com/thindist/thindist/cmd/thindist").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building thindist: %v\n%s", err, out)
+	if _, err := testprog.BuildThindist(bin); err != nil { // and thindist-link beside it
+		return nil, err
 	}
 	if err := os.WriteFile(t.serial, serialDist, 0o755); err != nil {
 		return nil, err

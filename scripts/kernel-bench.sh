@@ -149,10 +149,10 @@ thin_ld="$thindist-link --progress=never $server --cache-dir=$scratch/cache-thin
 # shellcheck disable=SC2086 # the command's words
 ld_wrapper thin $thin_ld
 # shellcheck disable=SC2016 # $compdb is the wrapper's, set by its $pre
-ld_wrapper sections "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-sections" \
+ld_wrapper sections "$thindist-link" --progress=never "$server" --cache-dir="$scratch/cache-sections" \
   --sections-as-compiled '$compdb' -- ld.lld
 # shellcheck disable=SC2086 # the flags are words
-ld_wrapper remote "$thindist" link --progress=never "$server" --cache-dir="$scratch/cache-remote" \
+ld_wrapper remote "$thindist-link" --progress=never "$server" --cache-dir="$scratch/cache-remote" \
   ${THINDIST_KERNEL_REMOTE:-} --remote-instance="kernel-bench-$(date +%s)" -- ld.lld
 
 # configure VARIANT: a clean build directory with the kernel's configuration.
@@ -262,7 +262,7 @@ relink() {
   b=$scratch/build-thin tmp=$scratch/relink n=${THINDIST_KERNEL_RELINKS:-21}
   rm -rf "$tmp"
   mkdir -p "$tmp"
-  echo "| link | in-process | \`thindist link\` | × |" > "$scratch/relinks.md"
+  echo "| link | in-process | \`thindist-link\` | × |" > "$scratch/relinks.md"
   echo "|---|---:|---:|---:|" >> "$scratch/relinks.md"
   find "$b" -name '.*.cmd' | sort | while read -r f; do
     saved_parts "$f" > "$tmp/parts"
