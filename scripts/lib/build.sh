@@ -5,11 +5,13 @@
 # -buildvcs=auto records the commit (thindist --version, every run's
 # record) even where GOFLAGS turns stamping off; where git cannot read the
 # checkout (not one, another owner's), it builds without it.
-build_thindist() {
+# It runs in a subshell: the scripts that source it keep their variables.
+build_thindist() (
+	cd "$root" || exit 1
 	for cmd in thindist thindist-link; do
-		out=$(dirname "$1")/$cmd
-		[ $cmd = thindist-link ] || out=$1
-		(cd "$root" && { go build -buildvcs=auto -o "$out" ./cmd/$cmd 2>/dev/null ||
-			go build -buildvcs=false -o "$out" ./cmd/$cmd; }) || return 1
+		exe=$(dirname "$1")/$cmd
+		[ $cmd = thindist-link ] || exe=$1
+		go build -buildvcs=auto -o "$exe" ./cmd/$cmd 2>/dev/null ||
+			go build -buildvcs=false -o "$exe" ./cmd/$cmd || exit 1
 	done
-}
+)
