@@ -124,10 +124,13 @@ func TestSummaryWallTime(t *testing.T) {
 	end = tl.Begin("final link")
 	clock.Advance(200 * time.Millisecond)
 	end()
+	// Two parts of the run tell of the same phase (the workers, the fork
+	// servers a race's niced tries used): both are said.
+	tl.Detail("backends", "1 on workers")
 	tl.Detail("backends", "40ms starting 1 fork server")
 
 	want := "thindist: app: 1 jobs, 0 failed, 0 cached, 1 remote, 0 local in 2.5s " +
-		"(thin link 400ms, connecting 1.2s, backends 700ms including 40ms starting 1 fork server, final link 200ms); " +
+		"(thin link 400ms, connecting 1.2s, backends 700ms including 1 on workers, 40ms starting 1 fork server, final link 200ms); " +
 		"slowest big.o (650ms)"
 	if got := s.Line(); got != want {
 		t.Errorf("summary\n %q, want\n %q", got, want)
