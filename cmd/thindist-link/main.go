@@ -16,10 +16,10 @@ import (
 func main() {
 	self, _ := os.Executable()
 	err := linkcmd.Front(context.Background(), os.Args[1:], linkcmd.FrontEnv{
-		Getenv:   os.Getenv,
-		Stderr:   os.Stderr,
-		Replace:  linkcmd.Replace,
-		Thindist: linkcmd.FindThindist(self),
+		Getenv:  os.Getenv,
+		Stderr:  os.Stderr,
+		Replace: linkcmd.Replace,
+		Self:    self,
 	})
 	var te *thinlink.Error
 	if errors.As(err, &te) {

@@ -80,10 +80,10 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 		opts.CompDB = db
 	}
 	res, err := thinlink.Link(ctx, opts)
-	if res != nil && res.Handover != nil && opts.Exec == nil {
-		linkcmd.Announce(env.Stderr, cfg.Quiet, *res.Handover, opts.InProcessBelow)
-	}
 	if res != nil && res.Handover != nil {
+		if opts.Exec == nil { // else Exec announced it, and failed
+			linkcmd.Announce(env.Stderr, cfg.Quiet, *res.Handover, opts.InProcessBelow)
+		}
 		// The command ran as given (no input held bitcode, or too little
 		// to distribute): nothing of thindist's ran, and a record would
 		// only push out those of the distributed links (Kbuild runs LD for

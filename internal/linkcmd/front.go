@@ -19,9 +19,9 @@ type FrontEnv struct {
 	// Replace replaces the process with a command (Replace); it returns
 	// only if it cannot.
 	Replace func(dir string, argv []string) error
-	// Thindist is the thindist to pass the other links to (FindThindist);
-	// "" if there is none.
-	Thindist string
+	// Self is this program's executable, beside which Front looks first
+	// for the thindist to pass the other links to (FindThindist).
+	Self string
 }
 
 // Front is `thindist link ARGS` in a program that starts in a fraction of
@@ -50,10 +50,11 @@ func Front(ctx context.Context, args []string, env FrontEnv) error {
 			}
 		}
 	}
-	if env.Thindist == "" {
+	thindist := FindThindist(env.Self)
+	if thindist == "" {
 		return errors.New("cannot find thindist, beside thindist-link or in PATH, to run this link: install both (scripts/install.sh)")
 	}
-	return env.Replace(".", append([]string{env.Thindist, "link"}, args...))
+	return env.Replace(".", append([]string{thindist, "link"}, args...))
 }
 
 // FindThindist returns the thindist beside the executable self (as

@@ -21,9 +21,10 @@ type frontRun struct {
 	err    error
 }
 
-// front runs Front on args in dir with a thindist at "/opt/bin/thindist"
-// (or none) and a Replace that only notes what it was given.
-func front(t *testing.T, dir, thindist string, args ...string) frontRun {
+// front runs Front on args in dir as the thindist-link in the directory
+// bin (a thindist beside it or not; PATH has none), with a Replace that
+// only notes what it was given.
+func front(t *testing.T, dir, bin string, args ...string) frontRun {
 	t.Helper()
 	var r frontRun
 	var stderr bytes.Buffer
@@ -37,9 +38,9 @@ func front(t *testing.T, dir, thindist string, args ...string) frontRun {
 			}
 			return ""
 		},
-		Stderr:   &stderr,
-		Replace:  func(d string, argv []string) error { r.dir, r.argv = d, argv; return errors.New("replaced") },
-		Thindist: thindist,
+		Stderr:  &stderr,
+		Replace: func(d string, argv []string) error { r.dir, r.argv = d, argv; return errors.New("replaced") },
+		Self:    filepath.Join(bin, "thindist-link"),
 	})
 	r.stderr = stderr.String()
 	return r
@@ -56,7 +57,11 @@ func TestFront(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "ld.lld"), []byte("#!/bin/sh\necho 'LLD 22.1.0 (compatible with GNU linkers)'\n"), 0o755)
 	os.WriteFile(filepath.Join(dir, "a.o"), append([]byte("BC\xc0\xde"), make([]byte, 996)...), 0o644)
 	os.WriteFile(filepath.Join(dir, "n.o"), append([]byte("\x7fELF"), make([]byte, 60)...), 0o644)
-	const thindist = "/opt/bin/thindist"
+	t.Setenv("PATH", t.TempDir())
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	thindist := filepath.Join(bin, "thindist")
+	os.WriteFile(thindist, []byte("#!/bin/sh\n"), 0o755)
 	link := []string{"./ld.lld", "a.o", "n.o", "-o", "app"}
 	for _, c := range []struct {
 		name     string
@@ -80,7 +85,7 @@ func TestFront(t *testing.T) {
 		if args[len(args)-1] == "--" && c.name != "no command" {
 			args = append(slices.Clone(args), link...)
 		}
-		r := front(t, dir, thindist, args...)
+		r := front(t, dir, bin, args...)
 		want, wantDir := append([]string{thindist, "link"}, args...), "."
 		if c.leftToLD {
 			want, wantDir = args[slices.Index(args, "--")+1:], dir
@@ -92,7 +97,7 @@ func TestFront(t *testing.T) {
 			t.Errorf("%s: Front returned %v, not Replace's error", c.name, r.err)
 		}
 	}
-	r := front(t, dir, "", "--in-process-below=0", "--", "./ld.lld", "a.o", "-o", "app")
+	r := front(t, dir, t.TempDir(), "--in-process-below=0", "--", "./ld.lld", "a.o", "-o", "app")
 	if r.argv != nil || r.err == nil || !strings.Contains(r.err.Error(), "cannot find thindist") || !strings.Contains(r.err.Error(), "install both") {
 		t.Errorf("without thindist: replaced by %q, %v", r.argv, r.err)
 	}

@@ -145,8 +145,9 @@ func readArchive(path string) (*Archive, error) {
 			name = strings.TrimSuffix(rawName, "/")
 		}
 		if !special && rawName != "//" {
-			m := Member{Name: name, Offset: off, Size: size}
+			m := Member{Name: name, Offset: off}
 			if ar.Thin {
+				m.Size = size
 				m.Bitcode = classify(ar.memberPath(name)) == KindBitcode
 			} else {
 				m.Data = content
