@@ -118,6 +118,9 @@ func TestFrontPassesOnOtherLinks(t *testing.T) {
 	if err != nil || string(got) != p.Want {
 		t.Errorf("the distributed program: %v, %q; want %q", err, got, p.Want)
 	}
+	if out, err := exec.Command(front, "--version").Output(); err != nil || !strings.HasPrefix(string(out), "thindist-link ") {
+		t.Errorf("thindist-link --version: %v, %q; want its own version", err, out)
+	}
 	cmd = exec.Command(front, "--no-such-flag", "--", driver(p), "-o", "app")
 	cmd.Dir = p.Dir
 	out, err = cmd.CombinedOutput()

@@ -11,9 +11,14 @@ import (
 
 	"github.com/thindist/thindist/internal/linkcmd"
 	"github.com/thindist/thindist/internal/thinlink"
+	"github.com/thindist/thindist/internal/version"
 )
 
 func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") {
+		fmt.Println("thindist-link " + version.Short() + " (the front of thindist link)")
+		return
+	}
 	self, _ := os.Executable()
 	err := linkcmd.Front(context.Background(), os.Args[1:], linkcmd.FrontEnv{
 		Getenv:  os.Getenv,

@@ -46,6 +46,12 @@ func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer)
 			fmt.Fprintln(stdout, version.Line())
 			return 0
 		case "link":
+			if len(args) == 2 && (args[1] == "--version" || args[1] == "-version") {
+				// What thindist-link --version hands on; a linker's
+				// --version follows the link's --.
+				fmt.Fprintln(stdout, version.Line())
+				return 0
+			}
 			return link(ctx, args[1:], env, start)
 		}
 	}

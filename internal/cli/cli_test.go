@@ -23,7 +23,7 @@ func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, s
 }
 
 func TestVersionAndHelp(t *testing.T) {
-	for _, args := range [][]string{{"--version"}, {"version"}} {
+	for _, args := range [][]string{{"--version"}, {"version"}, {"link", "--version"}} {
 		code, out, _ := runCLI(t, nil, args...)
 		if code != 0 || !strings.HasPrefix(out, "thindist ") || !strings.Contains(out, runtime.Version()) {
 			t.Errorf("%v: exit %d, %q; want thindist's and Go's versions", args, code, out)
