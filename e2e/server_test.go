@@ -168,7 +168,7 @@ func serverCommands(t *testing.T, dir string, st *workerserver.Status) {
 		fmt.Sprintf("server:    pid %d, up ", st.PID),
 		"socket:    " + workerserver.Socket(dir),
 		"thindist:  " + st.Identity.Version + ", " + thindist,
-		fmt.Sprintf("served:    %d jobs, 2 links; 0 connections open", st.Workers.Jobs),
+		fmt.Sprintf("served:    %d jobs on workers, 2 links; 0 connections open", st.Workers.Jobs),
 		"compilers: " + clang + "++ (" + clang + "): on the workers",
 	} {
 		if !strings.Contains(out, want) {
@@ -379,7 +379,9 @@ func TestServerReplacedByAnotherThindist(t *testing.T) {
 
 // TestServerChecksAChangedCompiler: a compiler path that the server checked
 // and that now resolves to clang 19 is checked again: its jobs run
-// without the worker, and the report says why.
+// without the worker, and the report says why. They run on the server's
+// fork server instead, kept warm for the next link: that one starts no
+// fork server, and its objects are exec'd clang 19's.
 func TestServerChecksAChangedCompiler(t *testing.T) {
 	w := testprog.Worker(t)
 	bin19 := "/usr/lib/llvm-19/bin"
@@ -394,31 +396,48 @@ func TestServerChecksAChangedCompiler(t *testing.T) {
 	}
 	cc := filepath.Join(t.TempDir(), "clang")
 	dir := serverDir(t)
-	var pids [2]int
+	// The clang 19 links share a cache, emptied between them: links of
+	// one build share an environment, and so the server's fork server.
+	caches := []string{t.TempDir(), t.TempDir()}
+	var pids [3]int
+	var natives [3]map[string][]byte
 	for i, c := range []struct {
 		p      *testprog.Program
 		target string
-	}{{p22, clang}, {p19, filepath.Join(bin19, "clang")}} {
+	}{{p22, clang}, {p19, filepath.Join(bin19, "clang")}, {p19, filepath.Join(bin19, "clang")}} {
 		os.Remove(cc)
 		if err := os.Symlink(c.target, cc); err != nil {
 			t.Fatal(err)
 		}
-		cache := t.TempDir()
+		cache, keep := caches[min(i, 1)], filepath.Join(t.TempDir(), "natives")
 		env := append(serverEnv(dir, "1m"), "THINDIST_CACHE_DIR="+cache)
-		args := append([]string{"link", "--jobs=1", "--worker=" + w, "--", cc, "-flto=thin", "-fuse-ld=lld", "-O2"}, c.p.Objects...)
-		if code, msg := runThindist(t, c.p.Dir, env, append(args, "-o", "prog")...); code != 0 {
+		if i == 2 {
+			if code, msg := runThindist(t, "/", env, "cache", "clear"); code != 0 {
+				t.Fatalf("thindist cache clear: exit %d\n%s", code, msg)
+			}
+		}
+		args := append([]string{"link", "--jobs=1", "--worker=" + w, "--keep-native-objects=" + keep, "--", cc, "-flto=thin", "-fuse-ld=lld", "-O2"}, c.p.Objects...)
+		code, msg := runThindist(t, c.p.Dir, env, append(args, "-o", "prog")...)
+		if code != 0 {
 			t.Fatalf("thindist link with %s → %s: exit %d\n%s", cc, c.target, code, msg)
 		}
 		if got := runProg(t, c.p, "prog"); got != c.p.Want {
 			t.Errorf("%s → %s: the program prints %q, want %q", cc, c.target, got, c.p.Want)
 		}
+		natives[i] = testprog.ReadTree(t, keep)
 		run := lastRecord(t, c.p.Dir, cache)
 		pids[i] = recordServer(run)
 		why := cc + ` is "Debian clang version 19`
 		for _, a := range run.Actions {
-			if a.Worker != (i == 0) || i == 1 && !strings.HasPrefix(a.NotWorker, why) {
+			if a.Worker != (i == 0) || i > 0 && !strings.HasPrefix(a.NotWorker, why) {
 				t.Errorf("%s → %s: %s on a worker: %v (why not: %q)", cc, c.target, a.Module, a.Worker, a.NotWorker)
 			}
+			if a.Forked != (i > 0) {
+				t.Errorf("%s → %s: %s forked: %v", cc, c.target, a.Module, a.Forked)
+			}
+		}
+		if i > 0 && (!strings.Contains(msg, "3 forked by the worker server") || strings.Contains(msg, "fork server")) {
+			t.Errorf("link %d with clang 19: its summary should say its 3 backends were forked by the worker server, and start no fork server of its own:\n%s", i, msg)
 		}
 		if i == 1 {
 			if _, report := runThindistStdout(t, c.p.Dir, env, "report"); !strings.Contains(report, "no worker: "+why) {
@@ -426,8 +445,28 @@ func TestServerChecksAChangedCompiler(t *testing.T) {
 			}
 		}
 	}
-	if pids[0] == 0 || pids[1] != pids[0] {
+	if pids[0] == 0 || pids[1] != pids[0] || pids[2] != pids[0] {
 		t.Errorf("the links' servers: pids %v; want one", pids)
+	}
+	if st := serverStatus(t, dir); st == nil || st.ForkServers != 1 || st.Forked != 6 {
+		t.Errorf("the server's status after two clang 19 links: %+v; want 1 fork server and 6 jobs forked", st)
+	}
+	// The same backends exec'd by clang 19, with no server.
+	keep := filepath.Join(t.TempDir(), "natives")
+	args := append([]string{"link", "--jobs=1", "--no-worker", "--no-fork-server", "--keep-native-objects=" + keep, "--", cc, "-flto=thin", "-fuse-ld=lld", "-O2"}, p19.Objects...)
+	if code, msg := runThindist(t, p19.Dir, append(serverEnv(dir, "0"), "THINDIST_CACHE_DIR="+t.TempDir()), append(args, "-o", "prog-exec")...); code != 0 {
+		t.Fatalf("thindist link with clang 19 exec'd: exit %d\n%s", code, msg)
+	}
+	ref := testprog.ReadTree(t, keep)
+	for i := 1; i < 3; i++ {
+		if len(natives[i]) != len(ref) {
+			t.Errorf("link %d: %d native objects, %d exec'd", i, len(natives[i]), len(ref))
+		}
+		for name, b := range ref {
+			if !bytes.Equal(b, natives[i][name]) {
+				t.Errorf("link %d: %s differs from exec'd clang 19's", i, name)
+			}
+		}
 	}
 }
 

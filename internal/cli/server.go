@@ -130,7 +130,12 @@ func writeServerStatus(w io.Writer, st *workerserver.Status) {
 	fmt.Fprintf(w, "thindist:  %s, %s\n", st.Identity.Version, st.Identity.Thindist)
 	fmt.Fprintf(w, "worker:    %s\n", st.Identity.Worker)
 	fmt.Fprintf(w, "workers:   %d idle, %d busy; %d started, %d recycled\n", st.Workers.Idle, st.Workers.Busy, st.Workers.Started, st.Workers.Recycled)
-	fmt.Fprintf(w, "served:    %d jobs, %d links; %d connections open", st.Workers.Jobs, st.Links, st.Connections)
+	servers := "fork servers"
+	if st.ForkServers == 1 {
+		servers = "fork server"
+	}
+	fmt.Fprintf(w, "forks:     %d %s for the jobs no worker takes; %d jobs forked\n", st.ForkServers, servers, st.Forked)
+	fmt.Fprintf(w, "served:    %d jobs on workers, %d links; %d connections open", st.Workers.Jobs, st.Links, st.Connections)
 	if st.Refused > 0 {
 		fmt.Fprintf(w, ", %d of other users refused", st.Refused)
 	}

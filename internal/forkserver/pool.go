@@ -118,6 +118,7 @@ type Pool struct {
 	shim    string
 	shimErr error
 	servers map[string]*entry
+	running []*Server // the servers started
 	stats   Stats
 }
 
@@ -198,6 +199,7 @@ func (p *Pool) Server(ctx context.Context, compiler string) (*Server, error) {
 		}
 		if e.err == nil {
 			p.mu.Lock()
+			p.running = append(p.running, e.srv)
 			p.stats.Servers++
 			p.stats.Startup += time.Since(began)
 			p.mu.Unlock()
@@ -235,6 +237,22 @@ func (p *Pool) buildShim(ctx context.Context, compiler string) (string, error) {
 		}
 	}
 	return p.shim, p.shimErr
+}
+
+// Changed says why the pool's servers no longer match what is on disk,
+// "" when they do: a file a server runs code from (its compiler, the
+// compiler's libraries) was replaced since it started, as an upgrade
+// does. Its jobs would run the old compiler.
+func (p *Pool) Changed() string {
+	p.mu.Lock()
+	running := append([]*Server(nil), p.running...)
+	p.mu.Unlock()
+	for _, s := range running {
+		if f := s.proc.Replaced(); f != "" {
+			return fmt.Sprintf("%s, which a fork server runs, was replaced on disk", f)
+		}
+	}
+	return ""
 }
 
 // Close stops every server.

@@ -2,12 +2,15 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/forkserver"
 	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/record"
@@ -26,7 +29,9 @@ import (
 // The workers are the per-user server's (internal/workerserver), reached
 // or started at the link's first job, when the server is on (cfg's
 // ServerIdle above 0) and env.Self can start one: warm, they serve every
-// link, small ones too. Otherwise, or when the server's directory is not
+// link, small ones too, and so do the server's fork servers for the jobs
+// the workers do not take (serverForks; not under --no-fork-server),
+// before runner. Otherwise, or when the server's directory is not
 // the user's alone or no server can be reached, they are the link's own,
 // started where a fork server pays (more actions than local slots). The
 // returned func ends the link's use of them and notes on tl how many
@@ -38,6 +43,7 @@ func Workers(cfg *config.Config, env Env, n int, runner proc.Runner, tl *report.
 	}
 	opts := worker.Options{Path: path}
 	var w worker.Runner
+	var forks *serverForks
 	switch idle := cfg.ServerIdle(env.Getenv); {
 	case idle > 0 && env.Self != "":
 		dir := ServerDir(cfg, env)
@@ -49,8 +55,14 @@ func Workers(cfg *config.Config, env Env, n int, runner proc.Runner, tl *report.
 			w = worker.NewRunner(runner, proc.Exec{}, opts)
 			break
 		}
-		w = worker.NewRunnerOn(&serverOrPool{o: workerserver.ConnectOptions{Dir: dir, Self: env.Self, Worker: path, Idle: idle},
-			pool: opts, rec: env.Record, warn: warn}, runner, proc.Exec{})
+		s := &serverOrPool{o: workerserver.ConnectOptions{Dir: dir, Self: env.Self, Worker: path, Idle: idle},
+			pool: opts, rec: env.Record, warn: warn}
+		next := runner
+		if !cfg.NoForkServer {
+			forks = &serverForks{s: s, next: runner}
+			next = forks
+		}
+		w = worker.NewRunnerOn(s, next, proc.Exec{})
 	case n > cfg.Jobs:
 		w = worker.NewRunner(runner, proc.Exec{}, opts)
 	default:
@@ -60,6 +72,11 @@ func Workers(cfg *config.Config, env Env, n int, runner proc.Runner, tl *report.
 		w.Close()
 		if st := w.Stats(); st.Jobs > 0 || st.Reruns > 0 {
 			tl.Detail("backends", fmt.Sprintf("%d on workers, %s started, %d rerun by exec", st.Jobs, plural(st.Started, "worker"), st.Reruns))
+		}
+		if forks != nil {
+			if n := forks.n.Load(); n > 0 {
+				tl.Detail("backends", fmt.Sprintf("%d forked by the worker server", n))
+			}
 		}
 	}
 }
@@ -112,6 +129,11 @@ type serverOrPool struct {
 }
 
 func (s *serverOrPool) Run(ctx context.Context, dir string, argv, env []string) (*worker.Outcome, error) {
+	return s.workers().Run(ctx, dir, argv, env)
+}
+
+// workers reaches (or starts) the server at the first call.
+func (s *serverOrPool) workers() worker.Workers {
 	s.once.Do(func() {
 		cl, err := workerserver.Connect(s.o)
 		if err != nil {
@@ -124,7 +146,31 @@ func (s *serverOrPool) Run(ctx context.Context, dir string, argv, env []string) 
 			s.rec.Update(func(run *record.Run) { run.WorkerServer = cl.String() })
 		}
 	})
-	return s.w.Run(ctx, dir, argv, env)
+	return s.w
+}
+
+// serverForks forks on the worker server's fork servers, warm across
+// links, the jobs its workers do not take (another compiler than theirs,
+// options they are not tested with, a race's niced try); next runs them
+// when the link has no server, or the server cannot (a compiler it cannot
+// fork, a job whose output streams).
+type serverForks struct {
+	s    *serverOrPool
+	next proc.Runner
+	n    atomic.Int64 // jobs forked by the server
+}
+
+func (f *serverForks) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
+	if cl, ok := f.s.workers().(*workerserver.Client); ok && len(c.Argv) > 0 && c.Stdout == nil && len(c.ExtraFiles) == 0 {
+		res, err := cl.Fork(ctx, c)
+		if !errors.Is(err, forkserver.ErrUnavailable) {
+			if err == nil {
+				f.n.Add(1)
+			}
+			return res, err
+		}
+	}
+	return f.next.Run(ctx, c)
 }
 
 func (s *serverOrPool) Close() {

@@ -1,8 +1,11 @@
 package proc
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"syscall"
 )
 
@@ -51,6 +54,26 @@ func Start(cmd *exec.Cmd, deathSignal syscall.Signal) (*Process, error) {
 
 // Pid is the process's id, which is also its process group's.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Replaced returns a file the process runs code from (an executable
+// mapping in /proc/PID/maps: its program, its shared libraries) that was
+// replaced or removed on disk since it was mapped, as a package upgrade
+// does; "" if none, or if the process is gone. A long-lived compiler
+// process that says one is no longer the compiler on disk.
+func (p *Process) Replaced() string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.Pid()))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// address perms offset dev inode path
+		f := strings.Fields(line)
+		if len(f) >= 6 && strings.Contains(f[1], "x") && strings.HasPrefix(f[5], "/") && strings.HasSuffix(line, " (deleted)") {
+			return strings.TrimSuffix(strings.Join(f[5:], " "), " (deleted)")
+		}
+	}
+	return ""
+}
 
 // Kill kills the process (not its group) with SIGKILL, unless it has
 // been waited for.

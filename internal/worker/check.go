@@ -98,7 +98,7 @@ type verdict struct {
 // get returns the verdict on compiler (run from dir with env), calling
 // check when none is kept for the file it resolves to now.
 func (vs *verdicts) get(ctx context.Context, compiler, dir string, env []string, check func() string) string {
-	file, id, err := identify(compiler, dir, env)
+	file, id, err := Identify(compiler, dir, env)
 	if err != nil {
 		return check() // it cannot be run: the check says so
 	}
@@ -145,9 +145,12 @@ func (vs *verdicts) list() []Verdict {
 	return out
 }
 
-// identify resolves compiler as its job would run it (lookPath), then its
-// symbolic links, and returns the file and its identity.
-func identify(compiler, dir string, env []string) (file, id string, err error) {
+// Identify resolves a job's compiler as the job's exec would (a name
+// without a slash in the PATH of the job's env, a relative path from its
+// dir), then its symbolic links, and returns the file and its identity
+// (device, inode, size, modification time): a compiler replaced on disk,
+// or a name retargeted to another file, has another.
+func Identify(compiler, dir string, env []string) (file, id string, err error) {
 	path, err := lookPath(compiler, dir, env)
 	if err != nil {
 		return "", "", err

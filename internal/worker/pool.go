@@ -260,7 +260,7 @@ func (p *Pool) Changed() string {
 	}
 	p.mu.Unlock()
 	for _, w := range ws {
-		if f := w.replaced(); f != "" {
+		if f := w.p.Replaced(); f != "" {
 			return fmt.Sprintf("%s, which a worker runs, was replaced on disk", f)
 		}
 	}

@@ -106,24 +106,6 @@ func (w *process) rss() int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// replaced returns a file the worker runs code from (an executable
-// mapping in /proc/PID/maps) that was replaced or removed on disk since
-// it was mapped, "" if none.
-func (w *process) replaced() string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", w.p.Pid()))
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		// address perms offset dev inode path
-		f := strings.Fields(line)
-		if len(f) >= 6 && strings.Contains(f[1], "x") && strings.HasPrefix(f[5], "/") && strings.HasSuffix(line, " (deleted)") {
-			return strings.TrimSuffix(strings.Join(f[5:], " "), " (deleted)")
-		}
-	}
-	return ""
-}
-
 // kill kills the worker's process group; wait for it with wait.
 func (w *process) kill() { syscall.Kill(-w.p.Pid(), syscall.SIGKILL) }
 

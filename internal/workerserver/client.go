@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/thindist/thindist/internal/forkserver"
+	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/worker"
 )
 
@@ -82,13 +84,78 @@ func (cl *Client) open() (*conn, error) {
 
 // Run implements worker.Workers.
 func (cl *Client) Run(ctx context.Context, dir string, argv, env []string) (*worker.Outcome, error) {
+	f, err := cl.call(ctx, jobRequest(dir, argv, env))
+	var ended *serverEnded
+	switch {
+	case errors.As(err, &ended) && ended.before:
+		return &worker.Outcome{Elsewhere: err.Error()}, nil
+	case errors.As(err, &ended):
+		return &worker.Outcome{Rerun: err.Error()}, nil
+	case err != nil:
+		return nil, err
+	}
+	o, err := decodeOutcome(f)
+	if err != nil {
+		return &worker.Outcome{Rerun: cl.fail(fmt.Sprintf("the worker server ended mid-job (%v)", err))}, nil
+	}
+	return o, nil
+}
+
+// Fork runs c on one of the server's fork servers, kept warm across links
+// for the jobs its workers do not take (forks.go): c.Argv in c.Dir with
+// c.Env (nil: this process's), c.Nice. c must not stream its output or be
+// given descriptors. An error wrapping forkserver.ErrUnavailable means the
+// job did not run to its end there (no server, it cannot fork that
+// compiler, it ended mid-job): run it another way.
+func (cl *Client) Fork(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
+	req := *c
+	if req.Env == nil {
+		req.Env = os.Environ()
+	}
+	if req.Dir == "" {
+		req.Dir, _ = os.Getwd()
+	}
+	start := time.Now()
+	f, err := cl.call(ctx, forkRequest(&req))
+	var ended *serverEnded
+	if errors.As(err, &ended) {
+		return nil, fmt.Errorf("%w: %v", forkserver.ErrUnavailable, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s stopped: %w", c.Argv[0], err)
+	}
+	a, err := decodeForked(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", forkserver.ErrUnavailable, cl.fail(fmt.Sprintf("the worker server ended mid-job (%v)", err)))
+	}
+	if a.elsewhere != "" {
+		return nil, fmt.Errorf("%w: the worker server's: %s", forkserver.ErrUnavailable, a.elsewhere)
+	}
+	return &proc.Result{Exit: proc.Exit{ExitCode: a.st.ExitCode, Signal: a.st.Signal}, CPU: a.st.CPU, MaxRSS: a.st.MaxRSS,
+		Wall: time.Since(start), Stdout: a.stdout, Stderr: a.stderr, Forked: true}, nil
+}
+
+// serverEnded is a request the server could not answer: it was not sent
+// (before: no server, or it ended before the request), or the server ended
+// while it ran.
+type serverEnded struct {
+	before bool
+	why    string
+}
+
+func (e *serverEnded) Error() string { return e.why }
+
+// call sends req on an idle connection (or a new one) and returns the
+// answer; when ctx ends first the connection closes (the server then kills
+// the job) and call returns ctx's error.
+func (cl *Client) call(ctx context.Context, req []string) ([]string, error) {
 	cc, err := cl.get()
 	if err != nil {
-		return &worker.Outcome{Elsewhere: "no worker server: " + err.Error()}, nil
+		return nil, &serverEnded{before: true, why: "no worker server: " + err.Error()}
 	}
-	if err := worker.WriteMessage(cc.c, jobRequest(dir, argv, env)); err != nil {
+	if err := worker.WriteMessage(cc.c, req); err != nil {
 		cc.c.Close()
-		return &worker.Outcome{Elsewhere: cl.fail(fmt.Sprintf("the worker server ended (%v)", err))}, nil
+		return nil, &serverEnded{before: true, why: cl.fail(fmt.Sprintf("the worker server ended (%v)", err))}
 	}
 	type reply struct {
 		f   []string
@@ -102,21 +169,17 @@ func (cl *Client) Run(ctx context.Context, dir string, argv, env []string) (*wor
 	var rp reply
 	select {
 	case <-ctx.Done():
-		cc.c.Close() // the server kills the job's worker
+		cc.c.Close() // the server kills the job
 		<-done
 		return nil, ctx.Err()
 	case rp = <-done:
 	}
-	o, err := rp.f, rp.err
-	if err == nil {
-		var out *worker.Outcome
-		if out, err = decodeOutcome(o); err == nil {
-			cl.put(cc)
-			return out, nil
-		}
+	if rp.err != nil {
+		cc.c.Close()
+		return nil, &serverEnded{why: cl.fail(fmt.Sprintf("the worker server ended mid-job (%v)", rp.err))}
 	}
-	cc.c.Close()
-	return &worker.Outcome{Rerun: cl.fail(fmt.Sprintf("the worker server ended mid-job (%v)", err))}, nil
+	cl.put(cc)
+	return rp.f, nil
 }
 
 // get takes an idle connection or opens one.

@@ -54,6 +54,7 @@ type server struct {
 	o     Options
 	id    Identity
 	pool  *worker.Pool
+	forks *forks
 	ln    *net.UnixListener
 	begin time.Time
 	log   *log.Logger
@@ -106,6 +107,7 @@ func Serve(ctx context.Context, o Options) error {
 	s := &server{o: o, id: id, ln: ln, begin: now, active: now, links: map[string]int{}, exit: make(chan struct{}),
 		log:  log.New(logf, fmt.Sprintf("[%d] ", os.Getpid()), log.LstdFlags|log.Lmicroseconds),
 		pool: worker.NewPool(worker.Options{Path: id.Worker.Path, MaxIdle: max(runtime.NumCPU(), 2)})}
+	s.forks = newForks(o.Dir, s.log)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.log.Printf("serving %s: thindist %s, %s; worker %s; idle period %s", ln.Addr(), id.Version, id.Thindist, id.Worker, o.Idle)
 	s.idle = time.AfterFunc(o.Idle, s.idleExit)
@@ -117,8 +119,10 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	s.cancel()
 	s.pool.Close()
+	s.forks.close()
 	st := s.pool.Stats()
-	s.log.Printf("exiting: %d links served, %d jobs, %d workers started", s.served, st.Jobs, st.Started)
+	_, forked := s.forks.stats()
+	s.log.Printf("exiting: %d links served, %d jobs on workers, %d forked, %d workers started", s.served, st.Jobs, forked, st.Started)
 	return nil
 }
 
@@ -278,6 +282,9 @@ func (s *server) hello(f []string) (link, why string) {
 	if why == "" {
 		why = s.pool.Changed()
 	}
+	if why == "" {
+		why = s.forks.changed()
+	}
 	s.mu.Lock()
 	if why == "" && s.stale != "" {
 		why = "this server is exiting: " + s.stale
@@ -330,7 +337,7 @@ func (s *server) stop() {
 
 // jobs runs the jobs of one connection, one at a time, until it ends. A
 // connection that ends mid-job (its link's context ended) kills the job's
-// worker.
+// worker, or its forked compiler.
 func (s *server) jobs(c *net.UnixConn, r *bufio.Reader) {
 	reqs, gone, quit := make(chan []string), make(chan struct{}), make(chan struct{})
 	defer close(quit)
@@ -355,11 +362,6 @@ func (s *server) jobs(c *net.UnixConn, r *bufio.Reader) {
 			return
 		case f = <-reqs:
 		}
-		dir, argv, env, err := parseJob(f)
-		if err != nil {
-			s.log.Printf("%v", err)
-			return
-		}
 		ctx, cancel := context.WithCancel(s.ctx)
 		go func() {
 			select {
@@ -368,12 +370,46 @@ func (s *server) jobs(c *net.UnixConn, r *bufio.Reader) {
 			}
 			cancel()
 		}()
-		o, err := s.pool.Run(ctx, dir, argv, env)
+		answer, err := s.run(ctx, f)
 		cancel()
-		if err != nil || worker.WriteMessage(c, encodeOutcome(o)) != nil {
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Printf("%v", err)
+			}
+			return
+		}
+		if worker.WriteMessage(c, answer) != nil {
 			return
 		}
 	}
+}
+
+// run runs one request of a link, for a worker or a fork server, and
+// returns its answer; an error ends the connection.
+func (s *server) run(ctx context.Context, f []string) ([]string, error) {
+	if len(f) > 0 && f[0] == "fork" {
+		c, err := parseFork(f)
+		if err != nil {
+			return nil, err
+		}
+		st, stdout, stderr, err := s.forks.run(ctx, c)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			return encodeForked(forked{elsewhere: err.Error()}), nil
+		}
+		return encodeForked(forked{st: st, stdout: stdout, stderr: stderr}), nil
+	}
+	dir, argv, env, err := parseJob(f)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.pool.Run(ctx, dir, argv, env)
+	if err != nil {
+		return nil, err
+	}
+	return encodeOutcome(o), nil
 }
 
 // peerUID is the user of the process at the other end of c.

@@ -32,6 +32,10 @@ type Status struct {
 	Refused     int `json:"refused,omitempty"` // connections of other users
 	// Compilers are the compilers checked, with the check's verdict.
 	Compilers []worker.Verdict `json:"compilers"`
+	// ForkServers are the fork servers running for the jobs no worker
+	// takes, and Forked the jobs they ran.
+	ForkServers int `json:"fork_servers"`
+	Forked      int `json:"forked"`
 	// Exiting, when set, says why the server takes no more links.
 	Exiting string `json:"exiting,omitempty"`
 }
@@ -43,6 +47,7 @@ func (s *server) status() []byte {
 		Identity: s.id, Links: s.served, Connections: s.conns - 1, Refused: s.refused, Exiting: s.stale}
 	s.mu.Unlock()
 	st.Workers, st.Compilers = s.pool.Stats(), s.pool.Compilers()
+	st.ForkServers, st.Forked = s.forks.stats()
 	b, _ := json.Marshal(st)
 	return b
 }
