@@ -32,6 +32,10 @@ const (
 // is closed when another starts after it went forkIdle without a job, or
 // when more than maxForkPools are kept.
 type forks struct {
+	// ctx is the server's: a fork server starts under it, not under the
+	// job that asked first, whose link may leave meanwhile while the
+	// next links' jobs wait for that start (a Pool remembers a failed one).
+	ctx context.Context
 	dir string // where the shim is built: the server's directory
 	log *log.Logger
 
@@ -47,8 +51,8 @@ type forkPool struct {
 	used time.Time
 }
 
-func newForks(dir string, logger *log.Logger) *forks {
-	return &forks{dir: filepath.Join(dir, "forkserver"), log: logger, pools: map[string]*forkPool{}}
+func newForks(ctx context.Context, dir string, logger *log.Logger) *forks {
+	return &forks{ctx: ctx, dir: filepath.Join(dir, "forkserver"), log: logger, pools: map[string]*forkPool{}}
 }
 
 // run forks c (its argv in its directory with its environment, niced by
@@ -69,7 +73,7 @@ func (f *forks) run(ctx context.Context, c *proc.Cmd) (forkserver.Status, []byte
 		return forkserver.Status{}, nil, nil, fmt.Errorf("%w: the server is exiting", forkserver.ErrUnavailable)
 	}
 	defer f.give(fp)
-	srv, err := fp.p.Server(ctx, file)
+	srv, err := fp.p.Server(f.ctx, file)
 	if err != nil {
 		return forkserver.Status{}, nil, nil, err
 	}

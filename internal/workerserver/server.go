@@ -107,8 +107,8 @@ func Serve(ctx context.Context, o Options) error {
 	s := &server{o: o, id: id, ln: ln, begin: now, active: now, links: map[string]int{}, exit: make(chan struct{}),
 		log:  log.New(logf, fmt.Sprintf("[%d] ", os.Getpid()), log.LstdFlags|log.Lmicroseconds),
 		pool: worker.NewPool(worker.Options{Path: id.Worker.Path, MaxIdle: max(runtime.NumCPU(), 2)})}
-	s.forks = newForks(o.Dir, s.log)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.forks = newForks(s.ctx, o.Dir, s.log)
 	s.log.Printf("serving %s: thindist %s, %s; worker %s; idle period %s", ln.Addr(), id.Version, id.Thindist, id.Worker, o.Idle)
 	s.idle = time.AfterFunc(o.Idle, s.idleExit)
 	go s.accept()
