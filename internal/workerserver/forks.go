@@ -15,7 +15,8 @@ import (
 )
 
 // forkIdle is how long a fork Pool may go without a job before the start
-// of another closes it, and maxForkPools how many are kept at most.
+// of another closes it, and maxForkPools how many are kept before idle
+// ones are closed whatever their age.
 const (
 	forkIdle     = time.Minute
 	maxForkPools = 8
@@ -28,9 +29,10 @@ const (
 // job with the environment it started with, so each environment has a
 // Pool of its own (the links of one build share one), and so has each
 // compiler file the job's argv[0] resolves to in it: a compiler replaced
-// on disk, or a name retargeted to another file, gets a new one. A Pool
-// is closed when another starts after it went forkIdle without a job, or
-// when more than maxForkPools are kept.
+// on disk, or a name retargeted to another file, gets a new one. When a
+// Pool starts, the idle ones that went forkIdle without a job are closed,
+// and the least recently used idle ones while maxForkPools are kept; a
+// busy one never is.
 type forks struct {
 	// ctx is the server's: a fork server starts under it, not under the
 	// job that asked first, whose link may leave meanwhile while the
