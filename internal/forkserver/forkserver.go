@@ -310,6 +310,14 @@ func (s *Server) read() {
 	s.proc.Wait()
 }
 
+// Gone reports whether the server has died or been closed: it refuses
+// every job from then on.
+func (s *Server) Gone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
+}
+
 // Close stops the server; jobs still running are killed.
 func (s *Server) Close() {
 	s.mu.Lock()

@@ -48,9 +48,13 @@ type forks struct {
 }
 
 type forkPool struct {
+	key  string
 	p    *forkserver.Pool
 	busy int
 	used time.Time
+	// dead: its fork server failed after it started (killed, say); the
+	// next job starts a new Pool, this one is closed once idle.
+	dead bool
 }
 
 func newForks(ctx context.Context, dir string, logger *log.Logger) *forks {
@@ -81,10 +85,19 @@ func (f *forks) run(ctx context.Context, c *proc.Cmd) (forkserver.Status, []byte
 	}
 	var stdout, stderr proc.Capture
 	st, err := srv.Run(ctx, forkserver.Job{Argv: c.Argv, Dir: c.Dir, Stdout: &stdout, Stderr: &stderr, Nice: c.Nice}, proc.DefaultGrace)
-	if err == nil {
-		f.mu.Lock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case err == nil:
 		f.jobs++
-		f.mu.Unlock()
+	case srv.Gone() && ctx.Err() == nil:
+		// A Pool keeps a server that died: it would refuse every job
+		// of this compiler for the server's life.
+		f.log.Printf("fork server of %s: %v; starting another for the next job", file, err)
+		fp.dead = true
+		if f.pools[fp.key] == fp {
+			delete(f.pools, fp.key)
+		}
 	}
 	return st, stdout.Bytes(), stderr.Bytes(), err
 }
@@ -100,7 +113,7 @@ func (f *forks) take(key string, env []string) *forkPool {
 	fp := f.pools[key]
 	if fp == nil {
 		f.evictLocked()
-		fp = &forkPool{p: forkserver.NewPool(f.dir, env, func(format string, args ...any) {
+		fp = &forkPool{key: key, p: forkserver.NewPool(f.dir, env, func(format string, args ...any) {
 			f.log.Printf("fork server: "+format, args...)
 		})}
 		f.pools[key] = fp
@@ -115,6 +128,9 @@ func (f *forks) give(fp *forkPool) {
 	defer f.mu.Unlock()
 	fp.busy--
 	fp.used = time.Now()
+	if fp.dead && fp.busy == 0 {
+		go fp.p.Close()
+	}
 }
 
 // evictLocked closes the idle Pools unused for forkIdle, then the least

@@ -23,6 +23,14 @@ func fork(t *testing.T, cl *Client, ctx context.Context, dir string, env []strin
 	return cl.Fork(ctx, &proc.Cmd{Argv: argv, Dir: dir, Env: env})
 }
 
+// stdout is what a forked job printed, "" if it did not run.
+func stdout(res *proc.Result) string {
+	if res == nil {
+		return ""
+	}
+	return string(res.Stdout)
+}
+
 // TestForkWarmAcrossLinks: a job forked by the server is the program, in
 // its directory, with its environment, output and status; the next link
 // with the same environment uses the same fork server, a link with
@@ -47,15 +55,15 @@ func TestForkWarmAcrossLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := client(t, dir).Fork(t.Context(), &proc.Cmd{Argv: []string{"sh", "-c", "nice"}, Dir: work, Env: env, Nice: 7})
-	if want := fmt.Sprintf("%d\n", min(20-prio+7, 19)); err != nil || string(res.Stdout) != want {
-		t.Errorf("a job niced by 7: %v, %q; want %q", err, res.Stdout, want)
+	if want := fmt.Sprintf("%d\n", min(20-prio+7, 19)); err != nil || stdout(res) != want {
+		t.Errorf("a job niced by 7: %v, %q; want %q", err, stdout(res), want)
 	}
 	if st, err := QueryStatus(dir); err != nil || st.ForkServers != 1 || st.Forked != 3 {
 		t.Fatalf("after three links of one environment: %+v, %v; want 1 fork server, 3 jobs forked", st, err)
 	}
 	res, err = fork(t, client(t, dir), t.Context(), work, []string{"PATH=/usr/bin:/bin", "FOO=other"}, "sh", "-c", `echo $FOO`)
-	if err != nil || string(res.Stdout) != "other\n" {
-		t.Fatalf("another environment: %v, %q", err, res.Stdout)
+	if err != nil || stdout(res) != "other\n" {
+		t.Fatalf("another environment: %v, %q", err, stdout(res))
 	}
 	if st, err := QueryStatus(dir); err != nil || st.ForkServers != 2 || st.Forked != 4 {
 		t.Errorf("after a link of another environment: %+v, %v; want 2 fork servers, 4 jobs forked", st, err)
@@ -76,8 +84,8 @@ func TestForkFollowsTheCompilerFile(t *testing.T) {
 	which := func(what string, want string) {
 		t.Helper()
 		res, err := fork(t, cl, t.Context(), "/", env, "tool", "-c", `[ -n "$BASH_VERSION" ] && echo bash || echo dash`)
-		if err != nil || strings.TrimSpace(string(res.Stdout)) != want {
-			t.Errorf("%s: %v, %q; want %s", what, err, res.Stdout, want)
+		if err != nil || strings.TrimSpace(stdout(res)) != want {
+			t.Errorf("%s: %v, %q; want %s", what, err, stdout(res), want)
 		}
 	}
 	for _, target := range []string{"dash", "bash"} {
@@ -171,5 +179,28 @@ func TestForkClientGone(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the forked job (pid %d) still runs after its link left", pid)
 		}
+	}
+}
+
+// TestForkServerDies: a fork server killed mid-job has its job answered
+// unavailable (the link runs it another way), and the next job of that
+// compiler and environment is forked from a new one.
+func TestForkServerDies(t *testing.T) {
+	dir := serve(t, filepath.Join(t.TempDir(), "server"))
+	cl := client(t, dir)
+	env := []string{"PATH=/usr/bin:/bin"}
+	// The job's parent is its fork server.
+	if _, err := fork(t, cl, t.Context(), "/", env, "sh", "-c", "kill -KILL $PPID; sleep 10"); !errors.Is(err, forkserver.ErrUnavailable) {
+		t.Fatalf("the job of a fork server killed under it: %v; want it unavailable", err)
+	}
+	res, err := fork(t, cl, t.Context(), "/", env, "sh", "-c", "echo again")
+	if err != nil {
+		t.Fatalf("the next job: %v; want it forked from a new fork server", err)
+	}
+	if string(res.Stdout) != "again\n" {
+		t.Errorf("the next job printed %q", res.Stdout)
+	}
+	if st, err := QueryStatus(dir); err != nil || st.ForkServers != 1 || st.Forked != 1 {
+		t.Errorf("after a fork server died and another started: %+v, %v; want 1 fork server, 1 job forked", st, err)
 	}
 }
