@@ -32,38 +32,53 @@ import (
 // answered ["refused", why] whatever it sends.
 
 func jobRequest(dir string, argv, env []string) []string {
-	req := make([]string, 0, 3+len(argv)+len(env))
-	req = append(req, "job", dir, strconv.Itoa(len(argv)))
-	return append(append(req, argv...), env...)
+	return appendCommand([]string{"job"}, dir, argv, env)
 }
 
 func parseJob(f []string) (dir string, argv, env []string, err error) {
-	if len(f) < 3 || f[0] != "job" {
+	if len(f) < 1 || f[0] != "job" {
 		return "", nil, nil, fmt.Errorf("a malformed job request of %d fields", len(f))
 	}
-	n, err := strconv.Atoi(f[2])
-	if err != nil || n < 1 || 3+n > len(f) {
-		return "", nil, nil, fmt.Errorf("a malformed job request: argc %q of %d fields", f[2], len(f))
-	}
-	return f[1], f[3 : 3+n], f[3+n:], nil
+	return parseCommand("job", f[1:])
 }
 
 func forkRequest(c *proc.Cmd) []string {
-	req := make([]string, 0, 4+len(c.Argv)+len(c.Env))
-	req = append(req, "fork", strconv.Itoa(c.Nice), c.Dir, strconv.Itoa(len(c.Argv)))
-	return append(append(req, c.Argv...), c.Env...)
+	return appendCommand([]string{"fork", strconv.Itoa(c.Nice)}, c.Dir, c.Argv, c.Env)
 }
 
 func parseFork(f []string) (*proc.Cmd, error) {
-	if len(f) < 4 || f[0] != "fork" {
+	if len(f) < 2 || f[0] != "fork" {
 		return nil, fmt.Errorf("a malformed fork request of %d fields", len(f))
 	}
-	nice, err1 := strconv.Atoi(f[1])
-	n, err2 := strconv.Atoi(f[3])
-	if err1 != nil || err2 != nil || n < 1 || 4+n > len(f) {
-		return nil, fmt.Errorf("a malformed fork request: nice %q, argc %q of %d fields", f[1], f[3], len(f))
+	nice, err := strconv.Atoi(f[1])
+	if err != nil {
+		return nil, fmt.Errorf("a malformed fork request: nice %q", f[1])
 	}
-	return &proc.Cmd{Nice: nice, Dir: f[2], Argv: f[4 : 4+n], Env: f[4+n:]}, nil
+	dir, argv, env, err := parseCommand("fork", f[2:])
+	if err != nil {
+		return nil, err
+	}
+	return &proc.Cmd{Nice: nice, Dir: dir, Argv: argv, Env: env}, nil
+}
+
+// appendCommand appends a command to the head of a request: its
+// directory, argc, argv and environment.
+func appendCommand(req []string, dir string, argv, env []string) []string {
+	req = append(req, dir, strconv.Itoa(len(argv)))
+	return append(append(req, argv...), env...)
+}
+
+// parseCommand reads what appendCommand wrote (f starts at the directory)
+// in a request of kind.
+func parseCommand(kind string, f []string) (dir string, argv, env []string, err error) {
+	if len(f) < 2 {
+		return "", nil, nil, fmt.Errorf("a malformed %s request of %d fields after its head", kind, len(f))
+	}
+	n, err := strconv.Atoi(f[1])
+	if err != nil || n < 1 || 2+n > len(f) {
+		return "", nil, nil, fmt.Errorf("a malformed %s request: argc %q of %d fields", kind, f[1], len(f))
+	}
+	return f[0], f[2 : 2+n], f[2+n:], nil
 }
 
 // forked is the answer to a fork request: elsewhere says why the job did
