@@ -71,6 +71,7 @@ type options struct {
 	pprof           string
 
 	parts      string
+	kernel     string
 	remoteJobs int
 	remoteRuns int
 
@@ -117,7 +118,9 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history,worker,small",
 		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, history (issue 12: scheduling from recorded times), worker (issue 32: the runners side by side, with a per-user server cold and warm), "+
 			"small (issue 34: -r links of a project's smallest modules, in-process, left to lld and distributed), "+
+			"vmlinux (issue 32: Kbuild's vmlinux.o link of the -kernel tree, not in the default set), "+
 			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
+	fs.StringVar(&o.kernel, "kernel", "", "the vmlinux part's kernel tree: one built with LLVM=1 and CONFIG_LTO_CLANG_THIN, its vmlinux.o linked (as scripts/kernel-bench.sh leaves DIR/build-thin)")
 	fs.IntVar(&o.remoteJobs, "remote-jobs", 50, "thindist --remote-jobs in the remote measurement")
 	fs.IntVar(&o.remoteRuns, "remote-runs", 3, "repetitions of the remote measurement (each with a fresh server)")
 	fs.StringVar(&o.clusterWorkers, "cluster-workers", "16,64,256", "cluster simulation: the simulated worker slots W, comma-separated")
@@ -271,6 +274,17 @@ func run(ctx context.Context, o *options) error {
 		}
 		rep.history = h
 		fmt.Print(h.text())
+	}
+	if o.part("vmlinux") {
+		if o.kernel == "" {
+			return fmt.Errorf("the vmlinux part needs a kernel tree: -kernel DIR")
+		}
+		v, err := benchVmlinux(ctx, tools, o)
+		if err != nil {
+			return fmt.Errorf("vmlinux: %w", err)
+		}
+		rep.vmlinux = v
+		fmt.Print(v.text())
 	}
 	if o.results != "" {
 		if err := rep.writeMarkdown(o.results); err != nil {

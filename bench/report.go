@@ -55,6 +55,7 @@ type report struct {
 	projects []*projectResult
 	overhead *overheadResult
 	history  *historyResult
+	vmlinux  *vmlinuxResult
 	floor    *floor.Floor // the transport's floor, with the cluster simulation
 }
 
@@ -145,6 +146,9 @@ func (rep *report) parts() []results.Part {
 	if len(withSmall) > 0 {
 		stamped("small", func(b *strings.Builder) { rep.smallMarkdown(b, withSmall) })
 	}
+	if v := rep.vmlinux; v != nil {
+		stamped("vmlinux", func(b *strings.Builder) { v.markdown(b, rep.jobs) })
+	}
 	return parts
 }
 
@@ -159,7 +163,7 @@ func (rep *report) commit() string {
 }
 
 func (rep *report) measuredMoreThanCluster() bool {
-	if rep.overhead != nil {
+	if rep.overhead != nil || rep.vmlinux != nil {
 		return true
 	}
 	for _, r := range rep.projects {
