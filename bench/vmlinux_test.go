@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,5 +66,26 @@ func TestSplitVmlinux(t *testing.T) {
 	}
 	if _, _, err := splitVmlinux([]byte(`{"traceEvents": []}`), []byte(record)); err == nil {
 		t.Error("nothing to match: want an error")
+	}
+}
+
+func TestVmlinuxMarkdown(t *testing.T) {
+	s := time.Second
+	v := &vmlinuxResult{inputs: 564, same: true,
+		wall:  [2][]time.Duration{{20 * s, 22 * s, 21 * s}, {22 * s, 22 * s, 23 * s}},
+		split: &vmlinuxSplit{matched: 564, inproc: 40 * s, cpu: 41 * s, slot: 42 * s}}
+	var b strings.Builder
+	v.markdown(&b, 2)
+	// Ratios of the pairs: 1.1, 1.0, 1.095…; of the medians 22/21.
+	for _, want := range []string{"564 backends", "3 pairs", "byte-identical", "| 21.000 s | 22.000 s | 1.048 | 1.095 | 1.000 | 1.100 |", "+2.5 %"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
+	}
+	v.wall = [2][]time.Duration{}
+	b.Reset()
+	v.markdown(&b, 2)
+	if !strings.Contains(b.String(), "No timed pair") || !strings.Contains(v.text(), "no timed pair") {
+		t.Errorf("without pairs:\n%s", b.String())
 	}
 }
