@@ -149,7 +149,9 @@ func benchVmlinux(ctx context.Context, t *tools, o *options) (*vmlinuxResult, er
 }
 
 // kbuildLink is the link of Kbuild's saved command (savedcmd_vmlinux.o :=
-// LD ARGS; objtool ...), run by lld and without its -o.
+// LD ARGS; objtool ...), run by lld, without its -o and without a ThinLTO
+// cache of lld's (kernels before 6.x passed one): the part times clean
+// builds' links.
 func kbuildLink(saved, lld string) ([]string, error) {
 	_, line, ok := strings.Cut(saved, ":=")
 	if !ok {
@@ -165,8 +167,11 @@ func kbuildLink(saved, lld string) ([]string, error) {
 	}
 	argv := []string{lld}
 	for i := 1; i < len(words); i++ {
-		if words[i] == "-o" && i+1 < len(words) {
+		switch w := strings.TrimLeft(words[i], "-"); {
+		case words[i] == "-o" && i+1 < len(words):
 			i++
+			continue
+		case strings.HasPrefix(w, "thinlto-cache-dir=") || strings.HasPrefix(w, "thinlto-cache-policy="):
 			continue
 		}
 		argv = append(argv, words[i])
