@@ -8,7 +8,7 @@ import (
 )
 
 func TestKbuildLink(t *testing.T) {
-	saved := "savedcmd_vmlinux.o := /k/bin/ld-wrap -m elf_x86_64 -mllvm -import-instr-limit=5 -z noexecstack -r -o vmlinux.o  " +
+	saved := "savedcmd_vmlinux.o := /k/bin/ld-wrap -m elf_x86_64 -mllvm -import-instr-limit=5 -z noexecstack --thinlto-cache-dir=.thinlto-cache -r -o vmlinux.o  " +
 		"-T .tmp_initcalls.lds --whole-archive vmlinux.a --no-whole-archive --start-group  --end-group  ; " +
 		"./tools/objtool/objtool --link vmlinux.o\n\nvmlinux.o: $(wildcard ./tools/objtool/objtool)\n"
 	got, err := kbuildLink(saved, "/usr/bin/ld.lld")
