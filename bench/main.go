@@ -31,6 +31,12 @@
 // link and in-process ThinLTO:
 //
 //	go run ./bench -parts cluster -project lua -project 7zip -project gen500 -project gen5000 -results bench/RESULTS.md
+//
+// -parts vmlinux (not in the default set either) times Kbuild's own
+// vmlinux.o link of a built ThinLTO kernel tree (vmlinux.go), in-process
+// and through `thindist link`, in pairs:
+//
+//	go run ./bench -parts vmlinux -kernel SCRATCH/build-thin -runs 9 -results bench/RESULTS.md
 package main
 
 import (
