@@ -188,6 +188,9 @@ func main() {
 }
 
 func run(ctx context.Context, o *options) error {
+	if o.part("vmlinux") && o.kernel == "" {
+		return fmt.Errorf("the vmlinux part needs a kernel tree: -kernel DIR")
+	}
 	if o.work == "" {
 		d, err := os.MkdirTemp("", "thindist-bench-")
 		if err != nil {
@@ -282,9 +285,6 @@ func run(ctx context.Context, o *options) error {
 		fmt.Print(h.text())
 	}
 	if o.part("vmlinux") {
-		if o.kernel == "" {
-			return fmt.Errorf("the vmlinux part needs a kernel tree: -kernel DIR")
-		}
 		v, err := benchVmlinux(ctx, tools, o)
 		if err != nil {
 			return fmt.Errorf("vmlinux: %w", err)
