@@ -10,11 +10,13 @@ import (
 	"github.com/thindist/thindist/bench/internal/results"
 )
 
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
+// median is the middle of xs (the mean of the two middle ones), 0 for
+// none: of times, and of ratios.
+func median[T ~int64 | ~float64](xs []T) T {
+	if len(xs) == 0 {
 		return 0
 	}
-	s := slices.Clone(ds)
+	s := slices.Clone(xs)
 	slices.Sort(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]

@@ -92,18 +92,6 @@ func benchSmall(ctx context.Context, t *tools, o *options, p *project) (*smallRe
 		return append([]string{t.thindist, "link", "--quiet", "--in-process-below=0", fmt.Sprintf("--jobs=%d", o.jobs),
 			"--worker=" + t.worker, "--cache-dir=" + cache, "--"}, link...)
 	}
-	exec1 := func(argv []string) (time.Duration, error) {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		err := cmd.Run()
-		if err != nil {
-			return 0, fmt.Errorf("%v: %v\n%s", argv, err, out.Bytes())
-		}
-		return time.Since(start), nil
-	}
 	// Untimed: start the server, check that the link left to lld makes
 	// in-process's object, and note whether the distributed one does: for
 	// -r links of PIC modules it may not (docs/link.md, "Not done").
@@ -112,7 +100,7 @@ func benchSmall(ctx context.Context, t *tools, o *options, p *project) (*smallRe
 		var want []byte
 		for m := range smallMethods {
 			out := filepath.Join(dir, fmt.Sprintf("check%d.o", m))
-			if _, err := exec1(command(m, l, out)); err != nil {
+			if _, err := runTimed(ctx, dir, env, command(m, l, out)); err != nil {
 				return nil, err
 			}
 			got, err := os.ReadFile(out)
@@ -145,7 +133,7 @@ func benchSmall(ctx context.Context, t *tools, o *options, p *project) (*smallRe
 					}
 				}
 				machine.WaitQuiet(ctx, o.maxBusy, o.settle)
-				d, err := exec1(command(m, l, filepath.Join(dir, "out.o")))
+				d, err := runTimed(ctx, dir, env, command(m, l, filepath.Join(dir, "out.o")))
 				if err != nil {
 					return nil, err
 				}
@@ -207,4 +195,18 @@ func bitcodeModules(ctx context.Context, t *tools, p *project, dir string) ([]si
 		return nil, fmt.Errorf("%s has no bitcode module", p.name)
 	}
 	return mods, nil
+}
+
+// runTimed runs argv in dir with env added to this process's environment
+// and returns how long it took; its error quotes argv and what it printed.
+func runTimed(ctx context.Context, dir string, env, argv []string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("%v: %v\n%s", argv, err, out.Bytes())
+	}
+	return time.Since(start), nil
 }

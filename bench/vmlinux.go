@@ -29,12 +29,11 @@ import (
 
 // vmlinuxResult is the part's figures.
 type vmlinuxResult struct {
-	tree    string
-	command []string // Kbuild's link, argv[0] lld's, without -o
-	inputs  int      // backends, from thindist's record
-	wall    [2][]time.Duration
-	same    bool
-	split   *vmlinuxSplit
+	tree   string
+	inputs int // backends, from thindist's record
+	wall   [2][]time.Duration
+	same   bool
+	split  *vmlinuxSplit
 }
 
 // vmlinuxSplit compares one in-process link with one thindist link module
@@ -72,7 +71,7 @@ func benchVmlinux(ctx context.Context, t *tools, o *options) (*vmlinuxResult, er
 	}
 	env := []string{"THINDIST_SERVER_DIR=" + sdir}
 	defer serverCmd(ctx, t, env, "stop")
-	r := &vmlinuxResult{tree: tree, command: command}
+	r := &vmlinuxResult{tree: tree}
 	link := func(method int, out string, extra ...string) (time.Duration, error) {
 		argv := append(append(slices.Clone(command), "-o", out), extra...)
 		if method == 0 {
@@ -84,16 +83,8 @@ func benchVmlinux(ctx context.Context, t *tools, o *options) (*vmlinuxResult, er
 			argv = append([]string{t.thindist, "link", "--quiet", fmt.Sprintf("--jobs=%d", o.jobs),
 				"--worker=" + t.worker, "--cache-dir=" + cache, "--"}, argv...)
 		}
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Dir, cmd.Env = tree, append(os.Environ(), env...)
-		var log bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &log, &log
 		machine.WaitQuiet(ctx, o.maxBusy, o.settle)
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			return 0, fmt.Errorf("%v: %v\n%s", argv, err, log.Bytes())
-		}
-		return time.Since(start), nil
+		return runTimed(ctx, tree, env, argv)
 	}
 	outs := [2]string{filepath.Join(dir, "inproc.o"), filepath.Join(dir, "thindist.o")}
 	// Untimed: start the server and compare the objects.

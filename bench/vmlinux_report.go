@@ -20,24 +20,13 @@ func (v *vmlinuxResult) ratios() []float64 {
 	return rs
 }
 
-func medianFloat(xs []float64) float64 {
-	switch n := len(xs); {
-	case n == 0:
-		return 0
-	case n%2 == 1:
-		return xs[n/2]
-	default:
-		return (xs[n/2-1] + xs[n/2]) / 2
-	}
-}
-
 func (v *vmlinuxResult) text() string {
 	rs := v.ratios()
 	if len(rs) == 0 {
 		return "\nvmlinux.o: no timed pair (-runs 0)\n"
 	}
 	return fmt.Sprintf("\nvmlinux.o (%s): in-process %s, thindist link %s (medians of %d), pairs %.2f–%.2f×, median %.2f×; objects the same: %v\n",
-		v.tree, sec(median(v.wall[0])), sec(median(v.wall[1])), len(v.wall[0]), rs[0], rs[len(rs)-1], medianFloat(rs), v.same)
+		v.tree, sec(median(v.wall[0])), sec(median(v.wall[1])), len(v.wall[0]), rs[0], rs[len(rs)-1], median(rs), v.same)
 }
 
 func (v *vmlinuxResult) markdown(b *strings.Builder, jobs int) {
@@ -57,7 +46,7 @@ func (v *vmlinuxResult) markdown(b *strings.Builder, jobs int) {
 	}
 	b.WriteString("| in-process | thindist link | × (ratio of medians) | × per pair: median | lowest | highest |\n|---:|---:|---:|---:|---:|---:|\n")
 	fmt.Fprintf(b, "| %s | %s | %.3f | %.3f | %.3f | %.3f |\n\n", sec(median(v.wall[0])), sec(median(v.wall[1])),
-		ratio(median(v.wall[1]), median(v.wall[0])), medianFloat(rs), rs[0], rs[len(rs)-1])
+		ratio(median(v.wall[1]), median(v.wall[0])), median(rs), rs[0], rs[len(rs)-1])
 	s := v.split
 	if s == nil {
 		return
