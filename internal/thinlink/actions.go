@@ -77,6 +77,9 @@ func (p *plan) actions(ctx context.Context, bs []backend) ([]*action.Action, err
 	}
 	var flags linkFlags
 	flags.lld, flags.extra, flags.profiles = p.line.backendFlags()
+	if note := p.line.codegenNote(flags.lld[0]); note != "" {
+		fmt.Fprintf(p.opts.Stderr, "thindist: note: %s\n", note)
+	}
 	if flags.extra, err = p.knownMllvm(ctx, compiler, flags.extra); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package thinlink
 
 import (
+	"fmt"
 	"strings"
 )
 
@@ -15,7 +16,9 @@ import (
 //     for LTO code, so --gc-sections and --icf work on it.
 //   - -march, -mcpu, -mtune: the driver derives -plugin-opt=mcpu from them.
 //     The linker's own --lto-O<n>, --plugin-opt=O<n> and
-//     --plugin-opt=mcpu= override the driver's.
+//     --plugin-opt=mcpu= override the driver's; its -O<n> is lld's own
+//     optimization of the link, no LTO level. At O1, -funroll-loops
+//     (below).
 //   - the linker's own -mllvm options (ld.lld -mllvm X, -Wl,-mllvm,X), which
 //     lld applies to its LTO backends. A driver's -mllvm is not passed to
 //     the linker (clang warns that it is unused), so in-process ThinLTO
@@ -53,30 +56,66 @@ func (l *linkLine) backendFlags() (lld, extra, profiles []string) {
 		}
 	}
 	// Linker options that set in-process ThinLTO's level or CPU directly
-	// win over the driver's, as they do in lld.
+	// win over the driver's, as they do in lld. lld's own -O<n> (-Wl,-O1,
+	// Meson's and many distributions' default) optimizes the link itself,
+	// not the LTO code, and is no LTO level.
 	for i := 0; i < len(l.linkerArgs); i++ {
 		a := l.linkerArgs[i]
-		v := strings.TrimLeft(a, "-")
-		if v == "mllvm" && i+1 < len(l.linkerArgs) {
-			i++
-			mllvm = append(mllvm, "-mllvm", l.linkerArgs[i])
+		if !strings.HasPrefix(a, "-") {
 			continue
 		}
-		if o, ok := strings.CutPrefix(v, "mllvm="); ok {
-			mllvm = append(mllvm, "-mllvm", o)
-			continue
-		}
-		v = strings.TrimPrefix(strings.TrimPrefix(v, "plugin-opt="), "lto-")
+		name := strings.TrimLeft(a, "-")
+		var value string
 		switch {
-		case len(v) == 2 && v[0] == 'O' && v[1] >= '0' && v[1] <= '3':
-			opt = "-" + v
-		case strings.HasPrefix(v, "mcpu="):
+		case name == "mllvm" || name == "plugin-opt":
+			if i+1 >= len(l.linkerArgs) {
+				continue
+			}
+			i++
+			value = l.linkerArgs[i]
+		case linkerSeparate[name]:
+			i++ // the value of another option, such as -o O2
+			continue
+		case strings.HasPrefix(name, "mllvm="), strings.HasPrefix(name, "plugin-opt="):
+			name, value, _ = strings.Cut(name, "=")
+		case strings.HasPrefix(a, "--lto-O"):
+			// lld takes --lto-O with two dashes only (-lto-O1 is -l to-O1).
+			if o, ok := ltoLevel(a[len("--lto-"):]); ok {
+				opt = o
+			}
+			continue
+		default:
+			continue
+		}
+		if name == "mllvm" {
+			mllvm = append(mllvm, "-mllvm", value)
+			continue
+		}
+		if o, ok := ltoLevel(value); ok {
+			opt = o
+		} else if cpu, ok := strings.CutPrefix(value, "mcpu="); ok {
 			// -mcpu= is not a driver option on every target (x86).
-			target = append(target, "-Xclang", "-target-cpu", "-Xclang", v[len("mcpu="):])
+			target = append(target, "-Xclang", "-target-cpu", "-Xclang", cpu)
 		}
 	}
 	lld = []string{opt, "-faddrsig", "-ffunction-sections", "-fdata-sections"}
-	return lld, append(target, mllvm...), profiles
+	extra = target
+	if opt == "-O1" {
+		// lld's LTO at O1 unrolls and interleaves loops (LLVM's pipeline
+		// defaults); clang's -O1 turns both off unless asked. lld's own
+		// DTLTO jobs lack this, so their O1 code differs from in-process.
+		extra = append(extra, "-funroll-loops")
+	}
+	return lld, append(extra, mllvm...), profiles
+}
+
+// ltoLevel reads an LTO optimization level as lld's --lto-O and
+// --plugin-opt= spell it ("O0" to "O3") as the backend's -O option.
+func ltoLevel(v string) (string, bool) {
+	if len(v) == 2 && v[0] == 'O' && v[1] >= '0' && v[1] <= '3' {
+		return "-" + v, true
+	}
+	return "", false
 }
 
 // withoutForcedSections returns the backend options lld gives every module
@@ -108,4 +147,31 @@ func (l *linkLine) gcSections() bool {
 		}
 	}
 	return gc
+}
+
+// codegenNote says why the backends' code differs from lld's in-process
+// ThinLTO at this LTO level, or returns "". lld runs its code generator at
+// --lto-CGO<n>, by default the LTO level but at least 2; clang's backend
+// ties it to -O<n> (-O0: none, -O1: 1), with no option to set it apart. At
+// O1 the two levels make the same x86 code for the programs tested
+// (TestLTOLevelAsLLD); at O0, or with a --lto-CGO<n> other than the
+// backend's own level, they do not.
+func (l *linkLine) codegenNote(opt string) string {
+	level := int(opt[len(opt)-1] - '0')
+	lld := min(max(level, 2), 3)
+	cgo := ""
+	for _, a := range l.linkerArgs {
+		if v, ok := strings.CutPrefix(a, "--lto-CGO"); ok && len(v) == 1 && v[0] >= '0' && v[0] <= '3' {
+			lld, cgo = int(v[0]-'0'), a
+		}
+	}
+	switch {
+	case lld == level || (level == 1 && cgo == ""):
+		return ""
+	case cgo != "":
+		return fmt.Sprintf("%s sets lld's code generation level apart from the LTO level (%s), which clang's backends cannot: "+
+			"their code differs from lld's in-process ThinLTO", cgo, opt)
+	}
+	return fmt.Sprintf("at LTO level %s lld's in-process ThinLTO generates code at level %d and clang's backends at level %d: "+
+		"their code differs from lld's in-process ThinLTO, as lld's own DTLTO's does (lld's with --lto-CGO%d would not)", opt[1:], lld, level, level)
 }

@@ -277,3 +277,29 @@ func TestDepFileEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestCodegenNote: the links whose code clang's backends cannot make as lld
+// in-process does (its code generator at a level of its own) are named.
+func TestCodegenNote(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		note bool
+	}{
+		{[]string{"clang", "-flto=thin", "a.o"}, false},
+		{[]string{"clang", "-O1", "a.o"}, false},
+		{[]string{"clang", "-Wl,-O0", "a.o"}, false},
+		{[]string{"clang", "-O3", "a.o"}, false},
+		{[]string{"clang", "-O0", "a.o"}, true},
+		{[]string{"clang", "-Wl,--lto-O0", "a.o"}, true},
+		{[]string{"clang", "-O0", "-Wl,--lto-CGO0", "a.o"}, false},
+		{[]string{"clang", "-Wl,--lto-CGO3", "a.o"}, true},
+		{[]string{"clang", "-O3", "-Wl,--lto-CGO3", "a.o"}, false},
+		{[]string{"clang", "-O1", "-Wl,--lto-CGO2", "a.o"}, true},
+	} {
+		l, _ := parseLinkLine(c.args, t.TempDir(), false)
+		flags, _, _ := l.backendFlags()
+		if got := l.codegenNote(flags[0]); (got != "") != c.note {
+			t.Errorf("%q: note %q, want one: %v", c.args, got, c.note)
+		}
+	}
+}
