@@ -57,7 +57,7 @@ func TestVersionAndHelp(t *testing.T) {
 func TestFlagErrorsExit2(t *testing.T) {
 	for _, args := range [][]string{{"--jobs=abc", "job.json"}, {"link", "--jobs=abc", "--", "clang"}, {"cache", "stats", "--jobs=abc"}} {
 		code, _, errOut := runCLI(t, nil, args...)
-		if code != 2 || !strings.Contains(errOut, `--jobs: expected a number, not "abc"`) {
+		if code != 2 || !strings.Contains(errOut, `--jobs: bad value "abc" (want a number of at least 1)`) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
