@@ -18,6 +18,7 @@ import (
 	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobfile"
 	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/linkcmd"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/procstart"
 	"github.com/thindist/thindist/internal/version"
@@ -175,7 +176,10 @@ func settingsHelp(w io.Writer) {
 	helpWithFlags(w, `Settings every thindist command takes. Each is a flag (--name=value), an
 environment variable (shown with it) and a config-file line (name = value), in
 increasing precedence: config file, environment, command line. 'thindist
-config' shows the values in effect and where they came from.
+config' shows the values in effect and where they came from. thindist link's
+own settings (--in-process-below, --compdb, ...) are set the same ways, and
+'thindist link --help' lists them; a THINDIST_* variable that no setting reads
+is warned about.
 `)
 }
 
@@ -194,7 +198,15 @@ temporary file removed).
 // ("thindist", "thindist link", ...). It returns the exit status to stop
 // with, or -1 to go on; --help prints help to stdout.
 func parseFlags(name string, fs *config.FlagSet, cfg *config.Config, args []string, env pipeline.Env, help func(io.Writer)) int {
+	if name != "thindist link" && name != "thindist config" {
+		// thindist link's settings, in a config file every command
+		// reads or the environment of a build, are no typos here.
+		fs.Know(linkcmd.NewFlagSet(new(config.Config), new(linkcmd.Flags)))
+	}
 	err := fs.Parse(args, env.Getenv)
+	if env.Environ != nil {
+		fs.CheckEnviron(env.Environ())
+	}
 	for _, w := range fs.Warnings() {
 		// A config file every link of a build reads: said by the first.
 		sum := sha256.Sum256([]byte(w))

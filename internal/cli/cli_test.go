@@ -17,7 +17,13 @@ import (
 func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	e := pipeline.Env{Stderr: &stderr, Getenv: func(k string) string { return env[k] }}
+	e := pipeline.Env{Stderr: &stderr, Getenv: func(k string) string { return env[k] }, Environ: func() []string {
+		var l []string
+		for k, v := range env {
+			l = append(l, k+"="+v)
+		}
+		return l
+	}}
 	code := run(context.Background(), args, e, &stdout)
 	return code, stdout.String(), stderr.String()
 }
