@@ -292,6 +292,24 @@ func (s *FlagSet) setEnv(name, v string) error {
 	return nil
 }
 
+// FirstArg returns the index in args of the first positional argument
+// after s's flags and their values (as InOrder reads them), or -1 when
+// there is none, "--" comes before it, or a flag before it is not one of
+// s's or has a bad value (Parse then says so). It reads no environment
+// and no file: thindist's main looks this way for a command after the
+// settings (thindist --cache-dir D stats).
+func (s *FlagSet) FirstArg(args []string) int {
+	if err := s.fs.Parse(args); err != nil {
+		return -1
+	}
+	rest := s.fs.Args()
+	used := len(args) - len(rest)
+	if len(rest) == 0 || used > 0 && args[used-1] == "--" {
+		return -1
+	}
+	return used
+}
+
 // parseArgs parses the command line into the flags and s.args.
 func (s *FlagSet) parseArgs(args []string) error {
 	s.args = nil

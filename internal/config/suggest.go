@@ -30,17 +30,25 @@ func (s *FlagSet) suggest(name, prefix string) string {
 
 // Nearest returns the candidate nearest to name, or "" when none is near:
 // within two edits (editDistance) for a name of five letters or more, one
-// for a shorter one.
+// for a shorter one; else the one candidate name of three letters or more
+// begins (stat: status).
 func Nearest(name string, candidates []string) string {
 	limit := 1
 	if len(name) >= 5 {
 		limit = 2
 	}
 	best, bestD := "", limit+1
+	var starting []string
 	for _, c := range candidates {
 		if d := editDistance(name, c); d < bestD {
 			best, bestD = c, d
 		}
+		if len(name) >= 3 && strings.HasPrefix(c, name) {
+			starting = append(starting, c)
+		}
+	}
+	if best == "" && len(starting) == 1 {
+		return starting[0]
 	}
 	return best
 }
