@@ -179,6 +179,7 @@ file ($XDG_CONFIG_HOME/thindist/config, else ~/.config/thindist/config), the fil
 given with --config, the environment variable shown with each flag, and the
 command line. A config file holds one 'flag = value' a line, named as the flags
 without dashes. 'thindist config' shows what is in effect and where it came from.
+Flags go before or after a command: thindist --cache-dir DIR stats.
 `
 
 // help runs `thindist help [COMMAND]`.
