@@ -94,11 +94,11 @@ func (s *FlagSet) CheckEnviron(environ []string) {
 			s.warnings = append(s.warnings, fmt.Sprintf("%s: --%s is an option of the command, read from its command line only; variable ignored", key, name))
 			continue
 		}
-		hint := ""
+		hint := "'thindist help settings' lists them"
 		if best := Nearest(name, names); best != "" {
-			hint = " (did you mean " + EnvName(best) + "?)"
+			hint = "did you mean " + EnvName(best) + "?"
 		}
-		s.warnings = append(s.warnings, fmt.Sprintf("%s is no setting's variable%s ('thindist help settings' lists them); variable ignored", key, hint))
+		s.warnings = append(s.warnings, fmt.Sprintf("%s is no setting's variable (%s); variable ignored", key, hint))
 	}
 }
 

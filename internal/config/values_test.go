@@ -134,7 +134,7 @@ func TestCheckEnviron(t *testing.T) {
 		"THINDIST_FORKSERVER_FD=3", "THINDIST_TEST_HELPER=1", "THINDIST_ZERO=1", "THINDIST_FROBNICATE=1"})
 	w := fs.Warnings()
 	want := []string{
-		"THINDIST_JBOS is no setting's variable (did you mean THINDIST_JOBS?)",
+		"THINDIST_JBOS is no setting's variable (did you mean THINDIST_JOBS?); variable ignored",
 		"THINDIST_ZERO: --zero is an option of the command",
 		"THINDIST_FROBNICATE is no setting's variable ('thindist help settings'",
 	}
