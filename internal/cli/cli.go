@@ -97,7 +97,10 @@ func commandFirst(args []string, env pipeline.Env) ([]string, int) {
 		return args, -1
 	}
 	word := args[i]
-	if slices.Contains(names, word) {
+	switch {
+	case word == "help" || word == "version":
+		return args[i:], -1 // settings change neither
+	case slices.Contains(names, word):
 		return slices.Concat([]string{word}, args[:i], args[i+1:]), -1
 	}
 	if _, err := os.Stat(word); err == nil {

@@ -31,6 +31,10 @@ func TestSettingsBeforeCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "directory:  "+dir) {
 		t.Errorf("--progress never --cache-dir D cache stats: exit %d, stderr %q\n%s", code, errOut, out)
 	}
+	code, out, _ = runCLI(t, env, "-q", "help", "report")
+	if code != 0 || !strings.Contains(out, "thindist report [last") {
+		t.Errorf("-q help report: exit %d\n%s", code, out)
+	}
 	code, out, _ = runCLI(t, env, "--jobs=3", "config")
 	if code != 0 || !strings.Contains(out, "jobs = 3 ") {
 		t.Errorf("--jobs=3 config: exit %d\n%s", code, out)
