@@ -94,7 +94,7 @@ func TestEveryVariableOfTheTreeIsKnown(t *testing.T) {
 			return nil
 		}
 		switch filepath.Ext(p) {
-		case ".go", ".sh", ".md", ".c", ".cc", ".h", ".yml", ".yaml", "":
+		case ".go", ".sh", ".md", ".c", ".cc", ".cpp", ".h", ".yml", ".yaml", "":
 		default:
 			return nil
 		}

@@ -227,11 +227,14 @@ func (s *FlagSet) DefaultText(name, text string) {
 // InOrder) and fills every setting not given on the command line from its
 // environment variable, then from the config file named by the config
 // flag, then from the default config file (DefaultConfigFile), in that
-// order of precedence. getenv is os.Getenv in production. Errors name the
-// flag as the user spelled it (--jobs, THINDIST_JOBS) and say what is
-// expected; an unknown flag gets the nearest known one as a suggestion.
-// What is wrong in a config file does not stop the command: Warnings
-// says what was ignored.
+// order of precedence. getenv is os.Getenv in production. Every value goes
+// through its setting's own check (values.go), whatever its source. Errors
+// name the flag or the variable as the user spelled it (--jobs,
+// THINDIST_JOBS) and say what is expected; an unknown flag gets the
+// nearest known one as a suggestion. What is wrong in a config file does
+// not stop the command: Warnings says what was ignored, by file and line.
+// The settings of the sets of Know are read and checked too, and left to
+// their command. Parse clears Warnings; CheckEnviron adds to them after.
 func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
 	s.sources = map[string]string{}
 	s.warnings = nil
