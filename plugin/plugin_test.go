@@ -389,7 +389,7 @@ func TestPluginEmptyOutput(t *testing.T) {
 func TestPluginBadOption(t *testing.T) {
 	dir, _ := project(t)
 	out, code := callPlugin(t, dir, []string{"THINDIST_COMPILER=" + clang}, "--opt", "--thindist-jobs=zero")
-	failure(t, out, code, "--thindist-jobs=zero", `--jobs: expected a number, not "zero"`)
+	failure(t, out, code, "--thindist-jobs=zero", `--jobs: bad value "zero" (want a number of at least 1)`)
 	noObjects(t, dir)
 }
 

@@ -57,6 +57,12 @@ func OpenDisk(dir string) (*Disk, error) {
 	return &Disk{dir: dir}, nil
 }
 
+// ReadDisk opens the cache directory dir for reading its statistics and
+// entries only: unlike OpenDisk it creates nothing and needs no write
+// access (a read-only mount, another user's cache); a directory that does
+// not exist reads as an empty cache.
+func ReadDisk(dir string) *Disk { return &Disk{dir: dir} }
+
 // Dir is the cache directory.
 func (c *Disk) Dir() string { return c.dir }
 

@@ -48,6 +48,11 @@ func cacheCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Wr
 		return code
 	}
 	sub := fs.Args()
+	if len(sub) == 1 {
+		if code := unknownSubcommand("thindist cache", sub[0], []string{"stats", "clear", "verify"}, env); code >= 0 {
+			return code
+		}
+	}
 	if len(sub) != 1 || (sub[0] != "stats" && sub[0] != "clear" && sub[0] != "verify") || fix && sub[0] != "verify" {
 		fmt.Fprintf(env.Stderr, "usage: thindist cache stats|clear|verify [--fix] [--cache-dir DIR]\nRun 'thindist cache --help' for more.\n")
 		return 2
@@ -57,6 +62,10 @@ func cacheCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Wr
 	if dir == "" {
 		dir = config.DefaultCacheDir(env.Getenv)
 	}
+	if args[0] == "stats" {
+		// Reading needs no write access, and makes no directory.
+		return cacheStats(cache.ReadDisk(dir), cfg.CacheSize, env, stdout)
+	}
 	disk, err := cache.OpenDisk(dir)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "thindist cache: %v\n", err)
@@ -65,14 +74,18 @@ func cacheCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Wr
 	if args[0] == "verify" {
 		return cacheVerify(ctx, disk, fix, env, stdout)
 	}
-	if args[0] == "clear" {
-		if err := disk.Clear(); err != nil {
-			fmt.Fprintf(env.Stderr, "thindist cache clear: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "cleared %s\n", dir)
-		return 0
+	if err := disk.Clear(); err != nil {
+		fmt.Fprintf(env.Stderr, "thindist cache clear: %v\n", err)
+		return 1
 	}
+	fmt.Fprintf(stdout, "cleared %s\n", dir)
+	return 0
+}
+
+// cacheStats runs `thindist cache stats` on disk; size is the --cache-size
+// in effect, shown as the limit before any link applied one.
+func cacheStats(disk *cache.Disk, size string, env pipeline.Env, stdout io.Writer) int {
+	dir := disk.Dir()
 	s, err := disk.Stats()
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "thindist cache stats: %v\n", err)
@@ -86,7 +99,7 @@ func cacheCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.Wr
 	fmt.Fprintf(stdout, "entries:    %d\n", s.Entries)
 	// The limit the links applied, which this command's own settings
 	// need not match; before any link, the current setting.
-	limit := cfg.CacheSize
+	limit := size
 	if s.Limit > 0 {
 		limit = recordview.Bytes(s.Limit)
 	}

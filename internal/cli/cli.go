@@ -10,7 +10,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/thindist/thindist/internal/gctune"
 	"github.com/thindist/thindist/internal/jobfile"
 	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/linkcmd"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/procstart"
 	"github.com/thindist/thindist/internal/version"
@@ -34,6 +38,10 @@ func Main(ctx context.Context, args []string, env pipeline.Env) int {
 // run is Main with its surroundings given (for tests).
 func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer) int {
 	start := time.Now() // the run's wall time counts from here
+	args, code := commandFirst(args, env)
+	if code >= 0 {
+		return code
+	}
 	if len(args) > 0 {
 		if cmd, ok := commands[args[0]]; ok {
 			// Not a link: nobody waits on its start, and reading a
@@ -56,6 +64,68 @@ func run(ctx context.Context, args []string, env pipeline.Env, stdout io.Writer)
 		}
 	}
 	return distribute(ctx, args, env, start)
+}
+
+// commandNames are the words that name a command: the subcommands, link
+// and version.
+func commandNames() []string {
+	names := []string{"link", "version"}
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// commandFirst moves a command named after settings (thindist --cache-dir D
+// stats, thindist -q report --list) to the front, where run looks for it;
+// the settings go to the command, which reads them as its own. A word in
+// its place that is neither a command nor an existing file but is near a
+// command's name is a misspelt command (thindist reprot): said, with the
+// command meant, for exit status 2 (the second result; -1 goes on).
+// Anything else is the DTLTO entry point's: lld runs `thindist
+// [distributor args] JOBFILE`, and a job file is a file.
+func commandFirst(args []string, env pipeline.Env) ([]string, int) {
+	names := commandNames()
+	if len(args) == 0 || slices.Contains(names, args[0]) {
+		return args, -1
+	}
+	// thindist link's settings may come first too (thindist
+	// --in-process-below=1M link -- ...).
+	i := linkcmd.NewFlagSet(new(config.Config), new(linkcmd.Flags)).FirstArg(args)
+	if i < 0 {
+		return args, -1
+	}
+	word := args[i]
+	switch {
+	case word == "help" || word == "version":
+		return args[i:], -1 // settings change neither
+	case slices.Contains(names, word):
+		return slices.Concat([]string{word}, args[:i], args[i+1:]), -1
+	}
+	if _, err := os.Stat(word); err == nil {
+		return args, -1 // a job file
+	}
+	if near := config.Nearest(word, names); near != "" {
+		fmt.Fprintf(env.Stderr, "thindist: unknown command %q; did you mean %q?\nRun 'thindist help' for the commands.\n", word, near)
+		return nil, 2
+	}
+	return args, -1
+}
+
+// unknownSubcommand says that word is none of the subcommands subs of
+// command (thindist server stat), with the one meant if one is near, and
+// returns exit status 2; -1 when word is one of subs.
+func unknownSubcommand(command, word string, subs []string, env pipeline.Env) int {
+	if slices.Contains(subs, word) {
+		return -1
+	}
+	hint := "; it takes " + strings.Join(subs, ", ")
+	if near := config.Nearest(word, subs); near != "" {
+		hint = fmt.Sprintf("; did you mean %q?", near)
+	}
+	fmt.Fprintf(env.Stderr, "%s: unknown command %q%s\nRun '%s --help' for more.\n", command, word, hint, command)
+	return 2
 }
 
 // commands are the subcommands that are not links.
@@ -112,6 +182,7 @@ file ($XDG_CONFIG_HOME/thindist/config, else ~/.config/thindist/config), the fil
 given with --config, the environment variable shown with each flag, and the
 command line. A config file holds one 'flag = value' a line, named as the flags
 without dashes. 'thindist config' shows what is in effect and where it came from.
+Flags go before or after a command: thindist --cache-dir DIR stats.
 `
 
 // help runs `thindist help [COMMAND]`.
@@ -133,7 +204,11 @@ func help(args []string, env pipeline.Env, stdout io.Writer) int {
 	}
 	h, ok := topics[args[0]]
 	if !ok {
-		fmt.Fprintf(env.Stderr, "thindist help: unknown command %q (commands: link, cache, config, doctor, report, server, stats; or settings)\n", args[0])
+		hint := ""
+		if near := config.Nearest(args[0], slices.Sorted(maps.Keys(topics))); near != "" {
+			hint = fmt.Sprintf("; did you mean %q?", near)
+		}
+		fmt.Fprintf(env.Stderr, "thindist help: unknown command %q%s (commands: link, cache, config, doctor, report, server, stats; or settings)\n", args[0], hint)
 		return 2
 	}
 	h(stdout)
@@ -175,7 +250,10 @@ func settingsHelp(w io.Writer) {
 	helpWithFlags(w, `Settings every thindist command takes. Each is a flag (--name=value), an
 environment variable (shown with it) and a config-file line (name = value), in
 increasing precedence: config file, environment, command line. 'thindist
-config' shows the values in effect and where they came from.
+config' shows the values in effect and where they came from. thindist link's
+own settings (--in-process-below, --compdb, ...) are set the same ways, and
+'thindist link --help' lists them; a THINDIST_* variable that no setting reads
+is warned about.
 `)
 }
 
@@ -194,7 +272,15 @@ temporary file removed).
 // ("thindist", "thindist link", ...). It returns the exit status to stop
 // with, or -1 to go on; --help prints help to stdout.
 func parseFlags(name string, fs *config.FlagSet, cfg *config.Config, args []string, env pipeline.Env, help func(io.Writer)) int {
+	if name != "thindist link" && name != "thindist config" {
+		// thindist link's settings, in a config file every command
+		// reads or the environment of a build, are no typos here.
+		fs.Know(linkcmd.NewFlagSet(new(config.Config), new(linkcmd.Flags)))
+	}
 	err := fs.Parse(args, env.Getenv)
+	if env.Environ != nil {
+		fs.CheckEnviron(env.Environ())
+	}
 	for _, w := range fs.Warnings() {
 		// A config file every link of a build reads: said by the first.
 		sum := sha256.Sum256([]byte(w))

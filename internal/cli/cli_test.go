@@ -17,7 +17,13 @@ import (
 func runCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	e := pipeline.Env{Stderr: &stderr, Getenv: func(k string) string { return env[k] }}
+	e := pipeline.Env{Stderr: &stderr, Getenv: func(k string) string { return env[k] }, Environ: func() []string {
+		var l []string
+		for k, v := range env {
+			l = append(l, k+"="+v)
+		}
+		return l
+	}}
 	code := run(context.Background(), args, e, &stdout)
 	return code, stdout.String(), stderr.String()
 }
@@ -57,7 +63,7 @@ func TestVersionAndHelp(t *testing.T) {
 func TestFlagErrorsExit2(t *testing.T) {
 	for _, args := range [][]string{{"--jobs=abc", "job.json"}, {"link", "--jobs=abc", "--", "clang"}, {"cache", "stats", "--jobs=abc"}} {
 		code, _, errOut := runCLI(t, nil, args...)
-		if code != 2 || !strings.Contains(errOut, `--jobs: expected a number, not "abc"`) {
+		if code != 2 || !strings.Contains(errOut, `--jobs: bad value "abc" (want a number of at least 1)`) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}

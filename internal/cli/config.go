@@ -8,14 +8,15 @@ import (
 	"text/tabwriter"
 
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/linkcmd"
 	"github.com/thindist/thindist/internal/pipeline"
 )
 
 const configIntro = `Usage:
   thindist config [flags]
 
-Prints every setting in effect and where it came from: its default, a config
-file, an environment variable, or a flag given here (flags given to 'thindist
+Prints every setting in effect, thindist link's own too, and where it came
+from: its default, a config file, an environment variable, or a flag given here (flags given to 'thindist
 config' show their effect, as they would on a link). Header values are not
 shown: they usually carry credentials.
 
@@ -34,6 +35,8 @@ func configCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	}
 	var cfg config.Config
 	fs := newFlags(&cfg)
+	// thindist link's own settings too: they are set the same ways.
+	linkcmd.Register(fs, new(linkcmd.Flags))
 	if code := parseFlags("thindist config", fs, &cfg, args, env, configUsage); code >= 0 {
 		return code
 	}

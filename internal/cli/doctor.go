@@ -33,8 +33,9 @@ otherwise.
 
 func newDoctorFlags(cfg *config.Config, compiler *string) *config.FlagSet {
 	fs := newFlags(cfg)
-	fs.String(compiler, "compiler", "Doctor", "PATH", "clang",
+	fs.String(compiler, "compiler", "Doctor", "PATH", "",
 		"the local compiler whose version the workers' must match (lld uses the clang that drives it)")
+	fs.DefaultText("compiler", strings.Join(doctorCompilers, ", else ")+" (what scripts/install.sh installs)")
 	fs.CommandOnly("compiler")
 	return fs
 }
@@ -57,8 +58,16 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 		return code
 	}
 	r := &doctorReport{w: stdout, ok: true}
-	local, localVer, execTook, err := localCompiler(ctx, compiler)
-	r.step("local compiler "+compiler, err, ": "+localVer)
+	var local, localVer string
+	var execTook time.Duration
+	var err error
+	if compiler == "" {
+		compiler, err = defaultCompiler(exec.LookPath)
+	}
+	if err == nil {
+		local, localVer, execTook, err = localCompiler(ctx, compiler)
+	}
+	r.step(strings.TrimSpace("local compiler "+compiler), err, ": "+localVer)
 	if err == nil {
 		if cfg.NoForkServer {
 			fmt.Fprintf(stdout, "skip  fork server (--no-fork-server)\n")
@@ -82,6 +91,23 @@ func doctorCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 	}
 	fmt.Fprintf(stdout, "all checks passed\n")
 	return 0
+}
+
+// doctorCompilers are the compilers doctor checks without --compiler, the
+// first found: clang on PATH, else the LLVM 22 the README has installed
+// (scripts/install.sh: Debian's clang-22, whose unversioned commands are in
+// /usr/lib/llvm-22/bin).
+var doctorCompilers = []string{"clang", "clang-22", "/usr/lib/llvm-22/bin/clang"}
+
+// defaultCompiler is the first of doctorCompilers that lookPath finds, or
+// an error saying what to pass.
+func defaultCompiler(lookPath func(string) (string, error)) (string, error) {
+	for _, c := range doctorCompilers {
+		if _, err := lookPath(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("none of %s found: pass --compiler CLANG, the clang your links use", strings.Join(doctorCompilers, ", "))
 }
 
 // doctorReport prints doctor's checks, one line each, and remembers

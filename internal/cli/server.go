@@ -62,6 +62,11 @@ func serverCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 		return code
 	}
 	sub := fs.Args()
+	if len(sub) == 1 && sub[0] != "run" {
+		if code := unknownSubcommand("thindist server", sub[0], []string{"status", "stop"}, env); code >= 0 {
+			return code
+		}
+	}
 	if len(sub) != 1 || (sub[0] != "status" && sub[0] != "stop" && sub[0] != "run") || asJSON && sub[0] != "status" {
 		fmt.Fprintf(env.Stderr, "usage: thindist server status [--json] | stop\nRun 'thindist server --help' for more.\n")
 		return 2

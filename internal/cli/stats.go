@@ -68,12 +68,12 @@ func statsCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	}
 	dir := cfg.CacheRoot(env.Getenv)
 	store := record.Open(dir)
-	disk, err := cache.OpenDisk(dir)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "thindist stats: %v\n", err)
-		return 1
-	}
 	if zero {
+		disk, err := cache.OpenDisk(dir)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "thindist stats --zero: %v\n", err)
+			return 1
+		}
 		if err := store.ZeroTotals(time.Now()); err != nil {
 			fmt.Fprintf(env.Stderr, "thindist stats --zero: %v\n", err)
 			return 1
@@ -85,7 +85,10 @@ func statsCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 		fmt.Fprintf(stdout, "statistics zeroed in %s\n", dir)
 		return 0
 	}
+	// Reading needs no write access, and makes no directory.
+	disk := cache.ReadDisk(dir)
 	var v statsView
+	var err error
 	v.Dir = dir
 	if v.Totals, err = store.Totals(); err != nil {
 		fmt.Fprintf(env.Stderr, "thindist stats: %v\n", err)

@@ -80,7 +80,7 @@ func (c *Config) CacheRoot(getenv func(string) string) string {
 func (c *Config) Register(fs *FlagSet) {
 	fs.inSettings = true
 	defer func() { fs.inSettings = false }()
-	fs.Int(&c.Jobs, "jobs", "Execution", runtime.NumCPU(),
+	fs.Int(&c.Jobs, "jobs", "Execution", runtime.NumCPU(), 1,
 		"compile at most N backends at once on this machine. Under `make -jN` thindist also\n"+
 			"takes a token from make's jobserver (MAKEFLAGS --jobserver-auth) for every process\n"+
 			"after its first, so parallel links never oversubscribe the machine")
@@ -105,7 +105,7 @@ func (c *Config) Register(fs *FlagSet) {
 		"keep backend results in DIR and reuse them whenever an action's inputs, flags and\n"+
 			"compiler are the same")
 	fs.DefaultText("cache-dir", "$XDG_CACHE_HOME/thindist, else ~/.cache/thindist")
-	fs.String(&c.CacheSize, "cache-size", "Cache", "SIZE", "10G",
+	fs.Size(&c.CacheSize, "cache-size", "Cache", "10G",
 		"evict least recently used entries when the cache grows past SIZE (e.g. 500M, 10G)")
 	fs.Bool(&c.NoCache, "no-cache", "Cache", false, "neither read nor write the local cache")
 	fs.Bool(&c.NoForkServer, "no-fork-server", "Execution", false,
@@ -134,7 +134,7 @@ func (c *Config) Register(fs *FlagSet) {
 		"the worker server's directory (its socket, lock and log), which must be yours alone\n"+
 			"(mode 0700, not a symbolic link); otherwise links run workers of their own")
 	fs.DefaultText("server-dir", "$XDG_RUNTIME_DIR/thindist, else /tmp/thindist-UID")
-	fs.String(&c.Progress, "progress", "Reporting", "auto|always|never", "auto",
+	fs.Choice(&c.Progress, "progress", "Reporting", []string{"auto", "always", "never"}, "auto",
 		"draw a live progress line on stderr: auto draws it when stderr is a terminal")
 	fs.String(&c.ConfigFile, "config", "Configuration", "FILE", "",
 		"read settings from FILE: one `flag = value` a line (flag names without dashes,\n"+
@@ -178,31 +178,15 @@ func (v idleValue) Set(s string) error {
 		return nil
 	}
 	if err := (durationValue{v.p}).Set(s); err != nil {
-		return err
-	}
-	if *v.p < 0 {
-		return fmt.Errorf("expected a duration of at least 0, not %q", s)
+		return badValue(s, "a duration such as 30s or 5m, 0 for no server, or auto")
 	}
 	return nil
 }
 
-// Check validates c after parsing.
+// Check validates what no single setting can (each setting's value is
+// checked where it is set, whatever its source: values.go).
 func (c *Config) Check() error {
-	if c.Jobs < 1 {
-		return fmt.Errorf("--jobs must be at least 1, not %d", c.Jobs)
-	}
-	if _, err := ParseSize(c.CacheSize); err != nil {
-		return fmt.Errorf("--cache-size: %v", err)
-	}
-	if err := c.Remote.check(); err != nil {
-		return err
-	}
-	switch c.Progress {
-	case "auto", "always", "never":
-	default:
-		return fmt.Errorf("--progress must be auto, always or never, not %q", c.Progress)
-	}
-	return nil
+	return c.Remote.check()
 }
 
 // CacheLimit is CacheSize in bytes.

@@ -15,7 +15,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +43,8 @@ type FlagSet struct {
 	inSettings bool
 	// warnings are what Parse ignored in config files, for the user.
 	warnings []string
+	// others are other commands' sets whose settings s knows (Know).
+	others []*FlagSet
 }
 
 type meta struct {
@@ -78,11 +79,31 @@ func (s *FlagSet) add(name, group, arg string) {
 	s.order = append(s.order, name)
 }
 
-// Int defines an integer flag.
-func (s *FlagSet) Int(p *int, name, group string, def int, usage string) {
+// Int defines an integer flag of at least min.
+func (s *FlagSet) Int(p *int, name, group string, def, min int, usage string) {
+	s.IntWant(p, name, group, def, min, fmt.Sprintf("a number of at least %d", min), usage)
+}
+
+// IntWant is Int whose errors say want, what it takes (for a minimum
+// that stands for something, as -1 does for "the value of --jobs").
+func (s *FlagSet) IntWant(p *int, name, group string, def, min int, want, usage string) {
 	*p = def
-	s.fs.Var(intValue{p}, name, usage)
+	s.fs.Var(intValue{p: p, min: min, want: want}, name, usage)
 	s.add(name, group, "N")
+}
+
+// Choice defines a string flag that takes one of choices.
+func (s *FlagSet) Choice(p *string, name, group string, choices []string, def, usage string) {
+	*p = def
+	s.fs.Var(choiceValue{p, choices}, name, usage)
+	s.add(name, group, strings.Join(choices, "|"))
+}
+
+// Size defines a size flag (ParseSize: 500M, 10G), kept as spelled.
+func (s *FlagSet) Size(p *string, name, group, def, usage string) {
+	*p = def
+	s.fs.Var(sizeValue{p}, name, usage)
+	s.add(name, group, "SIZE")
 }
 
 // String defines a string flag; arg names the value in help.
@@ -153,6 +174,28 @@ func (s *FlagSet) CommandOnly(name string) {
 // either way.
 func (s *FlagSet) InOrder() { s.inOrder = true }
 
+// Know makes the settings of another command's set known to s (thindist
+// link's --in-process-below to the DTLTO entry point and `thindist
+// stats`): a config-file line or a THINDIST_* variable for one is checked
+// as other checks it and otherwise left to that command, and the flag on
+// s's command line is an error naming the command. s's own flags of the
+// same name win.
+func (s *FlagSet) Know(other *FlagSet) { s.others = append(s.others, other) }
+
+// other is the set of Know whose setting name is, if s has no flag of
+// that name.
+func (s *FlagSet) other(name string) *FlagSet {
+	if s.fs.Lookup(name) != nil {
+		return nil
+	}
+	for _, o := range s.others {
+		if f := o.fs.Lookup(name); f != nil && !o.metas[o.canonical(f.Name)].command {
+			return o
+		}
+	}
+	return nil
+}
+
 // Warnings are what Parse ignored in config files (unknown settings, bad
 // values), each naming the file and line; the caller shows them.
 func (s *FlagSet) Warnings() []string { return s.warnings }
@@ -184,11 +227,14 @@ func (s *FlagSet) DefaultText(name, text string) {
 // InOrder) and fills every setting not given on the command line from its
 // environment variable, then from the config file named by the config
 // flag, then from the default config file (DefaultConfigFile), in that
-// order of precedence. getenv is os.Getenv in production. Errors name the
-// flag as the user spelled it (--jobs, THINDIST_JOBS) and say what is
-// expected; an unknown flag gets the nearest known one as a suggestion.
-// What is wrong in a config file does not stop the command: Warnings
-// says what was ignored.
+// order of precedence. getenv is os.Getenv in production. Every value goes
+// through its setting's own check (values.go), whatever its source. Errors
+// name the flag or the variable as the user spelled it (--jobs,
+// THINDIST_JOBS) and say what is expected; an unknown flag gets the
+// nearest known one as a suggestion. What is wrong in a config file does
+// not stop the command: Warnings says what was ignored, by file and line.
+// The settings of the sets of Know are read and checked too, and left to
+// their command. Parse clears Warnings; CheckEnviron adds to them after.
 func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
 	s.sources = map[string]string{}
 	s.warnings = nil
@@ -201,16 +247,20 @@ func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
 			continue
 		}
 		if v := getenv(EnvName(name)); v != "" {
-			var err error
-			if l, ok := s.fs.Lookup(name).Value.(listValue); ok {
-				err = l.SetList(v)
-			} else {
-				err = s.fs.Set(name, v)
-			}
-			if err != nil {
-				return fmt.Errorf("%s=%q: %v", EnvName(name), v, err)
+			if err := s.setEnv(name, v); err != nil {
+				return err
 			}
 			s.sources[name] = "environment " + EnvName(name)
+		}
+	}
+	// Other commands' settings: checked here too, used there.
+	for _, o := range s.others {
+		for _, name := range o.order {
+			if v := getenv(EnvName(name)); v != "" && s.other(name) == o {
+				if err := o.setEnv(name, v); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if s.configFlag == "" {
@@ -228,6 +278,39 @@ func (s *FlagSet) Parse(args []string, getenv func(string) string) error {
 		}
 	}
 	return nil
+}
+
+// setEnv sets flag name from the value v of its variable (a repeatable
+// flag takes several values from one variable).
+func (s *FlagSet) setEnv(name, v string) error {
+	var err error
+	if l, ok := s.fs.Lookup(name).Value.(listValue); ok {
+		err = l.SetList(v)
+	} else {
+		err = s.fs.Set(name, v)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %v", EnvName(name), err)
+	}
+	return nil
+}
+
+// FirstArg returns the index in args of the first positional argument
+// after s's flags and their values (as InOrder reads them), or -1 when
+// there is none, "--" comes before it, or a flag before it is not one of
+// s's or has a bad value (Parse then says so). It reads no environment
+// and no file: thindist's main looks this way for a command after the
+// settings (thindist --cache-dir D stats).
+func (s *FlagSet) FirstArg(args []string) int {
+	if err := s.fs.Parse(args); err != nil {
+		return -1
+	}
+	rest := s.fs.Args()
+	used := len(args) - len(rest)
+	if len(rest) == 0 || used > 0 && args[used-1] == "--" {
+		return -1
+	}
+	return used
 }
 
 // parseArgs parses the command line into the flags and s.args.
@@ -273,6 +356,13 @@ func (s *FlagSet) applyFile(path string, optional bool) error {
 				path, kv.line, kv.key))
 			continue
 		}
+		if o := s.other(kv.key); f == nil && o != nil {
+			// Another command's setting: checked, and left to it.
+			if err := o.fs.Set(kv.key, kv.value); err != nil {
+				s.warnings = append(s.warnings, fmt.Sprintf("%s:%d: %s: %v; line ignored", path, kv.line, kv.key, err))
+			}
+			continue
+		}
 		if f == nil || kv.key == s.configFlag {
 			s.warnings = append(s.warnings, fmt.Sprintf("%s:%d: unknown setting %q%s (the settings are listed by 'thindist help settings', without dashes); line ignored",
 				path, kv.line, kv.key, s.suggest(kv.key, "")))
@@ -283,7 +373,7 @@ func (s *FlagSet) applyFile(path string, optional bool) error {
 			continue
 		}
 		if err := s.fs.Set(f.Name, kv.value); err != nil {
-			s.warnings = append(s.warnings, fmt.Sprintf("%s:%d: %s = %q: %v; line ignored", path, kv.line, kv.key, kv.value, err))
+			s.warnings = append(s.warnings, fmt.Sprintf("%s:%d: %s: %v; line ignored", path, kv.line, kv.key, err))
 			continue
 		}
 		s.setSource(f, source)
@@ -373,6 +463,9 @@ func (s *FlagSet) flagError(err error) error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		name = strings.TrimPrefix(name, "-")
+		if o := s.other(name); o != nil {
+			return fmt.Errorf("%s is a setting of '%s', not of '%s'", dashed(name), o.fs.Name(), s.fs.Name())
+		}
 		return fmt.Errorf("unknown flag %s%s", dashed(name), s.suggest(name, "--"))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
@@ -401,38 +494,6 @@ func dashed(name string) string {
 	return "--" + name
 }
 
-// intValue is an integer flag whose errors say what is expected.
-type intValue struct{ p *int }
-
-func (v intValue) String() string {
-	if v.p == nil {
-		return "0"
-	}
-	return strconv.Itoa(*v.p)
-}
-func (v intValue) Set(s string) error {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
-		return fmt.Errorf("expected a number, not %q", s)
-	}
-	*v.p = n
-	return nil
-}
-
-// boolValue is a boolean flag whose errors say what is expected.
-type boolValue struct{ p *bool }
-
-func (v boolValue) String() string   { return strconv.FormatBool(v.p != nil && *v.p) }
-func (v boolValue) IsBoolFlag() bool { return true }
-func (v boolValue) Set(s string) error {
-	b, err := strconv.ParseBool(strings.TrimSpace(s))
-	if err != nil {
-		return fmt.Errorf("expected true or false, not %q", s)
-	}
-	*v.p = b
-	return nil
-}
-
 // listValue is a repeatable flag that takes several values from one
 // environment variable.
 type listValue interface {
@@ -443,7 +504,8 @@ type listValue interface {
 // Args returns the positional arguments.
 func (s *FlagSet) Args() []string { return s.args }
 
-// PrintDefaults writes every flag, grouped, with its variable and default.
+// PrintDefaults writes every flag, grouped, with its variable and default
+// (not those of the sets of Know: their own command's help shows them).
 func (s *FlagSet) PrintDefaults(w io.Writer) { s.print(w, func(meta) bool { return true }) }
 
 // PrintOwn writes the command's own flags (those that are not settings

@@ -200,7 +200,7 @@ func TestConfigFileTypos(t *testing.T) {
 	}{
 		{"jobs = 3\n\ncache-sise = 1G\n", def + `:3: unknown setting "cache-sise" (did you mean cache-size?)`},
 		{"jobs = 3\nno-such-flag = 1\n", def + `:2: unknown setting "no-such-flag" (the settings`},
-		{"jobs = 3\nquiet = many\n", def + `:2: quiet = "many": expected true or false`},
+		{"jobs = 3\nquiet = many\n", def + `:2: quiet: bad value "many" (want true or false)`},
 	} {
 		os.WriteFile(def, []byte(c.file), 0o644)
 		cfg, fs, err := parse(t, nil, env)
@@ -273,17 +273,17 @@ func TestFlagErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"--jobs=abc"}, nil, `--jobs: expected a number, not "abc"`},
-		{[]string{"-j", "x"}, nil, `-j: expected a number`},
-		{[]string{"--quiet=maybe"}, nil, `--quiet: expected true or false, not "maybe"`},
-		{[]string{"--remote-timeout=soon"}, nil, `--remote-timeout: expected a duration such as 30s`},
+		{[]string{"--jobs=abc"}, nil, `--jobs: bad value "abc" (want a number of at least 1)`},
+		{[]string{"-j", "x"}, nil, `-j: bad value "x" (want a number`},
+		{[]string{"--quiet=maybe"}, nil, `--quiet: bad value "maybe" (want true or false)`},
+		{[]string{"--remote-timeout=soon"}, nil, `--remote-timeout: bad value "soon" (want a duration such as 30s`},
 		{[]string{"--remote-header=novalue"}, nil, `--remote-header: "novalue" is not KEY=VALUE`},
 		{[]string{"--no-such"}, nil, `unknown flag --no-such`},
 		{[]string{"--cache-sise=1G"}, nil, `unknown flag --cache-sise (did you mean --cache-size?)`},
 		{[]string{"-jbos=1"}, nil, `unknown flag --jbos (did you mean --jobs?)`},
 		{[]string{"--trace"}, nil, `--trace: expected a value`},
-		{nil, map[string]string{"THINDIST_JOBS": "abc"}, `THINDIST_JOBS="abc": expected a number`},
-		{[]string{"--remote=grpc://h:1", "--remote-compress=fast"}, nil, `--remote-compress must be downloads, all or none, not "fast"`},
+		{nil, map[string]string{"THINDIST_JOBS": "abc"}, `THINDIST_JOBS: bad value "abc" (want a number`},
+		{[]string{"--remote=grpc://h:1", "--remote-compress=fast"}, nil, `--remote-compress: bad value "fast" (want downloads, all or none)`},
 	} {
 		cfg, _, err := parse(t, c.args, c.env)
 		if err == nil {

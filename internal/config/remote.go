@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -117,32 +116,6 @@ func (l *KVList) SetList(v string) error {
 	return nil
 }
 
-// durationValue is a time.Duration flag.
-type durationValue struct{ p *time.Duration }
-
-func (d durationValue) String() string {
-	if d.p == nil {
-		return ""
-	}
-	return d.p.String()
-}
-
-// Set takes a Go duration (30s, 2m, 1h30m) or, as Bazel's
-// --remote_timeout does, a number of seconds.
-func (d durationValue) Set(s string) error {
-	s = strings.TrimSpace(s)
-	if n, err := strconv.Atoi(s); err == nil {
-		*d.p = time.Duration(n) * time.Second
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("expected a duration such as 30s, 2m or 1h30m (or a number of seconds), not %q", s)
-	}
-	*d.p = v
-	return nil
-}
-
 // remoteFlagGroup is the help section of every --remote flag.
 const remoteFlagGroup = "Remote execution (REAPI v2: Buildbarn, BuildBuddy, EngFlow, NativeLink)"
 
@@ -182,11 +155,11 @@ func (r *Remote) registerExecution(fs *FlagSet) {
 			"container-image=docker://..., Pool=...")
 	fs.String(&r.Compiler, "remote-compiler", g, "PATH", "",
 		"the compiler's path on the workers (default: the same path as on this machine)")
-	fs.Int(&r.Jobs, "remote-jobs", g, 256,
+	fs.Int(&r.Jobs, "remote-jobs", g, 256, 1,
 		"keep at most N actions in flight with the remote service (each costs a goroutine\n"+
 			"and a stream, no thread); this machine keeps compiling too (--remote-local-jobs).\n"+
 			"REAPI servers report no worker count, so the default keeps 200+ workers busy")
-	fs.Int(&r.LocalJobs, "remote-local-jobs", g, -1,
+	fs.IntWant(&r.LocalJobs, "remote-local-jobs", g, -1, -1, "a number of at least 0, or -1 for the value of --jobs",
 		"with --remote, compile at most N actions on this machine beside the remote ones\n"+
 			"(hybrid execution: each action goes to whichever side has a free slot, local\n"+
 			"first, largest first). 0: only what the remote cannot run (fallbacks); results\n"+
@@ -211,7 +184,7 @@ func (r *Remote) registerExecution(fs *FlagSet) {
 			"those second runs add at most 5% to the link's work: one slow worker, or this\n"+
 			"machine's few busy cores, then do not hold up the link. The summary counts them\n"+
 			"(\"hedged on a second worker\"). Off with --no-race too")
-	fs.Int(&r.Group, "remote-group", g, 0,
+	fs.Int(&r.Group, "remote-group", g, 0, 0,
 		"while all --remote-jobs executions are busy, send small backends (expected to take\n"+
 			"200 ms or less by earlier runs' records, else modules of 32 KiB or less) waiting\n"+
 			"for a slot up to N to one remote execution, run one after the other on one worker,\n"+
@@ -219,7 +192,7 @@ func (r *Remote) registerExecution(fs *FlagSet) {
 			"--remote-jobs actions are then in flight); each still gets its own result, cache\n"+
 			"entry and error. Needs a POSIX /bin/sh on the workers and a server that lets\n"+
 			"clients write its ActionCache. 0: off")
-	fs.String(&r.Fallback, "remote-fallback", g, "local|none", "local",
+	fs.Choice(&r.Fallback, "remote-fallback", g, []string{"local", "none"}, "local",
 		"when remote execution of an action fails (unavailable, timed out, no worker, a bad\n"+
 			"result): compile it locally with a warning, or fail. A compile error on the worker\n"+
 			"is final either way: the link fails with the worker's stderr")
@@ -257,7 +230,7 @@ func (r *Remote) registerCalls(fs *FlagSet) {
 			"service reports executing for this long (its worker may have died: a server notices\n"+
 			"only after a minute or more), and compile it locally (or fail, per\n"+
 			"--remote-fallback); 0: wait as long as the server reports it executing")
-	fs.String(&r.Compress, "remote-compress", g, "downloads|all|none", "downloads",
+	fs.Choice(&r.Compress, "remote-compress", g, []string{"downloads", "all", "none"}, "downloads",
 		"which blob transfers use zstd, where the server offers it. downloads: outputs come\n"+
 			"compressed (the server compresses; decompressing is cheap) and inputs go as they\n"+
 			"are, because compressing bitcode costs this machine about a core-second per 120 MB\n"+
@@ -269,7 +242,7 @@ func (r *Remote) registerCalls(fs *FlagSet) {
 			"the server sees the links of one build together (Buildbarn queues builds fairly,\n"+
 			"then the links of a build). Each link is an invocation of its own either way\n"+
 			"(tool_invocation_id, shown in the remote summary line)")
-	fs.Int(&r.Attempts, "remote-retries", g, 10,
+	fs.Int(&r.Attempts, "remote-retries", g, 10, 1,
 		"try a call that fails transiently (Unavailable, ResourceExhausted, DeadlineExceeded)\n"+
 			"at most N times, with exponential backoff, and for at most 30s")
 }
@@ -297,6 +270,9 @@ func (v targetValue) String() string {
 	return v.r.Target
 }
 func (v targetValue) Set(s string) error {
+	if err := checkTarget(s); err != nil {
+		return err
+	}
 	v.r.Target = s
 	if v.r.cacheImplied {
 		// Bazel's --remote_cache and --remote_executor naming one
@@ -306,6 +282,20 @@ func (v targetValue) Set(s string) error {
 	return nil
 }
 
+// checkTarget refuses a service address thindist cannot dial; "" (no
+// remote service) is taken.
+func checkTarget(s string) error {
+	if s == "" {
+		return nil
+	}
+	for _, scheme := range []string{"grpc://", "grpcs://"} {
+		if host, ok := strings.CutPrefix(s, scheme); ok && host != "" {
+			return nil
+		}
+	}
+	return badValue(s, "grpc://HOST:PORT or grpcs://HOST:PORT")
+}
+
 // cacheTargetValue is Bazel's --remote_cache: the service is used as a
 // cache only, unless --remote_executor names it too (thindist uses one
 // service for both).
@@ -313,6 +303,9 @@ type cacheTargetValue struct{ r *Remote }
 
 func (v cacheTargetValue) String() string { return targetValue(v).String() }
 func (v cacheTargetValue) Set(s string) error {
+	if err := checkTarget(s); err != nil {
+		return err
+	}
 	switch {
 	case v.r.Target == "":
 		v.r.Target = s
@@ -333,40 +326,11 @@ func (v cacheTargetValue) Implies() []string {
 	return nil
 }
 
+// check validates what no single setting can: each setting's value is
+// checked where it is set (values.go).
 func (r *Remote) check() error {
-	if r.Target == "" {
-		return nil
-	}
-	if !strings.HasPrefix(r.Target, "grpc://") && !strings.HasPrefix(r.Target, "grpcs://") {
-		return fmt.Errorf("--remote %q: use grpc://HOST:PORT or grpcs://HOST:PORT", r.Target)
-	}
-	switch r.Fallback {
-	case "local", "none":
-	default:
-		return fmt.Errorf("--remote-fallback must be local or none, not %q", r.Fallback)
-	}
-	switch r.Compress {
-	case "downloads", "all", "none":
-	default:
-		return fmt.Errorf("--remote-compress must be downloads, all or none, not %q", r.Compress)
-	}
-	if r.Jobs < 1 {
-		return fmt.Errorf("--remote-jobs must be at least 1, not %d", r.Jobs)
-	}
-	if r.Group < 0 {
-		return fmt.Errorf("--remote-group must be 0 (off) or more, not %d", r.Group)
-	}
-	if r.LocalJobs < -1 {
-		return fmt.Errorf("--remote-local-jobs must be at least 0, not %d", r.LocalJobs)
-	}
-	if r.Attempts < 1 {
-		return fmt.Errorf("--remote-retries must be at least 1, not %d", r.Attempts)
-	}
 	if (r.Cert == "") != (r.Key == "") {
 		return fmt.Errorf("--remote-cert and --remote-key go together")
-	}
-	if r.Timeout < 0 || r.ExecTimeout < 0 || r.QueueTimeout < 0 || r.ExecStall < 0 {
-		return fmt.Errorf("remote timeouts must not be negative")
 	}
 	return nil
 }

@@ -36,6 +36,16 @@ const DefaultInProcessBelow = "256K"
 // common ones) and f.
 func NewFlagSet(cfg *config.Config, f *Flags) *config.FlagSet {
 	fs := config.NewFlagSet("thindist link")
+	Register(fs, f)
+	cfg.Register(fs)
+	fs.InOrder() // the link command follows, with flags of its own
+	return fs
+}
+
+// Register defines the settings of `thindist link` besides the common ones
+// in fs, filling f: for the link's own set, and for `thindist config`,
+// which lists them.
+func Register(fs *config.FlagSet, f *Flags) {
 	fs.String(&f.CompDB, "compdb", "Link", "FILE", "",
 		"give each module's backend the optimisation and code-generation options of its own\n"+
 			"compile command in this compilation database (compile_commands.json), frontend-only\n"+
@@ -56,15 +66,12 @@ func NewFlagSet(cfg *config.Config, f *Flags) *config.FlagSet {
 			"clang driver, or the clang beside a command's lld, else clang-<lld's major version> in PATH)")
 	fs.Bool(&f.Separate, "separate-thin-link", "Link", false,
 		"run a thin link and a final link (two lld processes) also with lld 21 and later")
-	fs.String(&f.Below, "in-process-below", "Link", "SIZE", DefaultInProcessBelow,
+	fs.Size(&f.Below, "in-process-below", "Link", DefaultInProcessBelow,
 		"run a link with less bitcode than SIZE (objects and archive members) as given: lld's\n"+
 			"in-process ThinLTO makes the same objects for less than distributing costs; 0: never.\n"+
 			"Not with --compdb, --sections-as-compiled, --keep-native-objects or --keep-work-dir")
 	fs.Bool(&f.Verbose, "verbose", "Link", false, "print the thin and final link commands")
 	fs.Alias("v", "verbose")
-	cfg.Register(fs)
-	fs.InOrder() // the link command follows, with flags of its own
-	return fs
 }
 
 // InProcessBelow is the size of bitcode under which a link is left to

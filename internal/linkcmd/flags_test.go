@@ -42,8 +42,11 @@ func TestInProcessBelow(t *testing.T) {
 			t.Errorf("%v: %d, %v; want %d", c.args, got, err, c.want)
 		}
 	}
-	_, f, _ := parse(t, "--in-process-below=lots", "--", "ld.lld")
-	if _, err := f.InProcessBelow(); err == nil || !strings.Contains(err.Error(), "--in-process-below") {
+	// A bad size is refused as it is read, wherever from (config's values).
+	var cfg config.Config
+	var f Flags
+	err := NewFlagSet(&cfg, &f).Parse([]string{"--in-process-below=lots", "--", "ld.lld"}, func(string) string { return "" })
+	if err == nil || !strings.HasPrefix(err.Error(), `--in-process-below: bad value "lots"`) {
 		t.Errorf("a bad size: %v; want an error naming the flag", err)
 	}
 }

@@ -40,6 +40,9 @@ type Env struct {
 	Terminal bool
 	// Getenv reads the environment.
 	Getenv func(string) string
+	// Environ lists the environment (os.Environ), for the warning about
+	// THINDIST_* variables no setting reads; nil checks none.
+	Environ func() []string
 	// Jobserver is make's jobserver, checked when the process started
 	// (jobserver.Inherit): the zero value runs without one.
 	Jobserver jobserver.Inherited
@@ -72,7 +75,7 @@ type Env struct {
 // StdEnv is the environment of a command-line run, with the jobserver
 // that process inherited.
 func StdEnv(js jobserver.Inherited) Env {
-	return Env{Stderr: os.Stderr, Terminal: report.IsTerminal(os.Stderr), Getenv: os.Getenv, Jobserver: js}
+	return Env{Stderr: os.Stderr, Terminal: report.IsTerminal(os.Stderr), Getenv: os.Getenv, Environ: os.Environ, Jobserver: js}
 }
 
 // Options are what a caller adds to a run besides its configuration.
