@@ -94,6 +94,16 @@ func (s Stamp) Racy(at time.Time) bool { return at.UnixNano()-s.Ctime < int64(Ra
 // common timestamp granularity (FAT's 2 s).
 const RacyWindow = 2 * time.Second
 
+// StampOf returns the stamp of the file at path (symbolic links
+// followed), without reading it.
+func StampOf(path string) (Stamp, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return stampOf(&st), nil
+}
+
 func fstamp(fd int, path string) (Stamp, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
