@@ -51,6 +51,10 @@ type ExecOptions struct {
 	// its cache key, executor.Job.Shard): the remote action is built from these
 	// bytes instead of the file's.
 	Shard []byte
+	// Toolchain, if not nil, is the compiler shipped in the input root:
+	// the command runs it instead of Compiler or the local path. Its
+	// messages and files are not in the Executable's Blobs and Files.
+	Toolchain *Shipped
 }
 
 // Executable is the Action a remote worker runs for a backend action.
@@ -129,6 +133,9 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	argv := b.Argv(func(i int) string { return b.Inputs[i].Path }, func(i int) string { return outs[i] })
 	if o.Compiler != "" {
 		argv[0] = o.Compiler
+	}
+	if o.Toolchain != nil {
+		argv = append(o.Toolchain.Argv(rootFrom(layout.WorkDir)), argv[1:]...)
 	}
 	env := append([]*repb.Command_EnvironmentVariable(nil), o.Env...)
 	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
@@ -259,6 +266,11 @@ func inputRoot(b *action.Action, layout *action.Layout, shardIdx int, shard []by
 			return root, nil, nil, err
 		}
 		files[d] = local
+	}
+	if tc := o.Toolchain; tc != nil {
+		if err := tree.AddSubtree(tc.Dir, tc.Root); err != nil {
+			return root, nil, nil, err
+		}
 	}
 	root, blobs, err = tree.Build()
 	if err != nil {
