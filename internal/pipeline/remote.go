@@ -233,8 +233,13 @@ type remoteSide struct {
 func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *reapi.Keyer, locals localExecutors, warnAll, warn func(string, ...any)) *remoteSide {
 	rc := &cfg.Remote
 	rs := &remoteSide{}
+	cacheDir := ""
+	if !cfg.NoCache {
+		cacheDir = cfg.CacheRoot(env.Getenv)
+	}
 	rs.rex = remote.NewExecutor(client, remote.ExecOptions{
-		Compiler: rc.Compiler, Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
+		Compiler: rc.Compiler, Toolchain: shippedToolchain(rc, env.Getenv, cacheDir, warnAll),
+		Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
 		Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
 		ExecStall: rc.ExecStall, Files: keys.Files,
 		// The remote cache above looks every action up and, when the

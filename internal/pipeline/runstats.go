@@ -97,6 +97,8 @@ type remoteStats struct {
 	hybrid   executor.HybridStats
 	hedge    *executor.HedgeStats
 	group    *remote.GroupStats
+	// toolchain is set when actions shipped their compiler.
+	toolchain *remote.ToolchainStats
 	// cpu is thindist's own CPU since it began to connect.
 	cpu time.Duration
 }
@@ -108,6 +110,9 @@ func (r *remoteChain) stats() remoteStats {
 		stored: r.behind.Stats(), cpu: ownCPU() - r.cpu0}
 	if rs.rex != nil {
 		st.exec, st.fallback, st.hybrid = ptr(rs.rex.Stats()), rs.fb.Stats(), rs.hybrid.Stats()
+		if ts := rs.rex.ToolchainStats(); ts.Used {
+			st.toolchain = &ts
+		}
 	}
 	if rs.hedge != nil {
 		st.hedge = ptr(rs.hedge.Stats())
@@ -156,6 +161,14 @@ func (st remoteStats) line(target string) string {
 		line += fmt.Sprintf("; %d results stored in %d bursts", ws.Results, ws.Bursts)
 		if ws.Failed > 0 {
 			line += fmt.Sprintf(" (%d could not be)", ws.Failed)
+		}
+	}
+	if ts := st.toolchain; ts != nil {
+		line += fmt.Sprintf("; toolchain shipped, %d files, %s", ts.Files, mib(ts.Bytes))
+		if ts.Uploaded > 0 {
+			line += fmt.Sprintf(", %s uploaded in %s", mib(ts.Uploaded), ts.Took.Round(time.Millisecond))
+		} else {
+			line += " already in the CAS"
 		}
 	}
 	line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",

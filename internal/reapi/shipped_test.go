@@ -29,7 +29,8 @@ func TestExecutableShipsToolchain(t *testing.T) {
 			gotRoot = root
 			return []string{root + "/.tc/ld.so", root + "/.tc/usr/bin/clang"}
 		}}
-	o := ExecOptions{Files: digest.NewFiles(), Toolchain: tc}
+	var asked []string
+	o := ExecOptions{Files: digest.NewFiles(), Toolchain: func(c string) *Shipped { asked = append(asked, c); return tc }}
 	e1, err := BuildExecutable(backend(t, t.TempDir(), "1234"), o)
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +41,9 @@ func TestExecutableShipsToolchain(t *testing.T) {
 	}
 	if e1.ActionDigest != e2.ActionDigest {
 		t.Error("the executable action differs across PIDs and directories")
+	}
+	if !slices.Equal(asked, []string{"/usr/bin/clang", "/usr/bin/clang"}) || e1.Toolchain != tc {
+		t.Errorf("toolchain asked for %q, executable's %v", asked, e1.Toolchain)
 	}
 	if gotRoot != ".." || e1.Command.WorkingDirectory != "w" {
 		t.Errorf("the toolchain's paths are relative to %q from working directory %q", gotRoot, e1.Command.WorkingDirectory)

@@ -21,6 +21,9 @@ type ExecOptions struct {
 	// Compiler is the compiler's path on the workers; "" keeps the local
 	// path (workers with the same toolchain layout).
 	Compiler string
+	// Toolchain, if set, returns the toolchain to ship with the actions
+	// of a compiler (reapi.ExecOptions.Toolchain), nil to use Compiler.
+	Toolchain func(compiler string) *reapi.Shipped
 	// Platform properties (OSFamily, container-image, Pool...).
 	Platform [][2]string
 	// Env is the fixed environment of every command.
@@ -78,6 +81,7 @@ type ExecStats struct {
 // Executor runs actions on the service's workers.
 type Executor struct {
 	c        *Client
+	tc       toolchains // the shipped toolchains made present
 	o        ExecOptions
 	platform *repb.Platform
 	env      []*repb.Command_EnvironmentVariable
@@ -174,6 +178,9 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 	// are new, and go up unasked. Its files' upload may have begun with
 	// the lookup (Ahead): this waits for what that claimed, and sends
 	// again what it failed to.
+	if err := e.shipToolchain(ctx, j.Meter, ex); err != nil {
+		return nil, fmt.Errorf("uploading the compiler's toolchain: %w", err)
+	}
 	if err := e.c.CAS.EnsureNew(ctx, j.Meter, ex.Blobs, ex.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}

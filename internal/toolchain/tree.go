@@ -51,7 +51,8 @@ type Tree struct {
 	// digest was remembered (Digests).
 	Hashed int64
 	// argv0: the loader takes --argv0 (glibc 2.33+).
-	argv0 bool
+	argv0   bool
+	shipped *reapi.Shipped
 }
 
 // Argv is the start of a command that runs the shipped compiler, from a
@@ -77,10 +78,9 @@ func (t *Tree) Argv(root string) []string {
 	return append(argv, at(f.Compiler))
 }
 
-// Shipped is the tree as the remote action takes it.
-func (t *Tree) Shipped() *reapi.Shipped {
-	return &reapi.Shipped{Dir: Dir, Root: t.Root, Blobs: t.Blobs, Files: t.Files, Argv: t.Argv}
-}
+// Shipped is the tree as the remote action takes it, the same for every
+// call.
+func (t *Tree) Shipped() *reapi.Shipped { return t.shipped }
 
 // Digests builds toolchains' trees, once per compiler in a run, and
 // remembers their files' digests across runs under a directory, trusted
@@ -202,6 +202,7 @@ func (d *Digests) build(compiler string) (*Tree, error) {
 	if t.Root, t.Blobs, err = tree.Build(); err != nil {
 		return nil, fmt.Errorf("toolchain of %s: %w", compiler, err)
 	}
+	t.shipped = &reapi.Shipped{Dir: Dir, Root: t.Root, Blobs: t.Blobs, Files: t.Files, Argv: t.Argv}
 	d.save(f.Invoked, records)
 	return t, nil
 }
