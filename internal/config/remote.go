@@ -21,7 +21,8 @@ type Remote struct {
 	// Compiler is the compiler's path on the workers ("" = the local path).
 	Compiler string
 	// Toolchain is how the workers get the compiler: "inputs" (shipped
-	// with each action), "installed" (theirs) or "auto" (ShipsToolchain).
+	// with each action), "installed" (theirs; also "", a Remote not made
+	// from the settings) or "auto" (ShipsToolchain).
 	Toolchain string
 	// Jobs is how many actions are in flight with a remote service.
 	Jobs int
@@ -344,7 +345,8 @@ func (r *Remote) ShipsToolchain() (bool, string) {
 	switch r.Toolchain {
 	case "inputs":
 		return true, "--remote-toolchain=inputs"
-	case "installed":
+	case "auto":
+	default:
 		return false, "--remote-toolchain=installed"
 	}
 	if r.Compiler != "" {

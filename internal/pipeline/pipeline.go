@@ -305,7 +305,9 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if disk != nil {
 		idDir = filepath.Join(dir, "compilers")
 	}
-	compilerID := tools.NewIDs(idDir).ID
+	// A shipped compiler is identified by its whole tree.
+	ship := newShipping(&cfg.Remote, env.Getenv, idDir, warn)
+	compilerID := ship.identify(tools.NewIDs(idDir).ID)
 	var conn *remoteConn
 	switch rc := &cfg.Remote; {
 	case rc.Target == "":
@@ -319,6 +321,9 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 			}
 			warn("%v; compiling locally", err)
 		}
+	}
+	if conn != nil {
+		conn.ship = ship
 	}
 	// The keys, built once: what the remote service changes in them is
 	// known now.

@@ -107,6 +107,9 @@ type remoteConn struct {
 	readOnly bool
 	// cpu0 is thindist's own CPU time when it began to connect.
 	cpu0 time.Duration
+	// ship is the run's shipped toolchains, nil when the workers run
+	// their own compiler.
+	ship *shipping
 }
 
 // connectRemote dials the service, or waits for the dial begun before the
@@ -230,15 +233,11 @@ type remoteSide struct {
 // Hybrid's local side and the races (Granted) and the other local
 // executors ask for through it (Processes); the Dispatcher's remote slots;
 // and with grouping the Grouper's remote executions.
-func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *reapi.Keyer, locals localExecutors, warnAll, warn func(string, ...any)) *remoteSide {
+func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote.Client, keys *reapi.Keyer, locals localExecutors, warnAll, warn func(string, ...any)) *remoteSide {
 	rc := &cfg.Remote
 	rs := &remoteSide{}
-	cacheDir := ""
-	if !cfg.NoCache {
-		cacheDir = cfg.CacheRoot(env.Getenv)
-	}
 	rs.rex = remote.NewExecutor(client, remote.ExecOptions{
-		Compiler: rc.Compiler, Toolchain: shippedToolchain(rc, env.Getenv, cacheDir, warnAll),
+		Compiler: rc.Compiler, Toolchain: conn.ship.shipped(),
 		Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
 		Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
 		ExecStall: rc.ExecStall, Files: keys.Files,
@@ -319,7 +318,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(st
 	// them).
 	rs := &remoteSide{producer: locals.build(locals.procs, 0), parallel: cfg.Jobs * (1 + localAhead)}
 	if !conn.cacheOnly {
-		rs = newRemoteSide(cfg, env, client, keys, locals, warnAll, warn)
+		rs = newRemoteSide(cfg, env, conn, client, keys, locals, warnAll, warn)
 	}
 	if !client.ACUpdateEnabled() && !(conn.cacheOnly && !rc.Upload) {
 		warnAll("%s does not let clients write its ActionCache (update_enabled=false): results are found by "+
