@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/thindist/thindist/internal/reapitest"
@@ -168,4 +169,37 @@ func copyClang(t *testing.T) string {
 		put(l.Real, filepath.Join(dir, "lib", l.Name), extra)
 	}
 	return exe
+}
+
+// TestRemoteToolchainDoctor: doctor says how the workers get the
+// compiler and why; shipped, it runs the shipped compiler on a worker that
+// sees nothing else (and the installed one fails there); a compiler that
+// cannot be shipped is named, and checked as installed.
+func TestRemoteToolchainDoctor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("uploads a 265 MB toolchain (about 10 s)")
+	}
+	if why := reapitest.ChrootSupported(); why != "" {
+		t.Skip(why)
+	}
+	needClang(t)
+	_, addr := fakeRemote(t, reapitest.Options{Chroot: true})
+	dir := t.TempDir()
+	code, out := runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang, "--remote-toolchain=auto")
+	t.Logf("%s", out)
+	if code != 0 || !strings.Contains(out, "info  the compiler is shipped with every action as inputs: no --remote-compiler") ||
+		!strings.Contains(out, "ok    shipped compiler "+clang+" on a worker: ") || !strings.Contains(out, "clang version 22") {
+		t.Errorf("doctor, toolchain shipped: exit %d\n%s", code, out)
+	}
+	code, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+clang, "--remote-toolchain=installed")
+	if code != 1 || !strings.Contains(out, "info  the workers run their installed compiler: --remote-toolchain=installed") ||
+		!strings.Contains(out, "FAIL  workers' compiler") {
+		t.Errorf("doctor, installed compiler on a worker that has none: exit %d\n%s", code, out)
+	}
+	script := filepath.Join(dir, "clang-wrapper")
+	os.WriteFile(script, []byte("#!/bin/sh\nexec "+clang+" \"$@\"\n"), 0o755)
+	_, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+script, "--remote-toolchain=inputs")
+	if !strings.Contains(out, "warn  compiler "+script+" cannot be shipped to the workers") || !strings.Contains(out, "script") {
+		t.Errorf("doctor, a script as the compiler:\n%s", out)
+	}
 }

@@ -197,6 +197,7 @@ func (r *doctorReport) remoteChecks(ctx context.Context, rc *config.Remote, env 
 		// no name to run on the workers, and an action with an empty
 		// argv[0] would only fail there.
 		fmt.Fprintf(stdout, "skip  workers' compiler check: no compiler to ask for (pass --compiler or --remote-compiler)\n")
+	case r.shippedCompiler(ctx, rc, env, client, local, localVer):
 	default:
 		rex := remote.NewExecutor(client, remote.ExecOptions{Compiler: rc.Compiler, Platform: rc.Platform,
 			Env: pipeline.RemoteEnv(env.Getenv), Timeout: rc.ExecTimeout, ExecStall: rc.ExecStall})

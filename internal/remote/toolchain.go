@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,4 +97,18 @@ func (e *Executor) ToolchainStats() ToolchainStats {
 	st := e.tc.stats
 	st.Uploaded = e.tc.uploaded.Load()
 	return st
+}
+
+// RunShipped runs the shipped toolchain tc's compiler with args on a
+// worker, from an input root holding tc alone, uncached (for `thindist
+// doctor`): it makes tc present in the CAS first, as a link would.
+func (e *Executor) RunShipped(ctx context.Context, tc *reapi.Shipped, args []string) (*CommandResult, error) {
+	if err := e.c.CAS.Ensure(ctx, nil, tc.Blobs, tc.Files); err != nil {
+		return nil, fmt.Errorf("uploading the compiler's toolchain: %w", err)
+	}
+	tree := reapi.NewTree()
+	if err := tree.AddSubtree(tc.Dir, tc.Root); err != nil {
+		return nil, err
+	}
+	return e.runIn(ctx, tree, append(tc.Argv("."), args...))
 }
