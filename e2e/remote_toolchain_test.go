@@ -20,10 +20,10 @@ var toolchainLine = regexp.MustCompile(`toolchain shipped, (\d+) files, [0-9.]+ 
 // shippedLink links p with every backend on the test server at addr, the
 // compiler shipped as inputs, and returns the summary's toolchain figures:
 // the files shipped (-1 when nothing was: no action executed) and the MiB
-// uploaded for them.
-func shippedLink(t *testing.T, p *testprog.Program, addr string, flags ...string) (files int, uploadedMiB float64, stderr string) {
+// uploaded for them. Its record goes to the cache directory cache.
+func shippedLink(t *testing.T, p *testprog.Program, addr, cache string, flags ...string) (files int, uploadedMiB float64, stderr string) {
 	t.Helper()
-	l := linkCmd{p: p, objs: p.Objects, out: "prog-dtlto", dist: thindist, flags: flags,
+	l := linkCmd{p: p, objs: p.Objects, out: "prog-dtlto", dist: thindist, flags: flags, env: []string{"THINDIST_CACHE_DIR=" + cache},
 		distArgs: []string{"--no-cache", "--remote=grpc://" + addr, remoteOnly, "--remote-fallback=none", "--no-race",
 			"--remote-toolchain=inputs"}}
 	stderr = l.mustLink(t)
@@ -97,7 +97,8 @@ func TestRemoteToolchainInputs(t *testing.T) {
 	}
 
 	want := localLink(t, p)
-	files, up, stderr := shippedLink(t, p, addr)
+	cache := t.TempDir()
+	files, up, stderr := shippedLink(t, p, addr, cache)
 	sameProgram(t, p, want, "shipped toolchain")
 	if sum := parseRemote(t, stderr); sum.executed != len(p.Modules) || sum.local != 0 {
 		t.Errorf("cold link: summary %+v, want all %d actions executed remotely\n%s", sum, len(p.Modules), stderr)
@@ -107,17 +108,25 @@ func TestRemoteToolchainInputs(t *testing.T) {
 			files, up, shippedUploads(0), tree.Count, tree.Bytes, stderr)
 	}
 	t.Logf("cold: %s", firstMatch(stderr))
+	code, report := runThindistStdout(t, p.Dir, []string{"THINDIST_CACHE_DIR=" + cache}, "report")
+	if code != 0 || !regexp.MustCompile(`compiler shipped as inputs, `+strconv.Itoa(tree.Count)+` files, [0-9.]+ MiB, [0-9.]+ MiB uploaded in `).MatchString(report) {
+		t.Errorf("thindist report (exit %d) does not say the toolchain was uploaded:\n%s", code, report)
+	}
 
 	// Another program: executed, with the toolchain already there.
 	q := program(t, testprog.Options{Modules: 4, Seed: 11})
 	wantQ := localLink(t, q)
 	before := len(srv.Uploads())
 	execs := srv.Stats().Executions
-	files, up, stderr = shippedLink(t, q, addr)
+	files, up, stderr = shippedLink(t, q, addr, cache)
 	sameProgram(t, q, wantQ, "second link")
 	if files != tree.Count || up != 0 || shippedUploads(before) != 0 || srv.Stats().Executions-execs != int64(len(q.Modules)) {
 		t.Errorf("second link: %.2f MiB of toolchain uploaded (%d files), %d executions; want none uploaded and %d executed\n%s",
 			up, shippedUploads(before), srv.Stats().Executions-execs, len(q.Modules), stderr)
+	}
+	if _, report := runThindistStdout(t, q.Dir, []string{"THINDIST_CACHE_DIR=" + cache}, "report"); !strings.Contains(report, "files, ") ||
+		!strings.Contains(report, "already in the CAS") {
+		t.Errorf("thindist report of the second link does not say the toolchain was in the CAS:\n%s", report)
 	}
 
 	// A copy of clang 22 whose libclang-cpp has one byte more at its end
@@ -125,7 +134,7 @@ func TestRemoteToolchainInputs(t *testing.T) {
 	cp := copyClang(t)
 	before = len(srv.Uploads())
 	execs = srv.Stats().Executions
-	files, up, stderr = shippedLink(t, p, addr, "-Wl,--thinlto-remote-compiler="+cp)
+	files, up, stderr = shippedLink(t, p, addr, cache, "-Wl,--thinlto-remote-compiler="+cp)
 	sameProgram(t, p, want, "changed toolchain")
 	if n := srv.Stats().Executions - execs; n != int64(len(p.Modules)) {
 		t.Errorf("changed toolchain: %d executions, want all %d (no stale hit)\n%s", n, len(p.Modules), stderr)

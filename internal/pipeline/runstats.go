@@ -137,6 +137,9 @@ func (st remoteStats) record(run *record.Run) {
 	if st.exec != nil {
 		run.FellBack = st.fallback.Fallbacks
 	}
+	if ts := st.toolchain; ts != nil {
+		run.Toolchain = &record.Toolchain{Files: ts.Files, Bytes: ts.Bytes, Uploaded: ts.Uploaded, Took: ts.Took}
+	}
 }
 
 // line is the remote summary line of a run on target.

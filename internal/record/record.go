@@ -73,6 +73,9 @@ type Run struct {
 	// FellBack counts actions meant for the remote service that ran on
 	// this machine instead.
 	FellBack int64 `json:"fell_back,omitempty"`
+	// Toolchain, when the run shipped its compiler to the workers as
+	// inputs (--remote-toolchain), is what that cost.
+	Toolchain *Toolchain `json:"toolchain,omitempty"`
 
 	// Ordered counts the actions whose order came from their recorded
 	// time in earlier runs (the others by bitcode size).
@@ -207,4 +210,14 @@ func (r *Run) Name() string {
 		return r.Output
 	}
 	return r.Dir
+}
+
+// Toolchain is a run's shipped compiler (--remote-toolchain=inputs): its
+// distinct files and their size, what was uploaded for them (0 when the
+// CAS had them all) and how long making them present took.
+type Toolchain struct {
+	Files    int           `json:"files"`
+	Bytes    int64         `json:"bytes"`
+	Uploaded int64         `json:"uploaded,omitempty"`
+	Took     time.Duration `json:"took_ns,omitempty"`
 }
