@@ -89,6 +89,26 @@ func (e *Executor) shipToolchain(ctx context.Context, m Meter, ex *reapi.Executa
 	return err
 }
 
+// shipAgain makes the toolchain ex ships present anew, after the server
+// said some of ex's inputs went missing (evicted): what it asks about and
+// sends is counted as the toolchain's.
+func (e *Executor) shipAgain(ctx context.Context, m Meter, ex *reapi.Executable) error {
+	tc := ex.Toolchain
+	if tc == nil {
+		return nil
+	}
+	for d := range tc.Blobs {
+		e.c.CAS.Forget(d)
+	}
+	for d := range tc.Files {
+		e.c.CAS.Forget(d)
+	}
+	if err := e.c.CAS.Ensure(ctx, sentMeter{m, &e.tc.uploaded}, tc.Blobs, tc.Files); err != nil {
+		return fmt.Errorf("uploading the compiler's toolchain again: %w", err)
+	}
+	return nil
+}
+
 // ToolchainStats returns what making the shipped toolchains present has
 // cost so far.
 func (e *Executor) ToolchainStats() ToolchainStats {
