@@ -112,11 +112,7 @@ func (s *Session) Finish(cfg *config.Config, runErr error) {
 	run := s.rec.Finish(time.Now(), runErr)
 	store := record.Open(cfg.CacheRoot(s.Env.Getenv))
 	store.Secrets = redact.NewValues(cfg.Remote.Secrets()...)
-	err := store.Write(run)
-	if err == nil {
-		err = store.AddTotals(run)
-	}
-	if err != nil {
+	if err := store.Keep(run); err != nil {
 		msg := fmt.Sprintf("keeping the run's record: %v (--no-record turns records off)", err)
 		if s.Env.Diag != nil {
 			s.Env.Diag(Diagnostic{Warning: true, Msg: msg})
