@@ -28,18 +28,18 @@ const (
 )
 
 type pageView struct {
-	Run      *record.Run
-	Counts   Counts
-	Wall     string
-	Started  string
-	Command  commandView
-	Width    int
-	Height   int
-	Axis     []tick
-	Phases   []phaseView
-	Lanes    []laneView
-	Bars     []barView
-	Rows     []rowView
+	Run     *record.Run
+	Counts  Counts
+	Wall    string
+	Started string
+	Command commandView
+	Width   int
+	Height  int
+	Axis    []tick
+	Phases  []phaseView
+	Lanes   []laneView
+	Bars    []barView
+	Rows    []rowView
 	// Critical says what the critical path is, in a line: its modules
 	// are marked on the timeline and in the table, not listed.
 	Critical string
