@@ -101,6 +101,11 @@ func (s *Session) Run(ctx context.Context, cfg *config.Config, actions []*action
 func (s *Session) Finish(cfg *config.Config, runErr error) {
 	defer s.bg.Wait() // the trace, written meanwhile
 	if s.summary.Counted() && !cfg.Quiet {
+		if s.Env.Terminal {
+			// Another link's progress line may stand there
+			// (report.Console.ShareTerminal): the summary replaces it.
+			fmt.Fprint(s.Env.Stderr, "\r\x1b[K")
+		}
 		fmt.Fprintln(s.Env.Stderr, s.summary.Line())
 	}
 	if cfg.NoRecord {
