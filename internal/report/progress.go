@@ -52,8 +52,8 @@ type Progress struct {
 	// tookExpected and took: the Expected of the compiles finished and
 	// how long they ran, the scale of the estimate.
 	tookExpected, took time.Duration
-	last     time.Time                    // last drawn
-	dirty    bool                         // changed since
+	last               time.Time // last drawn
+	dirty              bool      // changed since
 
 	stop, stopped chan struct{}
 	once          sync.Once
