@@ -153,6 +153,15 @@ func pageData(run *record.Run) *pageView {
 			t1 = p.End
 		}
 	}
+	for i := range run.Actions { // and every bar, whatever its clock said
+		a := &run.Actions[i]
+		if b := run.Start.Add(time.Duration(a.Begin) * time.Microsecond); b.Before(t0) {
+			t0 = b
+		}
+		if e := run.Start.Add(time.Duration(a.End) * time.Microsecond); e.After(t1) {
+			t1 = e
+		}
+	}
 	span := t1.Sub(t0)
 	if span <= 0 {
 		span = time.Millisecond
