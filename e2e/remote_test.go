@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -821,4 +822,27 @@ func TestRemoteRace(t *testing.T) {
 	}
 	noLeftovers(t, p.Dir)
 	t.Logf("%s", firstMatch(stderr))
+}
+
+// TestRemoteRefusedFallsBack: a remote service whose host refuses the
+// connection (nothing listens on its port) is given up at its first try,
+// said so, and the link compiles locally (issue 48, item 8;
+// internal/remote's TestDialRefusedNotRetried shows that no retry is
+// scheduled).
+func TestRemoteRefusedFallsBack(t *testing.T) {
+	p := remoteProgram(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	stderr, err := remoteLink(t, p, addr)
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatalf("the link failed against a closed port:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "nothing listens at "+addr+" (connection refused; not tried again)") ||
+		!strings.Contains(stderr, "compiling locally") {
+		t.Errorf("the link did not say that the connection was refused and that it compiles locally:\n%s", stderr)
+	}
 }
