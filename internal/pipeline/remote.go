@@ -240,6 +240,9 @@ func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *rea
 		// The remote cache above looks every action up and, when the
 		// server lets clients write, stores what runs remotely.
 		NoLookup: client.ACUpdateEnabled(),
+		// A race won here is stored in the ActionCache only by the
+		// remote execution it beat, where this run does not store it.
+		FinishAbandoned: !client.ACUpdateEnabled() || !rc.Upload,
 	})
 	var rexec executor.Executor = rs.rex
 	remoteSlots := rc.Jobs

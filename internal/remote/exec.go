@@ -56,6 +56,13 @@ type ExecOptions struct {
 	// first, as Bazel does, because servers such as Buildbarn never
 	// consult their ActionCache in Execute.
 	NoLookup bool
+	// FinishAbandoned keeps following an execution whose caller gives up
+	// on it while a worker runs it (a race won here), until it ends, so
+	// that the server stores its result in its ActionCache for later
+	// links, instead of cancelling it: for a service whose ActionCache
+	// this run does not write (the result won here is not stored there).
+	// The run does not wait for it: it ends with the connection.
+	FinishAbandoned bool
 }
 
 // ExecStats are what the remote executor did in a run.
@@ -73,6 +80,9 @@ type ExecStats struct {
 	// lookup (Ahead), and AheadUnused those of them that were then not
 	// executed here (a cache hit, a local run).
 	Ahead, AheadUnused int64
+	// Finishing counts the executions given up on while a worker ran
+	// them and left to run to their end (ExecOptions.FinishAbandoned).
+	Finishing int64
 }
 
 // Executor runs actions on the service's workers.
@@ -84,7 +94,7 @@ type Executor struct {
 	// off is set by the first permanent failure: the circuit breaker.
 	off atomic.Pointer[Permanent]
 
-	executed, serverCacheHits, retries, queueTimeouts, execStalls atomic.Int64
+	executed, serverCacheHits, retries, queueTimeouts, execStalls, finishing atomic.Int64
 
 	// prepared holds what Ahead began, by action, until Execute takes it.
 	prepared           sync.Map // *action.Action → *preparation
@@ -96,7 +106,7 @@ func (e *Executor) Stats() ExecStats {
 	return ExecStats{
 		Executed: e.executed.Load(), ServerCacheHits: e.serverCacheHits.Load(), Retries: e.retries.Load(),
 		QueueTimeouts: e.queueTimeouts.Load(), ExecStalls: e.execStalls.Load(),
-		Ahead: e.ahead.Load(), AheadUnused: e.aheadUnused.Load(),
+		Ahead: e.ahead.Load(), AheadUnused: e.aheadUnused.Load(), Finishing: e.finishing.Load(),
 	}
 }
 
