@@ -12,6 +12,7 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/report"
@@ -32,6 +33,46 @@ type remoteChain struct {
 	behind *cache.WriteBehind
 	// cpu0 is thindist's own CPU when it began to connect.
 	cpu0 time.Duration
+	// compilerChecked, if set, waits for the check of the workers'
+	// compiler begun at the start (checkWorkersCompiler).
+	compilerChecked func()
+}
+
+// compilerCheckWait bounds how long a link's end waits for the check of
+// the workers' compiler begun at its start.
+const compilerCheckWait = 2 * time.Second
+
+// checkWorkersCompiler asks the workers' compiler (--remote-compiler) and
+// the link's own (local) for their versions in the background, as
+// `thindist doctor` does (remote.Executor.WorkersCompiler), and warns
+// once, as soon as it knows, if they differ or the workers' cannot be
+// asked: every backend the workers compile then fails, and fails the link
+// (executor.Final), or compiles otherwise. wait waits for the answer, at
+// most compilerCheckWait, so that the warning comes before the link's
+// errors.
+func checkWorkersCompiler(ctx context.Context, rex *remote.Executor, compiler, local string, warn func(string, ...any)) (wait func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		localVer := ""
+		if res, err := (proc.Exec{}).Run(ctx, &proc.Cmd{Argv: []string{local, "--version"}}); err == nil && !res.Failed() {
+			localVer = remote.FirstLine(string(res.Stdout))
+		}
+		if _, err := rex.WorkersCompiler(ctx, compiler, local, localVer); err != nil && ctx.Err() == nil {
+			warn("--remote-compiler: %v; the link fails where the workers' compiler does (`thindist doctor` checks this)", err)
+		}
+	}()
+	return func() {
+		t := time.NewTimer(compilerCheckWait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		cancel()
+		<-done
+	}
 }
 
 // Preparing is how many actions prepare at once on a remote chain
