@@ -881,7 +881,7 @@ func TestRemoteWrongCompiler(t *testing.T) {
 	if len(failed) != len(p.Modules) {
 		t.Errorf("%d modules failed, want every one of the %d alike:\n%s", len(failed), len(p.Modules), stderr)
 	}
-	if n := strings.Count(stderr, "of the action's input root, on the cluster):\n    "+clang19+" "); n != len(failed) {
+	if n := strings.Count(stderr, "input root, on the cluster):\n    "+clang19+" "); n != len(failed) {
 		t.Errorf("%d of %d errors show the command run on the cluster with %s:\n%s", n, len(failed), clang19, stderr)
 	}
 	scripts := regexp.MustCompile(`to run it again: (\S+/rerun\.sh)`).FindAllStringSubmatch(stderr, -1)

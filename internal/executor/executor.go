@@ -160,12 +160,11 @@ func (e *BackendError) Error() string {
 	}
 	fmt.Fprintf(&b, "backend compilation of %s failed%s: %s", e.Action.ID, where, e.Reason)
 	if e.Result != nil && len(e.Result.Ran) > 0 {
-		dir := e.Result.RanDir
-		if dir == "" {
-			dir = "."
+		dir := "the action's input root"
+		if e.Result.RanDir != "" {
+			dir = action.ShellQuote([]string{e.Result.RanDir}) + " of " + dir
 		}
-		fmt.Fprintf(&b, "\n  command (run in %s of the action's input root, on the cluster):\n    %s",
-			action.ShellQuote([]string{dir}), action.ShellQuote(e.Result.Ran))
+		fmt.Fprintf(&b, "\n  command (run in %s, on the cluster):\n    %s", dir, action.ShellQuote(e.Result.Ran))
 	} else {
 		fmt.Fprintf(&b, "\n  command (run in %s):\n    %s", action.ShellQuote([]string{e.Action.Dir}),
 			action.ShellQuote(e.Action.Command()))

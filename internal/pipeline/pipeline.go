@@ -322,9 +322,6 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	keys := newKeyer(files, compilerID, env, &cfg.Remote, conn)
 	if conn != nil {
 		r := newRemote(ctx, cfg, env, warn, conn, keys, locals)
-		if rc := &cfg.Remote; rc.Compiler != "" && r.side.rex != nil && len(actions) > 0 {
-			r.compilerChecked = checkWorkersCompiler(ctx, r.side.rex, rc.Compiler, actions[0].Args[0].Text, warn)
-		}
 		ch.ex, ch.parallel, ch.preparing, ch.planner, ch.remote = r.chain, r.parallel, r.preparing, r.planner, r
 		if env.Record != nil {
 			env.Record.Update(func(run *record.Run) { run.Remote, run.RemoteJobs = cfg.Remote.Target, cfg.Remote.Jobs })

@@ -63,6 +63,10 @@ type ExecOptions struct {
 	// this run does not write (the result won here is not stored there).
 	// The run does not wait for it: it ends with the connection.
 	FinishAbandoned bool
+	// OnFirst, if set, is called once, with the first action sent for
+	// execution, before its upload (a link's check of the workers'
+	// compiler, which a link whose every action is cached skips).
+	OnFirst func(*action.Action)
 }
 
 // ExecStats are what the remote executor did in a run.
@@ -91,6 +95,7 @@ type Executor struct {
 	o        ExecOptions
 	platform *repb.Platform
 	env      []*repb.Command_EnvironmentVariable
+	first    sync.Once // OnFirst
 	// off is set by the first permanent failure: the circuit breaker.
 	off atomic.Pointer[Permanent]
 
@@ -179,6 +184,9 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 	if res, ok := e.lookup(ctx, j.Meter, a, ex, out, second); ok {
 		res.Wall = time.Since(start)
 		return res, nil
+	}
+	if e.o.OnFirst != nil && !second {
+		e.first.Do(func() { e.o.OnFirst(a) })
 	}
 	// The caches have just missed the action: its own messages and shard
 	// are new, and go up unasked. Its files' upload may have begun with
