@@ -61,7 +61,8 @@ type ExecOptions struct {
 	// that the server stores its result in its ActionCache for later
 	// links, instead of cancelling it: for a service whose ActionCache
 	// this run does not write (the result won here is not stored there).
-	// The run does not wait for it: it ends with the connection.
+	// The run does not wait for it: it ends with the connection
+	// (docs/design.md, "Racing local and remote").
 	FinishAbandoned bool
 	// OnFirst, if set, is called once, with the first action sent for
 	// execution, before its upload (a link's check of the workers'
