@@ -125,8 +125,8 @@ type operation struct {
 // execution nobody waits for, and then stores nothing.
 func (op *operation) follow(ctx context.Context, retries *retrier) (resp *repb.ExecuteResponse, expired repb.ExecutionStage_Value, err error) {
 	e := op.e
-	// The stream is ended by cancel, not by ctx: when ctx ends, stop
-	// (below) decides whether it goes on.
+	// The stream is ended by cancel, not by ctx: when ctx ends, the
+	// select below decides whether it goes on.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(e.c.withMD(ctx)))
 	var stream grpc.ServerStreamingClient[longrunningpb.Operation]
 	if op.name == "" {
