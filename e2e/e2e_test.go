@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,14 +29,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if keep := os.Getenv(refDistEnv); keep != "" {
-		// Run by lld as the reference DTLTO distributor (shards_test.go).
-		if err := referenceDistributor(os.Args[len(os.Args)-1], keep); err != nil {
-			fmt.Fprintln(os.Stderr, "reference distributor:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	// Run by lld as the reference DTLTO distributor (shards_test.go)?
+	testprog.ServeReferenceDistributor()
 	testprog.MainWithThindist(m, "thindist-e2e-", func(exe, tmp string) {
 		thindist = exe
 		// thindist caches backend results by default (in

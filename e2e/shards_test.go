@@ -4,57 +4,14 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/thindist/thindist/internal/testprog"
 )
-
-// refDistEnv makes this test binary LLVM's reference DTLTO distributor
-// (llvm/utils/dtlto/local.py): run every job's `common.args + job.args`, one
-// after the other, and nothing else; the variable's value is a directory
-// that receives a copy of each job's object, named after its module.
-const refDistEnv = "THINDIST_E2E_REFERENCE_DISTRIBUTOR"
-
-// referenceDistributor runs the jobs of lld's job file as local.py does.
-func referenceDistributor(jobFile, keep string) error {
-	data, err := os.ReadFile(jobFile)
-	if err != nil {
-		return err
-	}
-	var jf struct {
-		Common struct {
-			Args []string `json:"args"`
-		} `json:"common"`
-		Jobs []struct {
-			Args    []string `json:"args"`
-			Inputs  []string `json:"inputs"`
-			Outputs []string `json:"outputs"`
-		} `json:"jobs"`
-	}
-	if err := json.Unmarshal(data, &jf); err != nil {
-		return err
-	}
-	for _, j := range jf.Jobs {
-		argv := append(append([]string{}, jf.Common.Args...), j.Args...)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%q: %v", argv, err)
-		}
-		obj, err := os.ReadFile(j.Outputs[0])
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(keep, filepath.Base(j.Inputs[0])), obj, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // The reduction of git's difference from in-process ThinLTO (issue 48).
 // setup_key has a pointer in its initialiser and is written by use.c, so
@@ -147,7 +104,7 @@ func TestUnimportedGlobalAsLLVMsDistributor(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "inprocess-objs"), 0o755)
 	sh(nil, link("inprocess-objs.app", "-Wl,--lto-obj-path=inprocess-objs/lto")...)
 	os.Mkdir(filepath.Join(dir, "reference-objs"), 0o755)
-	sh([]string{refDistEnv + "=" + filepath.Join(dir, "reference-objs")}, link("reference", "-fthinlto-distributor="+self)...)
+	sh([]string{testprog.ReferenceDistributorEnv + "=" + filepath.Join(dir, "reference-objs")}, link("reference", "-fthinlto-distributor="+self)...)
 	sh(nil, link("dtlto", "-fthinlto-distributor="+thindist)...)
 	sh(nil, append([]string{thindist, "link", "--"}, link("link")...)...)
 	sh(nil, append([]string{thindist, "link", "--separate-thin-link", "--keep-native-objects=kept", "--"}, link("separate")...)...)
