@@ -249,3 +249,64 @@ func relocsTo(t *testing.T, obj []byte, sym string) string {
 	}
 	return strings.Join(types, " ")
 }
+
+// TestDTLTONonPICAsInProcess: lld's job file names no relocation model for
+// a link that is not PIC (lld puts -fpic in it for -pie and -shared links
+// only), so clang would compile the backends with its own default, PIC.
+// lld's in-process backends are static there, and for -r follow the
+// module's PIC level: for modules built -fno-pie both are -fno-pic, which
+// thindist adds. The -no-pie program and the -r object, linked with
+// thindist as lld's distributor, are byte-identical to lld's in-process
+// links; through LLVM's reference distributor they are not.
+func TestDTLTONonPICAsInProcess(t *testing.T) {
+	needClang(t)
+	dir := t.TempDir()
+	for name, src := range unimportedSources {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh := func(env []string, argv ...string) {
+		t.Helper()
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		cmd.Env = testEnv(t, env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+	}
+	for _, f := range []string{"key", "print", "use", "main"} {
+		sh(nil, clang, "-O2", "-flto=thin", "-fno-pie", "-c", f+".c", "-o", f+".o")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refObjs := filepath.Join(dir, "reference-objs")
+	if err := os.Mkdir(refObjs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range [][]string{{"-no-pie"}, {"-r", "-nostdlib"}} {
+		link := func(out string, extra ...string) []string {
+			cmd := append([]string{clang, "-O2", "-flto=thin", "-fuse-ld=lld"}, kind...)
+			cmd = append(cmd, "main.o", "use.o", "key.o", "print.o", "-o", out)
+			return append(cmd, extra...)
+		}
+		sh(nil, link("inprocess")...)
+		sh(nil, link("dtlto", "-fthinlto-distributor="+thindist)...)
+		sh([]string{testprog.ReferenceDistributorEnv + "=" + refObjs}, link("reference", "-fthinlto-distributor="+self)...)
+		in, err := os.ReadFile(filepath.Join(dir, "inprocess"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(filepath.Join(dir, "dtlto"))
+		ref, _ := os.ReadFile(filepath.Join(dir, "reference"))
+		if !bytes.Equal(got, in) {
+			t.Errorf("%s: the link with thindist as lld's distributor differs from lld's in-process link", kind[0])
+		}
+		if bytes.Equal(ref, in) {
+			t.Errorf("%s: the link through LLVM's reference distributor is lld's in-process link: "+
+				"lld's job file names the relocation model now (docs/link.md)", kind[0])
+		}
+	}
+}
