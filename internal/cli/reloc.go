@@ -1,4 +1,4 @@
-package jobfile
+package cli
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 	"github.com/thindist/thindist/internal/bitcode"
 )
 
-// PinRelocationModel gives each action lld's in-process relocation model
+// pinRelocationModel gives each action lld's in-process relocation model
 // where lld's job file leaves it to clang's default. lld 22 puts -fpic in
 // the common options when its LTO configuration is PIC (a -pie or -shared
 // link) and nothing otherwise (llvm/lib/DTLTO/DTLTO.cpp,
@@ -22,7 +22,7 @@ import (
 // (static in a plain link, PIC in a -r one: the job file does not say
 // which), are left as they are; so is one whose module cannot be read as
 // bitcode, for its backend to fail on and the pipeline to report.
-func PinRelocationModel(actions []*action.Action) {
+func pinRelocationModel(actions []*action.Action) {
 	for _, a := range actions {
 		if namesRelocationModel(a.Args) {
 			continue
