@@ -58,6 +58,11 @@ func checkNotShared(t *testing.T, out string) {
 	if strings.Contains(out, "reading a token") {
 		t.Errorf("thindist read something that is not make's jobserver:\n%s", out)
 	}
+	// make closed the descriptors: they are said to be not passed, not
+	// named by what the Go runtime opened at their numbers meanwhile.
+	if !strings.Contains(out, " not passed to this process") || strings.Contains(out, "/sys/fs/cgroup") {
+		t.Errorf("the warning does not say make's descriptors were not passed:\n%s", out)
+	}
 }
 
 // TestCMakeMakeJobs builds a CMake project (Unix Makefiles generator) with

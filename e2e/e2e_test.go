@@ -29,6 +29,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Run by lld as the reference DTLTO distributor (shards_test.go)?
+	testprog.ServeReferenceDistributor()
 	testprog.MainWithThindist(m, "thindist-e2e-", func(exe, tmp string) {
 		thindist = exe
 		// thindist caches backend results by default (in

@@ -154,16 +154,17 @@ func readmeProject(t *testing.T, files map[string]string) string {
 
 // runREADME runs shell text in dir as a user who followed the README
 // would: clang 22's directory first on PATH, then thindist's, and a cache
-// of the test's own. It checks that thindist ran (its summary line names
-// the 2 jobs) and that dir/exe prints what the program should.
-func runREADME(t *testing.T, dir, text, exe string) {
+// of the test's own, and env. It checks that thindist ran (its summary
+// line names the 2 jobs) and that dir/exe prints what the program should,
+// and returns what the commands printed.
+func runREADME(t *testing.T, dir, text, exe string, env ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-ec", text)
 	cmd.Dir = dir
-	cmd.Env = testEnv(t, "PATH="+llvmBin+string(os.PathListSeparator)+filepath.Dir(thindist)+
-		string(os.PathListSeparator)+os.Getenv("PATH"), "MAKEFLAGS=", "CC=", "CC_LD=")
+	cmd.Env = testEnv(t, append([]string{"PATH=" + llvmBin + string(os.PathListSeparator) + filepath.Dir(thindist) +
+		string(os.PathListSeparator) + os.Getenv("PATH"), "MAKEFLAGS=", "CC=", "CC_LD="}, env...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s\n: %v\n%s", text, err, out)
@@ -175,14 +176,47 @@ func runREADME(t *testing.T, dir, text, exe string) {
 	if err != nil || string(got) != readmeWant {
 		t.Errorf("%s prints %q (%v), want %q", exe, got, err, readmeWant)
 	}
+	return string(out)
 }
 
-// TestREADMEPlainClang runs the README's plain clang commands.
+// TestREADMEPlainClang runs the README's plain clang commands, and checks
+// that the summary line the README shows is the one they print, but for
+// the names and figures.
 func TestREADMEPlainClang(t *testing.T) {
 	t.Parallel()
 	needClang(t)
 	dir := readmeProject(t, map[string]string{})
-	runREADME(t, dir, readmeBlock(t, "sh", "plain clang"), "app")
+	out := runREADME(t, dir, readmeBlock(t, "sh", "plain clang"), "app")
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := regexp.MustCompile("`(thindist: app: [^`]*jobs[^`]*)`").FindStringSubmatch(string(b))
+	real := regexp.MustCompile(`(?m)^thindist: app: .*jobs.*$`).FindString(out)
+	if sample == nil || real == "" {
+		t.Fatalf("no summary line: README %q, the link printed:\n%s", sample, out)
+	}
+	if summaryShape(sample[1]) != summaryShape(real) {
+		t.Errorf("the README's summary line\n  %s\nis not of the form of the real one\n  %s\n(%s against %s)",
+			sample[1], real, summaryShape(sample[1]), summaryShape(real))
+	}
+}
+
+// summaryShape is a summary line without its names and figures, and
+// without the parts that depend on the run ("including 300ms starting 1
+// fork server", which the README shows apart, and "other 20ms").
+func summaryShape(line string) string {
+	for _, r := range []struct{ re, with string }{
+		{` including [^,)]*`, ""},
+		{`, other [^,)]*`, ""},
+		{`slowest \S+ \(`, "slowest M ("},
+		{`^thindist: [^:]+:`, "thindist: O:"},
+		{`\d+(\.\d+)?(ns|µs|ms|s|m|h)+`, "T"},
+		{`\d+`, "N"},
+	} {
+		line = regexp.MustCompile(r.re).ReplaceAllString(line, r.with)
+	}
+	return line
 }
 
 // TestREADMEMake builds with the README's Makefile under make -j2.
@@ -229,6 +263,30 @@ func TestREADMEMeson(t *testing.T) {
 	needTool(t, "ninja")
 	dir := readmeProject(t, map[string]string{"meson.build": readmeBlock(t, "meson", "Meson: meson.build")})
 	runREADME(t, dir, readmeBlock(t, "sh", "Meson: configure with lld and build"), "build/app")
+}
+
+// TestREADMELinkLaunchers builds with the README's recipes for thindist
+// link: CMake's CMAKE_C_LINKER_LAUNCHER, and Meson's CC_LD with the
+// README's wrapper. The example is small enough that thindist link would
+// leave it to lld (--in-process-below): the tests lower that, to see the
+// backends run through thindist.
+func TestREADMELinkLaunchers(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	t.Run("cmake", func(t *testing.T) {
+		t.Parallel()
+		needTool(t, "cmake")
+		needTool(t, "ninja")
+		dir := readmeProject(t, map[string]string{"CMakeLists.txt": readmeBlock(t, "cmake", "CMake with thindist link: CMakeLists.txt")})
+		runREADME(t, dir, readmeBlock(t, "sh", "CMake with thindist link: configure and build"), "build/app", "THINDIST_IN_PROCESS_BELOW=0")
+	})
+	t.Run("meson", func(t *testing.T) {
+		t.Parallel()
+		needTool(t, "meson")
+		needTool(t, "ninja")
+		dir := readmeProject(t, map[string]string{"meson.build": readmeBlock(t, "meson", "Meson with thindist link: meson.build")})
+		runREADME(t, dir, readmeBlock(t, "sh", "Meson with thindist link: configure and build"), "build/app", "THINDIST_IN_PROCESS_BELOW=0")
+	})
 }
 
 // TestReadmeLayoutNamesEveryPackage: the README's "Layout of the code"

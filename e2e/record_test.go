@@ -192,21 +192,22 @@ func TestRecordMissReasons(t *testing.T) {
 	}
 	code, text = runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "stats", "--json")
 	var st struct {
-		Runs record.Totals `json:"runs"`
+		Runs  record.Totals `json:"runs"`
+		Cache struct{ Hits, Misses int64 }
 	}
 	if err := json.Unmarshal([]byte(text), &st); code != 0 || err != nil {
 		t.Fatalf("thindist stats --json (exit %d): %v\n%s", code, err, text)
 	}
 	// 8 actions: 2 hits (the relink), 6 compiled.
-	if r := st.Runs; r.Runs != 4 || r.LocalHits != 2 || r.LocalMisses != 6 || r.Local != 6 || r.SavedCPU <= 0 {
-		t.Errorf("stats %+v", r)
+	if r, c := st.Runs, st.Cache; r.Runs != 4 || c.Hits != 2 || c.Misses != 6 || r.Local != 6 || r.SavedCPU <= 0 {
+		t.Errorf("stats %+v, cache %+v", r, c)
 	}
 	if code, text = runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "stats", "--zero"); code != 0 {
 		t.Fatalf("thindist stats --zero: exit %d\n%s", code, text)
 	}
 	_, text = runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "stats", "--json")
-	st.Runs = record.Totals{}
-	if err := json.Unmarshal([]byte(text), &st); err != nil || st.Runs.Runs != 0 || st.Runs.LocalHits != 0 {
+	st.Runs, st.Cache.Hits = record.Totals{}, -1
+	if err := json.Unmarshal([]byte(text), &st); err != nil || st.Runs.Runs != 0 || st.Cache.Hits != 0 {
 		t.Errorf("after --zero: %v %+v", err, st.Runs)
 	}
 	if code, text = runThindistStdout(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "report", "--list"); strings.Count(text, "\n") != 4 {
@@ -325,6 +326,51 @@ func TestRecordConcurrentLinks(t *testing.T) {
 	}
 	if tot, err := store.Totals(); err != nil || tot.Runs != n || tot.Actions != 2*n {
 		t.Errorf("totals %+v, %v", tot, err)
+	}
+}
+
+// TestReportDefaultsToHere: `thindist report` with no argument shows the
+// last link under the current directory, not another build's newer one;
+// outside every build it shows the newest and says so.
+func TestReportDefaultsToHere(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	cache := t.TempDir()
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	for _, d := range []string{a, b} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recordProgram(t, a, 2)
+	recordProgram(t, b, 3)
+	thindistLink(t, a, cache, "app-a")
+	thindistLink(t, b, cache, "app-b") // the newest
+	report := func(dir string) (*record.Run, string) {
+		t.Helper()
+		cmd, cancel := thindistCommand(t, dir, []string{"THINDIST_CACHE_DIR=" + cache}, "report", "--json")
+		defer cancel()
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		var run record.Run
+		if err != nil || json.Unmarshal(out, &run) != nil {
+			t.Fatalf("thindist report --json in %s: %v\n%s%s", dir, err, out, stderr.String())
+		}
+		return &run, stderr.String()
+	}
+	for _, dir := range []string{a, filepath.Dir(a)} { // a's, and the directory a is in
+		run, note := report(dir)
+		if run.Output != filepath.Join(a, "app-a") && run.Output != "app-a" || note != "" {
+			t.Errorf("report in %s shows the run of %s (%q), want %s's, without a note", dir, run.Output, note, a)
+		}
+	}
+	if run, _ := report(b); !strings.HasSuffix(run.Output, "app-b") {
+		t.Errorf("report in %s shows the run of %s", b, run.Output)
+	}
+	run, note := report(t.TempDir())
+	if !strings.HasSuffix(run.Output, "app-b") || !strings.Contains(note, "no recorded run linked under") || !strings.Contains(note, "showing the newest") {
+		t.Errorf("report elsewhere shows the run of %s with the note %q, want the newest, app-b, with a note", run.Output, note)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/testprog"
 )
@@ -121,5 +122,54 @@ func TestHelp(t *testing.T) {
 	b, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--jobs") {
 		t.Errorf("THINDIST_JOBS=0: %v\n%s", err, b)
+	}
+}
+
+// TestProgressTwoLinksOneTerminal runs two links at once in one terminal
+// (a pty, through script(1)), each with a live progress line: each line
+// names its output, and the links take turns at the line, one's lines
+// all drawn before the other's, instead of overwriting each other's.
+func TestProgressTwoLinksOneTerminal(t *testing.T) {
+	t.Parallel()
+	needClang(t)
+	needTool(t, "script")
+	p := program(t, testprog.Options{Modules: 8, Seed: 61})
+	fake := fakeCompiler(t, t.TempDir())
+	var links []string
+	for _, out := range []string{"one", "two"} {
+		args := []string{driver(p), "-flto=thin", "-fuse-ld=lld", "-O2", "-fthinlto-distributor=" + thindist,
+			"-Xthinlto-distributor=--jobs=2", "-Xthinlto-distributor=--no-cache", "-Xthinlto-distributor=--progress=always",
+			"-Wl,--thinlto-remote-compiler=" + fake}
+		args = append(append(args, p.Objects...), "-o", out)
+		links = append(links, action.ShellQuote(args)+" &")
+	}
+	typescript := filepath.Join(t.TempDir(), "typescript")
+	shell := "cd " + action.ShellQuote([]string{p.Dir}) + "\n" + strings.Join(links, "\n") + "\nwait\n"
+	cmd := exec.Command("script", "-qec", shell, typescript)
+	runtime := t.TempDir()
+	cmd.Env = testEnv(t, "TD_SLEEP=0.2", "XDG_RUNTIME_DIR="+runtime)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("script: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(typescript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The progress lines drawn, in order, by whose they are.
+	var owners []string
+	for _, seg := range strings.Split(string(data), "\r\x1b[K") {
+		if m := regexp.MustCompile(`^thindist: (one|two): \d+/8 done`).FindStringSubmatch(seg); m != nil {
+			if len(owners) == 0 || owners[len(owners)-1] != m[1] {
+				owners = append(owners, m[1])
+			}
+		}
+	}
+	if len(owners) == 0 || len(owners) > 2 {
+		t.Errorf("the progress lines on the terminal came from %v in turn, want one link's, then the other's:\n%q", owners, data)
+	}
+	for _, out := range []string{"one", "two"} {
+		if !strings.Contains(string(data), "thindist: "+out+": 8 jobs, 0 failed") {
+			t.Errorf("no summary line of %s:\n%q", out, data)
+		}
 	}
 }

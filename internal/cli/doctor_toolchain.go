@@ -25,6 +25,10 @@ func (r *doctorReport) shippedCompiler(ctx context.Context, rc *config.Remote, e
 		fmt.Fprintf(r.w, "info  the workers run their installed compiler: %s\n", why)
 		return false
 	}
+	if local == "" {
+		fmt.Fprintf(r.w, "skip  shipped compiler check: no local compiler to ship (pass --compiler)\n")
+		return true
+	}
 	start := time.Now()
 	t, err := toolchain.NewDigests("").Tree(local)
 	if err != nil {
@@ -41,7 +45,7 @@ func (r *doctorReport) shippedCompiler(ctx context.Context, rc *config.Remote, e
 	}
 	ver := ""
 	if err == nil {
-		if ver = firstLineOf(string(res.Stdout)); localVer != "" && ver != localVer {
+		if ver = remote.FirstLine(string(res.Stdout)); localVer != "" && ver != localVer {
 			err = fmt.Errorf("the shipped %s reports %q on the worker, %q here", local, ver, localVer)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -19,9 +20,10 @@ const reportIntro = `Usage:
   thindist report [last|last~N|ID|FILE] [--html FILE|--json]
   thindist report --list [--json]
 
-Shows the record of a run: by default the last one in the cache directory;
-last~1 is the one before, ID a run's ID as --list prints it (or its unique
-beginning), FILE a record file. Every run of thindist keeps a record unless
+Shows the record of a run: by default the last one that linked here (whose
+output or working directory is the current directory or below it; else the
+newest, with a note); last is the newest of all, last~1 the one before, ID a
+run's ID as --list prints it (or its unique beginning), FILE a record file. Every run of thindist keeps a record unless
 --no-record: its command line, output, phases, and for every module where it
 ran, when, its CPU time and peak memory, the bytes it uploaded to and
 downloaded from a remote service, its cache key, and for a module that was
@@ -84,11 +86,13 @@ func reportCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 		fmt.Fprintf(env.Stderr, "thindist report: one run at a time, not %d\n", len(rest))
 		return 2
 	}
-	which := "last"
+	var run *record.Run
+	var err error
 	if len(rest) == 1 {
-		which = rest[0]
+		run, err = store.Load(rest[0])
+	} else {
+		run, err = lastHere(store, env.Stderr)
 	}
-	run, err := store.Load(which)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "thindist report: %v\n", err)
 		return 1
@@ -119,6 +123,21 @@ func reportCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	}
 	recordview.WriteText(stdout, run)
 	return 0
+}
+
+// lastHere reads the record of the last run that linked under the current
+// directory (record.Store.LastUnder), else the newest, saying so on stderr.
+func lastHere(store *record.Store, stderr io.Writer) (*record.Run, error) {
+	here, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	run, found, err := store.LastUnder(here)
+	if err == nil && !found {
+		fmt.Fprintf(stderr, "thindist report: no recorded run linked under %s; showing the newest, %s (%s); 'thindist report --list' lists them\n",
+			here, run.ID, run.Name())
+	}
+	return run, err
 }
 
 // htmlToStdout spells a bare --html (the last argument, or one followed by

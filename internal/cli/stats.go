@@ -17,11 +17,14 @@ const statsIntro = `Usage:
   thindist stats [--json] [--zero] [--cache-dir DIR]
 
 Counters over every recorded run since they were last zeroed, and the local
-cache's state: local and remote cache hits and misses, the CPU time the hits
-saved, the actions compiled remotely, locally, raced and fallen back, the
-bytes sent to and read from the remote service, entries evicted, and the size
-limit the links applied (the one in force, from the last run). --zero resets
-the counters, the runs' and the cache's; entries and records are kept.
+cache's state: local cache hits and misses (the cache's own counters, which
+'thindist cache stats' shows too: every run that used the cache, recorded or
+not, and every action it missed, failed or not), remote cache hits and
+misses, the CPU time the hits saved, the actions compiled remotely, locally,
+raced and fallen back, the bytes sent to and read from the remote service,
+entries evicted, and the size limit the links applied (the one in force, from
+the last run). --zero resets the counters, the runs' and the cache's; entries
+and records are kept.
 
 `
 
@@ -29,7 +32,11 @@ the counters, the runs' and the cache's; entries and records are kept.
 type statsView struct {
 	Dir    string        `json:"cache_dir"`
 	Totals record.Totals `json:"runs"`
-	Cache  struct {
+	// Cache is the local cache's state and its own counters: the hits
+	// and misses are the ones `thindist cache stats` shows.
+	Cache struct {
+		Hits         int64 `json:"hits"`
+		Misses       int64 `json:"misses"`
 		Entries      int64 `json:"entries"`
 		Bytes        int64 `json:"bytes"`
 		Limit        int64 `json:"limit"`
@@ -99,6 +106,7 @@ func statsCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 		fmt.Fprintf(env.Stderr, "thindist stats: %v\n", err)
 		return 1
 	}
+	v.Cache.Hits, v.Cache.Misses = cs.Hits, cs.Misses
 	v.Cache.Entries, v.Cache.Bytes, v.Cache.Evictions, v.Cache.EvictedBytes = cs.Entries, cs.Bytes, cs.Evictions, cs.EvictedBytes
 	// The limit the links applied; only before any link, this command's.
 	v.Cache.Limit = cs.Limit
@@ -132,8 +140,9 @@ func writeStats(w io.Writer, v *statsView, ownLimit int64) {
 	fmt.Fprintf(w, "Counting since           %s\n", since)
 	fmt.Fprintf(w, "Runs                     %d\n", t.Runs)
 	fmt.Fprintf(w, "Backend actions          %d\n", t.Actions)
-	fmt.Fprintf(w, "Local cache hits         %d (%s)\n", t.LocalHits, pct(t.LocalHits, t.LocalMisses))
-	fmt.Fprintf(w, "Local cache misses       %d\n", t.LocalMisses)
+	c := &v.Cache
+	fmt.Fprintf(w, "Local cache hits         %d (%s)\n", c.Hits, pct(c.Hits, c.Misses))
+	fmt.Fprintf(w, "Local cache misses       %d\n", c.Misses)
 	fmt.Fprintf(w, "Remote cache hits        %d (%s)\n", t.RemoteHits, pct(t.RemoteHits, t.RemoteMisses))
 	fmt.Fprintf(w, "Remote cache misses      %d\n", t.RemoteMisses)
 	fmt.Fprintf(w, "CPU saved by hits        %s\n", usd(t.SavedCPU))

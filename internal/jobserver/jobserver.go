@@ -78,8 +78,9 @@ func (e *NotAvailableError) Error() string {
 // this process made for a child there, and read its own child's output as
 // tokens. At the start, what can sit at R and W without being make's is
 // what the Go runtime and package initialisers opened (cgroup files, the
-// poller's epoll and eventfd descriptors): none is a pipe, and the checks
-// below refuse them. Those checks are what make documents for a client:
+// poller's epoll and eventfd descriptors): all close-on-exec, which no
+// inherited descriptor is, so they are refused as not passed (notPassed)
+// rather than named as make's. Those checks are what make documents for a client:
 // both descriptors open, both FIFOs, the read and write end of one pipe,
 // open for reading and for writing.
 func Inherit(makeflags string) Inherited {
@@ -137,6 +138,9 @@ func openPipe(auth string) (*Client, error) {
 	if !ok || err1 != nil || err2 != nil || rfd < 0 || wfd < 0 {
 		return nil, errors.New("that is not of the form R,W or fifo:PATH")
 	}
+	if missing := notPassed(rfd, wfd); missing != "" {
+		return nil, errors.New(missing)
+	}
 	var rst, wst unix.Stat_t
 	for _, d := range []struct {
 		fd   int
@@ -144,7 +148,7 @@ func openPipe(auth string) (*Client, error) {
 		mode int // an access mode it needs besides O_RDWR
 	}{{rfd, &rst, unix.O_RDONLY}, {wfd, &wst, unix.O_WRONLY}} {
 		if err := unix.Fstat(d.fd, d.st); err != nil {
-			return nil, fmt.Errorf("descriptor %d is not open", d.fd)
+			return nil, fmt.Errorf("descriptor %d: %w", d.fd, err)
 		}
 		if d.st.Mode&unix.S_IFMT != unix.S_IFIFO {
 			return nil, fmt.Errorf("descriptor %d is not a pipe%s", d.fd, describe(d.fd))
@@ -170,8 +174,38 @@ func openPipe(auth string) (*Client, error) {
 	return &Client{r: os.NewFile(uintptr(rfd), "jobserver-r"), w: os.NewFile(uintptr(wfd), "jobserver-w"), implicit: true}, nil
 }
 
-// describe names what descriptor fd refers to, for an error message:
-// " (/sys/fs/cgroup/cpu.max)", or "".
+// notPassed says which of make's descriptors rfd and wfd this process did
+// not inherit ("descriptor 4 was not passed to this process"), or "". A
+// descriptor is inherited when it is open without close-on-exec: every
+// descriptor that survived the exec that started this process has the flag
+// clear, and everything Go opens (the runtime's cgroup files, the poller's
+// epoll and eventfd descriptors) has it set. So a number make named but
+// did not pass, which this process's own files took meanwhile, is told
+// apart from a file make really passed, and is not named as if it were
+// make's.
+func notPassed(rfd, wfd int) string {
+	both := []int{rfd, wfd}
+	if rfd == wfd {
+		both = both[:1]
+	}
+	var fds []string
+	for _, fd := range both {
+		fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || fl&unix.FD_CLOEXEC != 0 {
+			fds = append(fds, strconv.Itoa(fd))
+		}
+	}
+	switch len(fds) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("descriptor %s was not passed to this process", fds[0])
+	}
+	return fmt.Sprintf("descriptors %s and %s were not passed to this process", fds[0], fds[1])
+}
+
+// describe names what descriptor fd refers to, for an error message about
+// a descriptor this process inherited: " (/tmp/log)", or "".
 func describe(fd int) string {
 	// readlink opens nothing, so it cannot take a descriptor number itself.
 	if target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil {

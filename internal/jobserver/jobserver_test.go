@@ -140,11 +140,22 @@ func TestNotAJobserver(t *testing.T) {
 	if err := os.WriteFile(regPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A regular file opened without close-on-exec, as a descriptor
+	// inherited across exec is.
+	passed, err := syscall.Open(regPath, syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(passed)
 	for _, c := range []struct{ auth, reason string }{
-		{"999,998", "descriptor 999 is not open"},
-		{fmt.Sprintf("%d,999", r), "descriptor 999 is not open"},
-		{fmt.Sprintf("%d,%d", reg, w), fmt.Sprintf("descriptor %d is not a pipe (/proc/", reg)},
-		{fmt.Sprintf("%d,%d", r, reg), fmt.Sprintf("descriptor %d is not a pipe", reg)},
+		{"999,998", "descriptors 999 and 998 were not passed to this process"},
+		{fmt.Sprintf("%d,999", r), "descriptor 999 was not passed to this process"},
+		// What the process opened itself at a number make named is not
+		// make's, and not named as if it were.
+		{fmt.Sprintf("%d,%d", reg, w), fmt.Sprintf("descriptor %d was not passed to this process", reg)},
+		{fmt.Sprintf("%d,%d", r, reg), fmt.Sprintf("descriptor %d was not passed to this process", reg)},
+		// A file really passed at that number is named.
+		{fmt.Sprintf("%d,%d", passed, w), fmt.Sprintf("descriptor %d is not a pipe (%s)", passed, regPath)},
 		{fmt.Sprintf("%d,%d", w, r), fmt.Sprintf("descriptor %d is not open for reading", w)},
 		{fmt.Sprintf("%d,%d", r, r), fmt.Sprintf("descriptor %d is not open for writing", r)},
 		{fmt.Sprintf("%d,%d", r, w2), fmt.Sprintf("descriptors %d and %d are not the two ends of one pipe", r, w2)},
@@ -161,6 +172,9 @@ func TestNotAJobserver(t *testing.T) {
 		}
 		if !strings.Contains(js.Err.Error(), c.reason) {
 			t.Errorf("--jobserver-auth=%s: %v; want the reason %q", c.auth, js.Err, c.reason)
+		}
+		if strings.Contains(js.Err.Error(), "/proc/self/cgroup") {
+			t.Errorf("--jobserver-auth=%s: %v names a file this process opened itself", c.auth, js.Err)
 		}
 		if !strings.HasPrefix(c.auth, "fifo:") && !strings.Contains(js.Err.Error(), "mark it with '+'") {
 			t.Errorf("--jobserver-auth=%s: %v does not say how to share make's slots", c.auth, js.Err)

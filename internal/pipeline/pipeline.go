@@ -111,6 +111,11 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	tl := summary.Timeline()
 	live := cfg.Progress == "always" || cfg.Progress == "auto" && env.Terminal
 	console := report.NewConsole(env.Stderr, live)
+	if dir := jobserver.RuntimeDir(env.Getenv); live && env.Terminal && jobserver.PrivateDir(dir) == nil {
+		// Two links in one terminal take turns at the line. Terminal is
+		// os.Stderr's, which Stderr (a copy kept for the record) ends in.
+		defer console.ShareTerminal(dir, os.Stderr)()
+	}
 
 	warn := func(format string, args ...any) {
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
@@ -144,7 +149,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	var progress *report.Progress
 	var slots executor.SlotObserver
 	if live {
-		progress = report.NewProgress(console, tl)
+		progress = report.NewProgress(console, tl, summary.Output)
 		progress.Expect(actions) // their Expected, from history
 		observers = append(observers, progress)
 		// Actions waiting for a local slot show as queued, not running.

@@ -76,6 +76,9 @@ func (ch *chain) close() {
 // drain stores what the remote cache has left to store: the link's work
 // too, a phase of its own when it took a while.
 func (r *remoteChain) drain(tl *report.Timeline) {
+	if r.side != nil && r.side.compilerCheck != nil {
+		r.side.compilerCheck.wait()
+	}
 	start := tl.Now()
 	r.behind.Close()
 	if now := tl.Now(); now.Sub(start) >= time.Millisecond {

@@ -101,6 +101,11 @@ func (s *Session) Run(ctx context.Context, cfg *config.Config, actions []*action
 func (s *Session) Finish(cfg *config.Config, runErr error) {
 	defer s.bg.Wait() // the trace, written meanwhile
 	if s.summary.Counted() && !cfg.Quiet {
+		if s.Env.Terminal {
+			// Another link's progress line may stand there
+			// (report.Console.ShareTerminal): the summary replaces it.
+			fmt.Fprint(s.Env.Stderr, "\r\x1b[K")
+		}
 		fmt.Fprintln(s.Env.Stderr, s.summary.Line())
 	}
 	if cfg.NoRecord {
@@ -112,11 +117,7 @@ func (s *Session) Finish(cfg *config.Config, runErr error) {
 	run := s.rec.Finish(time.Now(), runErr)
 	store := record.Open(cfg.CacheRoot(s.Env.Getenv))
 	store.Secrets = redact.NewValues(cfg.Remote.Secrets()...)
-	err := store.Write(run)
-	if err == nil {
-		err = store.AddTotals(run)
-	}
-	if err != nil {
+	if err := store.Keep(run); err != nil {
 		msg := fmt.Sprintf("keeping the run's record: %v (--no-record turns records off)", err)
 		if s.Env.Diag != nil {
 			s.Env.Diag(Diagnostic{Warning: true, Msg: msg})

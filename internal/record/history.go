@@ -100,7 +100,8 @@ func (s *Store) recent(visit func(path string) (same, done bool)) {
 // if it is a record of dir (ok), from its head alone; a record written
 // before records kept them is read whole.
 func readTimes(path, dir string) (times map[string]int64, ok bool, err error) {
-	d, times, err := recordHead(path, dir)
+	h, err := recordHead(path, dir)
+	d, times := h.dir, h.times
 	if err != nil || d != dir {
 		return nil, false, err
 	}

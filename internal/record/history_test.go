@@ -220,7 +220,7 @@ func TestHistoryReadsTheHead(t *testing.T) {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(s.path(old.ID), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.Dir, old.ID+".json"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cut := &Run{Schema: Schema, ID: NewID(base.Add(time.Minute), 1), Dir: "/p",
@@ -228,7 +228,7 @@ func TestHistoryReadsTheHead(t *testing.T) {
 	if err := s.Write(cut); err != nil {
 		t.Fatal(err)
 	}
-	data, err = os.ReadFile(s.path(cut.ID))
+	data, err = os.ReadFile(s.path(cut))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestHistoryReadsTheHead(t *testing.T) {
 		t.Fatalf("the record has no times after its dir: %s", data)
 	}
 	whole := data
-	if err := os.WriteFile(s.path(cut.ID), data[:end+len(`"times":{"new.o":25000}`)+1], 0o644); err != nil {
+	if err := os.WriteFile(s.path(cut), data[:end+len(`"times":{"new.o":25000}`)+1], 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -250,7 +250,7 @@ func TestHistoryReadsTheHead(t *testing.T) {
 	}
 
 	// A miss is explained from the module's last record, read then.
-	if err := os.WriteFile(s.path(cut.ID), whole, 0o644); err != nil {
+	if err := os.WriteFile(s.path(cut), whole, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cur := &Run{ID: "cur", Dir: "/p", Remote: "grpc://x",

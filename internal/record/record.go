@@ -6,7 +6,9 @@
 // A record is one JSON file per run (schema below, versioned by Schema).
 // Files are written whole under a temporary name and renamed into place, so
 // concurrent links never see each other's half-written records; the oldest
-// are dropped once the directory holds more than a count or a size.
+// of an output are dropped beyond a count per output, and, once the
+// directory holds more than a count or a size, the oldest of the output
+// that holds the most.
 package record
 
 import (
@@ -28,19 +30,21 @@ type Run struct {
 	Entry string   `json:"entry"`
 	Args  []string `json:"args"` // thindist's own command line (the plugin's: the linker's)
 	Dir   string   `json:"dir"`  // its working directory
+	// Output is the file the link writes (lld's linker_output, the link's
+	// -o), when known. It comes right after Dir, so that finding a
+	// directory's last link reads a record no further (recordHead).
+	Output string `json:"output,omitempty"`
 	// Times is each module's compile time in µs, as History orders by
 	// (its CPU time, else its wall time; a hit's is the original
-	// compile's), filled by Store.Write. It comes first after Dir, so that
-	// planning a link reads a record no further (recordHead).
+	// compile's), filled by Store.Write. It comes right after Dir and
+	// Output, so that planning a link reads a record no further
+	// (recordHead).
 	Times map[string]int64 `json:"times,omitempty"`
 	PID   int              `json:"pid"`
 	// Linker is the command line of the linker that ran thindist as its
 	// DTLTO distributor (the link as the user ran it: Args only names the
 	// job file), when it could be read.
-	Linker []string `json:"linker,omitempty"`
-	// Output is the file the link writes (lld's linker_output, the link's
-	// -o), when known.
-	Output string    `json:"output,omitempty"`
+	Linker []string  `json:"linker,omitempty"`
 	Start  time.Time `json:"start"`
 	End    time.Time `json:"end"`
 	// Error is how the run failed, "" when it succeeded.

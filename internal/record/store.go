@@ -2,6 +2,8 @@ package record
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,17 +21,26 @@ import (
 
 // Default bounds of a Store.
 const (
-	DefaultMaxRuns  = 100
-	DefaultMaxBytes = 64 << 20
+	DefaultMaxPerOutput = 100
+	DefaultMaxRuns      = 2000
+	DefaultMaxBytes     = 256 << 20
 )
 
-// Store is the directory of records: <cache dir>/records/<ID>.json, where
-// an ID sorts by time ("20261123-201946.123-4242").
+// Store is the directory of records: <cache dir>/records/<ID>_<key>.json,
+// where an ID sorts by time ("20261123-201946.123-4242") and the key names
+// what the run linked (OutputKey), so that the records of one output are
+// counted without reading any. Records written before keys were kept are
+// <ID>.json, of no output.
 type Store struct {
 	Dir string
-	// MaxRuns and MaxBytes bound the records kept; the oldest go first.
-	MaxRuns  int
-	MaxBytes int64
+	// MaxPerOutput bounds the records kept of one output (the oldest go
+	// first); MaxRuns and MaxBytes the records kept in all, which, when
+	// passed, drop the oldest record of the output with the most records
+	// (MaxRuns) or bytes (MaxBytes): one busy build does not push out the
+	// records of another.
+	MaxPerOutput int
+	MaxRuns      int
+	MaxBytes     int64
 	// Secrets are the credentials of the run being written, left out of
 	// its record wherever they occur (besides what redact finds by
 	// syntax).
@@ -38,7 +49,27 @@ type Store struct {
 
 // Open returns the store under cacheDir with the default bounds.
 func Open(cacheDir string) *Store {
-	return &Store{Dir: filepath.Join(cacheDir, "records"), MaxRuns: DefaultMaxRuns, MaxBytes: DefaultMaxBytes}
+	return &Store{Dir: filepath.Join(cacheDir, "records"), MaxPerOutput: DefaultMaxPerOutput,
+		MaxRuns: DefaultMaxRuns, MaxBytes: DefaultMaxBytes}
+}
+
+// OutputKey names what run linked, for the records' file names: a digest
+// of its output's absolute path, else of its working directory.
+func OutputKey(run *Run) string {
+	sum := sha256.Sum256([]byte(run.Where()))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Where is the absolute path of what the run linked: its output (relative
+// to its working directory), else its working directory.
+func (r *Run) Where() string {
+	if r.Output == "" {
+		return r.Dir
+	}
+	if filepath.IsAbs(r.Output) {
+		return filepath.Clean(r.Output)
+	}
+	return filepath.Join(r.Dir, r.Output)
 }
 
 // NewID names a run that started at start in process pid.
@@ -64,7 +95,7 @@ func (s *Store) Write(run *Run) error {
 	withTimes.Times = timesOf(run)
 	// Encoded straight into the file: json.Marshal would return a copy of
 	// its buffer, a large run's record held twice at the end of the run.
-	err := atomicfile.Write(s.path(run.ID), 0o600, func(w io.Writer) error {
+	err := atomicfile.Write(s.path(run), 0o600, func(w io.Writer) error {
 		return json.NewEncoder(w).Encode(withTimes)
 	})
 	if err != nil {
@@ -73,11 +104,16 @@ func (s *Store) Write(run *Run) error {
 	return s.prune(run.ID)
 }
 
-func (s *Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
+func (s *Store) path(run *Run) string {
+	return filepath.Join(s.Dir, run.ID+"_"+OutputKey(run)+".json")
+}
 
 // Entry is a kept record, as listed.
 type Entry struct {
-	ID   string
+	ID string
+	// Key is what the run linked (OutputKey), "" for a record written
+	// before records had keys.
+	Key  string
 	Path string
 	Size int64
 }
@@ -105,6 +141,9 @@ func (s *Store) list(sized bool) ([]Entry, error) {
 			continue
 		}
 		e := Entry{ID: strings.TrimSuffix(name, ".json"), Path: filepath.Join(s.Dir, name)}
+		if id, key, ok := strings.Cut(e.ID, "_"); ok {
+			e.ID, e.Key = id, key
+		}
 		if sized {
 			fi, err := de.Info()
 			if err != nil {
@@ -126,18 +165,10 @@ func (s *Store) prune(keep string) error {
 	if err != nil {
 		return err
 	}
-	var total int64
-	for _, e := range es {
-		total += e.Size
-	}
-	for i := 0; i < len(es) && (len(es)-i > s.MaxRuns || total > s.MaxBytes); i++ {
-		if es[i].ID == keep {
-			continue
-		}
-		if err := os.Remove(es[i].Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	for _, e := range pruned(es, keep, s.MaxPerOutput, s.MaxRuns, s.MaxBytes) {
+		if err := os.Remove(e.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		total -= es[i].Size
 	}
 	des, _ := os.ReadDir(s.Dir)
 	for _, de := range des {
@@ -149,6 +180,71 @@ func (s *Store) prune(keep string) error {
 		}
 	}
 	return nil
+}
+
+// pruned returns the records of es (oldest first) to remove, never the
+// one whose ID is keep: each output's oldest beyond perOutput, then, while
+// more than maxRuns records or maxBytes remain, the oldest record of the
+// output with the most records (or, for the bytes, the most bytes).
+func pruned(es []Entry, keep string, perOutput, maxRuns int, maxBytes int64) []Entry {
+	type group struct {
+		es    []Entry // oldest first, those not yet removed
+		bytes int64
+	}
+	groups := map[string]*group{}
+	var keys []string // in the order of their oldest record: ties go to the older
+	var count int
+	var total int64
+	for _, e := range es {
+		g := groups[e.Key]
+		if g == nil {
+			g = &group{}
+			groups[e.Key] = g
+			keys = append(keys, e.Key)
+		}
+		g.es = append(g.es, e)
+		g.bytes += e.Size
+		count++
+		total += e.Size
+	}
+	var out []Entry
+	// drop removes g's oldest record but keep; false if g has no other.
+	drop := func(g *group) bool {
+		for i, e := range g.es {
+			if e.ID == keep {
+				continue
+			}
+			g.es = append(g.es[:i:i], g.es[i+1:]...)
+			g.bytes -= e.Size
+			count--
+			total -= e.Size
+			out = append(out, e)
+			return true
+		}
+		return false
+	}
+	for _, k := range keys {
+		g := groups[k]
+		for perOutput > 0 && len(g.es) > perOutput && drop(g) {
+		}
+	}
+	for count > maxRuns || total > maxBytes {
+		var biggest *group
+		for _, k := range keys {
+			g := groups[k]
+			if len(g.es) == 0 || len(g.es) == 1 && g.es[0].ID == keep {
+				continue
+			}
+			if biggest == nil || count > maxRuns && len(g.es) > len(biggest.es) ||
+				count <= maxRuns && g.bytes > biggest.bytes {
+				biggest = g
+			}
+		}
+		if biggest == nil || !drop(biggest) {
+			break
+		}
+	}
+	return out
 }
 
 // Load reads a record: "last" (or "") for the newest, "last~N" for the
@@ -197,6 +293,41 @@ func (s *Store) Load(which string) (*Run, error) {
 	return nil, fmt.Errorf("%q names %d runs (%s, ...): give more of the ID", which, len(found), found[0].ID)
 }
 
+// LastUnder reads the newest record of a run that linked under dir: whose
+// output (Run.Where), or, without one, whose working directory is dir or
+// below it. found is false when no record is, and then run is the newest of
+// all (nil, with an error, when there is none).
+func (s *Store) LastUnder(dir string) (run *Run, found bool, err error) {
+	es, err := s.list(false)
+	if err != nil {
+		return nil, false, err
+	}
+	dirs := []string{filepath.Clean(dir)}
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dirs[0] {
+		dirs = append(dirs, real)
+	}
+	for i := len(es) - 1; i >= 0; i-- {
+		h, err := recordHead(es[i].Path, "")
+		if err != nil {
+			continue // removed meanwhile, or unreadable: not this one
+		}
+		for _, d := range dirs {
+			if under(h.where(), d) || under(h.dir, d) {
+				run, err := ReadFile(es[i].Path)
+				return run, err == nil, err
+			}
+		}
+	}
+	run, err = s.Load("last")
+	return run, false, err
+}
+
+// under reports whether path is dir or below it.
+func under(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // ReadFile reads a record file, without credentials (Run.Redacted).
 func ReadFile(path string) (*Run, error) {
 	run, err := readFile(path)
@@ -229,49 +360,63 @@ func readFile(path string) (*Run, error) {
 // the writer puts among the first fields, so that finding the records of
 // one directory does not parse every action of every other.
 func recordDir(path string) (string, error) {
-	d, _, err := recordHead(path, "")
-	return d, err
+	h, err := recordHead(path, "")
+	return h.dir, err
 }
 
-// recordHead reads a record's working directory and, if that is want, the
-// compile times that follow it (Run.Times), and no further: nil times for
-// a record written before records kept them.
-func recordHead(path, want string) (dir string, times map[string]int64, err error) {
+// head is what recordHead reads of a record.
+type head struct {
+	dir, output string
+	times       map[string]int64
+}
+
+// where is head's Run.Where.
+func (h head) where() string { return (&Run{Dir: h.dir, Output: h.output}).Where() }
+
+// recordHead reads a record's working directory, its output and, if the
+// directory is want, the compile times that follow it (Run.Times), and no
+// further: nil times for a record written before records kept them. With
+// want "" it stops at the directory and output.
+func recordHead(path, want string) (h head, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", nil, err
+		return head{}, err
 	}
 	defer f.Close()
 	dec := json.NewDecoder(bufio.NewReaderSize(f, 4096))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", nil, fmt.Errorf("record %s: not a JSON object", path)
+		return head{}, fmt.Errorf("record %s: not a JSON object", path)
 	}
+	var sawDir, sawOutput bool
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return "", nil, fmt.Errorf("record %s: %w", path, err)
+			return head{}, fmt.Errorf("record %s: %w", path, err)
 		}
+		var into any
 		switch t {
 		case "dir":
-			if err := dec.Decode(&dir); err != nil {
-				return "", nil, fmt.Errorf("record %s: %w", path, err)
-			}
-			if dir != want || want == "" {
-				return dir, nil, nil
-			}
-			continue
+			into, sawDir = &h.dir, true
+		case "output":
+			into, sawOutput = &h.output, true
 		case "times":
-			if err := dec.Decode(&times); err != nil {
-				return "", nil, fmt.Errorf("record %s: %w", path, err)
+			if want == "" {
+				into = new(json.RawMessage) // not wanted: skipped
+			} else {
+				into = &h.times
 			}
-			return dir, times, nil
 		case "actions":
-			return dir, nil, nil // past the head: no times
+			return h, nil // past the head
+		default:
+			into = new(json.RawMessage)
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", nil, fmt.Errorf("record %s: %w", path, err)
+		if err := dec.Decode(into); err != nil {
+			return head{}, fmt.Errorf("record %s: %w", path, err)
+		}
+		switch {
+		case want == "" && sawDir && sawOutput, want != "" && sawDir && h.dir != want, h.times != nil:
+			return h, nil
 		}
 	}
-	return dir, nil, nil
+	return h, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,7 +190,7 @@ func TestLoad(t *testing.T) {
 	}
 	ids := listIDs(t, s)
 	for which, want := range map[string]string{"last": ids[2], "": ids[2], "last~2": ids[0], ids[1][:16]: ids[1],
-		filepath.Join(s.Dir, ids[0]+".json"): ids[0]} {
+		listPath(t, s, 0): ids[0]} {
 		run, err := s.Load(which)
 		if err != nil || run.ID != want {
 			t.Errorf("Load(%q) = %v, %v; want %s", which, run, err, want)
@@ -230,4 +231,134 @@ func TestRecordDirReadsTheHeader(t *testing.T) {
 	if _, err := recordDir(bad); err == nil {
 		t.Fatal("recordDir of a JSON array: no error")
 	}
+}
+
+// listPath is the path of the i-th oldest record of s.
+func listPath(t *testing.T, s *Store, i int) string {
+	t.Helper()
+	es, err := s.List()
+	if err != nil || len(es) <= i {
+		t.Fatalf("List: %d records, %v", len(es), err)
+	}
+	return es[i].Path
+}
+
+// TestPrunePerOutput: a busy output's records do not push out another's.
+// Each output keeps its newest MaxPerOutput; past MaxRuns, the output
+// with the most records loses its oldest first; past MaxBytes, the output
+// with the most bytes.
+func TestPrunePerOutput(t *testing.T) {
+	s := Open(t.TempDir())
+	s.MaxPerOutput, s.MaxRuns = 4, 6
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	n := 0
+	write := func(output string, modules int) string {
+		t.Helper()
+		n++
+		run := bigRun(NewID(base.Add(time.Duration(n)*time.Second), 1), modules)
+		run.Output = output
+		if err := s.Write(run); err != nil {
+			t.Fatal(err)
+		}
+		return run.ID
+	}
+	b1, c1 := write("/src/b", 1), write("/src/c", 1)
+	var a []string
+	for i := 0; i < 10; i++ {
+		a = append(a, write("/src/a", 1))
+	}
+	want := []string{b1, c1, a[6], a[7], a[8], a[9]}
+	if got := listIDs(t, s); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("kept %v, want b's and c's records and a's newest 4: %v", got, want)
+	}
+	d1, d2 := write("/src/d", 1), write("/src/d", 1)
+	want = []string{b1, c1, a[8], a[9], d1, d2}
+	if got := listIDs(t, s); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("past 6 records kept %v, want a's oldest gone first: %v", got, want)
+	}
+	// By bytes: e's one large record goes before anything of the others.
+	e1 := write("/src/e", 400)
+	es, _ := s.List()
+	var total int64
+	for _, e := range es {
+		total += e.Size
+	}
+	s.MaxRuns, s.MaxBytes = 100, total-1
+	before := listIDs(t, s) // e1 took a's a[8]: 6 records at most
+	f1 := write("/src/f", 1)
+	want = append(slices.DeleteFunc(before, func(id string) bool { return id == e1 }), f1)
+	if got := listIDs(t, s); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("past the bytes bound kept %v, want all but e's record %s: %v", got, e1, want)
+	}
+}
+
+// TestKeepBothOrNeither: Keep counts a record in the totals exactly when
+// it keeps it. When the totals cannot be written (here: a directory in
+// their place, as a full disk refuses them), the record is not kept
+// either; `stats` never shows fewer runs than are recorded.
+func TestKeepBothOrNeither(t *testing.T) {
+	s := Open(t.TempDir())
+	run := bigRun(NewID(time.Now(), 1), 3)
+	if err := s.Keep(run); err != nil {
+		t.Fatal(err)
+	}
+	if tot, err := s.Totals(); err != nil || tot.Runs != 1 || len(listIDs(t, s)) != 1 {
+		t.Fatalf("after Keep: totals %+v (%v), records %v", tot, err, listIDs(t, s))
+	}
+	if err := os.Remove(s.totalsPath()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(s.totalsPath(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	second := bigRun(NewID(time.Now().Add(time.Second), 1), 3)
+	err := s.Keep(second)
+	if err == nil || !strings.Contains(err.Error(), "totals") {
+		t.Errorf("Keep with unwritable totals: %v, want an error naming the totals", err)
+	}
+	if got := listIDs(t, s); len(got) != 1 || got[0] != run.ID {
+		t.Errorf("records %v after the totals failed, want only %s: a record kept and not counted", got, run.ID)
+	}
+}
+
+// TestLastUnder finds the newest run that linked under a directory, by
+// its output (a relative one under its working directory) or its working
+// directory, and falls back to the newest of all.
+func TestLastUnder(t *testing.T) {
+	s := Open(t.TempDir())
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ids []string
+	for i, r := range []struct{ dir, output string }{
+		{"/p/a", "/p/a/app"},          // 0
+		{"/r", "bin/tool"},            // 1: relative, under /r/bin
+		{"/p/b/build", ""},            // 2: no output
+		{"/elsewhere", "/p/c/lib.so"}, // 3: output under /p, dir not
+		{"/q", "/q/app"},              // 4: the newest of all
+	} {
+		run := bigRun(NewID(base.Add(time.Duration(i)*time.Minute), 1), 2)
+		run.Dir, run.Output = r.dir, r.output
+		if err := s.Write(run); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, run.ID)
+	}
+	for dir, want := range map[string]string{"/p": ids[3], "/p/a": ids[0], "/r/bin": ids[1], "/r": ids[1],
+		"/p/b": ids[2], "/p/c": ids[3], "/elsewhere": ids[3], "/q": ids[4], "/p/a/app": ids[0]} {
+		run, found, err := s.LastUnder(dir)
+		if err != nil || !found || run.ID != want {
+			t.Errorf("LastUnder(%s) = %s, %v, %v; want %s", dir, idOf(run), found, err, want)
+		}
+	}
+	// /pq is not under /p; nothing is: the newest, not found.
+	run, found, err := s.LastUnder("/pq")
+	if err != nil || found || run.ID != ids[4] {
+		t.Errorf("LastUnder(/pq) = %s, %v, %v; want the newest %s, not found", idOf(run), found, err, ids[4])
+	}
+}
+
+func idOf(run *Run) string {
+	if run == nil {
+		return "no run"
+	}
+	return run.ID
 }

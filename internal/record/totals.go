@@ -3,6 +3,8 @@ package record
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,10 +21,11 @@ type Totals struct {
 	Since   time.Time `json:"since"`
 	Runs    int64     `json:"runs"`
 	Actions int64     `json:"actions"`
-	// Local cache: hits, and misses (actions it did not serve while in
-	// use). Remote cache likewise, for runs with --remote.
-	LocalHits    int64 `json:"local_hits"`
-	LocalMisses  int64 `json:"local_misses"`
+	// Remote cache: hits, and misses (actions it did not serve while in
+	// use), for runs with --remote. The local cache's are its own
+	// counters (cache.Stats), which count every run that used it,
+	// recorded or not, and every action it missed, failed or not: one
+	// count, which `thindist stats` and `thindist cache stats` both show.
 	RemoteHits   int64 `json:"remote_hits"`
 	RemoteMisses int64 `json:"remote_misses"`
 	// SavedCPU is the compile time (µs) the hits saved.
@@ -59,7 +62,6 @@ func (t *Totals) Add(run *Run) {
 		t.Actions++
 		switch a.Where {
 		case WhereLocalCache:
-			t.LocalHits++
 			t.SavedCPU += a.CPU
 			continue
 		case WhereRemoteCache:
@@ -80,9 +82,6 @@ func (t *Totals) Add(run *Run) {
 		if a.Raced {
 			t.Raced++
 		}
-		if run.LocalCache {
-			t.LocalMisses++
-		}
 		if run.Remote != "" && a.Where != WhereRemoteCache {
 			t.RemoteMisses++
 		}
@@ -91,6 +90,39 @@ func (t *Totals) Add(run *Run) {
 
 func (s *Store) totalsPath() string { return filepath.Join(s.Dir, "totals.json") }
 func (s *Store) lockPath() string   { return filepath.Join(s.Dir, "lock") }
+
+// Keep writes run's record (Write) and counts it in the totals, both or
+// neither: on a full disk, a record kept is a run counted. The totals are
+// written first, under a temporary name, and take their place only once
+// the record has; a record the totals could not then take in is removed.
+func (s *Store) Keep(run *Run) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("record directory: %w", err)
+	}
+	wrote := false
+	err := lockfile.With(s.lockPath(), func() error {
+		t, err := s.readTotals()
+		if err != nil {
+			t = Totals{} // a damaged file restarts the counters
+		}
+		t.Add(run)
+		return atomicfile.Write(s.totalsPath(), 0o644, func(w io.Writer) error {
+			if err := json.NewEncoder(w).Encode(t); err != nil {
+				return fmt.Errorf("the runs' totals: %w", err)
+			}
+			if err := s.Write(run); err != nil {
+				return err
+			}
+			wrote = true
+			return nil
+		})
+	})
+	if err != nil && wrote {
+		os.Remove(s.path(run))
+		err = fmt.Errorf("the runs' totals: %w", err)
+	}
+	return err
+}
 
 // AddTotals counts run in the stored totals.
 func (s *Store) AddTotals(run *Run) error {

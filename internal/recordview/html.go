@@ -28,19 +28,23 @@ const (
 )
 
 type pageView struct {
-	Run      *record.Run
-	Counts   Counts
-	Wall     string
-	Started  string
-	Command  commandView
-	Width    int
-	Height   int
-	Axis     []tick
-	Phases   []phaseView
-	Lanes    []laneView
-	Bars     []barView
-	Rows     []rowView
+	Run     *record.Run
+	Counts  Counts
+	Wall    string
+	Started string
+	Command commandView
+	Width   int
+	Height  int
+	Axis    []tick
+	Phases  []phaseView
+	Lanes   []laneView
+	Bars    []barView
+	Rows    []rowView
+	// Critical says what the critical path is, in a line: its modules
+	// are marked on the timeline and in the table, not listed.
 	Critical string
+	// CritLine underlines the critical path's stretch of its lane.
+	CritLine *critLine
 	Legend   []legendView
 	// The run's bytes to and from the remote service.
 	BytesUp, BytesDown string
@@ -114,6 +118,8 @@ type rowView struct {
 
 type legendView struct{ Name, Color string }
 
+type critLine struct{ X1, X2, Y float64 }
+
 var colors = map[string]string{
 	record.WhereLocalCache:  "#2e9d4a",
 	record.WhereRemoteCache: "#7fc97f",
@@ -123,15 +129,21 @@ var colors = map[string]string{
 	record.WhereStopped:     "#999999",
 }
 
-const execColor = "#b8621a" // a local compiler exec'd rather than forked
+// A local compile's colour says how it ran: forked from a fork server
+// (colors[WhereLocal]), exec'd, or in a thindist-worker.
+const (
+	execColor   = "#b8621a"
+	workerColor = "#8e44ad"
+)
 
 func pageData(run *record.Run) *pageView {
 	v := &pageView{Run: run, Counts: Count(run), Wall: round(run.Wall()).String(),
 		Started: run.Start.Local().Format("2006-01-02 15:04:05 MST"), Command: commandOf("command", run.Args),
 		BytesUp: Bytes(run.BytesUp), BytesDown: Bytes(run.BytesDown), Entry: entryName(run.Entry),
 		Linker: commandOf("linker", run.Linker)}
-	// The time axis spans the run and every phase (the linker's work
-	// before thindist started lies before the run's start).
+	// The time axis spans the run and every phase, from 0 at the first:
+	// the linker's work before thindist started lies before the run's
+	// start, which the actions' times count from.
 	t0, t1 := run.Start, run.End
 	for _, p := range run.Phases {
 		if p.Start.Before(t0) {
@@ -141,12 +153,24 @@ func pageData(run *record.Run) *pageView {
 			t1 = p.End
 		}
 	}
+	for i := range run.Actions { // and every bar, whatever its clock said
+		a := &run.Actions[i]
+		if b := run.Start.Add(time.Duration(a.Begin) * time.Microsecond); b.Before(t0) {
+			t0 = b
+		}
+		if e := run.Start.Add(time.Duration(a.End) * time.Microsecond); e.After(t1) {
+			t1 = e
+		}
+	}
 	span := t1.Sub(t0)
 	if span <= 0 {
 		span = time.Millisecond
 	}
 	x := func(t time.Time) float64 { return labelWidth + float64(t.Sub(t0))/float64(span)*plotWidth }
 	at := func(us int64) time.Time { return run.Start.Add(time.Duration(us) * time.Microsecond) }
+	// onAxis is an action's time (µs since the run's start) as the axis
+	// reads it.
+	onAxis := func(n int64) string { return round(at(n).Sub(t0)).String() }
 	v.Width = labelWidth + plotWidth + 40 // room for the last tick's label
 
 	phaseColors := []string{"#c7b8e8", "#f2d49b", "#a8d5e2", "#e6b0b0", "#c9e2a8"}
@@ -162,12 +186,15 @@ func pageData(run *record.Run) *pageView {
 	lanes := Lanes(run)
 	crit := map[int]bool{}
 	path := CriticalPath(run, lanes)
-	var names []string
+	var critTime int64
 	for _, i := range path {
 		crit[i] = true
-		names = append(names, run.Actions[i].Module)
+		critTime += run.Actions[i].End - run.Actions[i].Begin
 	}
-	v.Critical = strings.Join(names, " → ")
+	if len(path) > 0 {
+		v.Critical = fmt.Sprintf("%d %s back to back on one lane, %s, the last of them ending the backends: outlined in black on the timeline, in bold in the table",
+			len(path), plural(len(path), "module", "modules"), us(critTime))
+	}
 	nLocal, nRemote := 0, 0
 	top := 40
 	for l, ln := range lanes {
@@ -183,30 +210,35 @@ func pageData(run *record.Run) *pageView {
 		v.Lanes = append(v.Lanes, laneView{Label: label, Y: y})
 		for _, i := range ln.Actions {
 			a := &run.Actions[i]
-			color := colors[a.Where]
-			if a.Where == record.WhereLocal && !a.Forked {
-				color = execColor
-			}
 			title := fmt.Sprintf("%s: %s, %s (queued at %s, started %s, ended %s; CPU %s%s)", a.Module, WhereText(a),
-				round(a.Duration()), us(a.Queued), us(a.Begin), us(a.End), us(a.CPU), Transfer(a))
+				round(a.Duration()), onAxis(a.Queued), onAxis(a.Begin), onAxis(a.End), us(a.CPU), Transfer(a))
+			if crit[i] {
+				title += "\non the critical path"
+			}
 			if len(a.Miss) > 0 {
 				title += "\nmissed: " + strings.Join(a.Miss, "; ")
 			}
 			w := max(x(at(a.End))-x(at(a.Begin)), 1)
+			if crit[i] {
+				if v.CritLine == nil {
+					v.CritLine = &critLine{X1: x(at(a.Begin)), Y: float64(y + laneHeight + 1)}
+				}
+				v.CritLine.X2 = x(at(a.Begin)) + w
+			}
 			v.Bars = append(v.Bars, barView{X: x(at(a.Begin)), W: w, Y: float64(y),
-				Color: color, Critical: crit[i], Title: title, Module: a.Module, Label: labelFits(a.Module, w)})
+				Color: colorOf(a), Critical: crit[i], Title: title, Module: a.Module, Label: labelFits(a.Module, w)})
 		}
 	}
 	v.Height = top + len(lanes)*(laneHeight+laneGap) + 10
 	for k := 0; k <= 10; k++ {
 		t := t0.Add(span * time.Duration(k) / 10)
-		v.Axis = append(v.Axis, tick{X: x(t), Label: round(t.Sub(run.Start)).String()})
+		v.Axis = append(v.Axis, tick{X: x(t), Label: round(t.Sub(t0)).String()})
 	}
-	for _, w := range []string{record.WhereLocal, record.WhereLocalCache, record.WhereRemoteCache, record.WhereRemote,
-		record.WhereFailed, record.WhereStopped} {
-		v.Legend = append(v.Legend, legendView{Name: WhereText(&record.Action{Where: w, Forked: true}), Color: colors[w]})
+	for _, a := range []record.Action{{Where: record.WhereLocal, Forked: true}, {Where: record.WhereLocal},
+		{Where: record.WhereLocal, Worker: true}, {Where: record.WhereLocalCache}, {Where: record.WhereRemoteCache},
+		{Where: record.WhereRemote}, {Where: record.WhereFailed}, {Where: record.WhereStopped}} {
+		v.Legend = append(v.Legend, legendView{Name: WhereText(&a), Color: colorOf(&a)})
 	}
-	v.Legend = append(v.Legend, legendView{Name: "local, exec'd", Color: execColor})
 
 	for _, i := range sortedBy(run, func(*record.Action) bool { return true }) {
 		a := &run.Actions[i]
@@ -222,6 +254,27 @@ func pageData(run *record.Run) *pageView {
 		})
 	}
 	return v
+}
+
+// colorOf is the colour of a's bar: where it ran, and for a local
+// compile, how.
+func colorOf(a *record.Action) string {
+	if a.Where == record.WhereLocal {
+		switch {
+		case a.Worker:
+			return workerColor
+		case !a.Forked:
+			return execColor
+		}
+	}
+	return colors[a.Where]
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func us(n int64) string { return round(time.Duration(n) * time.Microsecond).String() }
@@ -275,17 +328,17 @@ tr.crit td:first-child{font-weight:bold}
 </table>
 
 <h2>Timeline</h2>
-<div class="legend">{{range .Legend}}<span><i style="background:{{.Color}}"></i>{{.Name}}</span>{{end}}<span><i style="background:#fff;outline:2px solid #000"></i>critical path</span></div>
+<div class="legend">{{range .Legend}}<span><i style="background:{{.Color}}"></i>{{.Name}}</span>{{end}}<span><i style="background:#fff;outline:2px solid #000"></i>critical path (bold in the table)</span></div>
 <svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}">
 {{range .Axis}}<line x1="{{.X}}" x2="{{.X}}" y1="0" y2="{{$.Height}}" stroke="#eee"/><text x="{{.X}}" y="10" text-anchor="middle">{{.Label}}</text>
 {{end}}{{range .Phases}}<g class="phase"><rect x="{{.X}}" y="16" width="{{.W}}" height="16" fill="{{.Color}}"><title>{{.Title}}</title></rect><text x="{{.X}}" y="28" dx="3">{{.Name}} {{.Dur}}</text></g>
 {{end}}{{range .Lanes}}<text x="0" y="{{.Y}}" dy="13">{{.Label}}</text>
 {{end}}{{range .Bars}}<rect class="bar{{if .Critical}} crit{{end}}" data-module="{{.Module}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="18" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{if .Label}}<text class="barlabel" x="{{.X}}" dx="3" y="{{.Y}}" dy="13">{{.Label}}</text>{{end}}
-{{end}}</svg>
-{{if .Critical}}<p>Critical path (the lane that finished last, back to back): {{.Critical}}</p>{{end}}
+{{end}}{{with .CritLine}}<line id="critline" x1="{{.X1}}" x2="{{.X2}}" y1="{{.Y}}" y2="{{.Y}}" stroke="#000" stroke-width="2"><title>the critical path</title></line>{{end}}</svg>
+{{if .Critical}}<p id="critical">Critical path: {{.Critical}}.</p>{{end}}
 
 <h2>Modules</h2>
-<p>Click a column to sort.</p>
+<p>Click a column to sort.{{if .Critical}} Modules in bold are on the critical path.{{end}}</p>
 <table class="mods" id="modules">
 <thead><tr><th>module</th><th>where</th><th data-num>time</th><th data-num>CPU</th><th data-num>peak RSS</th><th data-num>bitcode</th><th>object</th><th data-num>waited</th><th data-num>uploaded</th><th data-num>downloaded</th><th>why it missed the cache</th></tr></thead>
 <tbody>

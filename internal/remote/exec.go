@@ -59,6 +59,18 @@ type ExecOptions struct {
 	// first, as Bazel does, because servers such as Buildbarn never
 	// consult their ActionCache in Execute.
 	NoLookup bool
+	// FinishAbandoned keeps following an execution whose caller gives up
+	// on it while a worker runs it (a race won here), until it ends, so
+	// that the server stores its result in its ActionCache for later
+	// links, instead of cancelling it: for a service whose ActionCache
+	// this run does not write (the result won here is not stored there).
+	// The run does not wait for it: it ends with the connection
+	// (docs/design.md, "Racing local and remote").
+	FinishAbandoned bool
+	// OnFirst, if set, is called once, with the first action sent for
+	// execution, before its upload (a link's check of the workers'
+	// compiler, which a link whose every action is cached skips).
+	OnFirst func(*action.Action)
 }
 
 // ExecStats are what the remote executor did in a run.
@@ -76,6 +88,9 @@ type ExecStats struct {
 	// lookup (Ahead), and AheadUnused those of them that were then not
 	// executed here (a cache hit, a local run).
 	Ahead, AheadUnused int64
+	// Finishing counts the executions given up on while a worker ran
+	// them and left to run to their end (ExecOptions.FinishAbandoned).
+	Finishing int64
 }
 
 // Executor runs actions on the service's workers.
@@ -85,10 +100,11 @@ type Executor struct {
 	o        ExecOptions
 	platform *repb.Platform
 	env      []*repb.Command_EnvironmentVariable
+	first    sync.Once // OnFirst
 	// off is set by the first permanent failure: the circuit breaker.
 	off atomic.Pointer[Permanent]
 
-	executed, serverCacheHits, retries, queueTimeouts, execStalls atomic.Int64
+	executed, serverCacheHits, retries, queueTimeouts, execStalls, finishing atomic.Int64
 
 	// prepared holds what Ahead began, by action, until Execute takes it.
 	prepared           sync.Map // *action.Action → *preparation
@@ -100,7 +116,7 @@ func (e *Executor) Stats() ExecStats {
 	return ExecStats{
 		Executed: e.executed.Load(), ServerCacheHits: e.serverCacheHits.Load(), Retries: e.retries.Load(),
 		QueueTimeouts: e.queueTimeouts.Load(), ExecStalls: e.execStalls.Load(),
-		Ahead: e.ahead.Load(), AheadUnused: e.aheadUnused.Load(),
+		Ahead: e.ahead.Load(), AheadUnused: e.aheadUnused.Load(), Finishing: e.finishing.Load(),
 	}
 }
 
@@ -173,6 +189,9 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 	if res, ok := e.lookup(ctx, j.Meter, a, ex, out, second); ok {
 		res.Wall = time.Since(start)
 		return res, nil
+	}
+	if e.o.OnFirst != nil && !second {
+		e.first.Do(func() { e.o.OnFirst(a) })
 	}
 	// The caches have just missed the action: its own messages and shard
 	// are new, and go up unasked. Its files' upload may have begun with

@@ -15,7 +15,7 @@ import (
 
 // Progress keeps a line on the console that says what the run is doing:
 //
-//	thindist: 3/12 done, 2 running: big.o 4.1s, lib/libu.a(u.o) 0.8s; 7 queued; 1.2s, about 6s left
+//	thindist: app: 3/12 done, 2 running: big.o 4.1s, lib/libu.a(u.o) 0.8s; 7 queued; 1.2s, about 6s left
 //
 // The running modules come longest-running first, as many as the
 // terminal's width leaves room for. An action is running once it holds a
@@ -23,14 +23,19 @@ import (
 // for a slot (a --jobs slot, a token of make's jobserver: the local
 // executor tells Progress through executor.Job.Slots), or not yet
 // taken up, is queued. The estimate is the expected time of the work left
-// (action.Expected, from earlier runs) over the slots seen running at
-// once at a tick, shown when every action left has one.
+// (action.Expected, from earlier runs), scaled by how long this run's
+// compiles took against their expected times, over the slots seen running
+// at once at a tick: shown when every action left has an expected time and
+// at least one compile has finished (the basis of the scale: earlier runs'
+// times are compile times, without this machine's load or a fork server's
+// start), and never as "0s" while work is left.
 //
 // An event redraws the line at once unless it was drawn less than
 // minRedraw ago; then the next tick draws the latest state.
 type Progress struct {
-	c  *Console
-	tl *Timeline
+	c    *Console
+	tl   *Timeline
+	name string // the link's output, "" for none
 
 	mu sync.Mutex
 	// total: planned; done: finished; failed: of those, failed.
@@ -44,8 +49,11 @@ type Progress struct {
 	left     time.Duration                // the Expected of the actions not finished
 	unknown  int                          // actions not finished without an Expected
 	expected bool                         // Expect was called
-	last     time.Time                    // last drawn
-	dirty    bool                         // changed since
+	// tookExpected and took: the Expected of the compiles finished and
+	// how long they ran, the scale of the estimate.
+	tookExpected, took time.Duration
+	last               time.Time // last drawn
+	dirty              bool      // changed since
 
 	stop, stopped chan struct{}
 	once          sync.Once
@@ -59,11 +67,13 @@ const (
 	tickRedraw = 500 * time.Millisecond
 )
 
-// NewProgress returns a progress observer on c that shows the time since
-// the start of tl.
-func NewProgress(c *Console, tl *Timeline) *Progress {
+// NewProgress returns a progress observer on c for the link of output
+// (named at the line's head; "" names none) that shows the time since the
+// start of tl.
+func NewProgress(c *Console, tl *Timeline, output string) *Progress {
 	t := time.NewTicker(minRedraw)
 	p := newProgress(c, tl, t.C)
+	p.name = output
 	go func() { <-p.stopped; t.Stop() }()
 	return p
 }
@@ -119,8 +129,12 @@ func (p *Progress) Started(a *action.Action, _ int) {
 }
 
 // Finished implements schedule.Observer.
-func (p *Progress) Finished(a *action.Action, _ int, _ *executor.Result, err error) {
+func (p *Progress) Finished(a *action.Action, _ int, res *executor.Result, err error) {
 	p.update(func() {
+		if since, ok := p.running[a]; ok && err == nil && res != nil && !res.Where.Cached() && a.Expected > 1 {
+			p.tookExpected += a.Expected
+			p.took += p.tl.Now().Sub(since)
+		}
 		delete(p.started, a)
 		delete(p.waiting, a)
 		delete(p.running, a)
@@ -202,7 +216,11 @@ func (p *Progress) draw(force bool) {
 
 // line renders the state at now in at most width columns; p.mu is held.
 func (p *Progress) line(now time.Time, width int) string {
-	head := fmt.Sprintf("thindist: %d/%d done, %d running", p.done, p.total, len(p.running))
+	head := "thindist: "
+	if p.name != "" {
+		head += p.name + ": "
+	}
+	head += fmt.Sprintf("%d/%d done, %d running", p.done, p.total, len(p.running))
 	tail := ""
 	if q := p.total - p.done - len(p.running); q > 0 {
 		tail += fmt.Sprintf("; %d queued", q)
@@ -212,7 +230,11 @@ func (p *Progress) line(now time.Time, width int) string {
 	}
 	tail += "; " + now.Sub(p.tl.Start()).Round(100*time.Millisecond).String()
 	if eta, ok := p.eta(now); ok {
-		tail += ", about " + eta.String() + " left"
+		if eta < time.Second {
+			tail += ", under 1s left"
+		} else {
+			tail += ", about " + eta.Round(time.Second).String() + " left"
+		}
 	}
 	// The running modules, longest-running first, while they fit.
 	type run struct {
@@ -257,15 +279,19 @@ func (p *Progress) line(now time.Time, width int) string {
 }
 
 // eta estimates the time left: the expected time of the actions not
-// finished, less what the running ones have run, over the slots; ok is
-// false without an expected time for every one of them.
+// finished, scaled by this run's compiles so far (took over tookExpected),
+// less what the running ones have run, over the slots; ok is false without
+// an expected time for every one of them or before a compile has
+// finished.
 func (p *Progress) eta(now time.Time) (time.Duration, bool) {
-	if !p.expected || p.unknown > 0 || p.total == 0 || p.slots == 0 || p.left <= 0 {
+	if !p.expected || p.unknown > 0 || p.total == 0 || p.slots == 0 || p.left <= 0 || p.tookExpected <= 0 || p.took <= 0 {
 		return 0, false
 	}
-	left := p.left
+	scale := float64(p.took) / float64(p.tookExpected)
+	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
+	left := scaled(p.left)
 	for a, since := range p.running {
-		left -= min(now.Sub(since), a.Expected)
+		left -= min(now.Sub(since), scaled(a.Expected))
 	}
-	return max(left/time.Duration(p.slots), 0).Round(time.Second), true
+	return max(left/time.Duration(p.slots), 0), true
 }

@@ -71,7 +71,39 @@ type Console struct {
 	live    bool   // a progress line is drawn
 	line    string // its text
 	enabled bool   // progress lines are wanted (a terminal)
+	// turn, when the terminal is shared (ShareTerminal), says whether
+	// this process's line is the one drawn.
+	turn *terminalTurn
 }
+
+// ShareTerminal makes c take turns at the progress line with the other
+// thindist processes writing to the same terminal, tty (what c's writer
+// writes to in the end), by a lock file in dir (the runtime directory):
+// one draws its line, the others draw none (their messages and summary
+// lines still print, above the line) until it ends and one takes the turn
+// over, so two links never overwrite each other's line. Call the function
+// it returns once c draws no more.
+func (c *Console) ShareTerminal(dir string, tty *os.File) (release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.enabled || c.turn != nil {
+		return func() {}
+	}
+	c.turn = newTerminalTurn(dir, tty)
+	if c.turn == nil {
+		return func() {}
+	}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.clearLocked()
+		c.enabled = false
+		c.turn.release()
+	}
+}
+
+// drawing reports whether c may draw its line; c.mu is held.
+func (c *Console) drawing() bool { return c.enabled && (c.turn == nil || c.turn.take()) }
 
 // NewConsole writes to w; progress lines are drawn only if live is true.
 func NewConsole(w io.Writer, live bool) *Console {
@@ -95,6 +127,11 @@ func (c *Console) Printf(format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clearLocked()
+	if c.enabled && c.turn != nil && !c.turn.own {
+		// Another process's line may stand where the cursor is: erased,
+		// for its owner to draw again below this message.
+		io.WriteString(c.w, "\r\x1b[K")
+	}
 	msg := fmt.Sprintf(format, args...)
 	if !strings.HasSuffix(msg, "\n") {
 		msg += "\n"
@@ -110,6 +147,9 @@ func (c *Console) setLine(s string) {
 		return
 	}
 	c.line = s
+	if !c.drawing() {
+		return
+	}
 	c.clearLocked()
 	c.redrawLocked()
 }
@@ -121,6 +161,9 @@ func (c *Console) ClearLine() {
 	c.clearLocked()
 	c.line = ""
 	c.enabled = false
+	if c.turn != nil {
+		c.turn.release()
+	}
 }
 
 func (c *Console) clearLocked() {
@@ -131,7 +174,7 @@ func (c *Console) clearLocked() {
 }
 
 func (c *Console) redrawLocked() {
-	if c.enabled && c.line != "" {
+	if c.line != "" && c.drawing() {
 		io.WriteString(c.w, c.line)
 		c.live = true
 	}

@@ -246,8 +246,21 @@ func TestProgressLine(t *testing.T) {
 	p.WaitingForSlot(acts[2])
 	tick <- clock.Now()
 	tick <- clock.Now() // the first is handled once the second is taken
-	// Left: 10s expected, less 1s run: 9s over 2 slots.
-	want := "thindist: 0/4 done, 2 running: big.o 1s, lib/libu.a(u.o) 0s; 2 queued; 1s, about 5s left"
+	// No compile has finished: no basis for an estimate yet.
+	want := "thindist: 0/4 done, 2 running: big.o 1s, lib/libu.a(u.o) 0s; 2 queued; 1s"
+	if got := lastLine(out.String()); got != want {
+		t.Errorf("progress\n %q, want\n %q", got, want)
+	}
+	// big.o took 2s of its expected 4s: the rest is scaled by half.
+	clock.Advance(time.Second)
+	p.Finished(acts[0], 0, &executor.Result{Where: executor.Local}, nil)
+	p.Started(acts[3], 0)
+	p.DoneWaiting(acts[2])
+	clock.Advance(time.Second)
+	p.draw(true)
+	// Left: 6s expected, 3s scaled, less what u.o (2s of its 1s scaled),
+	// c.o and d.o (1s each) have run: 0s over 2 slots.
+	want = "thindist: 1/4 done, 3 running: lib/libu.a(u.o) 2s, c.o 1s, d.o 1s; 3s, under 1s left"
 	if got := lastLine(out.String()); got != want {
 		t.Errorf("progress\n %q, want\n %q", got, want)
 	}
@@ -256,11 +269,106 @@ func TestProgressLine(t *testing.T) {
 	c.Width = func() int { return 80 }
 	p.draw(true)
 	got := lastLine(out.String())
-	if want := "thindist: 0/4 done, 2 running: big.o 1s, +1; 2 queued; 1s, about 5s left"; got != want {
+	if want := "thindist: 1/4 done, 3 running: lib/libu.a(u.o) 2s, +2; 3s, under 1s left"; got != want {
 		t.Errorf("progress on 80 columns\n %q, want\n %q", got, want)
 	}
 	if len(got) >= 80 {
 		t.Errorf("the line has %d characters on an 80-column terminal", len(got))
+	}
+}
+
+// TestProgressEstimate: with earlier runs' times far below this run's (a
+// fork server starting, a loaded machine), the line gives no estimate
+// until a compile has finished, then scales by it; it never says "0s
+// left" while work is queued. It names the output.
+func TestProgressEstimate(t *testing.T) {
+	c, out := fakeTerminal(200)
+	clock := newFakeClock()
+	p := newProgress(c, NewTimeline(clock.Now(), clock.Now), nil)
+	p.name = "app"
+	defer p.Stop()
+	var acts []*action.Action
+	for i := range 13 {
+		acts = append(acts, &action.Action{ID: fmt.Sprintf("m%02d.o", i), Expected: 30 * time.Millisecond})
+	}
+	p.Expect(acts)
+	p.Planned(len(acts))
+	p.Started(acts[0], 0)
+	p.Started(acts[1], 1)
+	p.slots = 2 // as a tick sees them
+	clock.Advance(1500 * time.Millisecond)
+	p.draw(true)
+	if got := lastLine(out.String()); got != "thindist: app: 0/13 done, 2 running: m00.o 1.5s, m01.o 1.5s; 11 queued; 1.5s" {
+		t.Errorf("before a compile finished: %q, want no estimate", got)
+	}
+	// m00.o took 1.5s against 30ms expected: 50 times as long.
+	p.Finished(acts[0], 0, &executor.Result{Where: executor.Local}, nil)
+	p.Started(acts[2], 0)
+	p.draw(true)
+	// Left: 12 × 30ms × 50 = 18s, less m01.o's 1.5s: 16.5s over 2 slots.
+	if got := lastLine(out.String()); !strings.HasSuffix(got, "; 10 queued; 1.5s, about 8s left") || !strings.HasPrefix(got, "thindist: app: 1/13 done") {
+		t.Errorf("after a compile finished: %q, want about 8s left", got)
+	}
+	// A cache hit is no basis: it takes no compile's time.
+	q := newProgress(c, NewTimeline(clock.Now(), clock.Now), nil)
+	defer q.Stop()
+	q.Expect(acts[:2])
+	q.Planned(2)
+	q.Started(acts[0], 0)
+	q.Started(acts[1], 1)
+	q.slots = 2
+	q.Finished(acts[0], 0, &executor.Result{Where: executor.LocalCache}, nil)
+	if got := q.line(clock.Now(), 200); strings.Contains(got, "left") {
+		t.Errorf("after a cache hit alone: %q, want no estimate", got)
+	}
+}
+
+// TestTerminalTurns: two links writing to one terminal take turns at the
+// progress line: the second draws none while the first's stands (its
+// messages still print, on a line of their own), and takes the line over
+// once the first is done.
+func TestTerminalTurns(t *testing.T) {
+	dir := t.TempDir()
+	tty := filepath.Join(dir, "tty") // one file both write to, as a terminal
+	fa, err := os.Create(tty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	fb, err := os.OpenFile(tty, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	fa.Seek(0, 2)
+	a, b := NewConsole(fa, true), NewConsole(fb, true)
+	a.Width, b.Width = func() int { return 80 }, func() int { return 80 }
+	lockDir := filepath.Join(dir, "run")
+	releaseA, releaseB := a.ShareTerminal(lockDir, fa), b.ShareTerminal(lockDir, fb)
+	defer releaseB()
+	written := func() string {
+		t.Helper()
+		data, err := os.ReadFile(tty)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	a.setLine("thindist: a: 1/4 done")
+	b.setLine("thindist: b: 0/9 done")
+	if got := written(); got != "thindist: a: 1/4 done" {
+		t.Fatalf("the terminal shows %q, want a's line alone", got)
+	}
+	b.Printf("thindist: b: warning")
+	if got := written(); !strings.HasSuffix(got, "thindist: a: 1/4 done\r\x1b[Kthindist: b: warning\n") {
+		t.Errorf("b's message %q, want it on a line of its own", got)
+	}
+	a.setLine("thindist: a: 2/4 done")
+	releaseA() // a's link ends
+	n := len(written())
+	b.setLine("thindist: b: 1/9 done")
+	if got := written()[n:]; got != "thindist: b: 1/9 done" {
+		t.Errorf("after a ended, b drew %q, want its line", got)
 	}
 }
 

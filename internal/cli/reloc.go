@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/bitcode"
+)
+
+// pinRelocationModel gives each action lld's in-process relocation model
+// where lld's job file leaves it to clang's default. lld 22 puts -fpic in
+// the common options when its LTO configuration is PIC (a -pie or -shared
+// link) and nothing otherwise (llvm/lib/DTLTO/DTLTO.cpp,
+// buildCommonRemoteCompilerOptions): then its in-process backends are
+// static for a link that is neither, and for -r follow the module's PIC
+// Level flag, whereas clang compiling IR takes its own default (PIC for
+// Debian's clang). Both agree for a module without a PIC Level flag (built
+// -fno-pic, as the kernel's): such a module's action gets -fno-pic. An
+// action whose command already names a relocation model, and a PIC module
+// (static in a plain link, PIC in a -r one: the job file does not say
+// which), are left as they are; so is one whose module cannot be read as
+// bitcode, for its backend to fail on and the pipeline to report.
+func pinRelocationModel(actions []*action.Action) {
+	for _, a := range actions {
+		if namesRelocationModel(a.Args) {
+			continue
+		}
+		path := a.Inputs[0].Path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(a.Dir, path)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if info, err := bitcode.ReadModuleInfo(data); err == nil && !info.PIC {
+			a.Args = append(a.Args, action.Lit("-fno-pic"))
+		}
+	}
+}
+
+// namesRelocationModel reports whether args choose a relocation model.
+func namesRelocationModel(args []action.Arg) bool {
+	for _, arg := range args {
+		if arg.Kind != action.Literal {
+			continue
+		}
+		switch t := strings.ToLower(arg.Text); t {
+		case "-fpic", "-fpie", "-fno-pic", "-fno-pie":
+			return true
+		default:
+			if strings.HasPrefix(t, "-mrelocation-model") {
+				return true
+			}
+		}
+	}
+	return false
+}
