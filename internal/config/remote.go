@@ -162,8 +162,8 @@ func (r *Remote) registerExecution(fs *FlagSet) {
 			"with --remote-toolchain=auto, naming it means the workers have their own)")
 	fs.Choice(&r.Toolchain, "remote-toolchain", g, []string{"auto", "inputs", "installed"}, "auto",
 		"how the workers get the compiler. inputs: its executable, shared libraries and\n"+
-			"dynamic loader go with every action as inputs, stored once in the CAS (about 86 MB\n"+
-			"compressed for Debian's clang 22), so any Linux worker of this machine's architecture\n"+
+			"dynamic loader go with every action as inputs, stored once in the CAS (265 MiB, about 92 MiB\n"+
+			"with zstd for Debian's clang 22), so any Linux worker of this machine's architecture\n"+
 			"runs the very compiler of this machine, nothing installed. installed: the workers run\n"+
 			"their own, at --remote-compiler or this machine's path. auto: inputs, unless\n"+
 			"--remote-compiler is given; a compiler that cannot be shipped (a script) is run\n"+
