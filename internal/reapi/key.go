@@ -45,7 +45,8 @@
 //     different worker pools are never mixed.
 //   - Action.salt: a format version and the compiler's identity (the content
 //     digest of its executable, or a string the caller gives for a remote
-//     toolchain), so a new compiler misses everywhere.
+//     toolchain: the workers' compiler, or the digest of the tree shipped to
+//     them, libraries included), so a new compiler misses everywhere.
 //
 // Paths, PIDs and the working directory are left out because the object does
 // not depend on them (measured with clang 22: the same object from every
