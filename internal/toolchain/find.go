@@ -22,6 +22,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -134,7 +135,10 @@ func (fd *Finder) Find(compiler string) (*Found, error) {
 			return nil, fmt.Errorf("compiler %s cannot be shipped to the workers: its dynamic loader %s: %w", real, f.Interp, err)
 		}
 	}
-	needed, _ := exe.DynString(elf.DT_NEEDED)
+	needed, err := exe.dyn(elf.DT_NEEDED)
+	if err != nil {
+		return nil, fmt.Errorf("compiler %s cannot be shipped to the workers: %w", compiler, err)
+	}
 	if len(needed) > 0 && f.Interp == "" {
 		return nil, fmt.Errorf("compiler %s cannot be shipped to the workers: it needs shared libraries but names no dynamic loader", real)
 	}
@@ -172,7 +176,7 @@ type pending struct {
 
 // walk resolves the needs of exe, at exePath, and of every library they
 // bring in, breadth first as the loader does.
-func (r *resolver) walk(f *Found, exePath string, exe *elf.File) error {
+func (r *resolver) walk(f *Found, exePath string, exe *object) error {
 	if err := r.needs(f, exePath, exe, nil); err != nil {
 		return err
 	}
@@ -194,14 +198,24 @@ func (r *resolver) walk(f *Found, exePath string, exe *elf.File) error {
 
 // needs resolves the DT_NEEDED of obj, found at path and loaded by objects
 // whose DT_RPATHs are inherited.
-func (r *resolver) needs(f *Found, path string, obj *elf.File, inherited []string) error {
-	needed, _ := obj.DynString(elf.DT_NEEDED)
-	runpath := dynPaths(obj, elf.DT_RUNPATH, path)
+func (r *resolver) needs(f *Found, path string, obj *object, inherited []string) error {
+	needed, err := obj.dyn(elf.DT_NEEDED)
+	if err != nil {
+		return err
+	}
+	runpath, err := dynPaths(obj, elf.DT_RUNPATH, path)
+	if err != nil {
+		return err
+	}
 	var rpaths []string
 	if len(runpath) == 0 {
 		// DT_RPATH counts only without a DT_RUNPATH; it applies to the
 		// object's own needs and to those of what it loads.
-		rpaths = append(dynPaths(obj, elf.DT_RPATH, path), inherited...)
+		own, err := dynPaths(obj, elf.DT_RPATH, path)
+		if err != nil {
+			return err
+		}
+		rpaths = append(own, inherited...)
 	}
 	for _, name := range needed {
 		if r.seen[name] || name == r.interp {
@@ -272,8 +286,11 @@ func (r *resolver) try(p string) (Lib, error) {
 // dynPaths returns the directories of obj's DT_RPATH or DT_RUNPATH,
 // cleaned, with $ORIGIN (the directory of path), $LIB and $PLATFORM
 // expanded.
-func dynPaths(obj *elf.File, tag elf.DynTag, path string) []string {
-	vals, _ := obj.DynString(tag)
+func dynPaths(obj *object, tag elf.DynTag, path string) ([]string, error) {
+	vals, err := obj.dyn(tag)
+	if err != nil {
+		return nil, err
+	}
 	var dirs []string
 	for _, v := range vals {
 		for _, d := range strings.Split(v, ":") {
@@ -292,11 +309,11 @@ func dynPaths(obj *elf.File, tag elf.DynTag, path string) []string {
 			dirs = append(dirs, filepath.Clean(d))
 		}
 	}
-	return dirs
+	return dirs, nil
 }
 
 // libDir is what glibc expands $LIB to on Debian for obj's class.
-func libDir(obj *elf.File) string {
+func libDir(obj *object) string {
 	if obj.Machine == elf.EM_X86_64 {
 		return "lib/x86_64-linux-gnu"
 	}
@@ -304,16 +321,35 @@ func libDir(obj *elf.File) string {
 }
 
 // platform is what glibc expands $PLATFORM to.
-func platform(obj *elf.File) string {
+func platform(obj *object) string {
 	if obj.Machine == elf.EM_X86_64 {
 		return "x86_64"
 	}
 	return strings.ToLower(strings.TrimPrefix(obj.Machine.String(), "EM_"))
 }
 
+// object is an ELF file open for reading.
+type object struct {
+	*elf.File
+	f    *os.File
+	path string
+}
+
+// dyn returns obj's dynamic string entries with tag (dynStrings).
+func (o *object) dyn(tag elf.DynTag) ([]string, error) {
+	v, err := dynStrings(o.File, o.f, tag)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.path, err)
+	}
+	return v, nil
+}
+
+// Close closes the file.
+func (o *object) Close() error { return o.f.Close() }
+
 // openELF opens the ELF file at path; a file that is not one (a script)
 // is named as such.
-func openELF(path string) (*elf.File, error) {
+func openELF(path string) (*object, error) {
 	var head [4]byte
 	n, err := plainfile.ReadHead(path, head[:])
 	if err != nil {
@@ -326,9 +362,14 @@ func openELF(path string) (*elf.File, error) {
 		}
 		return nil, fmt.Errorf("%s is %s", path, what)
 	}
-	f, err := elf.Open(path)
+	f, err := os.Open(path)
 	if err != nil {
+		return nil, err
+	}
+	e, err := elf.NewFile(f)
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return f, nil
+	return &object{File: e, f: f, path: path}, nil
 }

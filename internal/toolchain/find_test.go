@@ -1,10 +1,12 @@
 package toolchain
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -202,5 +204,33 @@ func TestFindThroughCacheOnly(t *testing.T) {
 	_, err := (&Finder{}).Find(clang22)
 	if err == nil || !strings.Contains(err.Error(), "libstdc++.so.6") {
 		t.Fatalf("with neither cache nor default directories: %v, want libstdc++.so.6 not found", err)
+	}
+}
+
+// TestDynStringsAsDebugELF: the dynamic entries read without the whole
+// string table are debug/elf's, for clang and every library it loads.
+func TestDynStringsAsDebugELF(t *testing.T) {
+	needClang(t)
+	f, err := Find(clang22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{f.Compiler, f.Loader}
+	for _, l := range f.Libs {
+		paths = append(paths, l.Real)
+	}
+	for _, p := range paths {
+		obj, err := openELF(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tag := range []elf.DynTag{elf.DT_NEEDED, elf.DT_RUNPATH, elf.DT_RPATH, elf.DT_SONAME} {
+			got, err := obj.dyn(tag)
+			want, _ := obj.File.DynString(tag)
+			if err != nil || !slices.Equal(got, want) {
+				t.Errorf("%s %v: %q (%v), debug/elf says %q", p, tag, got, err, want)
+			}
+		}
+		obj.Close()
 	}
 }
