@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -307,6 +308,71 @@ func TestDTLTONonPICAsInProcess(t *testing.T) {
 		if bytes.Equal(ref, in) {
 			t.Errorf("%s: the link through LLVM's reference distributor is lld's in-process link: "+
 				"lld's job file names the relocation model now (docs/link.md)", kind[0])
+		}
+	}
+}
+
+// TestDTLTOLevel1AsInProcess: at LTO level 1 lld's job file says only -O1,
+// whose clang backend neither unrolls nor interleaves loops as lld's LTO
+// pipeline does; thindist as lld's distributor adds -funroll-loops, so the
+// link is lld's in-process link, byte for byte, where LLVM's reference
+// distributor's is not.
+func TestDTLTOLevel1AsInProcess(t *testing.T) {
+	needClang(t)
+	dir := t.TempDir()
+	var objs []string
+	for i := 1; i <= 3; i++ {
+		src := fmt.Sprintf("static int g%[1]d[64];\n"+
+			"int f%[1]d(int n){int s=0; for(int i=0;i<n;i++){ g%[1]d[i&63]+=i; s+=g%[1]d[(i*7)&63]*i;} return s;}\n", i)
+		if i == 3 {
+			src += "int f1(int), f2(int);\nint main(int c, char **v) { (void)v; return (f1(c*100) + f2(c*90) + f3(c)) & 1; }\n"
+		}
+		name := fmt.Sprintf("m%d", i)
+		if err := os.WriteFile(filepath.Join(dir, name+".c"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, name+".o")
+	}
+	sh := func(env []string, argv ...string) {
+		t.Helper()
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		cmd.Env = testEnv(t, env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+	}
+	for _, o := range objs {
+		sh(nil, clang, "-O2", "-flto=thin", "-c", strings.TrimSuffix(o, ".o")+".c", "-o", o)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refObjs := filepath.Join(dir, "reference-objs")
+	if err := os.Mkdir(refObjs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range [][]string{{"-O1"}, {"-Wl,--lto-O1"}, {"-Og", "-Wl,-O1"}} {
+		link := func(out string, extra ...string) []string {
+			cmd := append(append([]string{clang, "-flto=thin", "-fuse-ld=lld"}, level...), objs...)
+			return append(append(cmd, "-o", out), extra...)
+		}
+		sh(nil, link("inprocess")...)
+		sh(nil, link("dtlto", "-fthinlto-distributor="+thindist)...)
+		sh([]string{testprog.ReferenceDistributorEnv + "=" + refObjs}, link("reference", "-fthinlto-distributor="+self)...)
+		in, err := os.ReadFile(filepath.Join(dir, "inprocess"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(filepath.Join(dir, "dtlto"))
+		ref, _ := os.ReadFile(filepath.Join(dir, "reference"))
+		if !bytes.Equal(got, in) {
+			t.Errorf("%q: the link with thindist as lld's distributor differs from lld's in-process link", level)
+		}
+		if bytes.Equal(ref, in) {
+			t.Errorf("%q: the link through LLVM's reference distributor is lld's in-process link: "+
+				"lld's job file unrolls loops at O1 now (docs/link.md)", level)
 		}
 	}
 }

@@ -9,6 +9,40 @@ import (
 	"github.com/thindist/thindist/internal/bitcode"
 )
 
+// asInProcess gives lld's DTLTO jobs what lld's in-process ThinLTO uses
+// and lld 22's job file leaves out, where thindist can tell (docs/link.md,
+// "Not byte-identical to in-process").
+func asInProcess(actions []*action.Action) {
+	pinRelocationModel(actions)
+	unrollAtO1(actions)
+}
+
+// unrollAtO1 gives the actions of LTO level 1 -funroll-loops: lld's LTO
+// pipeline unrolls and interleaves loops at every level (LLVM's defaults)
+// where clang's -O1 turns both off, and lld's job file says only -O1. An
+// action whose command already says whether to unroll is left alone.
+func unrollAtO1(actions []*action.Action) {
+	for _, a := range actions {
+		o1, says := false, false
+		for _, arg := range a.Args {
+			if arg.Kind != action.Literal {
+				continue
+			}
+			switch arg.Text {
+			case "-O1":
+				o1 = true
+			case "-O0", "-O2", "-O3":
+				o1 = false
+			case "-funroll-loops", "-fno-unroll-loops":
+				says = true
+			}
+		}
+		if o1 && !says {
+			a.Args = append(a.Args, action.Lit("-funroll-loops"))
+		}
+	}
+}
+
 // pinRelocationModel gives each action lld's in-process relocation model
 // where lld's job file leaves it to clang's default. lld 22 puts -fpic in
 // the common options when its LTO configuration is PIC (a -pie or -shared
