@@ -62,9 +62,10 @@ func (c *Claims) Claim(ctx context.Context, key digest.Digest) (release func(), 
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			waited = true
-			err = c.wait(ctx, f, path, deadline)
-		}
-		if err != nil {
+			if err := c.wait(ctx, f, path, deadline); err != nil {
+				return nil, waited, err // f is wait's to close
+			}
+		} else if err != nil {
 			f.Close()
 			return nil, waited, err
 		}
@@ -84,7 +85,8 @@ func (c *Claims) Claim(ctx context.Context, key digest.Digest) (release func(), 
 
 // wait takes f's lock, held by another process, once that one releases it.
 // It gives up (an error) when ctx ends, the deadline passes or the holder
-// is stopped; the flock then still waiting closes f once it returns.
+// is stopped; f is closed on every error, by the flock still waiting once
+// it returns.
 func (c *Claims) wait(ctx context.Context, f *os.File, path string, deadline time.Time) error {
 	got := make(chan error, 1)
 	go func() { got <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
@@ -99,6 +101,9 @@ func (c *Claims) wait(ctx context.Context, f *os.File, path string, deadline tim
 	for {
 		select {
 		case err := <-got:
+			if err != nil {
+				f.Close()
+			}
 			return err
 		case <-ctx.Done():
 			return giveUp(ctx.Err())
