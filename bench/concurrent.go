@@ -76,7 +76,9 @@ exec '%s' "$@"
 				if err != nil {
 					return nil, err
 				}
-				compiles := strings.Fields(string(data))
+				// One line a compile: a module's name may have spaces
+				// (an archive member's, "liblua.a(lvm.o at 596962).o").
+				compiles := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 				run.compiles, run.distinct = len(compiles), len(slices.Compact(slices.Sorted(slices.Values(compiles))))
 			}
 			fmt.Fprintf(os.Stderr, "bench: %s: %d links at once, %s: %d compiles of %d distinct backends, %s\n",

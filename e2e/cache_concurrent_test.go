@@ -64,7 +64,7 @@ exec %s "$@"
 			if err != nil {
 				t.Fatal(err)
 			}
-			compiles := strings.Fields(string(data))
+			compiles := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 			distinct := slices.Compact(slices.Sorted(slices.Values(compiles)))
 			if len(distinct) != len(p.Modules) || len(compiles) != len(distinct) {
 				t.Errorf("%d links: %d compiles of %d distinct backends (the program has %d modules); want each compiled once:\n%s",
