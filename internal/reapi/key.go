@@ -440,7 +440,8 @@ func (k *Keyer) addOtherInputs(tree *Tree, a *action.Action, names []string, par
 
 // command is a's canonical Command: its arguments with the inputs by their
 // canonical names, the outputs as "out/<index>", the compiler by its base
-// name as clang reads it (driverName), and the KeyEnv variables that are set, sorted by name.
+// name as clang reads it (driverName), and the KeyEnv variables that are
+// set, sorted by name.
 func (k *Keyer) command(a *action.Action, names []string) *repb.Command {
 	outs := make([]string, len(a.Outputs))
 	for i := range outs {
