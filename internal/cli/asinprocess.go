@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/thindist/thindist/internal/action"
@@ -38,7 +39,7 @@ func unrollAtO1(actions []*action.Action) {
 			}
 		}
 		if o1 && !says {
-			a.Args = append(a.Args, action.Lit("-funroll-loops"))
+			insertArg(a, afterNoUnused(a), "-funroll-loops")
 		}
 	}
 }
@@ -70,9 +71,52 @@ func pinRelocationModel(actions []*action.Action) {
 			continue
 		}
 		if info, err := bitcode.ReadModuleInfo(data); err == nil && !info.PIC {
-			a.Args = append(a.Args, action.Lit("-fno-pic"))
+			insertArg(a, beforeNoUnused(a), "-fno-pic")
 		}
 	}
+}
+
+// Where asInProcess adds an option to a job's command decides its key, not
+// what clang does: it adds each where `thindist link` puts it in its own
+// command of the same backend (thinlink's plan.command), so that both entry
+// points give the backend the same key: -fno-pic where lld puts -fpic,
+// before -Wno-unused-command-line-argument (the last of lld 22's common
+// options), and -funroll-loops after it.
+
+// noUnused is the index of the -Wno-unused-command-line-argument among a's
+// arguments (found), or, should lld not write it, of a's first argument
+// naming an input or output: where lld's common options end.
+func noUnused(a *action.Action) (i int, found bool) {
+	for i, arg := range a.Args {
+		if arg.Kind == action.Literal && arg.Text == "-Wno-unused-command-line-argument" {
+			return i, true
+		}
+	}
+	for i, arg := range a.Args {
+		if arg.Kind != action.Literal {
+			return i, false
+		}
+	}
+	return len(a.Args), false
+}
+
+// beforeNoUnused and afterNoUnused are where -fno-pic and -funroll-loops go.
+func beforeNoUnused(a *action.Action) int {
+	i, _ := noUnused(a)
+	return i
+}
+
+func afterNoUnused(a *action.Action) int {
+	i, found := noUnused(a)
+	if found {
+		i++
+	}
+	return i
+}
+
+// insertArg inserts the literal f into a's arguments at index i.
+func insertArg(a *action.Action, i int, f string) {
+	a.Args = slices.Insert(a.Args, i, action.Lit(f))
 }
 
 // namesRelocationModel reports whether args choose a relocation model.
