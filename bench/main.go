@@ -37,6 +37,12 @@
 // and through `thindist link`, in pairs:
 //
 //	go run ./bench -parts vmlinux -kernel SCRATCH/build-thin -runs 9 -results bench/RESULTS.md
+//
+// -parts concurrent (not in the default set) runs one, two and eight
+// `thindist link`s of a project at once on a fresh cache, sharing it and
+// with a cache each, and counts the backend compiles (concurrent.go):
+//
+//	go run ./bench -parts concurrent -project gen500 -project lua -results bench/RESULTS.md
 package main
 
 import (
@@ -124,6 +130,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history,worker,small",
 		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, history (issue 12: scheduling from recorded times), worker (issue 32: the runners side by side, with a per-user server cold and warm), "+
 			"small (issue 34: -r links of a project's smallest modules, in-process, left to lld and distributed), "+
+			"concurrent (issue 48: one, two and eight links of a project at once on a fresh cache, not in the default set), "+
 			"vmlinux (issue 32: Kbuild's vmlinux.o link of the -kernel tree, not in the default set), "+
 			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
 	fs.StringVar(&o.kernel, "kernel", "", "the vmlinux part's kernel tree: one built with LLVM=1 and CONFIG_LTO_CLANG_THIN, its vmlinux.o linked (as scripts/kernel-bench.sh leaves DIR/build-thin)")
@@ -215,7 +222,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	rep := &report{machine: append(describeMachine(tools), "work directory: "+describeFS(o.work)), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
 	for _, name := range o.projects {
-		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") {
+		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") && !o.part("concurrent") {
 			break // no part measures the projects: do not build them
 		}
 		p, err := setupProject(ctx, tools, filepath.Join(o.work, name), name)
@@ -257,6 +264,12 @@ func run(ctx context.Context, o *options) error {
 				return fmt.Errorf("%s: small links: %w", name, err)
 			}
 			fmt.Print(res.small.text(p.name))
+		}
+		if o.part("concurrent") {
+			if res.concurrent, err = benchConcurrent(ctx, tools, o, p); err != nil {
+				return fmt.Errorf("%s: concurrent links: %w", name, err)
+			}
+			fmt.Print(res.concurrent.text(p.name))
 		}
 		rep.projects = append(rep.projects, res)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,17 +70,7 @@ func TestUnimportedGlobalAsLLVMsDistributor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sh := func(env []string, argv ...string) string {
-		t.Helper()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Dir = dir
-		cmd.Env = testEnv(t, env...)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-		}
-		return string(out)
-	}
+	sh := runIn(t, dir)
 	for _, f := range []string{"key", "print", "use", "main"} {
 		sh(nil, clang, "-O2", "-flto=thin", "-c", f+".c", "-o", f+".o")
 	}
@@ -266,25 +257,9 @@ func TestDTLTONonPICAsInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sh := func(env []string, argv ...string) {
-		t.Helper()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Dir = dir
-		cmd.Env = testEnv(t, env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-		}
-	}
+	sh := runIn(t, dir)
 	for _, f := range []string{"key", "print", "use", "main"} {
 		sh(nil, clang, "-O2", "-flto=thin", "-fno-pie", "-c", f+".c", "-o", f+".o")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	refObjs := filepath.Join(dir, "reference-objs")
-	if err := os.Mkdir(refObjs, 0o755); err != nil {
-		t.Fatal(err)
 	}
 	for _, kind := range [][]string{{"-no-pie"}, {"-r", "-nostdlib"}} {
 		link := func(out string, extra ...string) []string {
@@ -292,21 +267,98 @@ func TestDTLTONonPICAsInProcess(t *testing.T) {
 			cmd = append(cmd, "main.o", "use.o", "key.o", "print.o", "-o", out)
 			return append(cmd, extra...)
 		}
-		sh(nil, link("inprocess")...)
-		sh(nil, link("dtlto", "-fthinlto-distributor="+thindist)...)
-		sh([]string{testprog.ReferenceDistributorEnv + "=" + refObjs}, link("reference", "-fthinlto-distributor="+self)...)
-		in, err := os.ReadFile(filepath.Join(dir, "inprocess"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := os.ReadFile(filepath.Join(dir, "dtlto"))
-		ref, _ := os.ReadFile(filepath.Join(dir, "reference"))
-		if !bytes.Equal(got, in) {
+		same, refSame := againstReference(t, dir, link)
+		if !same {
 			t.Errorf("%s: the link with thindist as lld's distributor differs from lld's in-process link", kind[0])
 		}
-		if bytes.Equal(ref, in) {
+		if refSame {
 			t.Errorf("%s: the link through LLVM's reference distributor is lld's in-process link: "+
 				"lld's job file names the relocation model now (docs/link.md)", kind[0])
 		}
 	}
+}
+
+// TestDTLTOLevel1AsInProcess: at LTO level 1 lld's job file says only -O1,
+// whose clang backend neither unrolls nor interleaves loops as lld's LTO
+// pipeline does; thindist as lld's distributor adds -funroll-loops, so the
+// link is lld's in-process link, byte for byte, where LLVM's reference
+// distributor's is not.
+func TestDTLTOLevel1AsInProcess(t *testing.T) {
+	needClang(t)
+	dir := t.TempDir()
+	var objs []string
+	for i := 1; i <= 3; i++ {
+		src := fmt.Sprintf("static int g%[1]d[64];\n"+
+			"int f%[1]d(int n){int s=0; for(int i=0;i<n;i++){ g%[1]d[i&63]+=i; s+=g%[1]d[(i*7)&63]*i;} return s;}\n", i)
+		if i == 3 {
+			src += "int f1(int), f2(int);\nint main(int c, char **v) { (void)v; return (f1(c*100) + f2(c*90) + f3(c)) & 1; }\n"
+		}
+		name := fmt.Sprintf("m%d", i)
+		if err := os.WriteFile(filepath.Join(dir, name+".c"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, name+".o")
+	}
+	sh := runIn(t, dir)
+	for _, o := range objs {
+		sh(nil, clang, "-O2", "-flto=thin", "-c", strings.TrimSuffix(o, ".o")+".c", "-o", o)
+	}
+	for _, level := range [][]string{{"-O1"}, {"-Wl,--lto-O1"}, {"-Og", "-Wl,-O1"}} {
+		link := func(out string, extra ...string) []string {
+			cmd := append(append([]string{clang, "-flto=thin", "-fuse-ld=lld"}, level...), objs...)
+			return append(append(cmd, "-o", out), extra...)
+		}
+		same, refSame := againstReference(t, dir, link)
+		if !same {
+			t.Errorf("%q: the link with thindist as lld's distributor differs from lld's in-process link", level)
+		}
+		if refSame {
+			t.Errorf("%q: the link through LLVM's reference distributor is lld's in-process link: "+
+				"lld's job file unrolls loops at O1 now (docs/link.md)", level)
+		}
+	}
+}
+
+// runIn returns a function that runs a command in dir with the tests'
+// environment and env, failing the test if it fails, and returns its output.
+func runIn(t *testing.T, dir string) func(env []string, argv ...string) string {
+	return func(env []string, argv ...string) string {
+		t.Helper()
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		cmd.Env = testEnv(t, env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+		return string(out)
+	}
+}
+
+// againstReference links in dir three ways, lld in-process, lld with thindist
+// as its distributor and lld with LLVM's reference distributor (this test
+// binary, keeping its objects in dir/reference-objs), and reports whether
+// thindist's and the reference's outputs are lld's in-process output.
+// link(out, extra...) is the link command writing out.
+func againstReference(t *testing.T, dir string, link func(out string, extra ...string) []string) (thindistSame, referenceSame bool) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refObjs := filepath.Join(dir, "reference-objs")
+	if err := os.MkdirAll(refObjs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh := runIn(t, dir)
+	sh(nil, link("inprocess")...)
+	sh(nil, link("dtlto", "-fthinlto-distributor="+thindist)...)
+	sh([]string{testprog.ReferenceDistributorEnv + "=" + refObjs}, link("reference", "-fthinlto-distributor="+self)...)
+	in, err := os.ReadFile(filepath.Join(dir, "inprocess"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "dtlto"))
+	ref, _ := os.ReadFile(filepath.Join(dir, "reference"))
+	return bytes.Equal(got, in), bytes.Equal(ref, in)
 }

@@ -28,6 +28,7 @@ import (
 //	ac/<hh>/<hash>    ActionResult records, named by the action key
 //	stats.json        counters over the cache's life
 //	lock              flock(2)ed while stats are updated or entries evicted
+//	claims/<hash>     the actions being compiled, by key (Claims)
 //
 // Every file is written under a temporary name and renamed into place, so
 // links sharing the directory see whole entries or none. Every read checks

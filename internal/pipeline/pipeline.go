@@ -346,8 +346,15 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		ch.ex = executor.Metered(ch.ex)
 		return ch, nil
 	}
+	// The links sharing the cache compile an action they miss at once
+	// once (cache.Claims; docs/design.md).
+	claims, err := cache.NewClaims(filepath.Join(disk.Dir(), "claims"))
+	if err != nil {
+		warn("%v; links sharing the cache may compile the same backend at once", err)
+		claims = nil
+	}
 	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: limited(warn),
-		Unusable: env.Record.Unusable, Run: env.Record.ID()})
+		Unusable: env.Record.Unusable, Run: env.Record.ID(), Claims: claims})
 	if env.Record != nil {
 		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
 	}
