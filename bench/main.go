@@ -92,6 +92,8 @@ type options struct {
 	clusterPprof      string
 	clusterRecordings string
 	clusterGroup      int
+
+	hitsProfile string
 }
 
 func (o *options) part(name string) bool {
@@ -124,6 +126,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history,worker,small",
 		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, history (issue 12: scheduling from recorded times), worker (issue 32: the runners side by side, with a per-user server cold and warm), "+
 			"small (issue 34: -r links of a project's smallest modules, in-process, left to lld and distributed), "+
+			"hits (issue 50: a fully cached relink against lld's warm --thinlto-cache-dir, CPU per backend; not in the default set), "+
 			"vmlinux (issue 32: Kbuild's vmlinux.o link of the -kernel tree, not in the default set), "+
 			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
 	fs.StringVar(&o.kernel, "kernel", "", "the vmlinux part's kernel tree: one built with LLVM=1 and CONFIG_LTO_CLANG_THIN, its vmlinux.o linked (as scripts/kernel-bench.sh leaves DIR/build-thin)")
@@ -134,6 +137,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.clusterGbits, "cluster-gbits", "10,1", "cluster simulation: the simulated link's bandwidth in Gbit/s, comma-separated")
 	fs.Float64Var(&o.clusterSlow, "cluster-slow", 10,
 		"cluster simulation: also run the middle of the grid with one worker slot this many times slower for the longest action (≤ 1: not)")
+	fs.StringVar(&o.hitsProfile, "hits-profile", "", "hits part: also profile one relink's thindist into `DIR`/PROJECT.pprof and count each kind's syscalls with strace -f -c")
 	fs.IntVar(&o.clusterGroup, "cluster-group", 0,
 		"cluster simulation: also run every plain grid point with thindist --remote-group=N (grouping small backends; ≤ 1: not)")
 	fs.BoolVar(&o.clusterTraces, "cluster-traces", false,
@@ -215,7 +219,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	rep := &report{machine: append(describeMachine(tools), "work directory: "+describeFS(o.work)), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
 	for _, name := range o.projects {
-		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") {
+		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") && !o.part("hits") {
 			break // no part measures the projects: do not build them
 		}
 		p, err := setupProject(ctx, tools, filepath.Join(o.work, name), name)
@@ -234,6 +238,13 @@ func run(ctx context.Context, o *options) error {
 				return fmt.Errorf("%s: cache: %w", name, err)
 			}
 			fmt.Print(res.cacheText(o.jobs))
+		}
+		if o.part("hits") {
+			h, err := benchHits(ctx, tools, o, p)
+			if err != nil {
+				return fmt.Errorf("%s: cached relink: %w", name, err)
+			}
+			fmt.Print(h.text(p.name))
 		}
 		if o.part("cluster") {
 			if res.cluster, err = benchCluster(ctx, tools, o, p); err != nil {
