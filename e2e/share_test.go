@@ -50,12 +50,18 @@ func TestCorruptEntryMissReason(t *testing.T) {
 	dir, cache := t.TempDir(), t.TempDir()
 	recordProgram(t, dir, 2)
 	dtltoLink(t, dir, cache, "app")
-	blobs, err := filepath.Glob(filepath.Join(cache, "cas", "*", "*"))
-	if err != nil || len(blobs) == 0 {
-		t.Fatalf("no blobs in the cache: %v", err)
+	records, err := filepath.Glob(filepath.Join(cache, "ac", "*", "*"))
+	if err != nil || len(records) == 0 {
+		t.Fatalf("no records in the cache: %v", err)
 	}
-	for _, b := range blobs {
-		if err := os.WriteFile(b, []byte("not what was stored"), 0o644); err != nil {
+	for _, p := range records {
+		// A flipped byte in the middle of the record (its object).
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0x40
+		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,17 +15,21 @@ import (
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/lockfile"
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // Disk is a Store in a directory on this machine:
 //
 //	cas/<hh>/<hash>   blobs, named by their SHA-256
-//	ac/<hh>/<hash>    ActionResult records, named by the action key
+//	ac/<hh>/<hash>    ActionResult records, named by the action key; a
+//	                  record written by UpdateActionResultFiles holds its
+//	                  output files' contents (one file per cached object)
 //	stats.json        counters over the cache's life
 //	lock              flock(2)ed while stats are updated or entries evicted
 //
@@ -34,6 +38,11 @@ import (
 // the digest; a corrupt or truncated entry is deleted and reads as a miss.
 // Use (a hit, a write) sets an entry's modification time, which orders
 // least-recently-used eviction.
+//
+// A hit's object is placed as a file of its own, never as a hard link into
+// the store: written from its record's contents, or cloned (FICLONE, where
+// the file system shares blocks) or copied from its blob. A linker or a
+// user writing the output in place then cannot change a cached entry.
 type Disk struct {
 	dir     string
 	written atomic.Int64 // bytes this process added, to decide when to trim
@@ -76,10 +85,13 @@ func (c *Disk) acPath(key digest.Digest) string {
 	return filepath.Join(c.dir, "ac", h[:2], h)
 }
 
-// GetActionResult reads the record for key.
+// GetActionResult reads the record for key. A record written by
+// UpdateActionResultFiles holds its outputs' contents (OutputFile.Contents,
+// whatever inline asks): its checksum covers them, and the caller checks
+// each against its digest.
 func (c *Disk) GetActionResult(_ context.Context, _ Meter, key digest.Digest, _ []string) (*repb.ActionResult, error) {
 	p := c.acPath(key)
-	data, err := os.ReadFile(p)
+	data, err := plainfile.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
 	}
@@ -87,18 +99,57 @@ func (c *Disk) GetActionResult(_ context.Context, _ Meter, key digest.Digest, _ 
 		return nil, err
 	}
 	// A record is a SHA-256 of the message followed by the message, so a
-	// truncated or flipped record is detected, not misparsed.
+	// truncated or flipped record (or object in it) is detected, not
+	// misparsed. Records are renamed into place whole: a damaged one is
+	// corruption, not a write in progress.
 	if len(data) < sha256.Size || sha256.Sum256(data[sha256.Size:]) != [32]byte(data[:sha256.Size]) {
 		os.Remove(p)
-		return nil, ErrNotFound
+		return nil, fmt.Errorf("cached record %s is corrupt (its checksum does not match); removed it", p)
 	}
 	res := &repb.ActionResult{}
 	if err := proto.Unmarshal(data[sha256.Size:], res); err != nil {
 		os.Remove(p)
-		return nil, ErrNotFound
+		return nil, fmt.Errorf("cached record %s is corrupt (%v); removed it", p, err)
 	}
 	touch(p)
 	return res, nil
+}
+
+// inlineMax is the largest output file UpdateActionResultFiles keeps in
+// its record; a larger one is a blob of its own, read without holding it
+// in memory.
+const inlineMax = 64 << 20
+
+// UpdateActionResultFiles implements ResultFiles: the record for key holds
+// the contents of res's output files (files[i] holds OutputFiles[i]), each
+// checked against its digest as it is read, so that a hit reads one file.
+// An output larger than inlineMax is stored as a blob instead.
+func (c *Disk) UpdateActionResultFiles(ctx context.Context, key digest.Digest, res *repb.ActionResult, files []string) error {
+	if len(files) != len(res.OutputFiles) {
+		return fmt.Errorf("%d output files for a result of %d", len(files), len(res.OutputFiles))
+	}
+	res = proto.Clone(res).(*repb.ActionResult)
+	for i, f := range res.OutputFiles {
+		d, err := digest.FromProto(f.Digest)
+		if err != nil {
+			return err
+		}
+		if d.Size > inlineMax {
+			if err := c.WriteBlob(ctx, nil, d, files[i]); err != nil {
+				return err
+			}
+			continue
+		}
+		data, err := plainfile.ReadFile(files[i])
+		if err != nil {
+			return err
+		}
+		if digest.OfBytes(data) != d {
+			return fmt.Errorf("%s changed while it was being cached", files[i])
+		}
+		f.Contents = data
+	}
+	return c.UpdateActionResult(ctx, key, res)
 }
 
 // UpdateActionResult writes the record for key.
@@ -120,24 +171,22 @@ func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *rep
 	})
 }
 
-// ReadBlob links or copies blob d to dst and verifies it.
+// ReadBlob clones or copies blob d to dst (a new file: never a hard link
+// into the store) and verifies it.
 func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string) error {
 	src := c.casPath(d)
-	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
+	in, err := os.Open(src)
+	if errors.Is(err, fs.ErrNotExist) {
 		return ErrNotFound
 	}
-	os.Remove(dst)
-	// A hard link costs no copy; the digest is still checked on every read.
-	if err := os.Link(src, dst); err != nil {
-		if err := copyFile(src, dst); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return ErrNotFound
-			}
-			return err
-		}
-	}
-	got, err := digest.OfFile(dst)
 	if err != nil {
+		return err
+	}
+	defer in.Close()
+	os.Remove(dst)
+	got, err := cloneOrCopy(in, dst)
+	if err != nil {
+		os.Remove(dst)
 		return err
 	}
 	if got != d {
@@ -149,13 +198,40 @@ func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string)
 	return nil
 }
 
+// cloneOrCopy writes the content of in to the new file dst, sharing its
+// blocks where the file system can (FICLONE) and copying it otherwise, and
+// returns the digest of what dst holds.
+func cloneOrCopy(in *os.File, dst string) (digest.Digest, error) {
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	if unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
+		if err := out.Close(); err != nil {
+			return digest.Digest{}, err
+		}
+		return digest.OfFile(dst)
+	}
+	h := sha256.New()
+	n, err := digest.Copy(io.MultiWriter(out, h), in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	d := digest.Digest{Size: n}
+	copy(d.Hash[:], h.Sum(nil))
+	return d, nil
+}
+
 // ReadBlobBytes reads a small blob and verifies it.
 func (c *Disk) ReadBlobBytes(_ context.Context, _ Meter, d digest.Digest) ([]byte, error) {
 	if d.Size == 0 {
 		return nil, nil
 	}
 	p := c.casPath(d)
-	data, err := os.ReadFile(p)
+	data, err := plainfile.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
 	}
@@ -222,19 +298,6 @@ func (c *Disk) writeAtomic(dst string, write func(io.Writer) error) error {
 func touch(p string) bool {
 	now := time.Now()
 	return os.Chtimes(p, now, now) == nil
-}
-
-// copyFile copies src to dst, replacing dst rather than writing into it.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return atomicfile.Write(dst, 0o644, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
 }
 
 // Stats are a cache's counters over its life.

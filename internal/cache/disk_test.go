@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,8 +127,8 @@ func TestDiskCorruptEntries(t *testing.T) {
 		}
 
 		f(c.acPath(keyOf(i)))
-		if _, err := c.GetActionResult(ctx, nil, keyOf(i), nil); !errors.Is(err, ErrNotFound) {
-			t.Errorf("%s record: %v, want ErrNotFound", name, err)
+		if _, err := c.GetActionResult(ctx, nil, keyOf(i), nil); err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "corrupt") {
+			t.Errorf("%s record: %v, want an error that says it is corrupt", name, err)
 		}
 		if _, err := os.Stat(c.acPath(keyOf(i))); err == nil {
 			t.Errorf("%s record: not removed", name)
