@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,62 +13,63 @@ import (
 	"github.com/thindist/thindist/internal/testprog"
 )
 
-// objectEntries returns the path of every action record of the cache,
-// sorted, and the object each holds (the record's out/0, kept in it).
-func objectEntries(t *testing.T, dir string) (records []string, objects [][]byte) {
+// objectEntries returns, for every action record of the cache, the record's
+// path and the path of its object blob (cas/), sorted by record.
+func objectEntries(t *testing.T, dir string) (records, blobs []string) {
 	t.Helper()
+	var recs []string
 	for rel := range cacheFiles(t, dir) {
 		if strings.HasPrefix(rel, "ac/") {
-			records = append(records, rel)
+			recs = append(recs, rel)
 		}
 	}
-	sort.Strings(records)
-	for _, rel := range records {
+	sort.Strings(recs)
+	for _, rel := range recs {
 		data := readFile(t, filepath.Join(dir, rel))
 		var ar repb.ActionResult
 		if err := proto.Unmarshal(data[32:], &ar); err != nil {
 			t.Fatalf("record %s: %v", rel, err)
 		}
-		var obj []byte
+		var obj string
 		for _, f := range ar.OutputFiles {
 			if f.Path == "out/0" {
-				obj = f.Contents
+				obj = filepath.Join("cas", f.Digest.Hash[:2], f.Digest.Hash)
 			}
 		}
-		if len(obj) == 0 {
-			t.Fatalf("record %s does not hold its object", rel)
+		if obj == "" {
+			t.Fatalf("record %s has no out/0", rel)
 		}
-		objects = append(objects, obj)
+		records = append(records, rel)
+		blobs = append(blobs, obj)
 	}
-	return records, objects
+	return records, blobs
 }
 
 // TestCacheCorruption damages three entries of a warm cache: a flipped byte in
-// one object, another object truncated (each in its record), a third
-// action's record deleted.
+// one object, another object truncated, a third action's record deleted.
 // The relink must recompile exactly those three, produce the same program,
 // and leave the cache whole again.
 func TestCacheCorruption(t *testing.T) {
 	r := newRig(t, testprog.Options{Modules: 6, Seed: 4, ArchiveModules: 2})
 	cold := r.link(link{})
 	ref := keep(t, cold, "prog.ref")
-	records, objects := objectEntries(t, r.cacheDir)
+	records, blobs := objectEntries(t, r.cacheDir)
 	if len(records) != len(cold.modules()) {
 		t.Fatalf("%d action records after a cold link of %d jobs", len(records), len(cold.modules()))
 	}
 	abs := func(rel string) string { return filepath.Join(r.cacheDir, rel) }
 
-	// Flip a byte in the middle of the first object, inside its record.
-	rec := readFile(t, abs(records[0]))
-	at := bytes.Index(rec, objects[0]) + len(objects[0])/2
-	rec[at] ^= 0x40
-	if err := os.WriteFile(abs(records[0]), rec, 0o644); err != nil {
+	// Flip a byte in the middle of the first object (blobs are read-only).
+	os.Chmod(abs(blobs[0]), 0o644)
+	os.Chmod(abs(blobs[1]), 0o644)
+	flipped := readFile(t, abs(blobs[0]))
+	flipped[len(flipped)/2] ^= 0x40
+	if err := os.WriteFile(abs(blobs[0]), flipped, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Truncate the second record in its object (the object's ELF header
-	// whole).
-	rec = readFile(t, abs(records[1]))
-	if err := os.Truncate(abs(records[1]), int64(bytes.Index(rec, objects[1])+100)); err != nil {
+	// Truncate the second (keeping its ELF header, so only the digest can
+	// tell).
+	if err := os.Truncate(abs(blobs[1]), 100); err != nil {
 		t.Fatal(err)
 	}
 	// Delete the third action's record.
@@ -89,10 +89,10 @@ func TestCacheCorruption(t *testing.T) {
 		t.Errorf("the program prints %q, want %q", got, r.p.Want)
 	}
 
-	// Every entry replaced: the records whole again, the third back.
+	// Every entry replaced: the blobs whole again, the record back.
 	checkCacheIntact(t, r.cacheDir)
 	files := cacheFiles(t, r.cacheDir)
-	for _, p := range records[:3] {
+	for _, p := range []string{blobs[0], blobs[1], records[2]} {
 		if _, ok := files[p]; !ok {
 			t.Errorf("%s was not replaced", p)
 		}

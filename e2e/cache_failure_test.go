@@ -59,10 +59,10 @@ exec %[3]s "$@"
 
 			// Nothing of the failure is stored: every record names a
 			// non-empty object.
-			records, objects := objectEntries(t, r.cacheDir)
-			for i, o := range objects {
-				if len(o) == 0 {
-					t.Errorf("record %s holds an empty object", records[i])
+			records, blobs := objectEntries(t, r.cacheDir)
+			for i, b := range blobs {
+				if fi, err := os.Stat(filepath.Join(r.cacheDir, b)); err != nil || fi.Size() == 0 {
+					t.Errorf("record %s names a missing or empty object", records[i])
 				}
 			}
 			checkCacheIntact(t, r.cacheDir)

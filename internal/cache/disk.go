@@ -27,9 +27,7 @@ import (
 // Disk is a Store in a directory on this machine:
 //
 //	cas/<hh>/<hash>   blobs, named by their SHA-256
-//	ac/<hh>/<hash>    ActionResult records, named by the action key; a
-//	                  record written by UpdateActionResultFiles holds its
-//	                  output files' contents (one file per cached object)
+//	ac/<hh>/<hash>    ActionResult records, named by the action key
 //	stats.json        counters over the cache's life
 //	lock              flock(2)ed while stats are updated or entries evicted
 //
@@ -39,10 +37,15 @@ import (
 // Use (a hit, a write) sets an entry's modification time, which orders
 // least-recently-used eviction.
 //
-// A hit's object is placed as a file of its own, never as a hard link into
-// the store: written from its record's contents, or cloned (FICLONE, where
-// the file system shares blocks) or copied from its blob. A linker or a
-// user writing the output in place then cannot change a cached entry.
+// Blobs are read-only files (0444), made by hard-linking the file stored
+// where the file system allows (a compiler's output: storing a result
+// creates one new file, its record) and placed the same way by a hit (no
+// copy, no new file), else cloned (FICLONE) or copied. A placed object is
+// then the blob itself, read-only: a linker or user that opens it for
+// writing is refused, and no writer of thindist's ever writes into an
+// existing file (each writes a new one and renames it). Whatever gets
+// through (root ignores the mode) changes the blob's content, which the
+// next read's digest check finds: the blob is removed and never placed.
 type Disk struct {
 	dir     string
 	written atomic.Int64 // bytes this process added, to decide when to trim
@@ -85,10 +88,7 @@ func (c *Disk) acPath(key digest.Digest) string {
 	return filepath.Join(c.dir, "ac", h[:2], h)
 }
 
-// GetActionResult reads the record for key. A record written by
-// UpdateActionResultFiles holds its outputs' contents (OutputFile.Contents,
-// whatever inline asks): its checksum covers them, and the caller checks
-// each against its digest.
+// GetActionResult reads the record for key.
 func (c *Disk) GetActionResult(_ context.Context, _ Meter, key digest.Digest, _ []string) (*repb.ActionResult, error) {
 	p := c.acPath(key)
 	data, err := plainfile.ReadFile(p)
@@ -115,43 +115,6 @@ func (c *Disk) GetActionResult(_ context.Context, _ Meter, key digest.Digest, _ 
 	return res, nil
 }
 
-// inlineMax is the largest output file UpdateActionResultFiles keeps in
-// its record; a larger one is a blob of its own, read without holding it
-// in memory.
-const inlineMax = 64 << 20
-
-// UpdateActionResultFiles implements ResultFiles: the record for key holds
-// the contents of res's output files (files[i] holds OutputFiles[i]), each
-// checked against its digest as it is read, so that a hit reads one file.
-// An output larger than inlineMax is stored as a blob instead.
-func (c *Disk) UpdateActionResultFiles(ctx context.Context, key digest.Digest, res *repb.ActionResult, files []string) error {
-	if len(files) != len(res.OutputFiles) {
-		return fmt.Errorf("%d output files for a result of %d", len(files), len(res.OutputFiles))
-	}
-	res = proto.Clone(res).(*repb.ActionResult)
-	for i, f := range res.OutputFiles {
-		d, err := digest.FromProto(f.Digest)
-		if err != nil {
-			return err
-		}
-		if d.Size > inlineMax {
-			if err := c.WriteBlob(ctx, nil, d, files[i]); err != nil {
-				return err
-			}
-			continue
-		}
-		data, err := plainfile.ReadFile(files[i])
-		if err != nil {
-			return err
-		}
-		if digest.OfBytes(data) != d {
-			return fmt.Errorf("%s changed while it was being cached", files[i])
-		}
-		f.Contents = data
-	}
-	return c.UpdateActionResult(ctx, key, res)
-}
-
 // UpdateActionResult writes the record for key.
 func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *repb.ActionResult) error {
 	msg, err := proto.MarshalOptions{Deterministic: true}.Marshal(res)
@@ -171,20 +134,26 @@ func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *rep
 	})
 }
 
-// ReadBlob clones or copies blob d to dst (a new file: never a hard link
-// into the store) and verifies it.
+// ReadBlob places blob d at dst (a hard link, else a clone or a copy) and
+// verifies it.
 func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string) error {
 	src := c.casPath(d)
-	in, err := os.Open(src)
+	os.Remove(dst)
+	var got digest.Digest
+	err := os.Link(src, dst)
+	if err == nil {
+		got, err = digest.OfFile(dst)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		// Another file system, or one without hard links.
+		var in *os.File
+		if in, err = os.Open(src); err == nil {
+			got, err = cloneOrCopy(in, dst)
+			in.Close()
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return ErrNotFound
 	}
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	os.Remove(dst)
-	got, err := cloneOrCopy(in, dst)
 	if err != nil {
 		os.Remove(dst)
 		return err
@@ -246,18 +215,39 @@ func (c *Disk) ReadBlobBytes(_ context.Context, _ Meter, d digest.Digest) ([]byt
 	return data, nil
 }
 
-// WriteBlob copies src into the store (verifying it is d while copying).
+// WriteBlob stores the content of src, checking that it is d: as a hard
+// link to src, made read-only, where the file system allows (no new file),
+// else as a copy. src then is a name of the blob: like every file thindist
+// writes, it must be replaced, never written in place.
 func (c *Disk) WriteBlob(_ context.Context, _ Meter, d digest.Digest, src string) error {
 	dst := c.casPath(d)
 	if touch(dst) {
 		return nil // already stored: content-addressed, so identical
+	}
+	got, err := digest.OfFile(src)
+	if err != nil {
+		return err
+	}
+	if got != d {
+		return fmt.Errorf("%s changed while it was being cached", src)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	// Read-only before it is in the store: its every name is read-only.
+	if err := os.Chmod(src, blobMode); err == nil {
+		err = os.Link(src, dst)
+		if err == nil || errors.Is(err, fs.ErrExist) {
+			c.written.Add(d.Size)
+			return nil
+		}
 	}
 	f, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return c.writeAtomic(dst, func(w io.Writer) error {
+	return atomicfile.WriteIn(filepath.Join(c.dir, "tmp"), dst, blobMode, func(w io.Writer) error {
 		h := sha256.New()
 		n, err := digest.Copy(io.MultiWriter(w, h), f)
 		if err != nil {
@@ -271,6 +261,9 @@ func (c *Disk) WriteBlob(_ context.Context, _ Meter, d digest.Digest, src string
 	})
 }
 
+// blobMode is a blob's: read-only, as every name it is placed under.
+const blobMode = 0o444
+
 // WriteBlobBytes stores data.
 func (c *Disk) WriteBlobBytes(_ context.Context, _ Meter, d digest.Digest, data []byte) error {
 	if d.Size == 0 {
@@ -281,7 +274,10 @@ func (c *Disk) WriteBlobBytes(_ context.Context, _ Meter, d digest.Digest, data 
 		return nil
 	}
 	c.written.Add(int64(len(data)))
-	return c.writeAtomic(dst, func(w io.Writer) error { _, err := w.Write(data); return err })
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteIn(filepath.Join(c.dir, "tmp"), dst, blobMode, func(w io.Writer) error { _, err := w.Write(data); return err })
 }
 
 // writeAtomic writes a file under tmp/ and renames it to dst: the

@@ -33,9 +33,12 @@ func blob(seed, n int) []byte {
 	return b
 }
 
+// writeFile writes a new file at dir/name, as every writer of thindist's
+// does (never into an existing one: it may be a name of a stored blob).
 func writeFile(t testing.TB, dir, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
+	os.Remove(p)
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +114,7 @@ func TestDiskCorruptEntries(t *testing.T) {
 		c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data))
 		c.UpdateActionResult(ctx, keyOf(i), record(d))
 
+		os.Chmod(c.casPath(d), 0o644) // blobs are read-only
 		f(c.casPath(d))
 		dst := filepath.Join(tmp, "dst-"+name)
 		if err := c.ReadBlob(ctx, nil, d, dst); err == nil {
@@ -339,5 +343,48 @@ func TestDiskClear(t *testing.T) {
 	}
 	if _, err := c.GetActionResult(ctx, nil, keyOf(1), nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("after Clear: %v", err)
+	}
+}
+
+// TestDiskBlobsLinkedReadOnly: storing a file's blob makes no new file (the
+// blob is a hard link to it) and a hit places it the same way; every name
+// of the blob is read-only, so a linker or user opening a placed object to
+// write it is refused (unless root, whom TestExecutorHitWrittenThrough
+// covers).
+func TestDiskBlobsLinkedReadOnly(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	data := blob(1, 3000)
+	d := digest.OfBytes(data)
+	src := writeFile(t, tmp, "out", data)
+	if err := c.WriteBlob(ctx, nil, d, src); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(tmp, "placed")
+	if err := c.ReadBlob(ctx, nil, d, dst); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := os.Stat(c.casPath(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{src, dst} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(fi, stored) {
+			t.Errorf("%s is not the stored blob (a copy: a new file)", p)
+		}
+		if fi.Mode().Perm()&0o222 != 0 {
+			t.Errorf("%s, a name of the stored blob, is writable: %v", p, fi.Mode())
+		}
+	}
+	if os.Geteuid() != 0 {
+		if f, err := os.OpenFile(dst, os.O_WRONLY, 0); err == nil {
+			f.Close()
+			t.Errorf("the placed object opened for writing")
+		}
 	}
 }

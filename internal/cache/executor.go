@@ -171,9 +171,9 @@ func (e *Executor) lookup(ctx context.Context, m Meter, key digest.Digest, a *ac
 	defer func() {
 		if err != nil {
 			// The outputs placed before the entry turned out unusable (a
-			// blob missing or corrupt) are not the action's: take them
-			// away before anything else writes these paths. (A miss
-			// places nothing, and costs no removals.)
+			// blob missing or corrupt) may be hard links into the store:
+			// take them away before anything else writes these paths. (A
+			// miss places nothing, and costs no removals.)
 			for _, o := range out {
 				os.Remove(o)
 			}
@@ -238,7 +238,6 @@ func (e *Executor) store1(ctx context.Context, m Meter, key digest.Digest, msgs 
 	if len(known) != len(out) {
 		known = nil
 	}
-	files, inFiles := e.store.(ResultFiles) // the outputs go with the entry
 	for i, p := range out {
 		var d digest.Digest
 		var err error
@@ -247,9 +246,7 @@ func (e *Executor) store1(ctx context.Context, m Meter, key digest.Digest, msgs 
 		} else if d, err = digest.OfFile(p); err != nil {
 			return err
 		}
-		if inFiles {
-			// Stored with the entry, below.
-		} else if err := e.store.WriteBlob(ctx, m, d, p); err != nil {
+		if err := e.store.WriteBlob(ctx, m, d, p); err != nil {
 			return err
 		}
 		ar.OutputFiles = append(ar.OutputFiles, &repb.OutputFile{Path: outputName(i), Digest: d.Proto()})
@@ -271,9 +268,6 @@ func (e *Executor) store1(ctx context.Context, m Meter, key digest.Digest, msgs 
 	}
 	ar.ExecutionMetadata = &repb.ExecutedActionMetadata{Worker: worker, AuxiliaryMetadata: []*anypb.Any{cpu},
 		ExecutionCompletedTimestamp: timestamppb.Now()}
-	if inFiles {
-		return files.UpdateActionResultFiles(ctx, key, ar, out)
-	}
 	return e.store.UpdateActionResult(ctx, key, ar)
 }
 

@@ -92,14 +92,11 @@ func TestExecutorHitMiss(t *testing.T) {
 		t.Errorf("stats: %+v, want 1 hit saving 1.5s", st)
 	}
 
-	// A damaged object in the cache: recompiled, replaced. The record's
-	// own checksum is right: only the object's digest tells.
-	key := mustKey(t, a)
-	ar, _ := disk.GetActionResult(ctx, nil, key, nil)
-	ar.OutputFiles[0].Contents = elfObject("two") // a valid object, the wrong one
-	if err := disk.UpdateActionResult(ctx, key, ar); err != nil {
-		t.Fatal(err)
-	}
+	// A damaged object in the cache: recompiled, replaced.
+	ar, _ := disk.GetActionResult(ctx, nil, mustKey(t, a), nil)
+	d, _ := digest.FromProto(ar.OutputFiles[0].Digest)
+	os.Chmod(disk.casPath(d), 0o644)                       // blobs are read-only
+	os.WriteFile(disk.casPath(d), elfObject("two"), 0o644) // a valid object, the wrong one
 	out3 := filepath.Join(t.TempDir(), "obj")
 	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out3}}); err != nil {
 		t.Fatal(err)
@@ -110,7 +107,7 @@ func TestExecutorHitMiss(t *testing.T) {
 	if n := comp.runs.Load(); n != 2 {
 		t.Errorf("the compiler ran %d times, want 2 (once more for the damaged entry)", n)
 	}
-	if ar, err := disk.GetActionResult(ctx, nil, key, nil); err != nil || string(ar.OutputFiles[0].Contents) != string(elfObject("one")) {
+	if err := disk.ReadBlob(ctx, nil, d, filepath.Join(t.TempDir(), "x")); err != nil {
 		t.Errorf("the entry was not replaced: %v", err)
 	}
 }
@@ -177,52 +174,81 @@ func TestExecutorReadOnly(t *testing.T) {
 	}
 }
 
-// TestExecutorHitWrittenInPlace: the object a hit placed is the caller's
-// own file, not the store's: a linker or a user writing the output in
-// place (as a compiler wrapper's `> out` would) leaves the entry whole, and
-// the next link is served from it. Both ways a hit places an object: from
-// its record's contents, and from a blob (an entry of an older thindist,
-// or a large object).
-func TestExecutorHitWrittenInPlace(t *testing.T) {
+// TestExecutorUnusableHitLeavesNoLink: an entry whose object is stored but
+// whose stderr blob is gone is unusable after its object was placed, as a
+// hard link into the store. The next executor writes the output path in
+// place (as a compiler wrapper's `> out` would, or a remote result written
+// without a rename): the stored blob must keep its content.
+func TestExecutorUnusableHitLeavesNoLink(t *testing.T) {
 	ctx := context.Background()
 	a := realActions(t)[0]
-	for _, asBlob := range []bool{false, true} {
-		disk := openDisk(t)
-		comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("one"), &executor.Result{} }}
-		if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
+	disk := openDisk(t)
+	first := &fake{produce: func() ([]byte, *executor.Result) {
+		return elfObject("one"), &executor.Result{Stderr: []byte("warning: x\n")}
+	}}
+	if _, err := chain(t, disk, first, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
+		t.Fatal(err)
+	}
+	ar, err := disk.GetActionResult(ctx, nil, mustKey(t, a), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _ := digest.FromProto(ar.OutputFiles[0].Digest)
+	stderr, _ := digest.FromProto(ar.StderrDigest)
+	if err := os.Remove(disk.casPath(stderr)); err != nil {
+		t.Fatal(err)
+	}
+	second := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("two"), &executor.Result{} }}
+	out := filepath.Join(t.TempDir(), "obj")
+	if _, err := chain(t, disk, second, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err != nil {
+		t.Fatal(err)
+	}
+	if second.runs.Load() != 1 {
+		t.Fatalf("the unusable entry was served")
+	}
+	if got, _ := os.ReadFile(out); string(got) != string(elfObject("two")) {
+		t.Errorf("the output holds %q, want the second compiler's", got[64:])
+	}
+	data, err := disk.ReadBlobBytes(ctx, nil, obj)
+	if err != nil || string(data) != string(elfObject("one")) {
+		t.Errorf("the stored object was written through a hard link: %v", err)
+	}
+}
+
+// TestExecutorHitWrittenThrough: an object a hit placed is written in
+// place by someone the read-only mode does not stop (root, or after a
+// chmod). The next link must not place what was written: it finds the
+// blob's digest wrong, removes it, compiles, and stores the entry again.
+func TestExecutorHitWrittenThrough(t *testing.T) {
+	ctx := context.Background()
+	a := realActions(t)[0]
+	disk := openDisk(t)
+	comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("one"), &executor.Result{} }}
+	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "obj")
+	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(out, 0o644)
+	bad := elfObject("two")
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(bad)
+	f.Close()
+	for i, want := range []int64{2, 2} {
+		out := filepath.Join(t.TempDir(), "obj")
+		if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err != nil {
 			t.Fatal(err)
 		}
-		if asBlob {
-			// The entry as an older thindist wrote it: the object a blob.
-			key := mustKey(t, a)
-			ar, err := disk.GetActionResult(ctx, nil, key, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := ar.OutputFiles[0]
-			d, _ := digest.FromProto(f.Digest)
-			if err := disk.WriteBlobBytes(ctx, nil, d, f.Contents); err != nil {
-				t.Fatal(err)
-			}
-			f.Contents = nil
-			if err := disk.UpdateActionResult(ctx, key, ar); err != nil {
-				t.Fatal(err)
-			}
+		if got, _ := os.ReadFile(out); string(got) != string(elfObject("one")) {
+			t.Fatalf("link %d after the write placed %q", i+1, got[64:])
 		}
-		for i := range 2 {
-			out := filepath.Join(t.TempDir(), "obj")
-			if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err != nil {
-				t.Fatal(err)
-			}
-			if n := comp.runs.Load(); n != 1 {
-				t.Fatalf("blob %v, hit %d: the compiler ran %d times, want 1: the entry was changed through the output of the hit before", asBlob, i, n)
-			}
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_TRUNC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.WriteString("written in place")
-			f.Close()
+		if n := comp.runs.Load(); n != want {
+			t.Errorf("link %d after the write: %d compiles, want %d (once more, then served again)", i+1, n, want)
 		}
 	}
 }
@@ -294,32 +320,5 @@ func TestExecutorPassesShard(t *testing.T) {
 	}
 	if string(comp.seen) != string(want) {
 		t.Errorf("the executor below got %d bytes of shard, want the file's %d", len(comp.seen), len(want))
-	}
-}
-
-// TestExecutorOneFilePerObject: a result stored in a disk cache is one new
-// file, its record holding the object, and a hit reads only that file.
-func TestExecutorOneFilePerObject(t *testing.T) {
-	ctx := context.Background()
-	a := realActions(t)[0]
-	disk := openDisk(t)
-	comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("one"), &executor.Result{} }}
-	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
-		t.Fatal(err)
-	}
-	count := func(sub string) int {
-		n := 0
-		walkFiles(filepath.Join(disk.Dir(), sub), func(string) error { n++; return nil })
-		return n
-	}
-	if blobs, records := count("cas"), count("ac"); blobs != 0 || records != 1 {
-		t.Errorf("the result took %d blobs and %d records, want the record alone", blobs, records)
-	}
-	out := filepath.Join(t.TempDir(), "obj")
-	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(out); comp.runs.Load() != 1 || string(got) != string(elfObject("one")) {
-		t.Errorf("the hit placed %q after %d compiles", got, comp.runs.Load())
 	}
 }

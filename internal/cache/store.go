@@ -52,13 +52,3 @@ type Store interface {
 	// WriteBlobBytes stores data, whose digest is d.
 	WriteBlobBytes(ctx context.Context, m Meter, d digest.Digest, data []byte) error
 }
-
-// ResultFiles is a Store that keeps a result's output files in its entry
-// (Disk: one file per cached object, read in one go by a hit). The cache
-// executor hands it the files with the result rather than writing each as
-// a blob first.
-type ResultFiles interface {
-	// UpdateActionResultFiles stores res under key with the content of
-	// files[i] as res.OutputFiles[i], whose digest it must have.
-	UpdateActionResultFiles(ctx context.Context, key digest.Digest, res *repb.ActionResult, files []string) error
-}

@@ -32,8 +32,8 @@ type VerifyStats struct {
 
 // Verify reads every entry of the cache and checks it: each blob's content
 // has the digest it is named by; each action record has its checksum,
-// parses, records a success, and its object (kept in the record, or stored
-// as a blob) is an ELF or COFF object. A record whose blobs were evicted is not corrupt: reading it is a
+// parses, records a success, and its object (when stored) is an ELF or COFF
+// object. A record whose blobs were evicted is not corrupt: reading it is a
 // miss. With fix, corrupt entries are removed (a record whose object is bad
 // goes with it).
 //
@@ -115,19 +115,6 @@ func (c *Disk) checkRecord(data []byte, badBlobs map[string]bool) (problem, blob
 		d, err := digest.FromProto(f.Digest)
 		if err != nil {
 			return fmt.Sprintf("output %s: %v", f.Path, err), ""
-		}
-		if f.Contents != nil {
-			// Kept in the record (UpdateActionResultFiles).
-			if digest.OfBytes(f.Contents) != d {
-				return fmt.Sprintf("output %s: its contents do not match its digest %s", f.Path, d), ""
-			}
-			if f.Path != outputName(0) {
-				continue
-			}
-			if err := executor.CheckObjectBytes(f.Contents); err != nil {
-				return fmt.Sprintf("its object is not an object file: %v", err), ""
-			}
-			continue
 		}
 		p := c.casPath(d)
 		if badBlobs[p] {
