@@ -204,3 +204,19 @@ func Create(path string, data []byte, perm fs.FileMode) error {
 	}
 	return nil
 }
+
+// StampOf returns the stamp of the file at path (following symbolic links,
+// as open does).
+func StampOf(path string) (Stamp, error) {
+	var st syscall.Stat_t
+	for {
+		err := syscall.Stat(path, &st)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+		}
+		return stampOf(&st), nil
+	}
+}
