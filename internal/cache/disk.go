@@ -138,13 +138,20 @@ func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *rep
 // verifies it.
 func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string) error {
 	src := c.casPath(d)
-	os.Remove(dst)
 	var got digest.Digest
 	err := os.Link(src, dst)
+	if errors.Is(err, fs.ErrExist) {
+		// Left by an earlier attempt (dst is the caller's own path):
+		// replaced, not written through. Removing it first always
+		// would cost every hit a failed unlink.
+		os.Remove(dst)
+		err = os.Link(src, dst)
+	}
 	if err == nil {
 		got, err = digest.OfFile(dst)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		// Another file system, or one without hard links.
+		os.Remove(dst)
 		var in *os.File
 		if in, err = os.Open(src); err == nil {
 			got, err = cloneOrCopy(in, dst)

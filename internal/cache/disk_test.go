@@ -388,3 +388,29 @@ func TestDiskBlobsLinkedReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskReadBlobOverLeftFile: a blob placed over a file an earlier
+// attempt left at the destination (here a name of another blob) replaces
+// it and leaves that blob alone.
+func TestDiskReadBlobOverLeftFile(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	one, two := blob(1, 2000), blob(2, 2000)
+	d1, d2 := digest.OfBytes(one), digest.OfBytes(two)
+	c.WriteBlob(ctx, nil, d1, writeFile(t, tmp, "one", one))
+	c.WriteBlob(ctx, nil, d2, writeFile(t, tmp, "two", two))
+	dst := filepath.Join(tmp, "dst")
+	if err := c.ReadBlob(ctx, nil, d1, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReadBlob(ctx, nil, d2, dst); err != nil {
+		t.Fatalf("over a left file: %v", err)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != string(two) {
+		t.Error("the destination does not hold the blob placed last")
+	}
+	if got, err := c.ReadBlobBytes(ctx, nil, d1); err != nil || string(got) != string(one) {
+		t.Errorf("the blob the left file was a name of changed: %v", err)
+	}
+}
