@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -23,6 +24,10 @@ import (
 // for the DTLTO link, thindist's own apart from its children (timewrap).
 // lld's part of a DTLTO link (the thin link, writing the shards and the
 // job file, the final link) is the rest.
+//
+// It also measures what the work directory's file system costs per new
+// file, hard link, unlink and utimensat (measureFS), the operations whose
+// counts differ between the two relinks.
 //
 // -hits-profile DIR adds, after the timed runs, one relink with thindist's
 // code under the CPU profiler (DIR/PROJECT.pprof, `go tool pprof -top`)
@@ -39,6 +44,8 @@ type hitsRun struct {
 }
 
 type hitsResult struct {
+	// fs is what the work directory's file system costs per operation.
+	fs       fsCosts
 	backends int
 	thindist []hitsRun
 	lld      []hitsRun
@@ -98,6 +105,10 @@ func benchHits(ctx context.Context, t *tools, o *options, p *project) (*hitsResu
 		return nil, fmt.Errorf("filling lld's cache: %w", err)
 	}
 	r := &hitsResult{backends: b.Modules}
+	var err error
+	if r.fs, err = measureFS(filepath.Join(dir, "fs")); err != nil {
+		return nil, err
+	}
 	for run := 0; run < o.runs; run++ {
 		for k := 0; k < 2; k++ {
 			thindist := (run+k)%2 == 0
@@ -197,6 +208,7 @@ func (r *hitsResult) text(name string) string {
 	if len(r.thindist) > 0 {
 		hits = r.thindist[len(r.thindist)-1].hits
 	}
+	fmt.Fprintf(&b, "The work directory's file system, CPU per operation (this process, 400 of each): %s\n", r.fs)
 	fmt.Fprintf(&b, "Fully cached relink, %s (%d modules; thindist: %d hits in the last run), median of %d:\n", name, r.backends, hits, len(r.thindist))
 	fmt.Fprintf(&b, "  thindist (DTLTO) CPU %s = %.3f ms/backend (thindist itself %s = %.3f ms/backend; lld and the driver %s); wall %s\n",
 		sec(tc), perBackend(tc, n), sec(medianOf(r.thindist, self)), perBackend(medianOf(r.thindist, self), n),
@@ -218,4 +230,49 @@ func (r *hitsResult) text(name string) string {
 
 func perBackend(d, n time.Duration) float64 {
 	return float64(d) / float64(n) / float64(time.Millisecond)
+}
+
+// fsCosts are the CPU times of file operations a relink makes many of:
+// lld writes a shard file per backend, a hit links its object.
+type fsCosts struct {
+	create, link, unlink, touch time.Duration
+}
+
+func (f fsCosts) String() string {
+	us := func(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+	return fmt.Sprintf("a new 2 KB file %s, a hard link %s, an unlink %s, a utimensat %s", us(f.create), us(f.link), us(f.unlink), us(f.touch))
+}
+
+// measureFS measures fsCosts in dir, 400 files at a time, in this process
+// (its user+system CPU time: the machine's load does not count).
+func measureFS(dir string) (fsCosts, error) {
+	const n = 400
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fsCosts{}, err
+	}
+	defer os.RemoveAll(dir)
+	data := make([]byte, 2000)
+	name := func(kind string, i int) string { return filepath.Join(dir, fmt.Sprintf("%s%d", kind, i)) }
+	var firstErr error
+	each := func(f func(i int) error) time.Duration {
+		before := selfCPU()
+		for i := 0; i < n; i++ {
+			if err := f(i); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		return (selfCPU() - before) / n
+	}
+	var c fsCosts
+	c.create = each(func(i int) error { return os.WriteFile(name("f", i), data, 0o644) })
+	c.link = each(func(i int) error { return os.Link(name("f", i), name("l", i)) })
+	c.touch = each(func(i int) error { now := time.Now(); return os.Chtimes(name("f", i), now, now) })
+	c.unlink = each(func(i int) error { return os.Remove(name("l", i)) })
+	return c, firstErr
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -32,6 +32,13 @@
 //
 //	go run ./bench -parts cluster -project lua -project 7zip -project gen500 -project gen5000 -results bench/RESULTS.md
 //
+// -parts hits (not in the default set) measures a fully cached relink
+// against lld in-process with its own warm cache (issue 50; hits.go), in
+// CPU time per backend, with a profile of thindist and strace counts of
+// both with -hits-profile:
+//
+//	go run ./bench -parts hits -project gen400 -runs 5 -hits-profile /tmp/hits
+//
 // -parts vmlinux (not in the default set either) times Kbuild's own
 // vmlinux.o link of a built ThinLTO kernel tree (vmlinux.go), in-process
 // and through `thindist link`, in pairs:
