@@ -76,6 +76,22 @@ func hitsArgs(t *tools, o *options, dir string, thindist bool, dist ...string) [
 		"-Xthinlto-distributor=--cache-dir="+filepath.Join(dir, "thindist"))
 }
 
+// runHits measures the hits part on each project.
+func runHits(ctx context.Context, t *tools, o *options) error {
+	for _, name := range o.projects {
+		p, err := setupProject(ctx, t, filepath.Join(o.work, name), name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		h, err := benchHits(ctx, t, o, p)
+		if err != nil {
+			return fmt.Errorf("%s: cached relink: %w", name, err)
+		}
+		fmt.Print(h.text(p.name))
+	}
+	return nil
+}
+
 func benchHits(ctx context.Context, t *tools, o *options, p *project) (*hitsResult, error) {
 	b := p.build
 	dir := filepath.Join(b.Dir, "..", filepath.Base(b.Dir)+"-hits")

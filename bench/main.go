@@ -132,8 +132,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
 	fs.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history,worker,small",
 		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, history (issue 12: scheduling from recorded times), worker (issue 32: the runners side by side, with a per-user server cold and warm), "+
-			"small (issue 34: -r links of a project's smallest modules, in-process, left to lld and distributed), "+
 			"hits (issue 50: a fully cached relink against lld's warm --thinlto-cache-dir, CPU per backend; not in the default set), "+
+			"small (issue 34: -r links of a project's smallest modules, in-process, left to lld and distributed), "+
 			"vmlinux (issue 32: Kbuild's vmlinux.o link of the -kernel tree, not in the default set), "+
 			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
 	fs.StringVar(&o.kernel, "kernel", "", "the vmlinux part's kernel tree: one built with LLVM=1 and CONFIG_LTO_CLANG_THIN, its vmlinux.o linked (as scripts/kernel-bench.sh leaves DIR/build-thin)")
@@ -226,7 +226,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	rep := &report{machine: append(describeMachine(tools), "work directory: "+describeFS(o.work)), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
 	for _, name := range o.projects {
-		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") && !o.part("hits") {
+		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") {
 			break // no part measures the projects: do not build them
 		}
 		p, err := setupProject(ctx, tools, filepath.Join(o.work, name), name)
@@ -245,13 +245,6 @@ func run(ctx context.Context, o *options) error {
 				return fmt.Errorf("%s: cache: %w", name, err)
 			}
 			fmt.Print(res.cacheText(o.jobs))
-		}
-		if o.part("hits") {
-			h, err := benchHits(ctx, tools, o, p)
-			if err != nil {
-				return fmt.Errorf("%s: cached relink: %w", name, err)
-			}
-			fmt.Print(h.text(p.name))
 		}
 		if o.part("cluster") {
 			if res.cluster, err = benchCluster(ctx, tools, o, p); err != nil {
@@ -277,6 +270,11 @@ func run(ctx context.Context, o *options) error {
 			fmt.Print(res.small.text(p.name))
 		}
 		rep.projects = append(rep.projects, res)
+	}
+	if o.part("hits") {
+		if err := runHits(ctx, tools, o); err != nil {
+			return err
+		}
 	}
 	if o.part("cluster") {
 		f, err := floor.Measure(ctx, filepath.Join(o.work, "floor"))
