@@ -242,12 +242,13 @@ func (c *Disk) WriteBlob(_ context.Context, _ Meter, d digest.Digest, src string
 		return err
 	}
 	// Read-only before it is in the store: its every name is read-only.
-	if err := os.Chmod(src, blobMode); err == nil {
+	if fi, err := os.Stat(src); err == nil && os.Chmod(src, blobMode) == nil {
 		err = os.Link(src, dst)
 		if err == nil || errors.Is(err, fs.ErrExist) {
 			c.written.Add(d.Size)
 			return nil
 		}
+		os.Chmod(src, fi.Mode().Perm()) // not linked: src is no blob
 	}
 	f, err := os.Open(src)
 	if err != nil {

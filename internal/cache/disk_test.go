@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -413,4 +414,48 @@ func TestDiskReadBlobOverLeftFile(t *testing.T) {
 	if got, err := c.ReadBlobBytes(ctx, nil, d1); err != nil || string(got) != string(one) {
 		t.Errorf("the blob the left file was a name of changed: %v", err)
 	}
+}
+
+// TestDiskBlobAcrossFileSystems: a file on another file system than the
+// cache is stored as a copy (read-only) and left as it was, and a hit
+// places a copy there.
+func TestDiskBlobAcrossFileSystems(t *testing.T) {
+	other, err := os.MkdirTemp("/dev/shm", "thindist-test-")
+	if err != nil {
+		t.Skipf("no second file system: %v", err)
+	}
+	defer os.RemoveAll(other)
+	ctx := context.Background()
+	c := openDisk(t)
+	if a, b := deviceOf(t, other), deviceOf(t, c.Dir()); a == b {
+		t.Skip("/dev/shm is on the cache's file system")
+	}
+	data := blob(3, 3000)
+	d := digest.OfBytes(data)
+	src := writeFile(t, other, "out", data)
+	if err := c.WriteBlob(ctx, nil, d, src); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(src); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the copied file's mode changed: %v %v", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(c.casPath(d)); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Errorf("the copied blob is writable or missing: %v", err)
+	}
+	dst := filepath.Join(other, "placed")
+	if err := c.ReadBlob(ctx, nil, d, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != string(data) {
+		t.Error("the placed copy differs")
+	}
+}
+
+func deviceOf(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(fi.Sys().(*syscall.Stat_t).Dev)
 }
