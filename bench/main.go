@@ -32,6 +32,13 @@
 //
 //	go run ./bench -parts cluster -project lua -project 7zip -project gen500 -project gen5000 -results bench/RESULTS.md
 //
+// -parts hits (not in the default set) measures a fully cached relink
+// against lld in-process with its own warm cache (issue 50; hits.go), in
+// CPU time per backend, with a profile of thindist and strace counts of
+// both with -hits-profile:
+//
+//	go run ./bench -parts hits -project gen400 -runs 5 -hits-profile /tmp/hits
+//
 // -parts vmlinux (not in the default set either) times Kbuild's own
 // vmlinux.o link of a built ThinLTO kernel tree (vmlinux.go), in-process
 // and through `thindist link`, in pairs:
@@ -98,6 +105,8 @@ type options struct {
 	clusterPprof      string
 	clusterRecordings string
 	clusterGroup      int
+
+	hitsProfile string
 }
 
 func (o *options) part(name string) bool {
@@ -129,6 +138,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
 	fs.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history,worker,small",
 		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, history (issue 12: scheduling from recorded times), worker (issue 32: the runners side by side, with a per-user server cold and warm), "+
+			"hits (issue 50: a fully cached relink against lld's warm --thinlto-cache-dir, CPU per backend; not in the default set), "+
 			"small (issue 34: -r links of a project's smallest modules, in-process, left to lld and distributed), "+
 			"concurrent (issue 48: one, two and eight links of a project at once on a fresh cache, not in the default set), "+
 			"vmlinux (issue 32: Kbuild's vmlinux.o link of the -kernel tree, not in the default set), "+
@@ -141,6 +151,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.clusterGbits, "cluster-gbits", "10,1", "cluster simulation: the simulated link's bandwidth in Gbit/s, comma-separated")
 	fs.Float64Var(&o.clusterSlow, "cluster-slow", 10,
 		"cluster simulation: also run the middle of the grid with one worker slot this many times slower for the longest action (≤ 1: not)")
+	fs.StringVar(&o.hitsProfile, "hits-profile", "", "hits part: also profile one relink's thindist into `DIR`/PROJECT.pprof and count each kind's syscalls with strace -f -c")
 	fs.IntVar(&o.clusterGroup, "cluster-group", 0,
 		"cluster simulation: also run every plain grid point with thindist --remote-group=N (grouping small backends; ≤ 1: not)")
 	fs.BoolVar(&o.clusterTraces, "cluster-traces", false,
@@ -272,6 +283,11 @@ func run(ctx context.Context, o *options) error {
 			fmt.Print(res.concurrent.text(p.name))
 		}
 		rep.projects = append(rep.projects, res)
+	}
+	if o.part("hits") {
+		if err := runHits(ctx, tools, o); err != nil {
+			return err
+		}
 	}
 	if o.part("cluster") {
 		f, err := floor.Measure(ctx, filepath.Join(o.work, "floor"))

@@ -121,6 +121,11 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
 	}
 	files := digest.NewFiles()
+	if !cfg.NoCache {
+		// Inputs unchanged since an earlier link are not hashed again.
+		files = digest.NewFilesWith(digest.LoadTable(filepath.Join(cfg.CacheRoot(env.Getenv), "digests")))
+		defer files.Save() // only a memo: a failure costs hashes next time
+	}
 	if !cfg.NoCache || cfg.Remote.Target != "" {
 		// Every input's digest goes into the cache keys and the remote
 		// actions: hashing them from now on overlaps connecting to the

@@ -95,13 +95,19 @@ func (s Stamp) Racy(at time.Time) bool { return at.UnixNano()-s.Ctime < int64(Ra
 const RacyWindow = 2 * time.Second
 
 // StampOf returns the stamp of the file at path (symbolic links
-// followed), without reading it.
+// followed, as open does), without reading it.
 func StampOf(path string) (Stamp, error) {
 	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+	for {
+		err := syscall.Stat(path, &st)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+		}
+		return stampOf(&st), nil
 	}
-	return stampOf(&st), nil
 }
 
 func fstamp(fd int, path string) (Stamp, error) {
