@@ -81,7 +81,7 @@ func TestRemoteToolchainInputs(t *testing.T) {
 	}
 	p := remoteProgram(t)
 	srv, addr := fakeRemote(t, reapitest.Options{Chroot: true, Zstd: true})
-	tree, err := toolchain.NewDigests("").Tree(clang)
+	tree, err := toolchain.NewDigests(nil).Tree(clang)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func (r *doctorReport) shippedCompiler(ctx context.Context, rc *config.Remote, e
 		return true
 	}
 	start := time.Now()
-	t, err := toolchain.NewDigests("").Tree(local)
+	t, err := toolchain.NewDigests(nil).Tree(local)
 	if err != nil {
 		fmt.Fprintf(r.w, "warn  %v: the workers run their installed compiler\n", err)
 		return false

@@ -144,6 +144,13 @@ func NewFilesWith(t *Table) *Files {
 
 // Get digests the file at the absolute path.
 func (f *Files) Get(path string) (Digest, error) {
+	d, _, err := f.GetHashing(path)
+	return d, err
+}
+
+// GetHashing is Get that also reports whether this call read the file to
+// hash it (false when the digest came from this run's memo or the table).
+func (f *Files) GetHashing(path string) (d Digest, hashed bool, err error) {
 	f.mu.Lock()
 	e, ok := f.m[path]
 	if !ok {
@@ -164,13 +171,14 @@ func (f *Files) Get(path string) (Digest, error) {
 			}
 		}
 		at := f.now()
+		hashed = true
 		e.d, e.stamp, e.err = ofFile(path)
 		e.trusted = e.err == nil && !e.stamp.Racy(at)
 		if e.trusted && e.d.Size == e.stamp.Size && f.table != nil {
 			f.table.put(path, e.stamp, e.d)
 		}
 	})
-	return e.d, e.err
+	return e.d, hashed, e.err
 }
 
 // Unchanged reports whether the file at path, now stamped now (taken after

@@ -316,7 +316,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		idDir = filepath.Join(dir, "compilers")
 	}
 	// A shipped compiler is identified by its whole tree.
-	ship := newShipping(&cfg.Remote, env.Getenv, idDir, warn)
+	ship := newShipping(&cfg.Remote, env.Getenv, files, warn)
 	compilerID := ship.identify(tools.NewIDs(idDir).ID)
 	var conn *remoteConn
 	switch rc := &cfg.Remote; {

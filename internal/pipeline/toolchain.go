@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/toolchain"
 )
@@ -20,9 +21,9 @@ type shipping struct {
 }
 
 // newShipping returns the run's shipping, nil when the workers run their
-// own compiler (rc.ShipsToolchain). The trees' digests are remembered
-// under dir (the compilers' identities' directory, "" for none).
-func newShipping(rc *config.Remote, getenv func(string) string, dir string, warn func(string, ...any)) *shipping {
+// own compiler (rc.ShipsToolchain). The trees' files are digested through
+// files, the run's memo of the inputs' digests (and the cache's table).
+func newShipping(rc *config.Remote, getenv func(string) string, files *digest.Files, warn func(string, ...any)) *shipping {
 	if ship, _ := rc.ShipsToolchain(); !ship || rc.Target == "" {
 		return nil
 	}
@@ -32,7 +33,7 @@ func newShipping(rc *config.Remote, getenv func(string) string, dir string, warn
 		warn("--remote-toolchain: CLANG_SPAWN_CC1 is set, and a shipped clang cannot start cc1 as a process of its own; the workers run their installed compiler")
 		return nil
 	}
-	return &shipping{trees: toolchain.NewDigests(dir), warn: warn, warned: map[string]bool{}}
+	return &shipping{trees: toolchain.NewDigests(files), warn: warn, warned: map[string]bool{}}
 }
 
 // tree is the compiler's tree, nil when it cannot be shipped (said once

@@ -2,18 +2,12 @@ package toolchain
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/plainfile"
 	"github.com/thindist/thindist/internal/reapi"
@@ -82,16 +76,14 @@ func (t *Tree) Argv(root string) []string {
 // call.
 func (t *Tree) Shipped() *reapi.Shipped { return t.shipped }
 
-// Digests builds toolchains' trees, once per compiler in a run, and
-// remembers their files' digests across runs under a directory, trusted
-// while each file's stamp (device, inode, size, modification and change
-// times) is unchanged, as tools.IDs does for a compiler's identity.
+// Digests builds toolchains' trees, once per compiler in a run. Their
+// files' digests come from a digest.Files, which remembers them across
+// runs in the cache directory's digest table (trusted while each file's
+// stamp is unchanged), as it does the link's inputs'.
 type Digests struct {
-	dir string // "" remembers nothing on disk
+	files *digest.Files
 	// find finds a compiler's files (Find).
 	find func(string) (*Found, error)
-	// now is the clock a file's stamp is judged racy by.
-	now  func() time.Time
 	mu   sync.Mutex
 	runs map[string]*treeOnce
 }
@@ -102,9 +94,13 @@ type treeOnce struct {
 	err  error
 }
 
-// NewDigests remembers digests under dir (which may be "").
-func NewDigests(dir string) *Digests {
-	return &Digests{dir: dir, find: Find, now: time.Now, runs: map[string]*treeOnce{}}
+// NewDigests digests toolchains' files through files; nil digests them
+// for this run only.
+func NewDigests(files *digest.Files) *Digests {
+	if files == nil {
+		files = digest.NewFiles()
+	}
+	return &Digests{files: files, find: Find, runs: map[string]*treeOnce{}}
 }
 
 // Tree returns the tree of the compiler named compiler, built by the
@@ -121,14 +117,6 @@ func (d *Digests) Tree(compiler string) (*Tree, error) {
 	return o.t, o.err
 }
 
-// fileRecord is a file's digest as remembered, with its stamp then.
-type fileRecord struct {
-	Path   string          `json:"path"`
-	Stamp  plainfile.Stamp `json:"stamp"`
-	Digest string          `json:"digest"`
-	Size   int64           `json:"size"`
-}
-
 // build finds the compiler's files, digests them (or takes the digests
 // remembered), and encodes the tree.
 func (d *Digests) build(compiler string) (*Tree, error) {
@@ -136,32 +124,13 @@ func (d *Digests) build(compiler string) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	old := d.load(f.Invoked)
 	t := &Tree{Found: f, Files: map[digest.Digest]string{}}
-	var records []fileRecord
 	get := func(host string) (digest.Digest, error) {
-		st, err := plainfile.StampOf(host)
-		if err != nil {
-			return digest.Digest{}, err
+		dg, hashed, err := d.files.GetHashing(host)
+		if hashed {
+			t.Hashed += dg.Size
 		}
-		if r, ok := old[host]; ok && r.Stamp == st {
-			if dg, err := digest.Parse(r.Digest, r.Size); err == nil {
-				records = append(records, r)
-				return dg, nil
-			}
-		}
-		at := d.now()
-		dg, err := digest.OfFile(host)
-		if err != nil {
-			return dg, err
-		}
-		t.Hashed += dg.Size
-		// Remembered only if the stamp, taken before the read, still
-		// holds and was not racy (plainfile.Stamp.Racy).
-		if now, err := plainfile.StampOf(host); err == nil && now == st && !st.Racy(at) {
-			records = append(records, fileRecord{Path: host, Stamp: st, Digest: dg.HexHash(), Size: dg.Size})
-		}
-		return dg, nil
+		return dg, err
 	}
 	tree := reapi.NewTree()
 	add := func(at, host string, exec bool) error {
@@ -203,7 +172,6 @@ func (d *Digests) build(compiler string) (*Tree, error) {
 		return nil, fmt.Errorf("toolchain of %s: %w", compiler, err)
 	}
 	t.shipped = &reapi.Shipped{Dir: Dir, Root: t.Root, Blobs: t.Blobs, Files: t.Files, Argv: t.Argv}
-	d.save(f.Invoked, records)
 	return t, nil
 }
 
@@ -211,42 +179,4 @@ func (d *Digests) build(compiler string) (*Tree, error) {
 func takesArgv0(p string) bool {
 	b, err := plainfile.ReadFile(p)
 	return err == nil && bytes.Contains(b, []byte("--argv0"))
-}
-
-// recordPath is where the digests of the toolchain of the compiler at
-// invoked are remembered.
-func (d *Digests) recordPath(invoked string) string {
-	sum := sha256.Sum256([]byte("toolchain\x00" + invoked))
-	return filepath.Join(d.dir, "toolchain-"+hex.EncodeToString(sum[:16]))
-}
-
-// load returns the digests remembered for the toolchain of invoked, by
-// path; nil when none.
-func (d *Digests) load(invoked string) map[string]fileRecord {
-	if d.dir == "" {
-		return nil
-	}
-	data, err := os.ReadFile(d.recordPath(invoked))
-	if err != nil {
-		return nil
-	}
-	var recs []fileRecord
-	if json.Unmarshal(data, &recs) != nil {
-		return nil
-	}
-	m := make(map[string]fileRecord, len(recs))
-	for _, r := range recs {
-		m[r.Path] = r
-	}
-	return m
-}
-
-// save remembers records; a failure only costs hashing again.
-func (d *Digests) save(invoked string, records []fileRecord) {
-	if d.dir == "" || os.MkdirAll(d.dir, 0o755) != nil {
-		return
-	}
-	if data, err := json.Marshal(records); err == nil {
-		atomicfile.WriteFile(d.recordPath(invoked), data, 0o644)
-	}
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // TestDigestsRememberedAcrossRuns: a second run's tree is the first's,
@@ -18,12 +21,21 @@ func TestDigestsRememberedAcrossRuns(t *testing.T) {
 	lib := build(t, dir, "lib/libtcfoo.so", "int foo(void){return 7;}", "-shared", "-fPIC")
 	exe := build(t, dir, "bin/prog", "int foo(void); int main(void){return foo();}",
 		"-L"+filepath.Join(dir, "lib"), "-ltcfoo", "-Wl,-rpath,$ORIGIN/../lib")
-	memo := filepath.Join(dir, "memo")
+	memo := filepath.Join(dir, "digests")
 
-	// The files were just written: a clock an hour ahead takes their
-	// stamps as settled (plainfile.Stamp.Racy).
-	later := func() time.Time { return time.Now().Add(time.Hour) }
-	digests := func() *Digests { d := NewDigests(memo); d.now = later; return d }
+	// The files were just written: their stamps tell their content once
+	// they are older than plainfile.RacyWindow.
+	time.Sleep(plainfile.RacyWindow)
+	// Each run has its own digest.Files over the cache's table, saved at
+	// its end, as the pipeline's.
+	var files *digest.Files
+	digests := func() *Digests {
+		if files != nil {
+			files.Save()
+		}
+		files = digest.NewFilesWith(digest.LoadTable(memo))
+		return NewDigests(files)
+	}
 	cold, err := digests().Tree(exe)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +80,7 @@ func TestTreeArgv(t *testing.T) {
 	dir := t.TempDir()
 	inv := filepath.Join(dir, "clang-22")
 	os.Symlink(clang22, inv)
-	tr, err := NewDigests("").Tree(inv)
+	tr, err := NewDigests(nil).Tree(inv)
 	if err != nil {
 		t.Fatal(err)
 	}
