@@ -54,8 +54,10 @@ func Preparing(rtt time.Duration, cores int) int {
 
 // RemoteOptions turns the configuration into the client's options.
 func RemoteOptions(r *config.Remote) remote.Options {
-	compress := remote.CompressDownloads
+	compress := remote.CompressAuto
 	switch r.Compress {
+	case "downloads":
+		compress = remote.CompressDownloads
 	case "all":
 		compress = remote.CompressAll
 	case "none":
