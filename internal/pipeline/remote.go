@@ -32,6 +32,9 @@ type remoteChain struct {
 	behind *cache.WriteBehind
 	// cpu0 is thindist's own CPU when it began to connect.
 	cpu0 time.Duration
+	// notes is the cache directory the link's measurements are kept in
+	// (rememberLink).
+	notes string
 }
 
 // Preparing is how many actions prepare at once on a remote chain
@@ -109,6 +112,8 @@ type remoteConn struct {
 	readOnly bool
 	// cpu0 is thindist's own CPU time when it began to connect.
 	cpu0 time.Duration
+	// notes is the cache directory of the service's notes.
+	notes string
 }
 
 // connectRemote dials the service, or waits for the dial begun before the
@@ -125,7 +130,7 @@ func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll fun
 			return nil, err
 		}
 	}
-	conn := &remoteConn{cpu0: ownCPU()}
+	conn := &remoteConn{cpu0: ownCPU(), notes: dir}
 	opts := RemoteOptions(rc)
 	endConnect := tl.Begin("connecting") // or waiting for the dial begun before the run
 	var err error
@@ -142,6 +147,7 @@ func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll fun
 		return nil, err
 	}
 	clearUnreachable(dir, rc.Target)
+	conn.client.Recall(recallLink(dir, rc.Target))
 	conn.client.OnDown(func(err error) {
 		markUnreachable(dir, rc.Target, time.Now())
 		warnAll("%v: not using it for the rest of this link; the remaining actions compile here, and their results are not stored there", err)
@@ -348,7 +354,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(st
 		StoreMessages: !conn.readOnly, Unusable: env.Record.Unusable, Run: env.Record.ID(),
 	})
 	rch := &remoteChain{chain: executor.Verified(rcache), parallel: rs.parallel, planner: rs.planner,
-		side: rs, client: client, rcache: rcache, behind: behind, cpu0: conn.cpu0}
+		side: rs, client: client, rcache: rcache, behind: behind, cpu0: conn.cpu0, notes: conn.notes}
 	if !conn.cacheOnly {
 		rch.preparing = Preparing(client.RTT, runtime.GOMAXPROCS(0))
 	}

@@ -77,6 +77,9 @@ type Run struct {
 	// FellBack counts actions meant for the remote service that ran on
 	// this machine instead.
 	FellBack int64 `json:"fell_back,omitempty"`
+	// Compression, with --remote-compress=auto, says what was chosen for
+	// each direction and why (remote.Client.CompressionChoice).
+	Compression string `json:"compression,omitempty"`
 
 	// Ordered counts the actions whose order came from their recorded
 	// time in earlier runs (the others by bitcode size).
