@@ -266,7 +266,11 @@ func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *rea
 	if localJobs < 0 {
 		localJobs = cfg.Jobs
 	}
-	d := executor.NewDispatcher(executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace}, locals.procs)
+	hopts := executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace}
+	if rs.grouper == nil {
+		hopts.UploadTime = rs.rex.UploadTime // Ahead prepares each action's upload
+	}
+	d := executor.NewDispatcher(hopts, locals.procs)
 	// What runs here beside the Hybrid (a fallback, an action with side
 	// files) asks the Dispatcher for a process slot; what runs here in a
 	// slot it granted asks only for make's token.

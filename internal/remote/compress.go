@@ -166,6 +166,31 @@ func (l *link) measured() Measured {
 	return m
 }
 
+// rate is the throughput known in direction d: this link's if it has
+// measured enough (live), else what an earlier link measured.
+func (l *link) rate(d direction) (r Rate, live bool) {
+	if r := l.meter(d).rate(); r.known() {
+		return r, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d == up {
+		return l.recalled.Up, false
+	}
+	return l.recalled.Down, false
+}
+
+// upRate is the upload throughput known, bytes/s; 0 if none is.
+func (l *link) upRate() float64 {
+	if l == nil {
+		return 0
+	}
+	if r, _ := l.rate(up); r.known() {
+		return r.BytesPerSec
+	}
+	return 0
+}
+
 // A choice is auto compression's decision for a direction and size
 // class, and what it went by.
 type choice struct {
@@ -183,15 +208,8 @@ type choice struct {
 // unknown, the safe choice (CompressDownloads': downloads compressed,
 // uploads not).
 func (l *link) choose(d direction, c sizeClass) choice {
-	ch := choice{bw: l.meter(d).rate(), live: true}
-	if !ch.bw.known() {
-		l.mu.Lock()
-		ch.bw, ch.live = l.recalled.Up, false
-		if d == down {
-			ch.bw = l.recalled.Down
-		}
-		l.mu.Unlock()
-	}
+	var ch choice
+	ch.bw, ch.live = l.rate(d)
 	if z := l.zstd.Load(); z != nil {
 		zc := z.class(c)
 		ch.z = &zc
