@@ -26,7 +26,7 @@ func TestAutoCompression(t *testing.T) {
 		says             string
 	}{
 		{"slow link", &remote.Measured{Up: remote.Rate{BytesPerSec: 1e6, Bytes: 1 << 30}, Down: remote.Rate{BytesPerSec: 1e6, Bytes: 1 << 30}},
-			true, true, "uploads compressed (1 of 2 transfers): measured 1.0 MB/s up by an earlier link"},
+			true, true, "uploads of 64 KiB or more compressed (1 of 2 transfers): measured 1.0 MB/s up by an earlier link"},
 		{"fast link", &remote.Measured{Up: remote.Rate{BytesPerSec: 1e15, Bytes: 1 << 30}, Down: remote.Rate{BytesPerSec: 1e15, Bytes: 1 << 30}},
 			false, false, "uploads not compressed (0 of 2 transfers): measured 1000000000.0 MB/s up by an earlier link"},
 		{"never measured", nil, false, true, "uploads not compressed (0 of 2 transfers): no throughput up measured for this service yet, so the safe choice"},

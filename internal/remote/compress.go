@@ -308,13 +308,13 @@ func (l *link) describeDir(d direction) string {
 	var s string
 	switch {
 	case small.zstd && large.zstd:
-		s = what + " compressed"
+		s = what + " of 64 KiB or more compressed"
 	case !small.zstd && !large.zstd:
 		s = what + " not compressed"
 	case large.zstd:
 		s = what + " of 1 MiB or more compressed, smaller ones not"
 	default:
-		s = what + " under 1 MiB compressed, larger ones not"
+		s = what + " of 64 KiB to 1 MiB compressed, larger ones not"
 	}
 	if n, z := l.sent[d][0].Load(), l.sent[d][1].Load(); n+z > 0 {
 		s += fmt.Sprintf(" (%d of %d transfers)", z, n+z)

@@ -176,7 +176,7 @@ func TestAutoAdaptsWithinTheLink(t *testing.T) {
 	if !l.compress(up, 4<<20) {
 		t.Errorf("this link measured 12.6 MB/s up: uploads not compressed")
 	}
-	if d := l.describe(); !strings.Contains(d, "uploads compressed") || !strings.Contains(d, "measured 12.6 MB/s up by this link") ||
+	if d := l.describe(); !strings.Contains(d, "uploads of 64 KiB or more compressed") || !strings.Contains(d, "measured 12.6 MB/s up by this link") ||
 		!strings.Contains(d, "zstd compresses 200.0 MB/s here saving 30%") {
 		t.Errorf("describe = %q", d)
 	}
