@@ -65,6 +65,26 @@ func TestThroughputIdleLink(t *testing.T) {
 	}
 }
 
+// TestThroughputOverlappingLatency: transfers that overlap only in
+// their round trips, on a link far from saturated, measure the bandwidth
+// each had (their bytes over their own times less a round trip each),
+// not the busy time their staggered round trips span.
+func TestThroughputOverlappingLatency(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(0, 0)}
+	tp := newThroughput(25*time.Millisecond, clk.now)
+	a := tp.begin(1 << 20)
+	clk.advance(30 * time.Millisecond)
+	b := tp.begin(1 << 20)
+	clk.advance(10 * time.Millisecond)
+	a(1<<20, true) // 40 ms: its round trip and 15 ms of bytes
+	clk.advance(30 * time.Millisecond)
+	b(1<<20, true) // the same, 30 ms later; busy 70 ms less a round trip
+	want := float64(2<<20) / (30 * time.Millisecond).Seconds()
+	if r := tp.rate(); !near(r.BytesPerSec, want) {
+		t.Errorf("rate %.0f B/s, want %.0f (2 MiB in 15 ms each)", r.BytesPerSec, want)
+	}
+}
+
 // TestThroughputLeavesOut: a transfer too small to time the link, and a
 // failed one, count nothing; a period shorter than the round trip counts
 // a quarter of itself, never nothing.

@@ -16,14 +16,20 @@ const enoughMeasured = 8 << 20
 
 // throughput measures the bytes per second one direction of the link
 // carries: the wire bytes of the CAS transfers of at least measuredMin
-// over the time at least one of them was under way (a busy period), each
-// busy period less a round trip, the latency in it that carries no bytes
-// (but never less than a quarter of it: the round trip Dial measured is an
-// upper estimate). Transfers that overlap share the link and count their
-// time once, so a saturated link measures its bandwidth, not a
-// transfer's share of it; one transfer alone on a fast link measures
-// its bytes over its time less its latency, not its round trip. Safe for
-// concurrent use.
+// over the shorter of two times, each less the latency that carries no
+// bytes (a round trip, but never more than three quarters of the time it
+// is taken from: the round trip Dial measured is an upper estimate):
+//   - busy: the time at least one of them was under way, less a round
+//     trip per busy period. Transfers that overlap share the link and
+//     count their time once, so a saturated link measures its bandwidth,
+//     not a transfer's share of it;
+//   - own: the sum of each transfer's own time, less a round trip each.
+//     Transfers that overlap only in their latency (a link far from
+//     saturated, whose busy periods are mostly round trips) measure the
+//     bandwidth each had, not the link's idle demand.
+//
+// Safe for concurrent use.
+
 type throughput struct {
 	rtt time.Duration
 	now func() time.Time
@@ -34,6 +40,7 @@ type throughput struct {
 	last   time.Time // the busy period's last end, zero before its first
 	bytes  int64
 	busy   time.Duration
+	own    time.Duration
 }
 
 func newThroughput(rtt time.Duration, now func() time.Time) *throughput {
@@ -53,6 +60,7 @@ func (t *throughput) begin(size int64) (end func(wire int64, ok bool)) {
 		t.start, t.last = t.now(), time.Time{}
 	}
 	t.active++
+	began := t.now()
 	t.mu.Unlock()
 	return func(wire int64, ok bool) {
 		t.mu.Lock()
@@ -60,17 +68,20 @@ func (t *throughput) begin(size int64) (end func(wire int64, ok bool)) {
 		now := t.now()
 		if ok {
 			if t.last.IsZero() {
-				period := now.Sub(t.start)
-				t.busy += max(period-t.rtt, period/4)
+				t.busy += t.lessLatency(now.Sub(t.start))
 			} else {
 				t.busy += now.Sub(t.last)
 			}
+			t.own += t.lessLatency(now.Sub(began))
 			t.last = now
 			t.bytes += wire
 		}
 		t.active--
 	}
 }
+
+// lessLatency is d less a round trip, and at least a quarter of d.
+func (t *throughput) lessLatency(d time.Duration) time.Duration { return max(d-t.rtt, d/4) }
 
 // Rate is a measured throughput: Bytes over their busy time.
 type Rate struct {
@@ -91,8 +102,8 @@ func (t *throughput) rate() Rate {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := Rate{Bytes: t.bytes}
-	if t.busy > 0 {
-		r.BytesPerSec = float64(t.bytes) / t.busy.Seconds()
+	if d := min(t.busy, t.own); d > 0 {
+		r.BytesPerSec = float64(t.bytes) / d.Seconds()
 	}
 	return r
 }
