@@ -94,8 +94,14 @@ func (d direction) String() string {
 // over a link of bw bytes/s, at speed bytes/s of zstd (compressing for an
 // upload, decompressing for a download) that saves saved of the bytes:
 // a blob of S bytes takes S/bw as it is and S/speed + (1-saved)·S/bw
-// compressed, so compressing wins when speed·saved > bw.
-func worthIt(bw, speed, saved float64) bool { return bw > 0 && speed*saved > bw }
+// compressed, so compressing wins when speed·saved > bw. The CPU it
+// takes is this machine's, which lld, thindist and the local compiles
+// want too, so it must save cpuMargin times the time it costs.
+func worthIt(bw, speed, saved float64) bool { return bw > 0 && speed*saved > cpuMargin*bw }
+
+// cpuMargin is how many times its CPU time compressing must save in wire
+// time.
+const cpuMargin = 2
 
 // link measures the client's transfers each way (throughput) and, with
 // CompressAuto, decides per blob whether it goes compressed. For the

@@ -132,9 +132,9 @@ func measuredLink(t *testing.T, upBps, downBps float64, z *ZstdSpeed) *link {
 	return l
 }
 
-// zstdHere: 200 MB/s compressing large blobs and saving 30% (worth it
-// below 60 MB/s); small blobs compress worse, 100 MB/s saving 20% (below
-// 20 MB/s); decompressing 1 GB/s.
+// zstdHere: 200 MB/s compressing large blobs and saving 30% (worth it,
+// saving twice its time, below 30 MB/s); small blobs compress worse,
+// 100 MB/s saving 20% (below 10 MB/s); decompressing 1 GB/s.
 func zstdHere() *ZstdSpeed {
 	return &ZstdSpeed{
 		Small: ZstdClass{Compress: 100e6, Decompress: 1e9, Saved: 0.2},
@@ -155,9 +155,10 @@ func TestAutoChoosesPerSizeClass(t *testing.T) {
 		tinyUp, smallUp, largeUp  bool
 		tinyDown, smallDn, largeD bool
 	}{
-		{"office uplink 100 Mbit/s", 12.5e6, 12.5e6, zstdHere(), false, true, true, false, true, true},
-		{"fast link 1 Gbit/s", 125e6, 125e6, zstdHere(), false, false, false, false, true, true},
-		{"between: large blobs only", 40e6, 40e6, zstdHere(), false, false, true, false, true, true},
+		{"office uplink 50 Mbit/s", 6.25e6, 6.25e6, zstdHere(), false, true, true, false, true, true},
+		{"fast link 1 Gbit/s: small downloads save too little", 125e6, 125e6, zstdHere(), false, false, false, false, false, true},
+		{"100 Mbit/s: large blobs only", 12.5e6, 12.5e6, zstdHere(), false, false, true, false, true, true},
+		{"saving less than twice its CPU time", 40e6, 40e6, zstdHere(), false, false, false, false, true, true},
 		{"10 Gbit/s: downloads too go as they are", 1.25e9, 1.25e9, zstdHere(), false, false, false, false, false, false},
 		{"not measured yet", 0, 0, zstdHere(), false, false, false, false, true, true},
 		{"zstd not timed yet", 12.5e6, 12.5e6, nil, false, false, false, false, true, true},
@@ -196,7 +197,7 @@ func TestAutoAdaptsWithinTheLink(t *testing.T) {
 	if !l.compress(up, 4<<20) {
 		t.Errorf("this link measured 12.6 MB/s up: uploads not compressed")
 	}
-	if d := l.describe(); !strings.Contains(d, "uploads of 64 KiB or more compressed") || !strings.Contains(d, "measured 12.6 MB/s up by this link") ||
+	if d := l.describe(); !strings.Contains(d, "uploads of 1 MiB or more compressed, smaller ones not") || !strings.Contains(d, "measured 12.6 MB/s up by this link") ||
 		!strings.Contains(d, "zstd compresses 200.0 MB/s here saving 30%") {
 		t.Errorf("describe = %q", d)
 	}
