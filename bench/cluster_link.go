@@ -60,7 +60,8 @@ func clusterLinkVia(ctx context.Context, t *tools, o *options, p *project, dir, 
 		args = append(args, "-Xthinlto-distributor="+a)
 	}
 	args = append(args, "-Xthinlto-distributor=--no-cache",
-		"-Xthinlto-distributor=--remote=grpc://"+target, "-Xthinlto-distributor=--remote-fallback=none")
+		"-Xthinlto-distributor=--remote=grpc://"+target, "-Xthinlto-distributor=--remote-fallback=none",
+		"-Xthinlto-distributor=--remote-toolchain=installed") // as the figures so far
 	if c.Record || o.clusterTraces {
 		args = append(args, "-Xthinlto-distributor=--trace="+trace)
 	}

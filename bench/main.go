@@ -32,11 +32,24 @@
 //
 //	go run ./bench -parts cluster -project lua -project 7zip -project gen500 -project gen5000 -results bench/RESULTS.md
 //
+// -parts hits (not in the default set) measures a fully cached relink
+// against lld in-process with its own warm cache (issue 50; hits.go), in
+// CPU time per backend, with a profile of thindist and strace counts of
+// both with -hits-profile:
+//
+//	go run ./bench -parts hits -project gen400 -runs 5 -hits-profile /tmp/hits
+//
 // -parts vmlinux (not in the default set either) times Kbuild's own
 // vmlinux.o link of a built ThinLTO kernel tree (vmlinux.go), in-process
 // and through `thindist link`, in pairs:
 //
 //	go run ./bench -parts vmlinux -kernel SCRATCH/build-thin -runs 9 -results bench/RESULTS.md
+//
+// -parts concurrent (not in the default set) runs one, two and eight
+// `thindist link`s of a project at once on a fresh cache, sharing it and
+// with a cache each, and counts the backend compiles (concurrent.go):
+//
+//	go run ./bench -parts concurrent -project gen500 -project lua -results bench/RESULTS.md
 package main
 
 import (
@@ -97,6 +110,8 @@ type options struct {
 	clusterMbits           string
 	clusterRelayRTT        time.Duration
 	clusterCompressWorkers int
+
+	hitsProfile string
 }
 
 func (o *options) part(name string) bool {
@@ -128,7 +143,9 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.pprof, "pprof", "", "instead of benchmarking, profile thindist's code on the no-op job file into this CPU profile")
 	fs.StringVar(&o.parts, "parts", "links,cache,remote,overhead,history,worker,small",
 		"what to measure, comma-separated: links (the methods compared, exec limit, thindist link), cache (issue 3), remote (issue 4), overhead, history (issue 12: scheduling from recorded times), worker (issue 32: the runners side by side, with a per-user server cold and warm), "+
+			"hits (issue 50: a fully cached relink against lld's warm --thinlto-cache-dir, CPU per backend; not in the default set), "+
 			"small (issue 34: -r links of a project's smallest modules, in-process, left to lld and distributed), "+
+			"concurrent (issue 48: one, two and eight links of a project at once on a fresh cache, not in the default set), "+
 			"vmlinux (issue 32: Kbuild's vmlinux.o link of the -kernel tree, not in the default set), "+
 			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
 	fs.StringVar(&o.kernel, "kernel", "", "the vmlinux part's kernel tree: one built with LLVM=1 and CONFIG_LTO_CLANG_THIN, its vmlinux.o linked (as scripts/kernel-bench.sh leaves DIR/build-thin)")
@@ -139,6 +156,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.clusterGbits, "cluster-gbits", "10,1", "cluster simulation: the simulated link's bandwidth in Gbit/s, comma-separated")
 	fs.Float64Var(&o.clusterSlow, "cluster-slow", 10,
 		"cluster simulation: also run the middle of the grid with one worker slot this many times slower for the longest action (≤ 1: not)")
+	fs.StringVar(&o.hitsProfile, "hits-profile", "", "hits part: also profile one relink's thindist into `DIR`/PROJECT.pprof and count each kind's syscalls with strace -f -c")
 	fs.IntVar(&o.clusterGroup, "cluster-group", 0,
 		"cluster simulation: also run every plain grid point with thindist --remote-group=N (grouping small backends; ≤ 1: not)")
 	fs.StringVar(&o.clusterCompress, "cluster-compress", "",
@@ -226,7 +244,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	rep := &report{machine: append(describeMachine(tools), "work directory: "+describeFS(o.work)), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
 	for _, name := range o.projects {
-		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") {
+		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") && !o.part("concurrent") {
 			break // no part measures the projects: do not build them
 		}
 		p, err := setupProject(ctx, tools, filepath.Join(o.work, name), name)
@@ -269,7 +287,18 @@ func run(ctx context.Context, o *options) error {
 			}
 			fmt.Print(res.small.text(p.name))
 		}
+		if o.part("concurrent") {
+			if res.concurrent, err = benchConcurrent(ctx, tools, o, p); err != nil {
+				return fmt.Errorf("%s: concurrent links: %w", name, err)
+			}
+			fmt.Print(res.concurrent.text(p.name))
+		}
 		rep.projects = append(rep.projects, res)
+	}
+	if o.part("hits") {
+		if err := runHits(ctx, tools, o); err != nil {
+			return err
+		}
 	}
 	if o.part("cluster") {
 		f, err := floor.Measure(ctx, filepath.Join(o.work, "floor"))

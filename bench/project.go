@@ -226,15 +226,16 @@ const (
 
 // projectResult is what benchProject measured.
 type projectResult struct {
-	p       *project
-	jobs    int
-	links   [][]timing // per method, per run
-	thin    []time.Duration
-	final   []time.Duration
-	backend []time.Duration // each backend alone, in job order
-	cache   *cacheResult
-	remote  *remoteResult
-	cluster *clusterResult
-	worker  *workerResult
-	small   *smallResult
+	p          *project
+	jobs       int
+	links      [][]timing // per method, per run
+	thin       []time.Duration
+	final      []time.Duration
+	backend    []time.Duration // each backend alone, in job order
+	cache      *cacheResult
+	remote     *remoteResult
+	cluster    *clusterResult
+	worker     *workerResult
+	small      *smallResult
+	concurrent *concurrentResult
 }

@@ -116,7 +116,10 @@ func remoteRunOnce(ctx context.Context, t *tools, o *options, p *project, elsewh
 		// measures the protocol.
 		args := []string{"-fthinlto-distributor=" + t.thindist, "-Xthinlto-distributor=--no-cache",
 			"-Xthinlto-distributor=--remote=grpc://" + srv.Addr, "-Xthinlto-distributor=--remote-fallback=none",
-			"-Xthinlto-distributor=--remote-local-jobs=0"}
+			"-Xthinlto-distributor=--remote-local-jobs=0",
+			// The figures so far are of the workers' installed
+			// compiler; installed vs inputs is a comparison yet to write.
+			"-Xthinlto-distributor=--remote-toolchain=installed"}
 		for _, e := range extra {
 			args = append(args, "-Xthinlto-distributor="+e)
 		}

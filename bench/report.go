@@ -91,7 +91,7 @@ func (rep *report) writeMarkdown(path string) error {
 
 // parts renders the parts this run measured, in results.Order.
 func (rep *report) parts() []results.Part {
-	var withLinks, withCache, withRemote, withWorker, withSmall []*projectResult
+	var withLinks, withCache, withRemote, withWorker, withSmall, withConcurrent []*projectResult
 	for _, r := range rep.projects {
 		if r.hasLinks() {
 			withLinks = append(withLinks, r)
@@ -107,6 +107,9 @@ func (rep *report) parts() []results.Part {
 		}
 		if r.small != nil {
 			withSmall = append(withSmall, r)
+		}
+		if r.concurrent != nil {
+			withConcurrent = append(withConcurrent, r)
 		}
 	}
 	var b strings.Builder
@@ -148,6 +151,9 @@ func (rep *report) parts() []results.Part {
 	if len(withSmall) > 0 {
 		stamped("small", func(b *strings.Builder) { rep.smallMarkdown(b, withSmall) })
 	}
+	if len(withConcurrent) > 0 {
+		stamped("concurrent", func(b *strings.Builder) { rep.concurrentMarkdown(b, withConcurrent) })
+	}
 	if v := rep.vmlinux; v != nil {
 		stamped("vmlinux", func(b *strings.Builder) { v.markdown(b, rep.jobs) })
 	}
@@ -169,7 +175,7 @@ func (rep *report) measuredMoreThanCluster() bool {
 		return true
 	}
 	for _, r := range rep.projects {
-		if r.hasLinks() || r.cache != nil || r.remote != nil || r.worker != nil || r.small != nil {
+		if r.hasLinks() || r.cache != nil || r.remote != nil || r.worker != nil || r.small != nil || r.concurrent != nil {
 			return true
 		}
 	}

@@ -204,11 +204,15 @@ func serverPid(ctx context.Context, t *tools, env []string) int {
 	if err != nil {
 		return 0
 	}
-	var st struct {
+	// A list, one server an installation: the bench runs one thindist.
+	var sts []struct {
 		Pid int `json:"pid"`
 	}
-	json.Unmarshal(out, &st)
-	return st.Pid
+	json.Unmarshal(out, &sts)
+	if len(sts) == 0 {
+		return 0
+	}
+	return sts[0].Pid
 }
 
 func serverCmd(ctx context.Context, t *tools, env []string, verb string) error {

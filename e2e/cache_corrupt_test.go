@@ -59,7 +59,9 @@ func TestCacheCorruption(t *testing.T) {
 	}
 	abs := func(rel string) string { return filepath.Join(r.cacheDir, rel) }
 
-	// Flip a byte in the middle of the first object.
+	// Flip a byte in the middle of the first object (blobs are read-only).
+	os.Chmod(abs(blobs[0]), 0o644)
+	os.Chmod(abs(blobs[1]), 0o644)
 	flipped := readFile(t, abs(blobs[0]))
 	flipped[len(flipped)/2] ^= 0x40
 	if err := os.WriteFile(abs(blobs[0]), flipped, 0o644); err != nil {

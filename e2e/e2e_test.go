@@ -29,6 +29,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Run by lld as the reference DTLTO distributor (shards_test.go)?
+	testprog.ServeReferenceDistributor()
 	testprog.MainWithThindist(m, "thindist-e2e-", func(exe, tmp string) {
 		thindist = exe
 		// thindist caches backend results by default (in
@@ -318,6 +320,10 @@ func linkNatives(t *testing.T, p *testprog.Program, natives []string, out string
 // serve another's compiles and tests that count compiler runs see them all),
 // then extra.
 func testEnv(t *testing.T, extra ...string) []string {
-	env := append(os.Environ(), "THINDIST_CACHE_DIR="+t.TempDir())
+	// The test server's workers are this machine, with this machine's
+	// compiler: the remote tests run it as installed unless they ask for
+	// the toolchain as inputs (--remote-toolchain=inputs, which costs each
+	// of them its upload, hundreds of MB).
+	env := append(os.Environ(), "THINDIST_CACHE_DIR="+t.TempDir(), "THINDIST_REMOTE_TOOLCHAIN=installed")
 	return append(env, extra...)
 }

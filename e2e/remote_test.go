@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/testprog"
 )
@@ -699,7 +701,10 @@ func TestRemoteInlineOutputs(t *testing.T) {
 func TestRemoteCompileErrorIsFinal(t *testing.T) {
 	p := remoteProgram(t)
 	failing := filepath.Join(t.TempDir(), "failing-clang")
-	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'worker-side: error: unknown target CPU' >&2\nexit 1\n"), 0o755); err != nil {
+	// It answers --version as the link's clang does (the link asks it
+	// once, to warn if it is another), and fails every compile.
+	script := "#!/bin/sh\ncase $1 in --version) exec " + clang + " --version;; esac\necho 'worker-side: error: unknown target CPU' >&2\nexit 1\n"
+	if err := os.WriteFile(failing, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	srv, addr := fakeRemote(t, reapitest.Options{})
@@ -821,4 +826,83 @@ func TestRemoteRace(t *testing.T) {
 	}
 	noLeftovers(t, p.Dir)
 	t.Logf("%s", firstMatch(stderr))
+}
+
+// TestRemoteRefusedFallsBack: a remote service whose host refuses the
+// connection (nothing listens on its port) is given up at its first try,
+// said so, and the link compiles locally (issue 48, item 8;
+// internal/remote's TestDialRefusedNotRetried shows that no retry is
+// scheduled).
+func TestRemoteRefusedFallsBack(t *testing.T) {
+	p := remoteProgram(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	stderr, err := remoteLink(t, p, addr)
+	if !wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatalf("the link failed against a closed port:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "nothing listens at "+addr+" (connection refused; not tried again)") ||
+		!strings.Contains(stderr, "compiling locally") {
+		t.Errorf("the link did not say that the connection was refused and that it compiles locally:\n%s", stderr)
+	}
+}
+
+// TestRemoteWrongCompiler: workers whose compiler is another version of
+// clang than the one that wrote the bitcode (--remote-compiler=clang-19
+// on LLVM 22 bitcode; clang 19 exits 0 with an empty object on most of
+// them, saying "Invalid summary version"). The link says so once, at its
+// start, as `thindist doctor` would; every module fails alike, none is
+// compiled here instead (the link would mix two compilers' objects);
+// each error shows the command that ran, with clang 19, as run on the
+// cluster; and the kept rerun.sh runs clang 19 and fails again (issue 48,
+// item 3).
+func TestRemoteWrongCompiler(t *testing.T) {
+	const clang19 = "/usr/bin/clang-19"
+	if _, err := os.Stat(clang19); err != nil {
+		t.Skip("no clang 19")
+	}
+	p := remoteProgram(t)
+	_, addr := fakeRemote(t, reapitest.Options{})
+	stderr, err := remoteLink(t, p, addr, "--remote-compiler="+clang19, "--remote-fallback=local")
+	if wantCorrectOrFailed(t, p, stderr, err) {
+		t.Fatalf("the link succeeded with clang 19 on the workers:\n%s", stderr)
+	}
+	if n := strings.Count(stderr, "--remote-compiler: the workers' "+clang19+" reports"); n != 1 {
+		t.Errorf("said %d times that the workers' compiler is not the link's, want once:\n%s", n, stderr)
+	}
+	if fallbackWarning.MatchString(stderr) {
+		t.Errorf("modules were taken for remote failures and compiled locally:\n%s", stderr)
+	}
+	failed := regexp.MustCompile(`backend compilation of (\S+) failed on a remote worker`).FindAllStringSubmatch(stderr, -1)
+	if len(failed) != len(p.Modules) {
+		t.Errorf("%d modules failed, want every one of the %d alike:\n%s", len(failed), len(p.Modules), stderr)
+	}
+	if n := strings.Count(stderr, "input root, on the cluster):\n    "+clang19+" "); n != len(failed) {
+		t.Errorf("%d of %d errors show the command run on the cluster with %s:\n%s", n, len(failed), clang19, stderr)
+	}
+	scripts := regexp.MustCompile(`to run it again: (\S+/rerun\.sh)`).FindAllStringSubmatch(stderr, -1)
+	if len(scripts) == 0 {
+		t.Fatalf("no rerun script named:\n%s", stderr)
+	}
+	for _, m := range scripts {
+		text, err := os.ReadFile(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(text), "exec "+clang19+" ") {
+			t.Errorf("%s does not run the workers' compiler:\n%s", m[1], text)
+		}
+		b, err := exec.Command(m[1]).CombinedOutput()
+		obj := filepath.Join(filepath.Dir(m[1]), "out", "0.o")
+		if err == nil && executor.CheckObject(obj) == nil {
+			t.Errorf("%s compiled a good object: it does not reproduce the failure\n%s\n%s", m[1], b, text)
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("%s", stderr)
+	}
 }

@@ -29,7 +29,7 @@ func serverDir(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "server")
 	t.Cleanup(func() {
-		cmd := exec.Command(thindist, "server", "stop")
+		cmd := exec.Command(thindist, "server", "stop", "--all")
 		cmd.Env = append(os.Environ(), serverEnv(dir, "1m")...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("thindist server stop: %v\n%s", err, out)
@@ -61,19 +61,37 @@ func serverProcs(dir string) []int {
 	return pids
 }
 
-// serverStatus is `thindist server status --json` for dir; nil when no
-// server runs.
+// serverStatus is the status of the server of thindist (the binary under
+// test) in dir, from `thindist server status --json`; nil when none runs.
 func serverStatus(t *testing.T, dir string) *workerserver.Status {
+	t.Helper()
+	for _, st := range serverStatuses(t, dir) {
+		if st.Identity.Thindist.Path == thindist {
+			return st
+		}
+	}
+	return nil
+}
+
+// serverStatuses is `thindist server status --json` for dir: every
+// server there.
+func serverStatuses(t *testing.T, dir string) []*workerserver.Status {
 	t.Helper()
 	code, out := runThindistStdout(t, "/", serverEnv(dir, "1m"), "server", "status", "--json")
 	if code != 0 {
 		t.Fatalf("thindist server status --json: exit %d\n%s", code, out)
 	}
-	var st *workerserver.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
+	var sts []*workerserver.Status
+	if err := json.Unmarshal([]byte(out), &sts); err != nil {
 		t.Fatalf("thindist server status --json: %v\n%s", err, out)
 	}
-	return st
+	return sts
+}
+
+// serverSockets are the sockets of the servers in dir, answering or not.
+func serverSockets(dir string) []string {
+	socks, _ := filepath.Glob(workerserver.Socket(filepath.Join(dir, "server-*")))
+	return socks
 }
 
 var serverPID = regexp.MustCompile(`^the worker server, pid (\d+), `)
@@ -166,7 +184,8 @@ func serverCommands(t *testing.T, dir string, st *workerserver.Status) {
 	_, out := runThindistStdout(t, "/", env, "server", "status")
 	for _, want := range []string{
 		fmt.Sprintf("server:    pid %d, up ", st.PID),
-		"socket:    " + workerserver.Socket(dir),
+		"(this thindist's)",
+		"socket:    " + st.Socket,
 		"thindist:  " + st.Identity.Version + ", " + thindist,
 		fmt.Sprintf("served:    %d jobs on workers, 2 links; 0 connections open", st.Workers.Jobs),
 		"compilers: " + clang + "++ (" + clang + "): on the workers",
@@ -175,16 +194,18 @@ func serverCommands(t *testing.T, dir string, st *workerserver.Status) {
 			t.Errorf("thindist server status lacks %q:\n%s", want, out)
 		}
 	}
-	if code, out := runThindistStdout(t, "/", env, "server", "stop"); code != 0 || out != fmt.Sprintf("stopped the server (pid %d) and its workers\n", st.PID) {
+	if code, out := runThindistStdout(t, "/", env, "server", "stop"); code != 0 || out != fmt.Sprintf("stopped the server (pid %d) of %s and its workers\n", st.PID, thindist) {
 		t.Errorf("thindist server stop: exit %d, %q", code, out)
 	}
 	if !workerserver.Gone(st.PID) {
 		t.Errorf("the server (pid %d) still runs after thindist server stop", st.PID)
 	}
-	none := fmt.Sprintf("no server running (socket %s)\n", workerserver.Socket(dir))
-	for _, cmd := range []string{"status", "stop"} {
-		if code, out := runThindistStdout(t, "/", env, "server", cmd); code != 0 || out != none {
-			t.Errorf("thindist server %s with no server: exit %d, %q; want %q", cmd, code, out, none)
+	for _, c := range []struct{ cmd, want string }{
+		{"status", "no server running in " + dir + "\n"},
+		{"stop", "no server of " + thindist + " running in " + dir + "\n"},
+	} {
+		if code, out := runThindistStdout(t, "/", env, "server", c.cmd); code != 0 || out != c.want {
+			t.Errorf("thindist server %s with no server: exit %d, %q; want %q", c.cmd, code, out, c.want)
 		}
 	}
 }
@@ -293,7 +314,7 @@ func TestServerDirNotPrivate(t *testing.T) {
 // run was not compiled on a worker (the link's own).
 func noServerOwnWorkers(t *testing.T, dir string, run *record.Run) {
 	t.Helper()
-	if _, err := os.Lstat(workerserver.Socket(dir)); err == nil || len(serverProcs(dir)) > 0 {
+	if len(serverSockets(dir)) > 0 || len(serverProcs(dir)) > 0 {
 		t.Errorf("a server runs in %s after the link", dir)
 	}
 	for _, a := range run.Actions {
@@ -317,8 +338,8 @@ func TestServerIdle(t *testing.T) {
 			t.Fatal("the link's record names no server")
 		}
 		waitGone(t, pid, "the server idle for its idle period of 1s")
-		if _, err := os.Lstat(workerserver.Socket(dir)); err == nil {
-			t.Errorf("the server left its socket %s", workerserver.Socket(dir))
+		if socks := serverSockets(dir); len(socks) > 0 {
+			t.Errorf("the server left its socket %s", socks)
 		}
 	})
 	for _, c := range []struct{ name, idle, ci string }{{"0", "0", ""}, {"CI", "", "1"}} {
@@ -331,11 +352,13 @@ func TestServerIdle(t *testing.T) {
 	}
 }
 
-// TestServerReplacedByAnotherThindist: a link of another thindist (here a
-// copy elsewhere: another executable) replaces the server, and so does a
-// link of another umask (the workers would write its objects with other
-// permissions than its clang); the old server exits.
-func TestServerReplacedByAnotherThindist(t *testing.T) {
+// TestServerReplacedByARebuild: a link of thindist rebuilt at the same
+// path (here written again, and so of another modification time) replaces
+// its installation's server, and so does a link of another umask (the
+// workers would write its objects with other permissions than its clang);
+// the old server exits. A copy elsewhere is another installation: its
+// server is its own, and the first one's stays.
+func TestServerReplacedByARebuild(t *testing.T) {
 	w := testprog.Worker(t)
 	p := program(t, testprog.Options{Modules: 3, Seed: 17})
 	data, err := os.ReadFile(thindist)
@@ -343,13 +366,29 @@ func TestServerReplacedByAnotherThindist(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := filepath.Join(t.TempDir(), "thindist")
-	if err := os.WriteFile(other, data, 0o755); err != nil {
-		t.Fatal(err)
+	install := func(when time.Time) {
+		if err := os.WriteFile(other+".new", data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(other+".new", when, when); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(other+".new", other); err != nil {
+			t.Fatal(err)
+		}
 	}
+	install(time.Now().Add(-time.Hour))
 	dir, cache := serverDir(t), t.TempDir()
-	links := []struct{ exe, umask string }{{thindist, "022"}, {other, "022"}, {other, "077"}}
+	links := []struct {
+		exe, umask string
+		rebuild    bool
+		replaces   int // the link whose server this one's replaces; -1 for none
+	}{{thindist, "022", false, -1}, {other, "022", false, -1}, {other, "022", true, 1}, {other, "077", false, 2}, {thindist, "022", false, -1}}
 	pids := make([]int, len(links))
 	for i, l := range links {
+		if l.rebuild {
+			install(time.Now())
+		}
 		out := fmt.Sprintf("app%d", i)
 		args := append([]string{"-c", `umask "$0" && exec "$@"`, l.umask, l.exe, "link", "--jobs=1", "--no-cache", "--worker=" + w, "--",
 			clang, "-flto=thin", "-fuse-ld=lld", "-O2"}, p.Objects...)
@@ -362,18 +401,112 @@ func TestServerReplacedByAnotherThindist(t *testing.T) {
 			t.Errorf("%s prints %q, want %q", out, got, p.Want)
 		}
 		run := lastRecord(t, p.Dir, cache)
-		if pids[i] = recordServer(run); pids[i] == 0 || !strings.HasSuffix(run.WorkerServer, ", started by this link") {
-			t.Errorf("link %d (%s, umask %s): workers of %q; want a server it started", i, l.exe, l.umask, run.WorkerServer)
+		pids[i] = recordServer(run)
+		started := strings.HasSuffix(run.WorkerServer, ", started by this link")
+		if pids[i] == 0 || started != (i < 4) {
+			t.Errorf("link %d (%s, umask %s): workers of %q; want a server it started: %v", i, l.exe, l.umask, run.WorkerServer, i < 4)
 		}
-		if i > 0 {
-			if pids[i] == pids[i-1] {
-				t.Fatalf("links %d and %d used the server of pid %d", i-1, i, pids[i])
-			}
-			waitGone(t, pids[i-1], "the server replaced")
+		if l.replaces >= 0 {
+			waitGone(t, pids[l.replaces], "the server replaced")
 		}
 	}
-	if st := serverStatus(t, dir); st == nil || st.PID != pids[2] || st.Identity.Thindist.Path != other || st.Identity.Umask != "0077" {
-		t.Errorf("the server now: %+v; want pid %d, running %s with umask 0077", st, pids[2], other)
+	if pids[4] != pids[0] {
+		t.Errorf("the last link of %s used the server of pid %d; the first one's, pid %d, should have stayed", thindist, pids[4], pids[0])
+	}
+	sts := serverStatuses(t, dir)
+	if len(sts) != 2 {
+		t.Fatalf("%d servers: %+v; want two, one of each installation", len(sts), sts)
+	}
+	for _, st := range sts {
+		if st.Identity.Thindist.Path == other && (st.PID != pids[3] || st.Identity.Umask != "0077") {
+			t.Errorf("the server of %s: %+v; want pid %d with umask 0077", other, st, pids[3])
+		}
+	}
+}
+
+// TestServerPerInstallation: two builds of thindist (a project's pinned
+// copy, a developer's own: another version, another path) link at once,
+// each with a server of its own that the other's links never replace;
+// `thindist server stop` of one stops only its own, `server status` lists
+// both.
+func TestServerPerInstallation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds thindist a second time")
+	}
+	w := testprog.Worker(t)
+	p := program(t, testprog.Options{Modules: 3, Seed: 23})
+	pinned := filepath.Join(t.TempDir(), "thindist")
+	build := exec.Command("go", "build", "-ldflags=-X github.com/thindist/thindist/internal/version.Version=pinned", "-o", pinned,
+		"github.com/thindist/thindist/cmd/thindist")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building a second thindist: %v\n%s", err, out)
+	}
+	dir := serverDir(t)
+	exes := []string{thindist, pinned}
+	const rounds = 3
+	var pids [2][rounds]int
+	var wg sync.WaitGroup
+	for e, exe := range exes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				cache, out := t.TempDir(), fmt.Sprintf("app-%d-%d", e, i)
+				args := append([]string{"link", "--jobs=1", "--no-cache", "--worker=" + w, "--", clang, "-flto=thin", "-fuse-ld=lld", "-O2"}, p.Objects...)
+				cmd := exec.Command(exe, append(args, "-o", out)...)
+				cmd.Dir, cmd.Env = p.Dir, testEnv(t, append(serverEnv(dir, "1m"), "THINDIST_CACHE_DIR="+cache)...)
+				if msg, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("link %d of %s: %v\n%s", i, exe, err, msg)
+					return
+				}
+				if got := runProg(t, p, out); got != p.Want {
+					t.Errorf("%s prints %q, want %q", out, got, p.Want)
+				}
+				pids[e][i] = recordServer(lastRecord(t, p.Dir, cache))
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for e, exe := range exes {
+		for i := range rounds {
+			if pids[e][i] == 0 || pids[e][i] != pids[e][0] {
+				t.Errorf("the links of %s used the servers of pids %v; want one server, never replaced", exe, pids[e])
+				break
+			}
+		}
+		if workerserver.Gone(pids[e][0]) {
+			t.Errorf("the server of %s (pid %d) is gone", exe, pids[e][0])
+		}
+	}
+	if pids[0][0] == pids[1][0] {
+		t.Fatalf("both installations used the server of pid %d", pids[0][0])
+	}
+	_, out := runThindistStdout(t, "/", serverEnv(dir, "1m"), "server", "status")
+	for _, want := range []string{
+		fmt.Sprintf("server:    pid %d, up ", pids[0][0]), fmt.Sprintf("server:    pid %d, up ", pids[1][0]),
+		"thindist:  pinned", ", " + pinned + " (",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("thindist server status lacks %q:\n%s", want, out)
+		}
+	}
+	cmd := exec.Command(pinned, "server", "stop")
+	cmd.Env = testEnv(t, serverEnv(dir, "1m")...)
+	msg, err := cmd.CombinedOutput()
+	want := fmt.Sprintf("stopped the server (pid %d) of %s and its workers\n"+
+		"left running: 1 server of other installations of thindist (thindist server status lists them; --all stops them)\n", pids[1][0], pinned)
+	if err != nil || string(msg) != want {
+		t.Errorf("%s server stop: %v, %q; want %q", pinned, err, msg, want)
+	}
+	waitGone(t, pids[1][0], "the pinned thindist's server, stopped")
+	if workerserver.Gone(pids[0][0]) {
+		t.Errorf("%s server stop stopped the server of %s (pid %d) too", pinned, thindist, pids[0][0])
+	}
+	if sts := serverStatuses(t, dir); len(sts) != 1 || sts[0].PID != pids[0][0] {
+		t.Errorf("servers after %s server stop: %+v; want only pid %d", pinned, sts, pids[0][0])
 	}
 }
 

@@ -55,6 +55,7 @@ func TestCorruptEntryMissReason(t *testing.T) {
 		t.Fatalf("no blobs in the cache: %v", err)
 	}
 	for _, b := range blobs {
+		os.Chmod(b, 0o644) // blobs are read-only
 		if err := os.WriteFile(b, []byte("not what was stored"), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/lockfile"
+	"github.com/thindist/thindist/internal/plainfile"
 )
 
 // Disk is a Store in a directory on this machine:
@@ -28,12 +30,23 @@ import (
 //	ac/<hh>/<hash>    ActionResult records, named by the action key
 //	stats.json        counters over the cache's life
 //	lock              flock(2)ed while stats are updated or entries evicted
+//	claims/<hash>     the actions being compiled, by key (Claims)
 //
 // Every file is written under a temporary name and renamed into place, so
 // links sharing the directory see whole entries or none. Every read checks
 // the digest; a corrupt or truncated entry is deleted and reads as a miss.
 // Use (a hit, a write) sets an entry's modification time, which orders
 // least-recently-used eviction.
+//
+// Blobs are read-only files (0444), made by hard-linking the file stored
+// where the file system allows (a compiler's output: storing a result
+// creates one new file, its record) and placed the same way by a hit (no
+// copy, no new file), else cloned (FICLONE) or copied. A placed object is
+// then the blob itself, read-only: a linker or user that opens it for
+// writing is refused, and no writer of thindist's ever writes into an
+// existing file (each writes a new one and renames it). Whatever gets
+// through (root ignores the mode) changes the blob's content, which the
+// next read's digest check finds: the blob is removed and never placed.
 type Disk struct {
 	dir     string
 	written atomic.Int64 // bytes this process added, to decide when to trim
@@ -79,7 +92,7 @@ func (c *Disk) acPath(key digest.Digest) string {
 // GetActionResult reads the record for key.
 func (c *Disk) GetActionResult(_ context.Context, _ Meter, key digest.Digest, _ []string) (*repb.ActionResult, error) {
 	p := c.acPath(key)
-	data, err := os.ReadFile(p)
+	data, err := plainfile.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
 	}
@@ -87,15 +100,17 @@ func (c *Disk) GetActionResult(_ context.Context, _ Meter, key digest.Digest, _ 
 		return nil, err
 	}
 	// A record is a SHA-256 of the message followed by the message, so a
-	// truncated or flipped record is detected, not misparsed.
+	// truncated or flipped record (or object in it) is detected, not
+	// misparsed. Records are renamed into place whole: a damaged one is
+	// corruption, not a write in progress.
 	if len(data) < sha256.Size || sha256.Sum256(data[sha256.Size:]) != [32]byte(data[:sha256.Size]) {
 		os.Remove(p)
-		return nil, ErrNotFound
+		return nil, fmt.Errorf("cached record %s is corrupt (its checksum does not match); removed it", p)
 	}
 	res := &repb.ActionResult{}
 	if err := proto.Unmarshal(data[sha256.Size:], res); err != nil {
 		os.Remove(p)
-		return nil, ErrNotFound
+		return nil, fmt.Errorf("cached record %s is corrupt (%v); removed it", p, err)
 	}
 	touch(p)
 	return res, nil
@@ -120,24 +135,35 @@ func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *rep
 	})
 }
 
-// ReadBlob links or copies blob d to dst and verifies it.
+// ReadBlob places blob d at dst (a hard link, else a clone or a copy) and
+// verifies it.
 func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string) error {
 	src := c.casPath(d)
-	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
-		return ErrNotFound
+	var got digest.Digest
+	err := os.Link(src, dst)
+	if errors.Is(err, fs.ErrExist) {
+		// Left by an earlier attempt (dst is the caller's own path):
+		// replaced, not written through. Removing it first always
+		// would cost every hit a failed unlink.
+		os.Remove(dst)
+		err = os.Link(src, dst)
 	}
-	os.Remove(dst)
-	// A hard link costs no copy; the digest is still checked on every read.
-	if err := os.Link(src, dst); err != nil {
-		if err := copyFile(src, dst); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return ErrNotFound
-			}
-			return err
+	if err == nil {
+		got, err = digest.OfFile(dst)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		// Another file system, or one without hard links.
+		os.Remove(dst)
+		var in *os.File
+		if in, err = os.Open(src); err == nil {
+			got, err = cloneOrCopy(in, dst)
+			in.Close()
 		}
 	}
-	got, err := digest.OfFile(dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ErrNotFound
+	}
 	if err != nil {
+		os.Remove(dst)
 		return err
 	}
 	if got != d {
@@ -149,13 +175,40 @@ func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string)
 	return nil
 }
 
+// cloneOrCopy writes the content of in to the new file dst, sharing its
+// blocks where the file system can (FICLONE) and copying it otherwise, and
+// returns the digest of what dst holds.
+func cloneOrCopy(in *os.File, dst string) (digest.Digest, error) {
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	if unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
+		if err := out.Close(); err != nil {
+			return digest.Digest{}, err
+		}
+		return digest.OfFile(dst)
+	}
+	h := sha256.New()
+	n, err := digest.Copy(io.MultiWriter(out, h), in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	d := digest.Digest{Size: n}
+	copy(d.Hash[:], h.Sum(nil))
+	return d, nil
+}
+
 // ReadBlobBytes reads a small blob and verifies it.
 func (c *Disk) ReadBlobBytes(_ context.Context, _ Meter, d digest.Digest) ([]byte, error) {
 	if d.Size == 0 {
 		return nil, nil
 	}
 	p := c.casPath(d)
-	data, err := os.ReadFile(p)
+	data, err := plainfile.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
 	}
@@ -170,18 +223,40 @@ func (c *Disk) ReadBlobBytes(_ context.Context, _ Meter, d digest.Digest) ([]byt
 	return data, nil
 }
 
-// WriteBlob copies src into the store (verifying it is d while copying).
+// WriteBlob stores the content of src, checking that it is d: as a hard
+// link to src, made read-only, where the file system allows (no new file),
+// else as a copy. src then is a name of the blob: like every file thindist
+// writes, it must be replaced, never written in place.
 func (c *Disk) WriteBlob(_ context.Context, _ Meter, d digest.Digest, src string) error {
 	dst := c.casPath(d)
 	if touch(dst) {
 		return nil // already stored: content-addressed, so identical
+	}
+	got, err := digest.OfFile(src)
+	if err != nil {
+		return err
+	}
+	if got != d {
+		return fmt.Errorf("%s changed while it was being cached", src)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	// Read-only before it is in the store: its every name is read-only.
+	if fi, err := os.Stat(src); err == nil && os.Chmod(src, blobMode) == nil {
+		err = os.Link(src, dst)
+		if err == nil || errors.Is(err, fs.ErrExist) {
+			c.written.Add(d.Size)
+			return nil
+		}
+		os.Chmod(src, fi.Mode().Perm()) // not linked: src is no blob
 	}
 	f, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return c.writeAtomic(dst, func(w io.Writer) error {
+	return atomicfile.WriteIn(filepath.Join(c.dir, "tmp"), dst, blobMode, func(w io.Writer) error {
 		h := sha256.New()
 		n, err := digest.Copy(io.MultiWriter(w, h), f)
 		if err != nil {
@@ -195,6 +270,9 @@ func (c *Disk) WriteBlob(_ context.Context, _ Meter, d digest.Digest, src string
 	})
 }
 
+// blobMode is a blob's: read-only, as every name it is placed under.
+const blobMode = 0o444
+
 // WriteBlobBytes stores data.
 func (c *Disk) WriteBlobBytes(_ context.Context, _ Meter, d digest.Digest, data []byte) error {
 	if d.Size == 0 {
@@ -205,7 +283,10 @@ func (c *Disk) WriteBlobBytes(_ context.Context, _ Meter, d digest.Digest, data 
 		return nil
 	}
 	c.written.Add(int64(len(data)))
-	return c.writeAtomic(dst, func(w io.Writer) error { _, err := w.Write(data); return err })
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteIn(filepath.Join(c.dir, "tmp"), dst, blobMode, func(w io.Writer) error { _, err := w.Write(data); return err })
 }
 
 // writeAtomic writes a file under tmp/ and renames it to dst: the
@@ -222,19 +303,6 @@ func (c *Disk) writeAtomic(dst string, write func(io.Writer) error) error {
 func touch(p string) bool {
 	now := time.Now()
 	return os.Chtimes(p, now, now) == nil
-}
-
-// copyFile copies src to dst, replacing dst rather than writing into it.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return atomicfile.Write(dst, 0o644, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
 }
 
 // Stats are a cache's counters over its life.

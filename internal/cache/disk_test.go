@@ -7,7 +7,9 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,9 +34,12 @@ func blob(seed, n int) []byte {
 	return b
 }
 
+// writeFile writes a new file at dir/name, as every writer of thindist's
+// does (never into an existing one: it may be a name of a stored blob).
 func writeFile(t testing.TB, dir, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
+	os.Remove(p)
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +115,7 @@ func TestDiskCorruptEntries(t *testing.T) {
 		c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data))
 		c.UpdateActionResult(ctx, keyOf(i), record(d))
 
+		os.Chmod(c.casPath(d), 0o644) // blobs are read-only
 		f(c.casPath(d))
 		dst := filepath.Join(tmp, "dst-"+name)
 		if err := c.ReadBlob(ctx, nil, d, dst); err == nil {
@@ -126,8 +132,8 @@ func TestDiskCorruptEntries(t *testing.T) {
 		}
 
 		f(c.acPath(keyOf(i)))
-		if _, err := c.GetActionResult(ctx, nil, keyOf(i), nil); !errors.Is(err, ErrNotFound) {
-			t.Errorf("%s record: %v, want ErrNotFound", name, err)
+		if _, err := c.GetActionResult(ctx, nil, keyOf(i), nil); err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "corrupt") {
+			t.Errorf("%s record: %v, want an error that says it is corrupt", name, err)
 		}
 		if _, err := os.Stat(c.acPath(keyOf(i))); err == nil {
 			t.Errorf("%s record: not removed", name)
@@ -339,4 +345,117 @@ func TestDiskClear(t *testing.T) {
 	if _, err := c.GetActionResult(ctx, nil, keyOf(1), nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("after Clear: %v", err)
 	}
+}
+
+// TestDiskBlobsLinkedReadOnly: storing a file's blob makes no new file (the
+// blob is a hard link to it) and a hit places it the same way; every name
+// of the blob is read-only, so a linker or user opening a placed object to
+// write it is refused (unless root, whom TestExecutorHitWrittenThrough
+// covers).
+func TestDiskBlobsLinkedReadOnly(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	data := blob(1, 3000)
+	d := digest.OfBytes(data)
+	src := writeFile(t, tmp, "out", data)
+	if err := c.WriteBlob(ctx, nil, d, src); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(tmp, "placed")
+	if err := c.ReadBlob(ctx, nil, d, dst); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := os.Stat(c.casPath(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{src, dst} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(fi, stored) {
+			t.Errorf("%s is not the stored blob (a copy: a new file)", p)
+		}
+		if fi.Mode().Perm()&0o222 != 0 {
+			t.Errorf("%s, a name of the stored blob, is writable: %v", p, fi.Mode())
+		}
+	}
+	if os.Geteuid() != 0 {
+		if f, err := os.OpenFile(dst, os.O_WRONLY, 0); err == nil {
+			f.Close()
+			t.Errorf("the placed object opened for writing")
+		}
+	}
+}
+
+// TestDiskReadBlobOverLeftFile: a blob placed over a file an earlier
+// attempt left at the destination (here a name of another blob) replaces
+// it and leaves that blob alone.
+func TestDiskReadBlobOverLeftFile(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	one, two := blob(1, 2000), blob(2, 2000)
+	d1, d2 := digest.OfBytes(one), digest.OfBytes(two)
+	c.WriteBlob(ctx, nil, d1, writeFile(t, tmp, "one", one))
+	c.WriteBlob(ctx, nil, d2, writeFile(t, tmp, "two", two))
+	dst := filepath.Join(tmp, "dst")
+	if err := c.ReadBlob(ctx, nil, d1, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReadBlob(ctx, nil, d2, dst); err != nil {
+		t.Fatalf("over a left file: %v", err)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != string(two) {
+		t.Error("the destination does not hold the blob placed last")
+	}
+	if got, err := c.ReadBlobBytes(ctx, nil, d1); err != nil || string(got) != string(one) {
+		t.Errorf("the blob the left file was a name of changed: %v", err)
+	}
+}
+
+// TestDiskBlobAcrossFileSystems: a file on another file system than the
+// cache is stored as a copy (read-only) and left as it was, and a hit
+// places a copy there.
+func TestDiskBlobAcrossFileSystems(t *testing.T) {
+	other, err := os.MkdirTemp("/dev/shm", "thindist-test-")
+	if err != nil {
+		t.Skipf("no second file system: %v", err)
+	}
+	defer os.RemoveAll(other)
+	ctx := context.Background()
+	c := openDisk(t)
+	if a, b := deviceOf(t, other), deviceOf(t, c.Dir()); a == b {
+		t.Skip("/dev/shm is on the cache's file system")
+	}
+	data := blob(3, 3000)
+	d := digest.OfBytes(data)
+	src := writeFile(t, other, "out", data)
+	if err := c.WriteBlob(ctx, nil, d, src); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(src); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the copied file's mode changed: %v %v", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(c.casPath(d)); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Errorf("the copied blob is writable or missing: %v", err)
+	}
+	dst := filepath.Join(other, "placed")
+	if err := c.ReadBlob(ctx, nil, d, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != string(data) {
+		t.Error("the placed copy differs")
+	}
+}
+
+func deviceOf(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(fi.Sys().(*syscall.Stat_t).Dev)
 }

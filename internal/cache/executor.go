@@ -53,6 +53,13 @@ type Options struct {
 	// Unusable, if set, hears of each action whose entry was found but
 	// could not be used (err says why), before the action runs.
 	Unusable func(a *action.Action, err error)
+	// Claims, if set, are the claims of the processes that share the
+	// store (a disk cache's): an action missed is claimed while next runs
+	// it, and a miss of an action another process has claimed waits for
+	// that one's result and serves it from the store (a hit), or runs it
+	// if none came (that compile failed, its process died). Not with
+	// ReadOnly, which stores nothing to wait for.
+	Claims *Claims
 }
 
 // ExecutorStats are what one run of a cache executor saw.
@@ -125,6 +132,24 @@ func (e *Executor) Execute(ctx context.Context, j executor.Job) (*executor.Resul
 		e.opts.Warn("%s: cache entry unusable, recompiling: %v", a.ID, err)
 		if e.opts.Unusable != nil {
 			e.opts.Unusable(a, err)
+		}
+	}
+	if e.opts.Claims != nil && !e.opts.ReadOnly && !unavailable {
+		release, waited, err := e.opts.Claims.Claim(ctx, key)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			e.opts.Warn("%s: %v; compiling it here as well", a.ID, err)
+		default:
+			defer release()
+			if waited {
+				if res, err := e.lookup(ctx, j.Meter, key, a, out); err == nil {
+					e.hits.Add(1)
+					e.savedCPU.Add(int64(res.CPU))
+					return res, nil
+				}
+			}
 		}
 	}
 	e.misses.Add(1)

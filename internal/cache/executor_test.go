@@ -95,6 +95,7 @@ func TestExecutorHitMiss(t *testing.T) {
 	// A damaged object in the cache: recompiled, replaced.
 	ar, _ := disk.GetActionResult(ctx, nil, mustKey(t, a), nil)
 	d, _ := digest.FromProto(ar.OutputFiles[0].Digest)
+	os.Chmod(disk.casPath(d), 0o644)                       // blobs are read-only
 	os.WriteFile(disk.casPath(d), elfObject("two"), 0o644) // a valid object, the wrong one
 	out3 := filepath.Join(t.TempDir(), "obj")
 	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out3}}); err != nil {
@@ -211,6 +212,44 @@ func TestExecutorUnusableHitLeavesNoLink(t *testing.T) {
 	data, err := disk.ReadBlobBytes(ctx, nil, obj)
 	if err != nil || string(data) != string(elfObject("one")) {
 		t.Errorf("the stored object was written through a hard link: %v", err)
+	}
+}
+
+// TestExecutorHitWrittenThrough: an object a hit placed is written in
+// place by someone the read-only mode does not stop (root, or after a
+// chmod). The next link must not place what was written: it finds the
+// blob's digest wrong, removes it, compiles, and stores the entry again.
+func TestExecutorHitWrittenThrough(t *testing.T) {
+	ctx := context.Background()
+	a := realActions(t)[0]
+	disk := openDisk(t)
+	comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("one"), &executor.Result{} }}
+	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "obj")
+	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(out, 0o644)
+	bad := elfObject("two")
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(bad)
+	f.Close()
+	for i, want := range []int64{2, 2} {
+		out := filepath.Join(t.TempDir(), "obj")
+		if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{out}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(out); string(got) != string(elfObject("one")) {
+			t.Fatalf("link %d after the write placed %q", i+1, got[64:])
+		}
+		if n := comp.runs.Load(); n != want {
+			t.Errorf("link %d after the write: %d compiles, want %d (once more, then served again)", i+1, n, want)
+		}
 	}
 }
 

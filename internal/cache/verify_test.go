@@ -50,6 +50,7 @@ func TestVerify(t *testing.T) {
 	// that does not parse; an evicted blob (not corrupt: a miss).
 	data, _ := os.ReadFile(c.casPath(flipped))
 	data[len(data)-1] ^= 1
+	os.Chmod(c.casPath(flipped), 0o644) // blobs are read-only
 	os.WriteFile(c.casPath(flipped), data, 0o644)
 	rec, _ := os.ReadFile(c.acPath(truncKey))
 	os.WriteFile(c.acPath(truncKey), rec[:len(rec)/2], 0o644)

@@ -362,6 +362,9 @@ func distribute(ctx context.Context, args []string, env pipeline.Env, start time
 	}
 	// Archive members by the archive the user linked, not lld's copies.
 	jobfile.NameMembers(jf.Actions, linker, dir)
+	if jf.Schema == "lld" {
+		asInProcess(jf.Actions)
+	}
 	sess.SetOutput(jf.LinkerOutput)
 	err = sess.Run(ctx, &cfg, jf.Actions)
 	code := exitCode(err, env)

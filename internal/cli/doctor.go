@@ -147,7 +147,7 @@ func localCompiler(ctx context.Context, compiler string) (local, version string,
 	if err != nil {
 		return local, "", 0, err
 	}
-	version = firstLineOf(string(res.Stdout))
+	version = remote.FirstLine(string(res.Stdout))
 	// Timed again, warm, as the forked run is.
 	if res, err := (proc.Exec{}).Run(ctx, cmd); err == nil {
 		execTook = res.Wall
@@ -197,32 +197,13 @@ func (r *doctorReport) remoteChecks(ctx context.Context, rc *config.Remote, env 
 		// no name to run on the workers, and an action with an empty
 		// argv[0] would only fail there.
 		fmt.Fprintf(stdout, "skip  workers' compiler check: no compiler to ask for (pass --compiler or --remote-compiler)\n")
+	case r.shippedCompiler(ctx, rc, env, client, local, localVer):
 	default:
 		rex := remote.NewExecutor(client, remote.ExecOptions{Compiler: rc.Compiler, Platform: rc.Platform,
 			Env: pipeline.RemoteEnv(env.Getenv), Timeout: rc.ExecTimeout, ExecStall: rc.ExecStall})
-		remoteVer, err := workersCompiler(ctx, rex, remoteCompiler, compiler, localVer)
+		remoteVer, err := rex.WorkersCompiler(ctx, remoteCompiler, compiler, localVer)
 		r.step("workers' compiler "+remoteCompiler, err, ": "+remoteVer)
 	}
-}
-
-// workersCompiler runs remoteCompiler --version on a worker and returns
-// the first line it printed; an error when it fails or, localVer set,
-// reports another version than the local compiler.
-func workersCompiler(ctx context.Context, rex *remote.Executor, remoteCompiler, compiler, localVer string) (string, error) {
-	res, err := rex.RunCommand(ctx, []string{remoteCompiler, "--version"})
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("%s --version exited %d on the worker: %s", remoteCompiler, res.ExitCode,
-			strings.TrimSpace(string(res.Stderr)))
-	}
-	if err != nil {
-		return "", err
-	}
-	remoteVer := firstLineOf(string(res.Stdout))
-	if localVer != "" && remoteVer != localVer {
-		err = fmt.Errorf("the workers' %s reports %q, the local %s %q: DTLTO needs the same version (set --remote-compiler or the platform's container image)",
-			remoteCompiler, remoteVer, compiler, localVer)
-	}
-	return remoteVer, err
 }
 
 // checkForkServer forks the compiler's --version from a fork server, as a
@@ -249,8 +230,8 @@ func checkForkServer(ctx context.Context, cfg *config.Config, env pipeline.Env, 
 		return "", err
 	case st.ExitCode != 0 || st.Signal != "":
 		return "", fmt.Errorf("forked %s --version: exit %d %s: %s", compiler, st.ExitCode, st.Signal, strings.TrimSpace(stderr.String()))
-	case firstLineOf(stdout.String()) != want:
-		return "", fmt.Errorf("forked %s --version printed %q, exec'd %q", compiler, firstLineOf(stdout.String()), want)
+	case remote.FirstLine(stdout.String()) != want:
+		return "", fmt.Errorf("forked %s --version printed %q, exec'd %q", compiler, remote.FirstLine(stdout.String()), want)
 	}
 	// The first fork also started the server; a second shows the cost of a job.
 	start = time.Now()
@@ -258,12 +239,4 @@ func checkForkServer(ctx context.Context, cfg *config.Config, env pipeline.Env, 
 		took = time.Since(start)
 	}
 	return fmt.Sprintf(" (--version forked %v, exec'd %v)", took.Round(100*time.Microsecond), execTook.Round(100*time.Microsecond)), nil
-}
-
-func firstLineOf(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

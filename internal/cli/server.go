@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -16,36 +17,43 @@ import (
 )
 
 const serverIntro = `Usage:
-  thindist server status [--json]   the per-user worker server: its socket, pid,
-                                    uptime, idle period, thindist and worker,
-                                    workers idle and busy, jobs and links served,
-                                    and each compiler checked with the verdict
-  thindist server stop              end the server and its workers (links running
-                                    rerun their jobs by exec)
+  thindist server status [--json]   every worker server of the user's, one per
+                                    installation of thindist: its directory,
+                                    pid, uptime, idle period, thindist and
+                                    worker, workers idle and busy, jobs and
+                                    links served, and each compiler checked
+                                    with the verdict
+  thindist server stop [--all]      end this thindist's server and its workers
+                                    (--all: every server of the user's; links
+                                    running rerun their jobs by exec)
 
-A link keeps its backend workers warm in a server of the user's (one per user):
-started on demand by the first link that has a worker, reused by the next, gone
-after --worker-idle without a link (default 5m; 0, or the environment variable
-CI set, means no server: each link runs workers of its own and leaves no
-process behind). Its socket is in --server-dir ($XDG_RUNTIME_DIR/thindist, else
-/tmp/thindist-UID), a directory that must be the user's alone; other users'
-connections are refused. A link of another thindist or worker build replaces
-the server. See docs/worker.md.
+A link keeps its backend workers warm in a server of the user's (one per
+installation: the thindist executable and its worker): started on demand by the
+first link that has a worker, reused by the next, gone after --worker-idle
+without a link (default 5m; 0, or the environment variable CI set, means no
+server: each link runs workers of its own and leaves no process behind). Its
+socket is in a directory of its own in --server-dir ($XDG_RUNTIME_DIR/thindist,
+else /tmp/thindist-UID), a directory that must be the user's alone; other users'
+connections are refused. A link of a rebuilt thindist or worker at the same
+path replaces its installation's server, never another installation's. See
+docs/worker.md.
 
 `
 
-func newServerFlags(cfg *config.Config, asJSON *bool) *config.FlagSet {
+func newServerFlags(cfg *config.Config, asJSON, all *bool) *config.FlagSet {
 	fs := config.NewFlagSet("thindist server")
-	fs.Bool(asJSON, "json", "Server", false, "with status: print it as JSON")
+	fs.Bool(asJSON, "json", "Server", false, "with status: print it as JSON (a list, one server an installation)")
+	fs.Bool(all, "all", "Server", false, "with stop: stop every server of the user's, not only this thindist's")
 	fs.CommandOnly("json")
+	fs.CommandOnly("all")
 	cfg.Register(fs)
 	return fs
 }
 
 func serverUsage(w io.Writer) {
 	var cfg config.Config
-	var asJSON bool
-	helpOwnFlags(w, serverIntro, newServerFlags(&cfg, &asJSON))
+	var asJSON, all bool
+	helpOwnFlags(w, serverIntro, newServerFlags(&cfg, &asJSON, &all))
 }
 
 // serverCmd runs `thindist server status|stop`, and `thindist server run`,
@@ -56,8 +64,8 @@ func serverCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 		return 0
 	}
 	var cfg config.Config
-	var asJSON bool
-	fs := newServerFlags(&cfg, &asJSON)
+	var asJSON, all bool
+	fs := newServerFlags(&cfg, &asJSON, &all)
 	if code := parseFlags("thindist server", fs, &cfg, args, env, serverUsage); code >= 0 {
 		return code
 	}
@@ -67,46 +75,91 @@ func serverCmd(ctx context.Context, args []string, env pipeline.Env, stdout io.W
 			return code
 		}
 	}
-	if len(sub) != 1 || (sub[0] != "status" && sub[0] != "stop" && sub[0] != "run") || asJSON && sub[0] != "status" {
-		fmt.Fprintf(env.Stderr, "usage: thindist server status [--json] | stop\nRun 'thindist server --help' for more.\n")
+	if len(sub) != 1 || (sub[0] != "status" && sub[0] != "stop" && sub[0] != "run") || asJSON && sub[0] != "status" || all && sub[0] != "stop" {
+		fmt.Fprintf(env.Stderr, "usage: thindist server status [--json] | stop [--all]\nRun 'thindist server --help' for more.\n")
 		return 2
 	}
 	dir := pipeline.ServerDir(&cfg, env)
-	switch sub[0] {
-	case "run":
+	if sub[0] == "run" {
 		return serverRun(ctx, &cfg, dir, env)
-	case "stop":
-		pid, err := workerserver.Stop(dir, 10*time.Second)
-		switch {
-		case errors.Is(err, workerserver.ErrNoServer):
-			fmt.Fprintf(stdout, "no server running (socket %s)\n", workerserver.Socket(dir))
-		case err != nil:
-			fmt.Fprintf(env.Stderr, "thindist server stop: %v\n", err)
-			return 1
-		default:
-			fmt.Fprintf(stdout, "stopped the server (pid %d) and its workers\n", pid)
-		}
-		return 0
 	}
-	st, err := workerserver.QueryStatus(dir)
+	sts, err := workerserver.List(dir)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "thindist server %s: %v\n", sub[0], err)
+	}
+	exe := env.Self
+	if exe == "" {
+		exe, _ = os.Executable()
+	}
+	self, serr := workerserver.Resolved(exe)
+	mine := func(st *workerserver.Status) bool { return serr == nil && st.Identity.Thindist.Path == self }
+	if sub[0] == "stop" {
+		return serverStop(sts, all, mine, dir, self, env, stdout, err)
+	}
 	switch {
-	case errors.Is(err, workerserver.ErrNoServer):
-		if asJSON {
-			fmt.Fprintln(stdout, "null")
-		} else {
-			fmt.Fprintf(stdout, "no server running (socket %s)\n", workerserver.Socket(dir))
-		}
-		return 0
-	case err != nil:
-		fmt.Fprintf(env.Stderr, "thindist server status: %v\n", err)
-		return 1
 	case asJSON:
-		b, _ := json.MarshalIndent(st, "", "  ")
+		if sts == nil {
+			sts = []*workerserver.Status{}
+		}
+		b, _ := json.MarshalIndent(sts, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", b)
-	default:
-		writeServerStatus(stdout, st)
+	case len(sts) == 0:
+		fmt.Fprintf(stdout, "no server running in %s\n", dir)
+	}
+	for i, st := range sts {
+		if asJSON {
+			break
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		writeServerStatus(stdout, st, mine(st))
+	}
+	if err != nil {
+		return 1
 	}
 	return 0
+}
+
+// serverStop stops the servers of sts that are this thindist's (mine), or
+// all of them, and says which it stopped and which it left running.
+func serverStop(sts []*workerserver.Status, all bool, mine func(*workerserver.Status) bool, dir, self string,
+	env pipeline.Env, stdout io.Writer, listErr error) int {
+	code, stopped, left := 0, 0, 0
+	if listErr != nil {
+		code = 1
+	}
+	for _, st := range sts {
+		if !all && !mine(st) {
+			left++
+			continue
+		}
+		pid, err := workerserver.Stop(st.Dir, 10*time.Second)
+		switch {
+		case errors.Is(err, workerserver.ErrNoServer):
+		case err != nil:
+			fmt.Fprintf(env.Stderr, "thindist server stop: %v\n", err)
+			code = 1
+		default:
+			stopped++
+			fmt.Fprintf(stdout, "stopped the server (pid %d) of %s and its workers\n", pid, st.Identity.Thindist.Path)
+		}
+	}
+	if stopped == 0 && code == 0 {
+		if all {
+			fmt.Fprintf(stdout, "no server running in %s\n", dir)
+		} else {
+			fmt.Fprintf(stdout, "no server of %s running in %s\n", self, dir)
+		}
+	}
+	if left > 0 {
+		servers := "servers"
+		if left == 1 {
+			servers = "server"
+		}
+		fmt.Fprintf(stdout, "left running: %d %s of other installations of thindist (thindist server status lists them; --all stops them)\n", left, servers)
+	}
+	return code
 }
 
 // serverRun runs the server (`thindist server run`) until it exits.
@@ -128,9 +181,15 @@ func serverRun(ctx context.Context, cfg *config.Config, dir string, env pipeline
 	return 0
 }
 
-func writeServerStatus(w io.Writer, st *workerserver.Status) {
-	fmt.Fprintf(w, "server:    pid %d, up %s (since %s), idle period %s\n", st.PID, st.Uptime,
-		st.Started.Local().Format("2006-01-02 15:04:05"), st.Idle)
+// writeServerStatus prints st; mine says it is the server of this
+// thindist.
+func writeServerStatus(w io.Writer, st *workerserver.Status, mine bool) {
+	whose := ""
+	if mine {
+		whose = " (this thindist's)"
+	}
+	fmt.Fprintf(w, "server:    pid %d, up %s (since %s), idle period %s%s\n", st.PID, st.Uptime,
+		st.Started.Local().Format("2006-01-02 15:04:05"), st.Idle, whose)
 	fmt.Fprintf(w, "socket:    %s (log %s)\n", st.Socket, st.Log)
 	fmt.Fprintf(w, "thindist:  %s, %s\n", st.Identity.Version, st.Identity.Thindist)
 	fmt.Fprintf(w, "worker:    %s\n", st.Identity.Worker)

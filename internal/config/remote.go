@@ -20,6 +20,10 @@ type Remote struct {
 	Platform KVList
 	// Compiler is the compiler's path on the workers ("" = the local path).
 	Compiler string
+	// Toolchain is how the workers get the compiler: "inputs" (shipped
+	// with each action), "installed" (theirs; also "", a Remote not made
+	// from the settings) or "auto" (ShipsToolchain).
+	Toolchain string
 	// Jobs is how many actions are in flight with a remote service.
 	Jobs int
 	// Fallback is "local" or "none".
@@ -154,7 +158,16 @@ func (r *Remote) registerExecution(fs *FlagSet) {
 		"a platform property workers must match (repeatable), e.g. OSFamily=Linux,\n"+
 			"container-image=docker://..., Pool=...")
 	fs.String(&r.Compiler, "remote-compiler", g, "PATH", "",
-		"the compiler's path on the workers (default: the same path as on this machine)")
+		"the compiler's path on the workers (default: the same path as on this machine;\n"+
+			"with --remote-toolchain=auto, naming it means the workers have their own)")
+	fs.Choice(&r.Toolchain, "remote-toolchain", g, []string{"auto", "inputs", "installed"}, "auto",
+		"how the workers get the compiler. inputs: its executable, shared libraries and\n"+
+			"dynamic loader go with every action as inputs, stored once in the CAS (265 MiB, about 92 MiB\n"+
+			"with zstd for Debian's clang 22), so any Linux worker of this machine's architecture\n"+
+			"runs the very compiler of this machine, nothing installed. installed: the workers run\n"+
+			"their own, at --remote-compiler or this machine's path. auto: inputs, unless\n"+
+			"--remote-compiler is given; a compiler that cannot be shipped (a script) is run\n"+
+			"as installed, with a warning")
 	fs.Int(&r.Jobs, "remote-jobs", g, 256, 1,
 		"keep at most N actions in flight with the remote service (each costs a goroutine\n"+
 			"and a stream, no thread); this machine keeps compiling too (--remote-local-jobs).\n"+
@@ -327,6 +340,22 @@ func (v cacheTargetValue) Implies() []string {
 		return []string{"remote-cache-only"}
 	}
 	return nil
+}
+
+// ShipsToolchain reports whether actions carry the compiler as inputs
+// (--remote-toolchain), and why, in a phrase.
+func (r *Remote) ShipsToolchain() (bool, string) {
+	switch r.Toolchain {
+	case "inputs":
+		return true, "--remote-toolchain=inputs"
+	case "auto":
+	default:
+		return false, "--remote-toolchain=installed"
+	}
+	if r.Compiler != "" {
+		return false, "--remote-compiler names the workers' own compiler (--remote-toolchain=auto)"
+	}
+	return true, "no --remote-compiler names a compiler of the workers' own (--remote-toolchain=auto)"
 }
 
 // check validates what no single setting can: each setting's value is

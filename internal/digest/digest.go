@@ -116,6 +116,10 @@ func Parse(hash string, size int64) (Digest, error) {
 type Files struct {
 	mu sync.Mutex
 	m  map[string]*fileEntry
+	// table, if set, remembers digests across runs.
+	table *Table
+	// now is the clock stamps are judged racy by (time.Now; tests move it).
+	now func() time.Time
 }
 
 type fileEntry struct {
@@ -130,7 +134,13 @@ type fileEntry struct {
 }
 
 // NewFiles returns an empty memo.
-func NewFiles() *Files { return &Files{m: map[string]*fileEntry{}} }
+func NewFiles() *Files { return &Files{m: map[string]*fileEntry{}, now: time.Now} }
+
+// NewFilesWith returns an empty memo that takes the digests of files
+// unchanged since an earlier run from t, and puts those it makes in it.
+func NewFilesWith(t *Table) *Files {
+	return &Files{m: map[string]*fileEntry{}, table: t, now: time.Now}
+}
 
 // Get digests the file at the absolute path.
 func (f *Files) Get(path string) (Digest, error) {
@@ -142,10 +152,23 @@ func (f *Files) Get(path string) (Digest, error) {
 	}
 	f.mu.Unlock()
 	e.once.Do(func() {
-		at := time.Now()
+		defer e.ready.Store(true)
+		if f.table != nil {
+			if s, err := plainfile.StampOf(path); err == nil {
+				if d, ok := f.table.get(path, s); ok {
+					// Unchanged since a run read it with a stamp that
+					// was not racy: as trusted as if read now.
+					e.d, e.stamp, e.trusted = d, s, true
+					return
+				}
+			}
+		}
+		at := f.now()
 		e.d, e.stamp, e.err = ofFile(path)
 		e.trusted = e.err == nil && !e.stamp.Racy(at)
-		e.ready.Store(true)
+		if e.trusted && e.d.Size == e.stamp.Size && f.table != nil {
+			f.table.put(path, e.stamp, e.d)
+		}
 	})
 	return e.d, e.err
 }
@@ -170,6 +193,15 @@ func (f *Files) Unchanged(path string, d Digest, now plainfile.Stamp) bool {
 		return false // still being digested
 	}
 	return e.err == nil && e.trusted && e.d == d && e.stamp == now
+}
+
+// Save saves the digests this run found or made to the table the memo was
+// made with (NewFilesWith), if any.
+func (f *Files) Save() error {
+	if f == nil || f.table == nil {
+		return nil
+	}
+	return f.table.Save()
 }
 
 // Prefetch digests the files at paths (absolute) in the background, in

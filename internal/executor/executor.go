@@ -111,6 +111,12 @@ type Result struct {
 	// again. Executors that move outputs (Race) move them
 	// whole, with the result they belong to.
 	ObjectChecked bool
+	// Ran, when set, is the command that ran, where it is not the
+	// action's own command run here: a remote worker's (the workers'
+	// compiler, the paths of the action's input root), and RanDir its
+	// working directory there, relative to the input root.
+	Ran    []string
+	RanDir string
 	// Steps are where the executor's time went, in order (remote
 	// execution: uploading inputs, queued, executing, downloading
 	// outputs), for the trace; none when it did one thing.
@@ -130,6 +136,11 @@ type BackendError struct {
 	Action *action.Action
 	Result *Result
 	Reason string // why the result is rejected
+	// Said: the compiler exited 0 but said why its result is unusable
+	// (the backend error marker, or an error on stderr beside an empty
+	// or malformed object): its own failure (Final), as an exit status
+	// would be.
+	Said bool
 	// Kept, if set, is a directory holding copies of the inputs and a
 	// script that runs the command on them (the linker deletes the
 	// originals).
@@ -148,8 +159,16 @@ func (e *BackendError) Error() string {
 		where = " on a remote worker"
 	}
 	fmt.Fprintf(&b, "backend compilation of %s failed%s: %s", e.Action.ID, where, e.Reason)
-	fmt.Fprintf(&b, "\n  command (run in %s):\n    %s", action.ShellQuote([]string{e.Action.Dir}),
-		action.ShellQuote(e.Action.Command()))
+	if e.Result != nil && len(e.Result.Ran) > 0 {
+		dir := "the action's input root"
+		if e.Result.RanDir != "" {
+			dir = action.ShellQuote([]string{e.Result.RanDir}) + " of " + dir
+		}
+		fmt.Fprintf(&b, "\n  command (run in %s, on the cluster):\n    %s", dir, action.ShellQuote(e.Result.Ran))
+	} else {
+		fmt.Fprintf(&b, "\n  command (run in %s):\n    %s", action.ShellQuote([]string{e.Action.Dir}),
+			action.ShellQuote(e.Action.Command()))
+	}
 	if e.Kept != "" {
 		fmt.Fprintf(&b, "\n  the linker deletes its index files; to run it again: %s (on copies of its inputs, "+
 			"kept until this output links, for a few days at most)", action.ShellQuote([]string{filepath.Join(e.Kept, "rerun.sh")}))

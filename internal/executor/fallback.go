@@ -10,15 +10,21 @@ import (
 )
 
 // Final reports whether err is an action's own failure: the compiler ran
-// and exited non-zero (a compile error). Another executor would only fail
-// the same way, so it is reported as it is, as Bazel does with a remote
-// action's own failure. A result that must not be used for other reasons
-// (an empty or invalid object, a missing output), a compiler killed by a
-// signal (a worker or machine out of memory) and every failure to run at
-// all are not final.
+// to its end and failed, by exiting non-zero (a compile error) or by
+// exiting 0 with an unusable object after saying why (BackendError.Said:
+// clang reports a backend it could not run, or bitcode it cannot read, and
+// exits 0). Another executor with the same compiler would only fail the
+// same way, so it is reported as it is, as Bazel does with a remote
+// action's own failure; and where the workers' compiler is not this
+// machine's (--remote-compiler), compiling some of a link's actions here
+// instead would link objects of two compilers: every such failure of the
+// link fails it, whichever way the compiler ended. A result that is only
+// unusable, with nothing said (an empty or missing object: lost on a
+// worker's disk or on the way), a compiler killed by a signal (a worker or
+// machine out of memory) and every failure to run at all are not final.
 func Final(err error) bool {
 	var be *BackendError
-	return errors.As(err, &be) && be.Result != nil && be.Result.ExitCode != 0 && be.Result.Signal == ""
+	return errors.As(err, &be) && be.Result != nil && be.Result.Signal == "" && (be.Result.ExitCode != 0 || be.Said)
 }
 
 // Unsupported is the error of an executor that cannot run this action at

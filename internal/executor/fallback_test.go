@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -61,6 +62,10 @@ func TestFallbackFinal(t *testing.T) {
 		Result: &Result{Exit: proc.Exit{ExitCode: 1}, Where: Remote, Stderr: []byte("bad.c:1: error: expected ';'")}}
 	emptyObject := &BackendError{Action: a, Reason: "the compiler exited 0 but wrote an empty object file (0 bytes)",
 		Result: &Result{Where: Remote}}
+	// clang 19 on LLVM 22 bitcode (issue 48, item 3): exit 0, an error on
+	// stderr, no object bytes. Its own failure, as an exit status is.
+	said := Check(a, &Result{Where: Remote, Stderr: []byte("Error loading index file 'm.o.thinlto.bc': Invalid summary version 12")},
+		filepath.Join(t.TempDir(), "none.o"))
 	killed := &BackendError{Action: a, Reason: "killed", Result: &Result{Exit: proc.Exit{ExitCode: -1, Signal: "killed"}}}
 	for _, tc := range []struct {
 		name     string
@@ -70,6 +75,7 @@ func TestFallbackFinal(t *testing.T) {
 		{"compile-error", compileError, false},
 		{"wrapped-compile-error", fmt.Errorf("remote: %w", compileError), false},
 		{"empty-object", emptyObject, true},
+		{"empty-object-with-error", said, false},
 		{"killed", killed, true},
 		{"unavailable", errors.New("remote execution failed after 10 attempts: Unavailable"), true},
 	} {
@@ -90,7 +96,9 @@ func TestFallbackFinal(t *testing.T) {
 			if err != tc.err || len(warnings) != 0 {
 				t.Errorf("the compile error came back as %v with warnings %q", err, warnings)
 			}
-			if !strings.Contains(err.Error(), "expected ';'") || !strings.Contains(err.Error(), "command (run in") {
+			var be *BackendError
+			errors.As(tc.err, &be)
+			if !strings.Contains(err.Error(), string(be.Result.Stderr)) || !strings.Contains(err.Error(), "command (run in") {
 				t.Errorf("the error lacks the worker's stderr or the command: %v", err)
 			}
 		})

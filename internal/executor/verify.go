@@ -51,18 +51,23 @@ func Check(a *action.Action, res *Result, obj string) error {
 
 // check is Check, reading the object only when object is set.
 func check(a *action.Action, res *Result, obj string, object bool) error {
-	fail := func(format string, args ...any) error {
-		return &BackendError{Action: a, Result: res, Reason: fmt.Sprintf(format, args...)}
+	fail := func(said bool, format string, args ...any) error {
+		return &BackendError{Action: a, Result: res, Reason: fmt.Sprintf(format, args...), Said: said}
 	}
 	if res.Failed() {
-		return fail("%s", res.Status())
+		return fail(false, "%s", res.Status())
 	}
 	if bytes.Contains(res.Stderr, []byte(BackendErrorMarker)) {
-		return fail("the compiler exited 0 but reported %q", BackendErrorMarker)
+		return fail(true, "the compiler exited 0 but reported %q", BackendErrorMarker)
 	}
 	if object {
 		if err := CheckObject(obj); err != nil {
-			return fail("%v", err)
+			// An unusable object the compiler said something about
+			// (clang 19 on LLVM 22 bitcode: "Error loading index
+			// file ... Invalid summary version", exit 0, no object
+			// bytes) is its failure; one it said nothing about was
+			// lost after it.
+			return fail(len(bytes.TrimSpace(res.Stderr)) > 0, "%v", err)
 		}
 	}
 	return nil

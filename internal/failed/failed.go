@@ -49,8 +49,11 @@ func Dir(cacheDir, output, dir string) string {
 
 // Keep copies a's inputs into a new directory under linkDir (Dir) and
 // writes rerun.sh there; it returns the directory. n tells jobs of the same
-// link apart.
-func Keep(linkDir string, n int, a *action.Action) (string, error) {
+// link apart. compiler, if not "", is the compiler that ran the command
+// that failed in place of a's own (a remote worker's: --remote-compiler):
+// rerun.sh runs that one, and says so, and if it is not on the machine
+// running the script, says that instead of running another.
+func Keep(linkDir string, n int, a *action.Action, compiler string) (string, error) {
 	dir := filepath.Join(linkDir, strconv.Itoa(n)+"-"+safe(filepath.Base(a.ID)))
 	os.RemoveAll(dir)
 	for _, sub := range []string{"in", "out"} {
@@ -104,8 +107,19 @@ func Keep(linkDir string, n int, a *action.Action) (string, error) {
 	}
 	argv := a.Argv(func(i int) string { return names[i] },
 		func(i int) string { return filepath.Join("out", strconv.Itoa(i)+".o") })
-	script := fmt.Sprintf("#!/bin/sh\n# The backend of %s that failed, on copies of its inputs.\n"+
-		"cd \"$(dirname \"$0\")\" || exit 1\nexec %s\n", strings.ReplaceAll(a.ID, "\n", " "), action.ShellQuote(argv))
+	id := strings.ReplaceAll(a.ID, "\n", " ")
+	script := fmt.Sprintf("#!/bin/sh\n# The backend of %s that failed, on copies of its inputs.\n", id)
+	if compiler != "" && compiler != argv[0] {
+		argv[0] = compiler
+		q := action.ShellQuote([]string{compiler})
+		script += fmt.Sprintf("# It failed on a remote worker, with the workers' compiler %s (--remote-compiler),\n"+
+			"# not this machine's %s: this runs the workers' compiler.\n", compiler, a.Args[0].Text)
+		script += fmt.Sprintf("if ! command -v %s >/dev/null 2>&1; then\n"+
+			"  echo %s >&2\n  exit 127\nfi\n", q, action.ShellQuote([]string{
+			"rerun.sh: " + compiler + ", the compiler that ran " + id + " on the remote worker, is not on this machine: " +
+				"run this script where it is (on a worker, or a machine with the same toolchain)"}))
+	}
+	script += fmt.Sprintf("cd \"$(dirname \"$0\")\" || exit 1\nexec %s\n", action.ShellQuote(argv))
 	if err := atomicfile.WritePrivate(filepath.Join(dir, "rerun.sh"), []byte(script), 0o700); err != nil {
 		return "", err
 	}

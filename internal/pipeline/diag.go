@@ -118,9 +118,18 @@ func keepFailed(cacheDir, output string, actions []*action.Action, runErr error)
 	for n, e := range split(runErr) {
 		var be *executor.BackendError
 		if errors.As(e, &be) && be.Action != nil {
-			be.Kept, _ = failed.Keep(linkDir, n, be.Action)
+			be.Kept, _ = failed.Keep(linkDir, n, be.Action, ranWith(be))
 		}
 	}
+}
+
+// ranWith is the compiler that ran be's command if not its action's own
+// (a remote worker's), else "".
+func ranWith(be *executor.BackendError) string {
+	if be.Result == nil || len(be.Result.Ran) == 0 {
+		return ""
+	}
+	return be.Result.Ran[0]
 }
 
 // errorText is the text of a run's errors, one per failed action. An

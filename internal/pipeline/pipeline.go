@@ -121,6 +121,11 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
 	}
 	files := digest.NewFiles()
+	if !cfg.NoCache {
+		// Inputs unchanged since an earlier link are not hashed again.
+		files = digest.NewFilesWith(digest.LoadTable(filepath.Join(cfg.CacheRoot(env.Getenv), "digests")))
+		defer files.Save() // only a memo: a failure costs hashes next time
+	}
 	if !cfg.NoCache || cfg.Remote.Target != "" {
 		// Every input's digest goes into the cache keys and the remote
 		// actions: hashing them from now on overlaps connecting to the
@@ -310,7 +315,9 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if disk != nil {
 		idDir = filepath.Join(dir, "compilers")
 	}
-	compilerID := tools.NewIDs(idDir).ID
+	// A shipped compiler is identified by its whole tree.
+	ship := newShipping(&cfg.Remote, env.Getenv, idDir, warn)
+	compilerID := ship.identify(tools.NewIDs(idDir).ID)
 	var conn *remoteConn
 	switch rc := &cfg.Remote; {
 	case rc.Target == "":
@@ -324,6 +331,9 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 			}
 			warn("%v; compiling locally", err)
 		}
+	}
+	if conn != nil {
+		conn.ship = ship
 	}
 	// The keys, built once: what the remote service changes in them is
 	// known now.
@@ -341,8 +351,15 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		ch.ex = executor.Metered(ch.ex)
 		return ch, nil
 	}
+	// The links sharing the cache compile an action they miss at once
+	// once (cache.Claims; docs/design.md).
+	claims, err := cache.NewClaims(filepath.Join(disk.Dir(), "claims"))
+	if err != nil {
+		warn("%v; links sharing the cache may compile the same backend at once", err)
+		claims = nil
+	}
 	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: limited(warn),
-		Unusable: env.Record.Unusable, Run: env.Record.ID()})
+		Unusable: env.Record.Unusable, Run: env.Record.ID(), Claims: claims})
 	if env.Record != nil {
 		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
 	}

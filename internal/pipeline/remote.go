@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/reapi"
 	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/report"
@@ -35,6 +37,69 @@ type remoteChain struct {
 	// notes is the cache directory the link's measurements are kept in
 	// (rememberLink).
 	notes string
+}
+
+// compilerCheckWait bounds how long a link's end waits for the check of
+// the workers' compiler.
+const compilerCheckWait = 2 * time.Second
+
+// compilerCheck asks the workers' compiler (--remote-compiler) and the
+// link's own for their versions, as `thindist doctor` does
+// (remote.Executor.WorkersCompiler), in the background from when the
+// first action is sent for execution (start: a link whose every action
+// is cached asks nothing), and warns once, as soon as it knows, if they
+// differ or the workers' cannot be asked: every backend the workers
+// compile then fails, and fails the link (executor.Final), or compiles
+// otherwise.
+type compilerCheck struct {
+	ctx      context.Context
+	rex      *remote.Executor
+	compiler string
+	warn     func(string, ...any)
+	started  sync.Once
+	done     chan struct{}
+	cancel   context.CancelFunc
+}
+
+func newCompilerCheck(ctx context.Context, compiler string, warn func(string, ...any)) *compilerCheck {
+	ctx, cancel := context.WithCancel(ctx)
+	return &compilerCheck{ctx: ctx, cancel: cancel, compiler: compiler, warn: warn, done: make(chan struct{})}
+}
+
+// start begins the check with a, the first action sent for execution,
+// whose compiler is the link's.
+func (c *compilerCheck) start(a *action.Action) {
+	c.started.Do(func() {
+		go func() {
+			defer close(c.done)
+			local, localVer := a.Args[0].Text, ""
+			if res, err := (proc.Exec{}).Run(c.ctx, &proc.Cmd{Argv: []string{local, "--version"}}); err == nil && !res.Failed() {
+				localVer = remote.FirstLine(string(res.Stdout))
+			}
+			if _, err := c.rex.WorkersCompiler(c.ctx, c.compiler, local, localVer); err != nil && c.ctx.Err() == nil {
+				c.warn("--remote-compiler: %v; the link fails where the workers' compiler does (`thindist doctor` checks this)", err)
+			}
+		}()
+	})
+}
+
+// wait waits for the check, if it began, at most compilerCheckWait, so
+// that its warning comes before the link's errors, then ends it.
+func (c *compilerCheck) wait() {
+	started := true
+	c.started.Do(func() { started = false })
+	if started {
+		t := time.NewTimer(compilerCheckWait)
+		defer t.Stop()
+		select {
+		case <-c.done:
+		case <-t.C:
+		}
+	}
+	c.cancel()
+	if started {
+		<-c.done
+	}
 }
 
 // Preparing is how many actions prepare at once on a remote chain
@@ -114,6 +179,9 @@ type remoteConn struct {
 	cpu0 time.Duration
 	// notes is the cache directory of the service's notes.
 	notes string
+	// ship is the run's shipped toolchains, nil when the workers run
+	// their own compiler.
+	ship *shipping
 }
 
 // connectRemote dials the service, or waits for the dial begun before the
@@ -228,6 +296,9 @@ type remoteSide struct {
 	hybrid   *executor.Hybrid
 	hedge    *executor.Hedge
 	grouper  *remote.Grouper
+	// compilerCheck, with --remote-compiler, checks the workers'
+	// compiler once the first action is sent for execution.
+	compilerCheck *compilerCheck
 }
 
 // newRemoteSide builds the remote execution part of the chain on client:
@@ -238,17 +309,31 @@ type remoteSide struct {
 // Hybrid's local side and the races (Granted) and the other local
 // executors ask for through it (Processes); the Dispatcher's remote slots;
 // and with grouping the Grouper's remote executions.
-func newRemoteSide(cfg *config.Config, env Env, client *remote.Client, keys *reapi.Keyer, locals localExecutors, warnAll, warn func(string, ...any)) *remoteSide {
+func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote.Client, keys *reapi.Keyer, locals localExecutors, warnAll, warn func(string, ...any)) *remoteSide {
 	rc := &cfg.Remote
 	rs := &remoteSide{}
+	var onFirst func(*action.Action)
+	if rc.Compiler != "" && conn.ship == nil {
+		// (A shipped compiler is the link's own.)
+		rs.compilerCheck = newCompilerCheck(context.Background(), rc.Compiler, warnAll)
+		onFirst = rs.compilerCheck.start
+	}
 	rs.rex = remote.NewExecutor(client, remote.ExecOptions{
-		Compiler: rc.Compiler, Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
+		Compiler: rc.Compiler, Toolchain: conn.ship.shipped(),
+		Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
 		Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
 		ExecStall: rc.ExecStall, Files: keys.Files,
 		// The remote cache above looks every action up and, when the
 		// server lets clients write, stores what runs remotely.
 		NoLookup: client.ACUpdateEnabled(),
+		OnFirst:  onFirst,
+		// A race won here is stored in the ActionCache only by the
+		// remote execution it beat, where this run does not store it.
+		FinishAbandoned: !client.ACUpdateEnabled() || !rc.Upload,
 	})
+	if rs.compilerCheck != nil {
+		rs.compilerCheck.rex = rs.rex
+	}
 	var rexec executor.Executor = rs.rex
 	remoteSlots := rc.Jobs
 	if rc.Group > 1 {
@@ -326,7 +411,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(st
 	// them).
 	rs := &remoteSide{producer: locals.build(locals.procs, 0), parallel: cfg.Jobs * (1 + localAhead)}
 	if !conn.cacheOnly {
-		rs = newRemoteSide(cfg, env, client, keys, locals, warnAll, warn)
+		rs = newRemoteSide(cfg, env, conn, client, keys, locals, warnAll, warn)
 	}
 	if !client.ACUpdateEnabled() && !(conn.cacheOnly && !rc.Upload) {
 		warnAll("%s does not let clients write its ActionCache (update_enabled=false): results are found by "+

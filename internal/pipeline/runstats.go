@@ -77,6 +77,9 @@ func (ch *chain) close() {
 // drain stores what the remote cache has left to store: the link's work
 // too, a phase of its own when it took a while.
 func (r *remoteChain) drain(tl *report.Timeline) {
+	if r.side != nil && r.side.compilerCheck != nil {
+		r.side.compilerCheck.wait()
+	}
 	start := tl.Now()
 	r.behind.Close()
 	if now := tl.Now(); now.Sub(start) >= time.Millisecond {
@@ -100,6 +103,8 @@ type remoteStats struct {
 	hybrid   executor.HybridStats
 	hedge    *executor.HedgeStats
 	group    *remote.GroupStats
+	// toolchain is set when actions shipped their compiler.
+	toolchain *remote.ToolchainStats
 	// cpu is thindist's own CPU since it began to connect.
 	cpu time.Duration
 }
@@ -111,6 +116,9 @@ func (r *remoteChain) stats() remoteStats {
 		stored: r.behind.Stats(), cpu: ownCPU() - r.cpu0}
 	if rs.rex != nil {
 		st.exec, st.fallback, st.hybrid = ptr(rs.rex.Stats()), rs.fb.Stats(), rs.hybrid.Stats()
+		if ts := rs.rex.ToolchainStats(); ts.Used {
+			st.toolchain = &ts
+		}
 	}
 	if rs.hedge != nil {
 		st.hedge = ptr(rs.hedge.Stats())
@@ -134,6 +142,9 @@ func (st remoteStats) record(run *record.Run) {
 	run.BytesDown = st.transfers.BytesRead + st.transfers.BytesInlined
 	if st.exec != nil {
 		run.FellBack = st.fallback.Fallbacks
+	}
+	if ts := st.toolchain; ts != nil {
+		run.Toolchain = &record.Toolchain{Files: ts.Files, Bytes: ts.Bytes, Uploaded: ts.Uploaded, Took: ts.Took}
 	}
 }
 
@@ -159,6 +170,14 @@ func (st remoteStats) line(target string) string {
 		line += fmt.Sprintf("; %d results stored in %d bursts", ws.Results, ws.Bursts)
 		if ws.Failed > 0 {
 			line += fmt.Sprintf(" (%d could not be)", ws.Failed)
+		}
+	}
+	if ts := st.toolchain; ts != nil {
+		line += fmt.Sprintf("; toolchain shipped, %d files, %s", ts.Files, mib(ts.Bytes))
+		if ts.Uploaded > 0 {
+			line += fmt.Sprintf(", %s uploaded in %s", mib(ts.Uploaded), ts.Took.Round(time.Millisecond))
+		} else {
+			line += " already in the CAS"
 		}
 	}
 	line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",

@@ -12,6 +12,7 @@ import (
 	"github.com/thindist/thindist/internal/record"
 	"github.com/thindist/thindist/internal/recordview"
 	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/workerserver"
 )
 
 // TestWorkerCompilesAndReportSaysSo: with --worker, a link's backends are
@@ -51,7 +52,11 @@ func TestWorkerServerCannotStart(t *testing.T) {
 	if err := Run(context.Background(), cfg, env, actions); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	want := "no worker server: the worker server it started exited (exit status 1); its log is " + filepath.Join(dir, "server.log") +
+	id, err := workerserver.Own("/bin/false", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "no worker server: the worker server it started exited (exit status 1); its log is " + filepath.Join(workerserver.InstallDir(dir, id), "server.log") +
 		"; the workers live for this link only"
 	if !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())

@@ -94,6 +94,22 @@ func (s Stamp) Racy(at time.Time) bool { return at.UnixNano()-s.Ctime < int64(Ra
 // common timestamp granularity (FAT's 2 s).
 const RacyWindow = 2 * time.Second
 
+// StampOf returns the stamp of the file at path (symbolic links
+// followed, as open does), without reading it.
+func StampOf(path string) (Stamp, error) {
+	var st syscall.Stat_t
+	for {
+		err := syscall.Stat(path, &st)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+		}
+		return stampOf(&st), nil
+	}
+}
+
 func fstamp(fd int, path string) (Stamp, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {

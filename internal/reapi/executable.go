@@ -51,6 +51,10 @@ type ExecOptions struct {
 	// its cache key, executor.Job.Shard): the remote action is built from these
 	// bytes instead of the file's.
 	Shard []byte
+	// Toolchain, if set, returns the compiler to ship in the input root
+	// for the action's compiler (its Args[0]), nil for none: the command
+	// then runs the shipped one instead of Compiler or the local path.
+	Toolchain func(compiler string) *Shipped
 }
 
 // Executable is the Action a remote worker runs for a backend action.
@@ -65,6 +69,10 @@ type Executable struct {
 	// Outputs[i] is where output i appears in the ActionResult (relative to
 	// the working directory, as OutputFile.path is).
 	Outputs []string
+	// Toolchain is the compiler shipped in the input root, nil for none.
+	// Its messages and files are not in Blobs and Files: they are the
+	// same for every action, and made present once (remote.Executor).
+	Toolchain *Shipped
 	// Priority is the execution's ExecutionPolicy priority: lower runs
 	// sooner among the queued actions of a run (Buildbarn's scheduler
 	// orders an invocation's queued operations so). Not part of the key.
@@ -117,7 +125,11 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	if err != nil {
 		return nil, err
 	}
-	rootDigest, blobs, files, err := inputRoot(b, layout, shardIdx, shard, o)
+	var tc *Shipped
+	if o.Toolchain != nil {
+		tc = o.Toolchain(a.Args[0].Text)
+	}
+	rootDigest, blobs, files, err := inputRoot(b, layout, shardIdx, shard, tc, o)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +141,9 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 	argv := b.Argv(func(i int) string { return b.Inputs[i].Path }, func(i int) string { return outs[i] })
 	if o.Compiler != "" {
 		argv[0] = o.Compiler
+	}
+	if tc != nil {
+		argv = append(tc.Argv(rootFrom(layout.WorkDir)), argv[1:]...)
 	}
 	env := append([]*repb.Command_EnvironmentVariable(nil), o.Env...)
 	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
@@ -158,7 +173,7 @@ func BuildExecutable(a *action.Action, o ExecOptions) (*Executable, error) {
 		return nil, err
 	}
 	blobs[actDigest] = actBytes
-	return &Executable{Action: act, ActionDigest: actDigest, Command: cmd, Blobs: blobs, Files: files, Outputs: outs}, nil
+	return &Executable{Action: act, ActionDigest: actDigest, Command: cmd, Blobs: blobs, Files: files, Outputs: outs, Toolchain: tc}, nil
 }
 
 // readShard returns the index of a's index shard among its inputs (-1 if
@@ -232,9 +247,10 @@ func stableInputs(a *action.Action, shard []byte, o ExecOptions) (b *action.Acti
 }
 
 // inputRoot builds the input root of layout: its directories, the shard
-// (from memory, among the blobs) and every other input file (files:
-// digest -> local path, to be uploaded from there).
-func inputRoot(b *action.Action, layout *action.Layout, shardIdx int, shard []byte, o ExecOptions) (root digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string, err error) {
+// (from memory, among the blobs), every other input file (files: digest
+// -> local path, to be uploaded from there) and the toolchain's subtree
+// (tc, if not nil).
+func inputRoot(b *action.Action, layout *action.Layout, shardIdx int, shard []byte, tc *Shipped, o ExecOptions) (root digest.Digest, blobs map[digest.Digest][]byte, files map[digest.Digest]string, err error) {
 	tree := NewTree()
 	tree.AddDir(layout.WorkDir)
 	for _, d := range layout.Dirs {
@@ -259,6 +275,11 @@ func inputRoot(b *action.Action, layout *action.Layout, shardIdx int, shard []by
 			return root, nil, nil, err
 		}
 		files[d] = local
+	}
+	if tc != nil {
+		if err := tree.AddSubtree(tc.Dir, tc.Root); err != nil {
+			return root, nil, nil, err
+		}
 	}
 	root, blobs, err = tree.Build()
 	if err != nil {

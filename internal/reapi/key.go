@@ -21,7 +21,8 @@
 //     the primary module decides what clang compiles (a module whose path is
 //     not in the table compiles to an object with no symbols), so it is part
 //     of the key; naming it by content keeps the key independent of the
-//     table's order. The compiler is named by its base name only: its
+//     table's order. The compiler is named by its base name as clang reads
+//     it, without a version suffix ("clang-22" as "clang": driverName): its
 //     identity is in the salt.
 //   - The input root: "index.thinlto.bc" standing for the shard's
 //     normalised digest (bitcode.NormalizedDigest: the shard with every
@@ -45,7 +46,8 @@
 //     different worker pools are never mixed.
 //   - Action.salt: a format version and the compiler's identity (the content
 //     digest of its executable, or a string the caller gives for a remote
-//     toolchain), so a new compiler misses everywhere.
+//     toolchain: the workers' compiler, or the digest of the tree shipped to
+//     them, libraries included), so a new compiler misses everywhere.
 //
 // Paths, PIDs and the working directory are left out because the object does
 // not depend on them (measured with clang 22: the same object from every
@@ -439,7 +441,8 @@ func (k *Keyer) addOtherInputs(tree *Tree, a *action.Action, names []string, par
 
 // command is a's canonical Command: its arguments with the inputs by their
 // canonical names, the outputs as "out/<index>", the compiler by its base
-// name, and the KeyEnv variables that are set, sorted by name.
+// name as clang reads it (driverName), and the KeyEnv variables that are
+// set, sorted by name.
 func (k *Keyer) command(a *action.Action, names []string) *repb.Command {
 	outs := make([]string, len(a.Outputs))
 	for i := range outs {
@@ -447,7 +450,7 @@ func (k *Keyer) command(a *action.Action, names []string) *repb.Command {
 	}
 	ka := keyed(a)
 	argv := ka.Argv(func(i int) string { return names[i] }, func(i int) string { return outs[i] })
-	argv[0] = filepath.Base(argv[0])
+	argv[0] = driverName(argv[0])
 
 	cmd := &repb.Command{Arguments: argv, OutputPaths: outs, Platform: k.Platform}
 	for _, name := range KeyEnv {
@@ -488,7 +491,7 @@ func (p *Parts) fill(a *action.Action, cmd *repb.Command, compiler string) {
 	p.Compiler = compiler
 	p.Args = keyed(a).Argv(func(i int) string { return "<" + roleTag(a.Inputs[i].Role) + ">" },
 		func(int) string { return "<out>" })
-	p.Args[0] = filepath.Base(p.Args[0])
+	p.Args[0] = driverName(p.Args[0])
 	for _, in := range a.Inputs {
 		if in.Role == action.RoleModule {
 			p.Module = action.ModuleName(in.Path)

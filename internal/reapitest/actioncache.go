@@ -46,6 +46,15 @@ func (s *FakeServer) ActionResult(instance string, actionDigest *repb.Digest) (*
 // returns its digest.
 func (s *FakeServer) PutBlob(data []byte) *repb.Digest { return s.cas.put(data) }
 
+// Evict removes the blob with digest d from the CAS, as a server's
+// eviction would.
+func (s *FakeServer) Evict(d *repb.Digest) {
+	s.cas.mu.Lock()
+	delete(s.cas.blobs, DigestKey(d))
+	delete(s.cas.packed, DigestKey(d))
+	s.cas.mu.Unlock()
+}
+
 // Blob returns a copy of the CAS blob with digest d.
 func (s *FakeServer) Blob(d *repb.Digest) ([]byte, bool) {
 	b, ok := s.cas.get(d)

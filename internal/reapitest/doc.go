@@ -50,5 +50,6 @@
 //   - Not implemented: digest functions other than SHA256, compressors
 //     other than zstd, inlined stdout/stderr/output contents, GetTree page
 //     tokens, the blob split/splice APIs, and OutputDirectory's
-//     root_directory_digest. Actions run unsandboxed as the test user.
+//     root_directory_digest. Actions run unsandboxed as the test user,
+//     unless Options.Chroot runs each chrooted into its input root.
 package reapitest

@@ -146,6 +146,11 @@ type Options struct {
 	// debugging a failing test). They are removed by default.
 	KeepExecRoots bool
 
+	// Chroot runs each command chrooted into its input root (chroot.go):
+	// nothing of this machine is visible to it. Needs root
+	// (ChrootSupported); arguments[0] must be a path in the root.
+	Chroot bool
+
 	// Cluster, if non-nil, stands in for the server's workers and the
 	// network (package reapisim simulates a cluster's timing for
 	// benchmarks: recorded results replayed by a number of worker slots,
@@ -185,6 +190,8 @@ type FakeServer struct {
 	instSeen   map[string]bool
 	uploads    []UploadRecord
 	rpcs       map[string]int64
+
+	links linkCache // Options.Chroot's input files
 
 	wg   sync.WaitGroup // background executions
 	down chan struct{}  // closed when Stop has finished
@@ -409,6 +416,7 @@ func (s *FakeServer) Stop() {
 	s.mu.Unlock()
 	g.Stop()
 	s.wg.Wait()
+	s.links.remove()
 	close(s.down)
 }
 

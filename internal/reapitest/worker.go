@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -64,12 +65,21 @@ func (s *FakeServer) run(ctx context.Context, instance string, action *repb.Acti
 	}
 	env, pathVar := commandEnv(command)
 	args := command.GetArguments()
-	prog, err := resolveProgram(args[0], cwd, pathVar)
+	var attr *syscall.SysProcAttr
+	var prog string
+	dir := cwd
+	if s.opts.Chroot {
+		wd := command.GetWorkingDirectory()
+		prog, err = chrootProgram(args[0], wd)
+		attr, dir = chrootAttr(root), path.Join("/", wd)
+	} else {
+		prog, err = resolveProgram(args[0], cwd, pathVar)
+	}
 	if err != nil {
 		return fail(err)
 	}
 
-	result, respStatus, stdout, stderr, err := runCommand(ctx, action, prog, args, env, cwd, meta, cpu)
+	result, respStatus, stdout, stderr, err := runCommand(ctx, action, prog, args, env, dir, attr, meta, cpu)
 	if err != nil {
 		return fail(err)
 	}
@@ -140,7 +150,7 @@ func commandEnv(command *repb.Command) (env []string, pathVar string) {
 // collected), the response status (DEADLINE_EXCEEDED for a timeout,
 // UNAVAILABLE when ctx ended) and what it printed. err is set when prog
 // could not be started.
-func runCommand(ctx context.Context, action *repb.Action, prog string, args, env []string, cwd string,
+func runCommand(ctx context.Context, action *repb.Action, prog string, args, env []string, cwd string, attr *syscall.SysProcAttr,
 	meta *repb.ExecutedActionMetadata, cpu *time.Duration) (result *repb.ActionResult, respStatus error, stdout, stderr []byte, err error) {
 	runCtx := ctx
 	if t := action.GetTimeout(); t != nil && t.AsDuration() > 0 {
@@ -153,6 +163,7 @@ func runCommand(ctx context.Context, action *repb.Action, prog string, args, env
 	cmd.Args = append([]string{}, args...)
 	cmd.Env = env
 	cmd.Dir = cwd
+	cmd.SysProcAttr = attr
 	cmd.Stdout = &outBuf
 	cmd.Stderr = &errBuf
 	cmd.WaitDelay = 2 * time.Second
@@ -236,6 +247,12 @@ func (s *FakeServer) materialize(dst string, d *repb.Digest, missing *[]*repb.Di
 			mode = 0o755
 		}
 		p := filepath.Join(dst, f.GetName())
+		if s.opts.Chroot {
+			if err := s.links.place(s.execRootParent(), p, DigestKey(f.GetDigest()), content, mode); err != nil {
+				return status.Errorf(codes.Internal, "link input: %v", err)
+			}
+			continue
+		}
 		if err := os.WriteFile(p, content, mode); err != nil {
 			return status.Errorf(codes.Internal, "write input: %v", err)
 		}

@@ -80,6 +80,9 @@ type Run struct {
 	// Compression, with --remote-compress=auto, says what was chosen for
 	// each direction and why (remote.Client.CompressionChoice).
 	Compression string `json:"compression,omitempty"`
+	// Toolchain, when the run shipped its compiler to the workers as
+	// inputs (--remote-toolchain), is what that cost.
+	Toolchain *Toolchain `json:"toolchain,omitempty"`
 
 	// Ordered counts the actions whose order came from their recorded
 	// time in earlier runs (the others by bitcode size).
@@ -214,4 +217,14 @@ func (r *Run) Name() string {
 		return r.Output
 	}
 	return r.Dir
+}
+
+// Toolchain is a run's shipped compiler (--remote-toolchain=inputs): its
+// distinct files and their size, what was uploaded for them (0 when the
+// CAS had them all) and how long making them present took.
+type Toolchain struct {
+	Files    int           `json:"files"`
+	Bytes    int64         `json:"bytes"`
+	Uploaded int64         `json:"uploaded,omitempty"`
+	Took     time.Duration `json:"took_ns,omitempty"`
 }

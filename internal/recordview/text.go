@@ -94,6 +94,7 @@ func WriteText(w io.Writer, run *record.Run) {
 		if run.FellBack > 0 {
 			settings += fmt.Sprintf("; %d fell back to local", run.FellBack)
 		}
+		settings += toolchainText(run.Toolchain)
 		settings += ")"
 	}
 	if !run.LocalCache {
@@ -309,4 +310,17 @@ func List(w io.Writer, store *record.Store) error {
 			c.Total, c.Cached+c.RemoteCached, c.Local+c.Remote, run.Name())
 	}
 	return nil
+}
+
+// toolchainText is what shipping the compiler cost a run ("" when it did
+// not ship it).
+func toolchainText(tc *record.Toolchain) string {
+	if tc == nil {
+		return ""
+	}
+	s := fmt.Sprintf("; compiler shipped as inputs, %d files, %s", tc.Files, Bytes(tc.Bytes))
+	if tc.Uploaded == 0 {
+		return s + ", already in the CAS"
+	}
+	return s + fmt.Sprintf(", %s uploaded in %s", Bytes(tc.Uploaded), round(tc.Took))
 }

@@ -77,6 +77,6 @@ func (p *preparation) release() {
 func (e *Executor) execOptions(shard []byte, second bool) reapi.ExecOptions {
 	return reapi.ExecOptions{
 		Files: e.o.Files, Compiler: e.o.Compiler, Platform: e.platform, Env: e.env, Timeout: e.o.Timeout, DoNotCache: second,
-		Shard: shard,
+		Shard: shard, Toolchain: e.o.Toolchain,
 	}
 }

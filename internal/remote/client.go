@@ -11,10 +11,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
@@ -74,6 +76,13 @@ type Options struct {
 	// Build is the correlated_invocations_id in the RequestMetadata of
 	// every call: the build the run belongs to; "" for none.
 	Build string
+
+	// dialer, if set, makes the connections instead of gRPC's own dialer
+	// (tests: counting dials).
+	dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// onBackoff, if set, is told each pause a retrier begins (tests: which
+	// failures are tried again).
+	onBackoff func(time.Duration)
 }
 
 // Client is a connection to the service with its capabilities.
@@ -155,7 +164,11 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	h := newHealth(o.Target)
 	newConn := func() (*grpc.ClientConn, error) {
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		var dialer []grpc.DialOption
+		if o.dialer != nil {
+			dialer = append(dialer, grpc.WithContextDialer(o.dialer))
+		}
+		return grpc.NewClient(addr, append(dialer, grpc.WithTransportCredentials(creds),
 			grpc.WithChainUnaryInterceptor(h.unary), grpc.WithChainStreamInterceptor(h.stream),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20),
 				grpc.ForceCodecV2(newCodec())),
@@ -165,7 +178,7 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           backoffpkg.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
 				MinConnectTimeout: 5 * time.Second,
-			}))
+			}))...)
 	}
 	conn, err := newConn()
 	if err != nil {
@@ -198,8 +211,9 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	var caps *repb.ServerCapabilities
 	// A service that cannot be reached at all is given a few seconds, not
-	// the whole retry window: the link then compiles locally.
-	err = c.retryWhile(ctx, min(dialWindow, o.RetryWindow), transient, func(ctx context.Context) error {
+	// the whole retry window, and one whose host refuses the connection
+	// not even those (dialRetryable): the link then compiles locally.
+	err = c.retryWhile(ctx, min(dialWindow, o.RetryWindow), dialRetryable, func(ctx context.Context) error {
 		var err error
 		// Connected first, the call times a round trip, not the
 		// connection's setup (20 ms even on loopback): RTT.
@@ -216,6 +230,9 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	})
 	if err != nil {
 		c.closeConns()
+		if Refused(err) {
+			return nil, &refusedError{target: o.Target, addr: addr, err: err}
+		}
 		return nil, fmt.Errorf("remote %s: GetCapabilities: %w", o.Target, err)
 	}
 	if err := c.useCapabilities(caps); err != nil {
@@ -394,6 +411,36 @@ func transient(err error) bool {
 	}
 	return false
 }
+
+// dialRetryable reports whether the first call's failure is worth another
+// try: a transient one, unless the host refused the connection. A refused
+// connection is known within a round trip and says that nothing listens
+// at the address; trying again over dialWindow would only find that again
+// (a frontend restarting mid-run is another matter: the calls of a run
+// connected once are retried on it, retry).
+func dialRetryable(err error) bool { return transient(err) && !Refused(err) }
+
+// Refused reports whether err, a call's, says that the service's host
+// refused the connection (ECONNREFUSED: nothing listens at the address).
+// gRPC passes the dial's failure on as the text of codes.Unavailable.
+func Refused(err error) bool {
+	return status.Code(err) == codes.Unavailable &&
+		strings.Contains(status.Convert(err).Message(), syscall.ECONNREFUSED.Error())
+}
+
+// refusedError is Dial's error when the host refused the connection: what
+// gRPC says of it repeats the address and the errno, so it says only
+// what it means.
+type refusedError struct {
+	target, addr string
+	err          error
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("remote %s: nothing listens at %s (connection refused; not tried again)", e.target, e.addr)
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
 
 // dialWindow bounds the retries of the first call.
 const dialWindow = 5 * time.Second

@@ -23,7 +23,12 @@ type CommandResult struct {
 // RunCommand runs argv on a worker with an empty input root and no
 // caching (for `thindist doctor`).
 func (e *Executor) RunCommand(ctx context.Context, argv []string) (*CommandResult, error) {
-	rootDigest, blobs, err := reapi.NewTree().Build()
+	return e.runIn(ctx, reapi.NewTree(), argv)
+}
+
+// runIn runs argv on a worker with the input root tree, uncached.
+func (e *Executor) runIn(ctx context.Context, tree *reapi.Tree, argv []string) (*CommandResult, error) {
+	rootDigest, blobs, err := tree.Build()
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,9 @@ type ExecOptions struct {
 	// Compiler is the compiler's path on the workers; "" keeps the local
 	// path (workers with the same toolchain layout).
 	Compiler string
+	// Toolchain, if set, returns the toolchain to ship with the actions
+	// of a compiler (reapi.ExecOptions.Toolchain), nil to use Compiler.
+	Toolchain func(compiler string) *reapi.Shipped
 	// Platform properties (OSFamily, container-image, Pool...).
 	Platform [][2]string
 	// Env is the fixed environment of every command.
@@ -56,6 +59,18 @@ type ExecOptions struct {
 	// first, as Bazel does, because servers such as Buildbarn never
 	// consult their ActionCache in Execute.
 	NoLookup bool
+	// FinishAbandoned keeps following an execution whose caller gives up
+	// on it while a worker runs it (a race won here), until it ends, so
+	// that the server stores its result in its ActionCache for later
+	// links, instead of cancelling it: for a service whose ActionCache
+	// this run does not write (the result won here is not stored there).
+	// The run does not wait for it: it ends with the connection
+	// (docs/design.md, "Racing local and remote").
+	FinishAbandoned bool
+	// OnFirst, if set, is called once, with the first action sent for
+	// execution, before its upload (a link's check of the workers'
+	// compiler, which a link whose every action is cached skips).
+	OnFirst func(*action.Action)
 }
 
 // ExecStats are what the remote executor did in a run.
@@ -73,18 +88,23 @@ type ExecStats struct {
 	// lookup (Ahead), and AheadUnused those of them that were then not
 	// executed here (a cache hit, a local run).
 	Ahead, AheadUnused int64
+	// Finishing counts the executions given up on while a worker ran
+	// them and left to run to their end (ExecOptions.FinishAbandoned).
+	Finishing int64
 }
 
 // Executor runs actions on the service's workers.
 type Executor struct {
 	c        *Client
+	tc       toolchains // the shipped toolchains made present
 	o        ExecOptions
 	platform *repb.Platform
 	env      []*repb.Command_EnvironmentVariable
+	first    sync.Once // OnFirst
 	// off is set by the first permanent failure: the circuit breaker.
 	off atomic.Pointer[Permanent]
 
-	executed, serverCacheHits, retries, queueTimeouts, execStalls atomic.Int64
+	executed, serverCacheHits, retries, queueTimeouts, execStalls, finishing atomic.Int64
 
 	// prepared holds what Ahead began, by action, until Execute takes it.
 	prepared           sync.Map // *action.Action → *preparation
@@ -96,7 +116,7 @@ func (e *Executor) Stats() ExecStats {
 	return ExecStats{
 		Executed: e.executed.Load(), ServerCacheHits: e.serverCacheHits.Load(), Retries: e.retries.Load(),
 		QueueTimeouts: e.queueTimeouts.Load(), ExecStalls: e.execStalls.Load(),
-		Ahead: e.ahead.Load(), AheadUnused: e.aheadUnused.Load(),
+		Ahead: e.ahead.Load(), AheadUnused: e.aheadUnused.Load(), Finishing: e.finishing.Load(),
 	}
 }
 
@@ -170,10 +190,16 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 		res.Wall = time.Since(start)
 		return res, nil
 	}
+	if e.o.OnFirst != nil && !second {
+		e.first.Do(func() { e.o.OnFirst(a) })
+	}
 	// The caches have just missed the action: its own messages and shard
 	// are new, and go up unasked. Its files' upload may have begun with
 	// the lookup (Ahead): this waits for what that claimed, and sends
 	// again what it failed to.
+	if err := e.shipToolchain(ctx, j.Meter, ex); err != nil {
+		return nil, fmt.Errorf("uploading the compiler's toolchain: %w", err)
+	}
 	if err := e.c.CAS.EnsureNew(ctx, j.Meter, ex.Blobs, ex.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}

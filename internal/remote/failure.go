@@ -56,7 +56,7 @@ func (e *Executor) uploadAgain(ctx context.Context, m Meter, ex *reapi.Executabl
 	if err := e.c.CAS.Ensure(ctx, m, ex.Blobs, ex.Files); err != nil {
 		return fmt.Errorf("uploading inputs again: %w", err)
 	}
-	return nil
+	return e.shipAgain(ctx, m, ex)
 }
 
 // exhausted is the error of an action whose retries ran out after

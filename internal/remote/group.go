@@ -306,6 +306,11 @@ func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (
 	if p := e.off.Load(); p != nil {
 		return nil, p
 	}
+	for _, m := range grp.Members {
+		if err := e.shipToolchain(ctx, nil, m); err != nil {
+			return nil, fmt.Errorf("uploading the compiler's toolchain: %w", err)
+		}
+	}
 	if err := e.c.CAS.Ensure(ctx, nil, grp.Blobs, grp.Files); err != nil {
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}

@@ -116,10 +116,18 @@ type operation struct {
 // operation's response, nil if the stream ended before; expired is the
 // stage whose bound (stageBound) passed, cancelling the stream, or
 // UNKNOWN. The server taking the action restarts retries' window.
+//
+// If ctx ends while a worker runs the action, and the executor finishes
+// abandoned executions (ExecOptions.FinishAbandoned) of an action whose
+// result the server stores, follow returns ctx's error at once but leaves
+// the stream open until the action ends (or its EXECUTING bound passes,
+// or the connection closes with the run): a server may cancel an
+// execution nobody waits for, and then stores nothing.
 func (op *operation) follow(ctx context.Context, retries *retrier) (resp *repb.ExecuteResponse, expired repb.ExecutionStage_Value, err error) {
 	e := op.e
-	sctx, cancel := context.WithCancel(e.c.withMD(ctx))
-	defer cancel()
+	// The stream is ended by cancel, not by ctx: when ctx ends, the
+	// select below decides whether it goes on.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(e.c.withMD(ctx)))
 	var stream grpc.ServerStreamingClient[longrunningpb.Operation]
 	if op.name == "" {
 		// The outputs come back in the response where the server
@@ -133,11 +141,17 @@ func (op *operation) follow(ctx context.Context, retries *retrier) (resp *repb.E
 	} else {
 		stream, err = e.c.exec().WaitExecution(sctx, &repb.WaitExecutionRequest{Name: op.name})
 	}
+	if err != nil {
+		cancel()
+		return nil, repb.ExecutionStage_UNKNOWN, err
+	}
 	var expiredStage atomic.Int32 // the stage whose bound passed, cancelling the stream
+	var executing atomic.Bool     // a worker runs the action now
 	var timer *time.Timer
 	onStage := func(st repb.ExecutionStage_Value) {
 		if st != op.stage {
 			op.stage, op.since = st, time.Now()
+			executing.Store(st == repb.ExecutionStage_EXECUTING)
 			if st == repb.ExecutionStage_EXECUTING {
 				op.executing = op.since
 				op.marks.Executing()
@@ -157,22 +171,40 @@ func (op *operation) follow(ctx context.Context, retries *retrier) (resp *repb.E
 			})
 		}
 	}
-	if err == nil {
-		var name string
-		resp, name, err = follow(stream, onStage)
-		if name != "" {
-			op.name = name
-			retries.progress() // the server took the action: the retry window starts anew
-		}
+	type followed struct {
+		resp *repb.ExecuteResponse
+		name string
+		err  error
+	}
+	done := make(chan followed, 1)
+	go func() {
+		resp, name, err := follow(stream, onStage)
 		if err == nil && resp != nil {
 			drain(stream, cancel)
 		}
+		if timer != nil {
+			timer.Stop()
+		}
+		cancel()
+		done <- followed{resp, name, err}
+	}()
+	var f followed
+	select {
+	case f = <-done:
+	case <-ctx.Done():
+		if e.o.FinishAbandoned && !op.ex.Action.GetDoNotCache() && executing.Load() {
+			// Left to run to its end: the goroutine above ends the stream.
+			e.finishing.Add(1)
+			return nil, repb.ExecutionStage_UNKNOWN, ctx.Err()
+		}
+		cancel()
+		f = <-done
 	}
-	if timer != nil {
-		timer.Stop()
+	if f.name != "" {
+		op.name = f.name
+		retries.progress() // the server took the action: the retry window starts anew
 	}
-	cancel()
-	return resp, repb.ExecutionStage_Value(expiredStage.Load()), err
+	return f.resp, repb.ExecutionStage_Value(expiredStage.Load()), f.err
 }
 
 // stageBound is the client's bound on how long an operation may stay in

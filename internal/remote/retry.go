@@ -15,14 +15,16 @@ type retrier struct {
 	attempts int
 	window   time.Duration
 	// down ends the wait once the service is found down (health).
-	down     <-chan struct{}
-	failures int       // since the start: progress does not reset them
-	since    time.Time // the first failure since the last progress
+	down <-chan struct{}
+	// onBackoff, if set, is told each pause (Options.onBackoff).
+	onBackoff func(time.Duration)
+	failures  int       // since the start: progress does not reset them
+	since     time.Time // the first failure since the last progress
 }
 
 // retrier returns a fresh policy whose window is window.
 func (c *Client) retrier(window time.Duration) *retrier {
-	return &retrier{attempts: c.opts.MaxAttempts, window: window, down: c.health.ctx.Done()}
+	return &retrier{attempts: c.opts.MaxAttempts, window: window, down: c.health.ctx.Done(), onBackoff: c.opts.onBackoff}
 }
 
 // again records a failure and, if the bounds allow another try, waits the
@@ -36,6 +38,9 @@ func (r *retrier) again(ctx context.Context) (bool, error) {
 	d := backoff(r.failures)
 	if r.failures >= r.attempts || time.Since(r.since)+d > r.window {
 		return false, nil
+	}
+	if r.onBackoff != nil {
+		r.onBackoff(d)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

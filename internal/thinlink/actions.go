@@ -137,9 +137,14 @@ type linkFlags struct{ lld, extra, profiles []string }
 
 // command sets a's arguments, the backend command of module m: lld's DTLTO
 // command first, in its order, so that both entry points give the same
-// backend the same command (and key); then what lld's DTLTO drops, the
-// profiles, and the options of m's compile command if the compilation
-// database has it (matched).
+// backend the same command (but for the compiler's spelling: the link's
+// driver here, clang's own executable in lld's job) and the same key (which
+// names the compiler as clang reads its name: reapi's driverName); the
+// -fno-pic and -funroll-loops that thindist adds to lld's jobs go where this
+// puts them (cli's asInProcess). Then what lld's DTLTO drops (the target CPU,
+// -mllvm, the profiles: the keys differ there, as the objects may), and the
+// options of m's compile command if the compilation database has it
+// (matched).
 func (p *plan) command(a *action.Action, m *Module, compiler string, f linkFlags) (matched bool, err error) {
 	mf, err := p.moduleFlags(m)
 	if err != nil {

@@ -4,10 +4,11 @@
 // in a directory of the user's alone; the Client is the worker.Workers a
 // link uses in place of a Pool of its own.
 //
-// The server serves its own user only (SO_PEERCRED), and links of its own
-// identity only (thindist and the worker, see Identity): a link of another
-// one makes it stop accepting and exit once its connections end, and the
-// link starts a new one. It exits after its idle period without a
+// Each installation of thindist has a server of its own (InstallDir). The
+// server serves its own user only (SO_PEERCRED), and links of its own
+// identity only (thindist and the worker, see Identity): a link of its
+// installation but another identity (a rebuild) makes it stop accepting
+// and exit once its connections end, and the link starts a new one. It exits after its idle period without a
 // connection. The compiler check is the Pool's, so it is paid once per
 // compiler file, not once per link.
 package workerserver
@@ -26,7 +27,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/lockfile"
 	"github.com/thindist/thindist/internal/worker"
 	"golang.org/x/sys/unix"
@@ -45,7 +45,7 @@ const maxRequestFields = 1 << 16
 
 // Options configure a server.
 type Options struct {
-	Dir    string        // its directory, which must be the user's alone
+	Dir    string        // the user's server directory, which must be the user's alone
 	Worker string        // the thindist-worker executable
 	Idle   time.Duration // it exits after this long without a connection
 }
@@ -78,20 +78,21 @@ type server struct {
 	exiting bool
 }
 
-// Serve runs the server in o.Dir until its idle period passes without a
-// connection, it is stopped, a link of another identity comes and its
-// connections end, or ctx ends. Its log is server.log in o.Dir. The
-// process that runs it should first CloseInherited.
+// Serve runs the server of its installation (InstallDir) in o.Dir until
+// its idle period passes without a connection, it is stopped, a link of
+// its installation but another identity comes and its connections end, or
+// ctx ends. Its log is server.log in its directory. The process that runs
+// it should first CloseInherited.
 func Serve(ctx context.Context, o Options) error {
-	if err := jobserver.PrivateDir(o.Dir); err != nil {
-		return err
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	id, err := Own(exe, o.Worker)
 	if err != nil {
+		return err
+	}
+	if o.Dir, err = installDir(o.Dir, id); err != nil {
 		return err
 	}
 	logf, err := openLog(filepath.Join(o.Dir, logName))

@@ -19,13 +19,14 @@ import (
 )
 
 // serve runs a server in dir (made if needed), in this process, until the
-// test ends, and returns dir.
-func serve(t *testing.T, dir string) string {
+// test ends, and returns its directory: this installation's in dir.
+func serve(t *testing.T, base string) string {
 	t.Helper()
 	w := testprog.Worker(t)
+	dir := ownDir(t, base, w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, Options{Dir: dir, Worker: w, Idle: time.Hour}) }()
+	go func() { done <- Serve(ctx, Options{Dir: base, Worker: w, Idle: time.Hour}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -39,6 +40,18 @@ func serve(t *testing.T, dir string) string {
 			t.Fatal(err)
 		}
 	}
+}
+
+// ownDir is the directory in base of the server of this test binary with
+// worker w.
+func ownDir(t *testing.T, base, w string) string {
+	t.Helper()
+	exe, _ := os.Executable()
+	id, err := Own(exe, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return InstallDir(base, id)
 }
 
 // client is a Client of the server in dir, as a link of this thindist
@@ -167,7 +180,7 @@ func TestRefusesOtherUsers(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{pub, dir} {
+	for _, d := range []string{pub, filepath.Dir(dir), dir} {
 		os.Chmod(d, 0o755)
 	}
 	os.Chmod(Socket(dir), 0o777)
@@ -209,9 +222,10 @@ func TestRawClient(t *testing.T) {
 // passed since it started (no link came).
 func TestStatusDoesNotKeepItAlive(t *testing.T) {
 	w := testprog.Worker(t)
-	dir := filepath.Join(t.TempDir(), "server")
+	base := filepath.Join(t.TempDir(), "server")
+	dir := ownDir(t, base, w)
 	done := make(chan error, 1)
-	go func() { done <- Serve(context.Background(), Options{Dir: dir, Worker: w, Idle: time.Second}) }()
+	go func() { done <- Serve(context.Background(), Options{Dir: base, Worker: w, Idle: time.Second}) }()
 	answered := 0
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		select {

@@ -9,40 +9,41 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/lockfile"
 )
 
 // ConnectOptions say which server a link wants.
 type ConnectOptions struct {
-	Dir    string        // the server's directory
+	Dir    string        // the user's server directory (the server's is InstallDir in it)
 	Self   string        // the thindist executable, run as `Self server run` to start one
 	Worker string        // the thindist-worker executable
 	Idle   time.Duration // the idle period of a server it starts
 	Wait   time.Duration // how long to wait for a server it starts; 0 means 10 s
 }
 
-// Connect returns a Client of the server in o.Dir, started if none
-// answers there or the one there is stale (see Serve). Starting one holds
-// the directory's lock, so concurrent links start one server. An error
-// says why the link cannot use a server: the directory is not the user's
-// alone (jobserver.PrivateDir), or a server could not be started.
+// Connect returns a Client of the server of this installation
+// (InstallDir) in o.Dir, started if none answers there or the one there
+// is stale (see Serve). Starting one holds the server directory's lock, so
+// concurrent links start one server. An error says why the link cannot
+// use a server: a directory is not the user's alone
+// (jobserver.PrivateDir), or a server could not be started.
 func Connect(o ConnectOptions) (*Client, error) {
 	if o.Wait == 0 {
 		o.Wait = 10 * time.Second
-	}
-	if err := jobserver.PrivateDir(o.Dir); err != nil {
-		return nil, err
 	}
 	id, err := Own(o.Self, o.Worker)
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{dir: o.Dir, hello: append([]string{"hello", linkName()}, id.fields()...)}
+	dir, err := installDir(o.Dir, id)
+	if err != nil {
+		return nil, err
+	}
+	cl := &Client{dir: dir, hello: append([]string{"hello", linkName()}, id.fields()...)}
 	if cl.first() == nil {
 		return cl, nil
 	}
-	err = lockfile.With(filepath.Join(o.Dir, lockName), func() error {
+	err = lockfile.With(filepath.Join(dir, lockName), func() error {
 		if cl.first() == nil {
 			return nil
 		}
@@ -58,11 +59,11 @@ func Connect(o ConnectOptions) (*Client, error) {
 			}
 			select {
 			case e := <-exited:
-				return fmt.Errorf("the worker server it started exited (%v); its log is %s", e, filepath.Join(o.Dir, logName))
+				return fmt.Errorf("the worker server it started exited (%v); its log is %s", e, filepath.Join(dir, logName))
 			default:
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("the worker server it started did not answer within %s (%v); its log is %s", o.Wait, err, filepath.Join(o.Dir, logName))
+				return fmt.Errorf("the worker server it started did not answer within %s (%v); its log is %s", o.Wait, err, filepath.Join(dir, logName))
 			}
 		}
 	})

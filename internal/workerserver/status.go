@@ -17,6 +17,7 @@ import (
 
 // Status is what `thindist server status` shows of a running server.
 type Status struct {
+	Dir      string           `json:"dir"` // the server's directory (InstallDir)
 	Socket   string           `json:"socket"`
 	Log      string           `json:"log"`
 	PID      int              `json:"pid"`
@@ -42,7 +43,7 @@ type Status struct {
 
 func (s *server) status() []byte {
 	s.mu.Lock()
-	st := Status{Socket: s.ln.Addr().String(), Log: filepath.Join(s.o.Dir, logName), PID: os.Getpid(),
+	st := Status{Dir: s.o.Dir, Socket: s.ln.Addr().String(), Log: filepath.Join(s.o.Dir, logName), PID: os.Getpid(),
 		Started: s.begin, Uptime: time.Since(s.begin).Round(time.Second).String(), Idle: s.o.Idle.String(),
 		Identity: s.id, Links: s.served, Connections: s.conns - 1, Refused: s.refused, Exiting: s.stale}
 	s.mu.Unlock()
