@@ -262,6 +262,8 @@ type clusterResult struct {
 	// vsLocalSkipped says why the comparison was left out, if it was.
 	vsLocalSkipped string
 	remoteJobs     string // what thindist's --help says of --remote-jobs' default
+	// compress are the links of the compression sweep behind a relay.
+	compress []compressRun
 }
 
 func (r *clusterResult) largestAndSum() (largest, sum time.Duration) {
@@ -382,6 +384,11 @@ func benchCluster(ctx context.Context, t *tools, o *options, p *project) (*clust
 	}
 	if o.clusterVsLocal > 0 {
 		if err := res.measureVsLocal(ctx, t, o, p, dir, out, recording); err != nil {
+			return nil, err
+		}
+	}
+	if o.clusterCompress != "" {
+		if err := res.measureCompress(ctx, t, o, p, dir, out, recording); err != nil {
 			return nil, err
 		}
 	}

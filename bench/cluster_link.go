@@ -19,6 +19,12 @@ import (
 // With pprof set, the distributor is this program running thindist's code
 // under the CPU profiler (-distributor-pprof, profile.go) into that file.
 func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out string, c server.SimConfig, pprof string, extra ...string) (clusterRun, error) {
+	return clusterLinkVia(ctx, t, o, p, dir, out, c, pprof, nil, extra...)
+}
+
+// clusterLinkVia is clusterLink with thindist reaching the server through
+// via (nil: directly).
+func clusterLinkVia(ctx context.Context, t *tools, o *options, p *project, dir, out string, c server.SimConfig, pprof string, via *relay, extra ...string) (clusterRun, error) {
 	var r clusterRun
 	cfg, err := json.Marshal(c)
 	if err != nil {
@@ -32,6 +38,11 @@ func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out
 	srv, err := server.Start(ctx, execRoot, string(cfg))
 	if err != nil {
 		return r, err
+	}
+	target := srv.Addr
+	if via != nil {
+		via.setBackend(srv.Addr)
+		target = via.Addr()
 	}
 	wrapRec, trace := filepath.Join(dir, "distributor"), filepath.Join(dir, "trace.json")
 	os.Remove(wrapRec)
@@ -49,7 +60,7 @@ func clusterLink(ctx context.Context, t *tools, o *options, p *project, dir, out
 		args = append(args, "-Xthinlto-distributor="+a)
 	}
 	args = append(args, "-Xthinlto-distributor=--no-cache",
-		"-Xthinlto-distributor=--remote=grpc://"+srv.Addr, "-Xthinlto-distributor=--remote-fallback=none",
+		"-Xthinlto-distributor=--remote=grpc://"+target, "-Xthinlto-distributor=--remote-fallback=none",
 		"-Xthinlto-distributor=--remote-toolchain=installed") // as the figures so far
 	if c.Record || o.clusterTraces {
 		args = append(args, "-Xthinlto-distributor=--trace="+trace)

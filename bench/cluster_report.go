@@ -129,6 +129,7 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 		}
 	}
 	vsLocalMarkdown(b, rs)
+	compressMarkdown(b, rs)
 	b.WriteString("\nthindist's summary line of each project's first and last grid point:\n\n```\n")
 	for _, r := range rs {
 		c := r.cluster

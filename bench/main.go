@@ -105,6 +105,11 @@ type options struct {
 	clusterPprof      string
 	clusterRecordings string
 	clusterGroup      int
+	// The compression sweep behind a relay (cluster_compress.go).
+	clusterCompress        string
+	clusterMbits           string
+	clusterRelayRTT        time.Duration
+	clusterCompressWorkers int
 
 	hitsProfile string
 }
@@ -154,6 +159,12 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.hitsProfile, "hits-profile", "", "hits part: also profile one relink's thindist into `DIR`/PROJECT.pprof and count each kind's syscalls with strace -f -c")
 	fs.IntVar(&o.clusterGroup, "cluster-group", 0,
 		"cluster simulation: also run every plain grid point with thindist --remote-group=N (grouping small backends; ≤ 1: not)")
+	fs.StringVar(&o.clusterCompress, "cluster-compress", "",
+		"cluster simulation: also link behind a relay (bench/relay.go: -cluster-relay-rtt, -cluster-mbits) with each of these "+
+			"--remote-compress settings, comma-separated (e.g. downloads,all,none,auto; auto twice: measuring, then recalling); \"\": not")
+	fs.StringVar(&o.clusterMbits, "cluster-mbits", "50,100,1000", "cluster simulation: the relay's bandwidth each way in Mbit/s for -cluster-compress, comma-separated")
+	fs.DurationVar(&o.clusterRelayRTT, "cluster-relay-rtt", 25*time.Millisecond, "cluster simulation: the relay's round trip for -cluster-compress")
+	fs.IntVar(&o.clusterCompressWorkers, "cluster-compress-workers", 64, "cluster simulation: the simulated worker slots for -cluster-compress")
 	fs.BoolVar(&o.clusterTraces, "cluster-traces", false,
 		"cluster simulation: have thindist write a Chrome trace (--trace) of every replay link, and keep them; "+
 			"what writing it costs then counts in thindist's CPU, which otherwise is that of its defaults")

@@ -283,7 +283,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-jbos=1"}, nil, `unknown flag --jbos (did you mean --jobs?)`},
 		{[]string{"--trace"}, nil, `--trace: expected a value`},
 		{nil, map[string]string{"THINDIST_JOBS": "abc"}, `THINDIST_JOBS: bad value "abc" (want a number`},
-		{[]string{"--remote=grpc://h:1", "--remote-compress=fast"}, nil, `--remote-compress: bad value "fast" (want downloads, all or none)`},
+		{[]string{"--remote=grpc://h:1", "--remote-compress=fast"}, nil, `--remote-compress: bad value "fast" (want auto, downloads, all or none)`},
 	} {
 		cfg, _, err := parse(t, c.args, c.env)
 		if err == nil {

@@ -48,8 +48,8 @@ type Remote struct {
 	// Attempts bounds the tries of an RPC or execution that fails
 	// transiently.
 	Attempts int
-	// Compress is which blob transfers use zstd: "downloads", "all" or
-	// "none".
+	// Compress is which blob transfers use zstd: "auto", "downloads",
+	// "all" or "none".
 	Compress string
 	// BuildID names the build the link belongs to in every call's
 	// RequestMetadata (correlated_invocations_id; Bazel's
@@ -243,12 +243,15 @@ func (r *Remote) registerCalls(fs *FlagSet) {
 			"service reports executing for this long (its worker may have died: a server notices\n"+
 			"only after a minute or more), and compile it locally (or fail, per\n"+
 			"--remote-fallback); 0: wait as long as the server reports it executing")
-	fs.Choice(&r.Compress, "remote-compress", g, []string{"downloads", "all", "none"}, "downloads",
-		"which blob transfers use zstd, where the server offers it. downloads: outputs come\n"+
-			"compressed (the server compresses; decompressing is cheap) and inputs go as they\n"+
-			"are, because compressing bitcode costs this machine about a core-second per 120 MB\n"+
-			"for 30% fewer bytes: more CPU than the transfer time it saves on links faster than\n"+
-			"about 250 Mbit/s. all: compress uploads too, for slower links. none: neither")
+	fs.Choice(&r.Compress, "remote-compress", g, []string{"auto", "downloads", "all", "none"}, "auto",
+		"which blob transfers use zstd, where the server offers it. auto: each direction is\n"+
+			"compressed when that is faster than sending: zstd's speed on this machine (timed\n"+
+			"once on a module) against the throughput measured to and from the service (kept\n"+
+			"per service in the cache directory, for the next link), decided for blobs under\n"+
+			"and over 1 MiB; blobs under 64 KiB go as they are; a service not measured yet\n"+
+			"gets downloads. downloads: outputs come compressed (the server compresses;\n"+
+			"decompressing is cheap) and inputs go as they are. all: compress uploads too.\n"+
+			"none: neither. `thindist report` says what auto chose and why")
 	fs.String(&r.BuildID, "remote-build-id", g, "ID", "",
 		"the build this link belongs to (e.g. a CI job's id), sent with every call as the\n"+
 			"correlated_invocations_id of its RequestMetadata, as Bazel's --build_request_id:\n"+

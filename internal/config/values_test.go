@@ -24,7 +24,7 @@ func TestBadValuesEverySource(t *testing.T) {
 		{"cache-size", "lots", "a size such as 500M or 10G", func(c *Config) string { return c.CacheSize }},
 		{"remote", "http://x", "grpc://HOST:PORT or grpcs://HOST:PORT", func(c *Config) string { return c.Remote.Target }},
 		{"remote-fallback", "maybe", "local or none", func(c *Config) string { return c.Remote.Fallback }},
-		{"remote-compress", "fast", "downloads, all or none", func(c *Config) string { return c.Remote.Compress }},
+		{"remote-compress", "fast", "auto, downloads, all or none", func(c *Config) string { return c.Remote.Compress }},
 		{"jobs", "0", "a number of at least 1", func(c *Config) string { return fmt.Sprint(c.Jobs) }},
 		{"remote-retries", "0", "a number of at least 1", func(c *Config) string { return fmt.Sprint(c.Remote.Attempts) }},
 		{"remote-group", "-2", "a number of at least 0", func(c *Config) string { return fmt.Sprint(c.Remote.Group) }},

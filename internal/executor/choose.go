@@ -1,6 +1,10 @@
 package executor
 
-import "time"
+import (
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+)
 
 // The choice of who gets a free slot: dispatch and the rules it applies.
 // Each is a method of Dispatcher called with d.mu held; none blocks, so
@@ -12,7 +16,9 @@ import "time"
 // remote slots before local ones when racing and the cluster is not
 // backlogged, local first otherwise (a critical action takes a remote one
 // only, and so does one ranked before an action in the cluster's queue:
-// lastQueued); then free local slots to races (nextRace). d.mu is held.
+// lastQueued; one whose upload alone would take longer than compiling
+// it takes a local one only: slowUpload); then free local slots to races
+// (nextRace). d.mu is held.
 func (d *Dispatcher) dispatch() {
 	now := time.Now()
 	free := d.free()
@@ -40,6 +46,10 @@ func (d *Dispatcher) dispatch() {
 		p := d.unsettledBefore(w.Rank)
 		local, remote := free[localSide] > p, free[remoteSide] > p
 		switch {
+		case w.slowUpload && local:
+			d.grant(&d.queue, i, localSide, &free)
+		case w.slowUpload:
+			i++ // waits for a local slot, not for its upload
 		case (!d.o.Races || backlog && !w.critical) && local:
 			d.grant(&d.queue, i, localSide, &free)
 		case remote && (!backlog || w.critical || w.Rank < lastQueued):
@@ -57,6 +67,19 @@ func (d *Dispatcher) dispatch() {
 		}
 		d.grant(&d.spares, i, localSide, &free)
 	}
+}
+
+// slowUpload reports whether a's upload alone would take longer than
+// compiling it here (HybridOptions.UploadTime against its Expected time):
+// behind a slow uplink an action with large inputs not yet in the CAS
+// ends sooner on this machine, however free the cluster. It then takes a
+// local slot, or waits for one; a critical action (remote, and raced here
+// from the start) and, with no local slot, every action, goes as before.
+func (d *Dispatcher) slowUpload(a *action.Action) bool {
+	if d.o.UploadTime == nil || d.o.LocalSlots <= 0 || a.Expected <= 0 || d.plan.critical[a] {
+		return false
+	}
+	return d.o.UploadTime(a) > a.Expected
 }
 
 // raceAtStart decides whether the race of critical action w starts now,

@@ -68,9 +68,12 @@ const (
 // its grant is the side.
 type hybridWaiter struct {
 	slots.Waiter
-	planned  int     // the action's rank in the plan (Rank, for a race's waiter, is its arrival)
-	critical bool    // a critical action: remote only; its race starts at once
-	length   float64 // the action's lengthOf (0: not planned)
+	planned  int  // the action's rank in the plan (Rank, for a race's waiter, is its arrival)
+	critical bool // a critical action: remote only; its race starts at once
+	// slowUpload: its upload alone would take longer than compiling it
+	// here (slowUpload); set for an action to start.
+	slowUpload bool
+	length     float64 // the action's lengthOf (0: not planned)
 	// stage, for a race's waiter, is its remote side's progress.
 	stage *Stage
 	// since is when it began to wait.
@@ -179,6 +182,7 @@ func (d *Dispatcher) start(ctx context.Context, a *action.Action) (int, error) {
 	d.mu.Lock()
 	d.settle(w.Rank)
 	d.mu.Unlock()
+	w.slowUpload = d.slowUpload(a)
 	return d.enqueue(ctx, w, &d.queue)
 }
 

@@ -3,6 +3,9 @@ package executor
 import (
 	"context"
 	"sync/atomic"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
 )
 
 // HybridOptions configures a Hybrid's Dispatcher and Plan.
@@ -17,6 +20,13 @@ type HybridOptions struct {
 	// its Spare): the actions that bound the link's length are then raced
 	// from the start.
 	Races bool
+	// UploadTime, if set, is how long a's upload to the cluster would
+	// still take: its input bytes not yet in the CAS over the upload
+	// throughput measured (0: nothing to send, or not known). An action
+	// whose upload alone takes longer than compiling it here (its
+	// Expected time) compiles here: it waits for a local slot rather
+	// than for its upload (choose.go, slowUpload).
+	UploadTime func(a *action.Action) time.Duration
 }
 
 // HybridStats are what a Hybrid did in a run.

@@ -34,6 +34,9 @@ type remoteChain struct {
 	behind *cache.WriteBehind
 	// cpu0 is thindist's own CPU when it began to connect.
 	cpu0 time.Duration
+	// notes is the cache directory the link's measurements are kept in
+	// (rememberLink).
+	notes string
 }
 
 // compilerCheckWait bounds how long a link's end waits for the check of
@@ -119,8 +122,10 @@ func Preparing(rtt time.Duration, cores int) int {
 
 // RemoteOptions turns the configuration into the client's options.
 func RemoteOptions(r *config.Remote) remote.Options {
-	compress := remote.CompressDownloads
+	compress := remote.CompressAuto
 	switch r.Compress {
+	case "downloads":
+		compress = remote.CompressDownloads
 	case "all":
 		compress = remote.CompressAll
 	case "none":
@@ -172,6 +177,8 @@ type remoteConn struct {
 	readOnly bool
 	// cpu0 is thindist's own CPU time when it began to connect.
 	cpu0 time.Duration
+	// notes is the cache directory of the service's notes.
+	notes string
 	// ship is the run's shipped toolchains, nil when the workers run
 	// their own compiler.
 	ship *shipping
@@ -191,7 +198,7 @@ func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll fun
 			return nil, err
 		}
 	}
-	conn := &remoteConn{cpu0: ownCPU()}
+	conn := &remoteConn{cpu0: ownCPU(), notes: dir}
 	opts := RemoteOptions(rc)
 	endConnect := tl.Begin("connecting") // or waiting for the dial begun before the run
 	var err error
@@ -208,6 +215,7 @@ func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll fun
 		return nil, err
 	}
 	clearUnreachable(dir, rc.Target)
+	conn.client.Recall(recallLink(dir, rc.Target))
 	conn.client.OnDown(func(err error) {
 		markUnreachable(dir, rc.Target, time.Now())
 		warnAll("%v: not using it for the rest of this link; the remaining actions compile here, and their results are not stored there", err)
@@ -343,7 +351,11 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 	if localJobs < 0 {
 		localJobs = cfg.Jobs
 	}
-	d := executor.NewDispatcher(executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace}, locals.procs)
+	hopts := executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace}
+	if rs.grouper == nil {
+		hopts.UploadTime = rs.rex.UploadTime // Ahead prepares each action's upload
+	}
+	d := executor.NewDispatcher(hopts, locals.procs)
 	// What runs here beside the Hybrid (a fallback, an action with side
 	// files) asks the Dispatcher for a process slot; what runs here in a
 	// slot it granted asks only for make's token.
@@ -431,7 +443,7 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(st
 		StoreMessages: !conn.readOnly, Unusable: env.Record.Unusable, Run: env.Record.ID(),
 	})
 	rch := &remoteChain{chain: executor.Verified(rcache), parallel: rs.parallel, planner: rs.planner,
-		side: rs, client: client, rcache: rcache, behind: behind, cpu0: conn.cpu0}
+		side: rs, client: client, rcache: rcache, behind: behind, cpu0: conn.cpu0, notes: conn.notes}
 	if !conn.cacheOnly {
 		rch.preparing = Preparing(client.RTT, runtime.GOMAXPROCS(0))
 	}

@@ -43,6 +43,7 @@ func (ch *chain) stats() RunStats {
 func (ch *chain) finish(cfg *config.Config, env Env, console *report.Console, tl *report.Timeline, warn func(string, ...any)) {
 	if ch.remote != nil {
 		ch.remote.drain(tl)
+		rememberLink(ch.remote.notes, cfg.Remote.Target, ch.remote.client.Measured())
 	}
 	st := ch.stats()
 	if c := st.Local; c != nil {
@@ -90,9 +91,11 @@ func (r *remoteChain) drain(tl *report.Timeline) {
 // end, for the record and the summary line.
 type remoteStats struct {
 	invocation string
-	transfers  remote.TransferStats
-	cache      cache.ExecutorStats
-	stored     cache.WriteBehindStats
+	// compression is what --remote-compress=auto chose, and why.
+	compression string
+	transfers   remote.TransferStats
+	cache       cache.ExecutorStats
+	stored      cache.WriteBehindStats
 	// exec, fallback and hybrid are set with remote execution; hedge and
 	// group when those ran.
 	exec     *remote.ExecStats
@@ -109,7 +112,7 @@ type remoteStats struct {
 // stats reads the counters of r's parts.
 func (r *remoteChain) stats() remoteStats {
 	rs := r.side
-	st := remoteStats{invocation: r.client.Invocation(), transfers: r.client.Stats(), cache: r.rcache.Stats(),
+	st := remoteStats{invocation: r.client.Invocation(), compression: r.client.CompressionChoice(), transfers: r.client.Stats(), cache: r.rcache.Stats(),
 		stored: r.behind.Stats(), cpu: ownCPU() - r.cpu0}
 	if rs.rex != nil {
 		st.exec, st.fallback, st.hybrid = ptr(rs.rex.Stats()), rs.fb.Stats(), rs.hybrid.Stats()
@@ -134,7 +137,7 @@ func ptr[T any](v T) *T { return &v }
 func (st remoteStats) record(run *record.Run) {
 	// The sums of the actions' BytesUp and BytesDown (executor.Metered),
 	// and what failed actions moved.
-	run.Invocation = st.invocation
+	run.Invocation, run.Compression = st.invocation, st.compression
 	run.BytesUp = st.transfers.BytesUploaded
 	run.BytesDown = st.transfers.BytesRead + st.transfers.BytesInlined
 	if st.exec != nil {

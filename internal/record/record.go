@@ -77,6 +77,9 @@ type Run struct {
 	// FellBack counts actions meant for the remote service that ran on
 	// this machine instead.
 	FellBack int64 `json:"fell_back,omitempty"`
+	// Compression, with --remote-compress=auto, says what was chosen for
+	// each direction and why (remote.Client.CompressionChoice).
+	Compression string `json:"compression,omitempty"`
 	// Toolchain, when the run shipped its compiler to the workers as
 	// inputs (--remote-toolchain), is what that cost.
 	Toolchain *Toolchain `json:"toolchain,omitempty"`

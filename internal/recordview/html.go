@@ -324,6 +324,7 @@ tr.crit td:first-child{font-weight:bold}
 <tr><td>jobs</td><td>{{.Counts.Total}}: {{.Counts.Cached}} local cache, {{.Counts.RemoteCached}} remote cache, {{.Counts.Remote}} remote, {{.Counts.Local}} local ({{.Counts.Forked}} forked{{if .Counts.Worker}}, {{.Counts.Worker}} on a worker{{end}}), {{.Counts.Failed}} failed</td></tr>
 {{if and .Counts.Worker .Run.WorkerServer}}<tr><td>workers</td><td>{{.Run.WorkerServer}}</td></tr>{{end}}
 <tr><td>settings</td><td>--jobs={{.Run.Jobs}}{{if .Run.Remote}}, --remote={{.Run.Remote}} ({{.Run.RemoteJobs}} in flight; {{.BytesUp}} uploaded, {{.BytesDown}} downloaded{{if .Run.Invocation}}; invocation {{.Run.Invocation}}{{end}}){{end}}{{if not .Run.LocalCache}}, no local cache{{end}}</td></tr>
+{{if .Run.Compression}}<tr><td>compress</td><td>{{.Run.Compression}}</td></tr>{{end}}
 {{if .Run.Error}}<tr><td>result</td><td class="fail">{{.Run.Error}}</td></tr>{{end}}
 </table>
 

@@ -104,6 +104,9 @@ func WriteText(w io.Writer, run *record.Run) {
 		settings += fmt.Sprintf(", %d of %d ordered by their recorded time", run.Ordered, c.Total)
 	}
 	fmt.Fprintf(w, "  settings: %s\n", settings)
+	if run.Compression != "" {
+		fmt.Fprintf(w, "  compress: %s\n", run.Compression)
+	}
 	if len(run.Phases) > 0 {
 		var ps []string
 		for _, p := range run.Phases {

@@ -19,13 +19,13 @@ func TestReportShowsTransfersAndPhaseDetail(t *testing.T) {
 	r2 := act("hit.o", record.WhereRemoteCache, 0, 10_000)
 	r2.BytesDown = 7 << 10
 	run := &record.Run{ID: "x", Entry: "plugin", Linker: []string{"ld.lld", "-o", "app"}, Start: start, End: start.Add(time.Second), Remote: "grpc://h:1",
-		Invocation: "inv-1", BytesUp: r1.BytesUp, BytesDown: r1.BytesDown + r2.BytesDown,
+		Invocation: "inv-1", Compression: "auto: uploads compressed: measured 11.9 MB/s up", BytesUp: r1.BytesUp, BytesDown: r1.BytesDown + r2.BytesDown,
 		Phases:  []record.Phase{{Name: "backends", Start: start, End: start.Add(time.Second), Detail: "300ms starting 1 fork server"}},
 		Actions: []record.Action{r1, r2, act("local.o", record.WhereLocal, 0, 50_000)}}
 
 	var text bytes.Buffer
 	WriteText(&text, run)
-	for _, want := range []string{"(the linker plugin)", "  linker:   ld.lld -o app\n", "3.0 MiB up, 12.0 KiB down; invocation inv-1", "backends 1s including 300ms starting 1 fork server",
+	for _, want := range []string{"(the linker plugin)", "  linker:   ld.lld -o app\n", "3.0 MiB up, 12.0 KiB down; invocation inv-1", "  compress: auto: uploads compressed: measured 11.9 MB/s up\n", "backends 1s including 300ms starting 1 fork server",
 		"remote.o (remote, CPU 80ms, 0 B bitcode, 3.0 MiB up, 5.0 KiB down)", "local.o (local, exec'd, CPU 50ms, 0 B bitcode)\n"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text report lacks %q:\n%s", want, text.String())
@@ -38,7 +38,7 @@ func TestReportShowsTransfersAndPhaseDetail(t *testing.T) {
 	for _, want := range []string{"<th data-num>uploaded</th><th data-num>downloaded</th>",
 		`<td class="n" data-v="3145728">3.0 MiB</td><td class="n" data-v="5120">5.0 KiB</td>`,
 		`<td class="n" data-v="0"></td><td class="n" data-v="7168">7.0 KiB</td>`,
-		"3.0 MiB uploaded, 12.0 KiB downloaded; invocation inv-1", "including 300ms starting 1 fork server", "(the linker plugin)",
+		"3.0 MiB uploaded, 12.0 KiB downloaded; invocation inv-1", "<td>compress</td><td>auto: uploads compressed: measured 11.9 MB/s up</td>", "including 300ms starting 1 fork server", "(the linker plugin)",
 		`<code id="linker">ld.lld -o app</code>`} {
 		if !strings.Contains(page.String(), want) {
 			t.Errorf("the HTML page lacks %q", want)

@@ -48,15 +48,19 @@ func (c *Client) streamWrite(ctx context.Context, d digest.Digest, content func(
 	if err != nil {
 		return 0, err
 	}
-	if c.zstdUpload {
+	c.link.sample(c.enc, c.dec, data)
+	zstd := c.zstdUp(d.Size, false)
+	if zstd {
 		data = c.enc.EncodeAll(data, nil)
 	}
-	err = c.retry(ctx, func(ctx context.Context) error {
+	err = c.retry(ctx, func(ctx context.Context) (err error) {
+		end := c.link.meter(up).begin(int64(len(data)))
+		defer func() { end(int64(len(data)), err == nil) }()
 		stream, err := c.bs.Write(ctx)
 		if err != nil {
 			return err
 		}
-		name := c.resource("uploads/"+uuid(), d, c.zstdUpload)
+		name := c.resource("uploads/"+uuid(), d, zstd)
 		off := 0
 		for {
 			n := min(streamChunk, len(data)-off)
@@ -88,8 +92,11 @@ func (c *Client) streamWrite(ctx context.Context, d digest.Digest, content func(
 }
 
 func (c *Client) streamRead(ctx context.Context, d digest.Digest) ([]byte, error) {
-	stream, err := c.bs.Read(ctx, &bytestream.ReadRequest{ResourceName: c.resource("", d, c.zstdRead)})
+	zstd := c.zstdDown(d.Size)
+	end := c.link.meter(down).begin(d.Size)
+	stream, err := c.bs.Read(ctx, &bytestream.ReadRequest{ResourceName: c.resource("", d, zstd)})
 	if err != nil {
+		end(0, false)
 		return nil, err
 	}
 	var buf bytes.Buffer
@@ -99,14 +106,17 @@ func (c *Client) streamRead(ctx context.Context, d digest.Digest) ([]byte, error
 			break
 		}
 		if err != nil {
+			end(0, false)
 			return nil, err
 		}
 		buf.Write(msg.Data)
 		if int64(buf.Len()) > 2*d.Size+(1<<20) {
+			end(0, false)
 			return nil, status.Errorf(codes.DataLoss, "ByteStream.Read sent more than blob %s holds", d)
 		}
 	}
-	if c.zstdRead {
+	end(int64(buf.Len()), true)
+	if zstd {
 		data, err := c.dec.DecodeAll(buf.Bytes(), make([]byte, 0, d.Size))
 		if err != nil {
 			return nil, status.Errorf(codes.DataLoss, "zstd: %v", err)

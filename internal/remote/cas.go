@@ -126,14 +126,17 @@ func (c *Client) batchUpdate(ctx context.Context, ds []digest.Digest, data [][]b
 	wire := int64(0)
 	for i, d := range ds {
 		r := &repb.BatchUpdateBlobsRequest_Request{Digest: d.Proto(), Data: data[i]}
-		if c.zstdBatch {
+		c.link.sample(c.enc, c.dec, data[i])
+		if c.zstdUp(d.Size, true) {
 			r.Data = c.enc.EncodeAll(data[i], nil)
 			r.Compressor = repb.Compressor_ZSTD
 		}
 		wire += int64(len(r.Data))
 		req.Requests = append(req.Requests, r)
 	}
-	err := c.retry(ctx, func(ctx context.Context) error {
+	err := c.retry(ctx, func(ctx context.Context) (err error) {
+		end := c.link.meter(up).begin(wire)
+		defer func() { end(wire, err == nil) }()
 		resp, err := c.cas.BatchUpdateBlobs(ctx, req)
 		if tooLarge(err) {
 			return &batchRejected{err}

@@ -108,6 +108,9 @@ type Client struct {
 	nextExec  atomic.Uint64
 
 	zstdUpload, zstdRead, zstdBatch bool
+	// link measures the transfers and, with CompressAuto, decides which
+	// go compressed (compress.go).
+	link *link
 	// batchLimit is the largest batch request thindist sends; a batch the
 	// server refuses as too large lowers it for the rest of the run.
 	batchLimit atomic.Int64
@@ -264,10 +267,11 @@ func (c *Client) useCapabilities(caps *repb.ServerCapabilities) error {
 	if o.Compression != CompressNone {
 		c.zstdRead = slices.Contains(cc.GetSupportedCompressors(), repb.Compressor_ZSTD)
 	}
-	if o.Compression == CompressAll {
+	if o.Compression == CompressAll || o.Compression == CompressAuto {
 		c.zstdUpload = c.zstdRead
 		c.zstdBatch = slices.Contains(cc.GetSupportedBatchUpdateCompressors(), repb.Compressor_ZSTD)
 	}
+	c.link = newLink(o.Compression == CompressAuto, c.RTT, time.Now)
 	limit := cc.GetMaxBatchTotalSizeBytes()
 	switch {
 	case limit <= 0:
@@ -339,6 +343,8 @@ const (
 // Compression describes the compression in use, for messages.
 func (c *Client) Compression() string {
 	switch {
+	case c.link != nil && c.link.auto && c.zstdRead:
+		return "zstd where faster (auto)"
 	case c.zstdUpload || c.zstdBatch:
 		return "zstd both ways"
 	case c.zstdRead:

@@ -228,19 +228,29 @@ func (c *Client) newReads() *coalescer[[]digest.Digest, read] {
 // batchReadNow is one BatchReadBlobs call for ds.
 func (c *Client) batchReadNow(ctx context.Context, ds []digest.Digest) (map[digest.Digest][]byte, map[digest.Digest]error, error) {
 	req := &repb.BatchReadBlobsRequest{InstanceName: c.opts.Instance, DigestFunction: repb.DigestFunction_SHA256}
+	var size, largest int64
 	for _, d := range ds {
 		req.Digests = append(req.Digests, d.Proto())
+		size, largest = size+d.Size, max(largest, d.Size)
 	}
-	if c.zstdRead {
+	if c.zstdDown(largest) {
 		req.AcceptableCompressors = []repb.Compressor_Value{repb.Compressor_ZSTD}
 	}
+	end := c.link.meter(down).begin(size)
 	resp, err := c.cas.BatchReadBlobs(ctx, req)
 	if tooLarge(err) {
+		end(0, false)
 		return nil, nil, &batchRejected{err}
 	}
 	if err != nil {
+		end(0, false)
 		return nil, nil, err
 	}
+	var wire int64
+	for _, r := range resp.Responses {
+		wire += int64(len(r.GetData()))
+	}
+	end(wire, true)
 	got := map[digest.Digest][]byte{}
 	errs := map[digest.Digest]error{}
 	for _, r := range resp.Responses {

@@ -1,0 +1,37 @@
+package executor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+)
+
+// TestHybridSlowUploadCompilesHere: with races the cluster's free slots
+// are taken first, but an action whose upload alone would take longer
+// than compiling it here (HybridOptions.UploadTime over its Expected
+// time) takes this machine's slot, or waits for it while others go to
+// the cluster; one whose upload is quicker than its compile, or whose
+// time is not known, goes to the cluster as before.
+func TestHybridSlowUploadCompilesHere(t *testing.T) {
+	remote, local := newHeld(Remote), newHeld(Local)
+	upload := map[string]time.Duration{"big1": 10 * time.Second, "big2": 10 * time.Second, "quick": 100 * time.Millisecond}
+	h := newHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 4, LocalSlots: 1, Races: true,
+		UploadTime: func(a *action.Action) time.Duration { return upload[a.ID] }})
+	start := func(id string, expected time.Duration) {
+		go h.Execute(t.Context(), Job{Action: &action.Action{ID: id, Expected: expected}})
+	}
+	start("big1", time.Second)
+	expectStart(t, "big1", local, remote)
+	start("big2", time.Second) // the local slot is busy: it waits for it
+	waitQueue(t, h, 1)
+	start("quick", time.Second)
+	expectStart(t, "quick", remote, local)
+	start("unknown", 0) // no expected time: nothing to weigh the upload against
+	expectStart(t, "unknown", remote, local)
+	local.release <- struct{}{} // big1 ends
+	expectStart(t, "big2", local, remote)
+	if st := h.Stats(); st.Local != 2 || st.Remote != 2 {
+		t.Errorf("stats %+v, want 2 actions started on each side", st)
+	}
+}
