@@ -116,11 +116,11 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	// Flags also work from the environment: THINDIST_JOBS=0 is rejected
-	// like --jobs=0.
+	// like --jobs=0, naming the variable.
 	cmd := exec.Command(thindist, "job.json")
 	cmd.Env = testEnv(t, "THINDIST_JOBS=0")
 	b, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--jobs") {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "THINDIST_JOBS: bad value") {
 		t.Errorf("THINDIST_JOBS=0: %v\n%s", err, b)
 	}
 }

@@ -66,6 +66,11 @@ func pinRelocationModel(actions []*action.Action) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(a.Dir, path)
 		}
+		// Only a regular file is read here: anything else (a FIFO) is
+		// left for the backend to read, or fail on, in its slot.
+		if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
 		data, err := os.ReadFile(path)
 		if err != nil {
 			continue
