@@ -65,15 +65,8 @@ int main(void) { printf("%d\n", use("main") + use("main")); return 0; }
 func TestUnimportedGlobalAsLLVMsDistributor(t *testing.T) {
 	needClang(t)
 	dir := t.TempDir()
-	for name, src := range unimportedSources {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	sh := runIn(t, dir)
-	for _, f := range []string{"key", "print", "use", "main"} {
-		sh(nil, clang, "-O2", "-flto=thin", "-c", f+".c", "-o", f+".o")
-	}
+	compileUnimported(t, dir)
 	sh(nil, filepath.Join(llvmBin, "llvm-ar"), "rcs", "libk.a", "key.o", "print.o")
 	link := func(out string, extra ...string) []string {
 		return append([]string{clang, "-O2", "-flto=thin", "-fuse-ld=lld", "main.o", "use.o", "libk.a", "libk.a", "-o", out}, extra...)
@@ -252,15 +245,7 @@ func relocsTo(t *testing.T, obj []byte, sym string) string {
 func TestDTLTONonPICAsInProcess(t *testing.T) {
 	needClang(t)
 	dir := t.TempDir()
-	for name, src := range unimportedSources {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sh := runIn(t, dir)
-	for _, f := range []string{"key", "print", "use", "main"} {
-		sh(nil, clang, "-O2", "-flto=thin", "-fno-pie", "-c", f+".c", "-o", f+".o")
-	}
+	compileUnimported(t, dir, "-fno-pie")
 	for _, kind := range [][]string{{"-no-pie"}, {"-r", "-nostdlib"}} {
 		link := func(out string, extra ...string) []string {
 			cmd := append([]string{clang, "-O2", "-flto=thin", "-fuse-ld=lld"}, kind...)
@@ -361,4 +346,18 @@ func againstReference(t *testing.T, dir string, link func(out string, extra ...s
 	got, _ := os.ReadFile(filepath.Join(dir, "dtlto"))
 	ref, _ := os.ReadFile(filepath.Join(dir, "reference"))
 	return bytes.Equal(got, in), bytes.Equal(ref, in)
+}
+
+// compileUnimported writes unimportedSources into dir and compiles each
+// for ThinLTO with cflags.
+func compileUnimported(t *testing.T, dir string, cflags ...string) {
+	t.Helper()
+	sh := runIn(t, dir)
+	for name, src := range unimportedSources {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		obj := strings.TrimSuffix(name, ".c") + ".o"
+		sh(nil, append(append([]string{clang, "-O2", "-flto=thin"}, cflags...), "-c", name, "-o", obj)...)
+	}
 }
