@@ -11,8 +11,8 @@ import (
 	"regexp"
 	"strconv"
 
-	"github.com/thindist/thindist/internal/atomicfile"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/sys/atomicfile"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // The one-source change of issue 3's "relink after one source change": one

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/bench/internal/server"
-	"github.com/thindist/thindist/internal/reapisim"
-	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/reapisim"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // Issue 10's figures: thindist on a SIMULATED cluster. This is a simulation,

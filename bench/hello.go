@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/thindist/thindist/internal/realproj"
+	"github.com/thindist/thindist/internal/testsupport/realproj"
 )
 
 // setupHello builds the project "hello": the README's demo

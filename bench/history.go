@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/observe/record"
 )
 
 // The scheduling-from-history measurement (issue 12, item 4). A link whose

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/bench/internal/machine"
-	"github.com/thindist/thindist/internal/realproj"
+	"github.com/thindist/thindist/internal/testsupport/realproj"
 )
 
 // The links part: the same objects linked by lld's in-process ThinLTO, the

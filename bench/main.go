@@ -20,9 +20,9 @@
 //	go run ./bench -project lua -project gen500 -runs 5 -results bench/RESULTS.md
 //
 // Projects: "lua" is Debian's lua5.4 (scripts/debsrc.sh lua5.4 must have run;
-// see internal/realproj), "7zip" 7-Zip's C++ console program with debug info
+// see internal/testsupport/realproj), "7zip" 7-Zip's C++ console program with debug info
 // (311 modules; scripts/debsrc.sh p7zip), "genN" a synthetic program of N
-// modules from internal/testprog. This is a benchmark, not a test: `go test
+// modules from internal/testsupport/testprog. This is a benchmark, not a test: `go test
 // ./...` does not run it.
 //
 // -parts cluster (not in the default set) measures thindist on a SIMULATED

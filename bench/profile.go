@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/cli"
-	"github.com/thindist/thindist/internal/gctune"
-	"github.com/thindist/thindist/internal/jobserver"
 	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/sys/gctune"
+	"github.com/thindist/thindist/internal/sys/jobserver"
 )
 
 // profileOverhead runs thindist's code in this process (cli.Main, exactly what

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/bench/internal/machine"
-	"github.com/thindist/thindist/internal/realproj"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/realproj"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // project is a set of bitcode objects ready for their final link, and a way

@@ -14,11 +14,11 @@ import (
 
 	"github.com/thindist/thindist/bench/internal/machine"
 	"github.com/thindist/thindist/bench/internal/server"
-	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // Issue 4's figures, against the in-repo REAPI test double
-// (internal/reapitest, the server the e2e tests use, with zstd) on loopback,
+// (internal/testsupport/reapitest, the server the e2e tests use, with zstd) on loopback,
 // in a process of its own (bench/internal/server):
 // thindist as lld's DTLTO distributor with --remote and no local cache. Each
 // repetition starts a fresh server: the cold link executes every backend

@@ -31,7 +31,7 @@ func (rep *report) remoteMarkdown(b *strings.Builder, withRemote []*projectResul
 	rr0 := withRemote[0].remote
 	fmt.Fprintf(b, "### Remote execution (issue 4), median of %d runs, N = %d\n\n", len(rr0.runs), rep.jobs)
 	fmt.Fprintf(b, "thindist as lld's DTLTO distributor with `--no-cache --remote=grpc://127.0.0.1:PORT --remote-fallback=none`, "+
-		"against the in-repo REAPI test double (`internal/reapitest`, zstd) on loopback, a fresh server for every run. "+
+		"against the in-repo REAPI test double (`internal/testsupport/reapitest`, zstd) on loopback, a fresh server for every run. "+
 		"**Cold**: every backend executed remotely, `--remote-jobs=%d`; the server's workers run on this same %d-CPU machine, "+
 		"so cold remote vs local measures protocol overhead on one box, not a cluster's speed-up. "+
 		"**Local** is the DTLTO thindist median of the first table (`--no-cache`). "+

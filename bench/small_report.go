@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thindist/thindist/internal/thinlink"
+	"github.com/thindist/thindist/internal/source/thinlink"
 )
 
 // The small part's figures, as text and as the part "small" of

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/thindist/thindist/internal/realproj"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/realproj"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 //go:embed serial_dist.py

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestCacheStatsNoCacheClear checks `thindist cache stats` after cold and warm

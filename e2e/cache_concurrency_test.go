@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestCacheConcurrentLinks runs four links of the same program at once, each

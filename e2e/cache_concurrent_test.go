@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestConcurrentLinksCompileOnce: two and eight `thindist link`s of one

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestCacheFailuresNotStored: a backend that fails (a non-zero exit, or exit 0

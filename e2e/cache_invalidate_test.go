@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // users lists the modules whose jobs read module m (as the module compiled

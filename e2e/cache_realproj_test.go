@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/thindist/thindist/internal/realproj"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/realproj"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestCacheWarmRelinkLua links a real project, Debian's lua5.4 (lua.o plus the

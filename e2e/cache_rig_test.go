@@ -24,7 +24,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // rig is one generated, compiled program with its own cache directory, a

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 var (

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestBackendFailures makes one backend misbehave through a fake compiler

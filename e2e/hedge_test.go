@@ -10,8 +10,8 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 var hedgeLine = regexp.MustCompile(`(\d+) hedged on a second worker \((\d+) won there\)`)

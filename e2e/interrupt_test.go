@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // descendants lists the live processes whose environment holds tag: every

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // maxConcurrent reads a fake compiler's $TD_LOG ("s <ns>" at start, "e <ns>"
@@ -113,7 +113,7 @@ func TestJobserver(t *testing.T) {
 			cmd.Env = testEnv(t, "TD_LOG="+log, "TD_SLEEP=0.3", "MAKEFLAGS=")
 			out, err := cmd.CombinedOutput()
 			if form == "fifo" && err != nil && strings.Contains(string(out), "jobserver-style") {
-				t.Skip("this make has no fifo jobserver (make 4.4+); internal/jobserver tests the fifo form")
+				t.Skip("this make has no fifo jobserver (make 4.4+); internal/sys/jobserver tests the fifo form")
 			}
 			if err != nil {
 				t.Fatalf("make: %v\n%s", err, out)

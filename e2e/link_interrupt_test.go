@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestLinkInterrupt interrupts `thindist link` while its thin link or its

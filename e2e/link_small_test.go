@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestSmallLinkBecomesTheLinker: `thindist link`, and the thindist-link

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // dumpingDistributor writes a distributor that copies the job file to copyTo

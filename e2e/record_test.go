@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // recordProgram writes a two-module program: main.c calls f from util.c,

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/bitcode"
-	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/llvm/bitcode"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // hidingCompiler returns a compiler for the test double's workers: clang in

@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // groupLine reads the grouping part of the remote summary line.

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // fakeRemote starts a REAPI test double for the test.

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/testprog"
-	"github.com/thindist/thindist/internal/toolchain"
+	"github.com/thindist/thindist/internal/llvm/toolchain"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // toolchainLine is the remote summary's figure of the shipped toolchain.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestTraceAndSummary links through thindist with --trace and checks the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestRFCv0 runs a job file in the RFC draft schema (version 0.x: templated

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/observe/record"
 )
 
 // An API key passed as a header (--remote-header, in any of the spellings

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/testprog"
-	"github.com/thindist/thindist/internal/workerserver"
+	"github.com/thindist/thindist/internal/local/workerserver"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 	"golang.org/x/sys/unix"
 )
 
@@ -436,7 +436,7 @@ func TestServerPerInstallation(t *testing.T) {
 	w := testprog.Worker(t)
 	p := program(t, testprog.Options{Modules: 3, Seed: 23})
 	pinned := filepath.Join(t.TempDir(), "thindist")
-	build := exec.Command("go", "build", "-ldflags=-X github.com/thindist/thindist/internal/version.Version=pinned", "-o", pinned,
+	build := exec.Command("go", "build", "-ldflags=-X github.com/thindist/thindist/internal/sys/version.Version=pinned", "-o", pinned,
 		"github.com/thindist/thindist/cmd/thindist")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building a second thindist: %v\n%s", err, out)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // The reduction of git's difference from in-process ThinLTO (issue 48).

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/observe/record"
 )
 
 // TestDTLTOAndLinkShareTheCache: the README promises that DTLTO and

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // linkWith links the record program through thindist as lld's distributor

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestSoak: 8 concurrent links of a 200-module program share one cache

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestWorkerLinkByteIdentical: `thindist link` with a worker writes the

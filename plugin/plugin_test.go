@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/observe/record"
 )
 
 // The end-to-end tests build libDTLTOthindist.so and testdata/harness.c, a

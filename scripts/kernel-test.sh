@@ -454,7 +454,7 @@ worker_check() {
     actions=$(grep -c '"module":' "$log/worker.$mode-worker.json")
     on=$(grep -c '"worker": true' "$log/worker.$mode-worker.json" || true)
     if [ "$on" -ne "$actions" ]; then
-      # The worker is tested with the kernel's options (internal/worker):
+      # The worker is tested with the kernel's options (internal/local/worker):
       # every backend, plain and with --compdb, must have run on it.
       sed -n 's/^ *"not_worker": "\(.*\)",*$/\1/p' "$log/worker.$mode-worker.json" | sort | uniq -c | sort -rn | head -3 >&2
       echo "worker: $mode: $on of $actions backends ran on the worker" >&2

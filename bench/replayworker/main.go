@@ -34,8 +34,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/thindist/thindist/internal/atomicfile"
-	"github.com/thindist/thindist/internal/reapisim"
+	"github.com/thindist/thindist/internal/sys/atomicfile"
+	"github.com/thindist/thindist/internal/testsupport/reapisim"
 )
 
 func main() {

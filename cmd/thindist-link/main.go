@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/thindist/thindist/internal/linkcmd"
-	"github.com/thindist/thindist/internal/thinlink"
-	"github.com/thindist/thindist/internal/version"
+	"github.com/thindist/thindist/internal/source/linkcmd"
+	"github.com/thindist/thindist/internal/source/thinlink"
+	"github.com/thindist/thindist/internal/sys/version"
 )
 
 func main() {

@@ -9,10 +9,10 @@ import (
 	"syscall"
 
 	"github.com/thindist/thindist/internal/cli"
-	"github.com/thindist/thindist/internal/gctune"
-	"github.com/thindist/thindist/internal/jobserver"
-	"github.com/thindist/thindist/internal/linkcmd"
 	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/source/linkcmd"
+	"github.com/thindist/thindist/internal/sys/gctune"
+	"github.com/thindist/thindist/internal/sys/jobserver"
 )
 
 func main() {

@@ -14,8 +14,8 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // bulkStore is a Disk that also writes blobs in bulk, counting its calls,

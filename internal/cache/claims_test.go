@@ -16,9 +16,9 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/proc"
+	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // missCounting is a Store that counts the lookups that missed.

@@ -18,10 +18,10 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/thindist/thindist/internal/atomicfile"
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/lockfile"
-	"github.com/thindist/thindist/internal/plainfile"
+	"github.com/thindist/thindist/internal/sys/atomicfile"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/sys/lockfile"
+	"github.com/thindist/thindist/internal/sys/plainfile"
 )
 
 // Disk is a Store in a directory on this machine:

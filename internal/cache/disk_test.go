@@ -15,7 +15,7 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
-	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 func openDisk(t *testing.T) *Disk {

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/atomicfile"
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sys/atomicfile"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // Options configures NewExecutor.

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/proc"
-	"github.com/thindist/thindist/internal/reapi"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // realActions returns the actions of a real link (shards on disk), which

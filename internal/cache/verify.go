@@ -12,8 +12,8 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // Corrupt is an entry of the cache that must not be used.

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/bitcode"
+	"github.com/thindist/thindist/internal/llvm/bitcode"
 )
 
 // asInProcess gives lld's DTLTO jobs what lld's in-process ThinLTO uses

@@ -8,8 +8,8 @@ import (
 
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/observe/recordview"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/recordview"
 )
 
 const cacheIntro = `Usage:

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/cache"
-	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // TestCacheVerify: `thindist cache verify` names a corrupt blob and exits

@@ -18,13 +18,13 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/gctune"
-	"github.com/thindist/thindist/internal/jobfile"
-	"github.com/thindist/thindist/internal/jobserver"
-	"github.com/thindist/thindist/internal/linkcmd"
+	"github.com/thindist/thindist/internal/local/procstart"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/procstart"
-	"github.com/thindist/thindist/internal/version"
+	"github.com/thindist/thindist/internal/source/jobfile"
+	"github.com/thindist/thindist/internal/source/linkcmd"
+	"github.com/thindist/thindist/internal/sys/gctune"
+	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/version"
 )
 
 // Main runs thindist with args (without the program name) in env

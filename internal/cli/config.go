@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/linkcmd"
 	"github.com/thindist/thindist/internal/pipeline"
+	"github.com/thindist/thindist/internal/source/linkcmd"
 )
 
 const configIntro = `Usage:

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/forkserver"
+	"github.com/thindist/thindist/internal/local/forkserver"
+	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/proc"
 	"github.com/thindist/thindist/internal/remote"
 )
 

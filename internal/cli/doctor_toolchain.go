@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/llvm/toolchain"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/remote"
-	"github.com/thindist/thindist/internal/toolchain"
 )
 
 // shippedCompiler says how the workers get the compiler

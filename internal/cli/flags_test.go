@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/observe/record"
 )
 
 // writeRecord keeps one run's record in cacheDir's store.

@@ -10,9 +10,9 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/linkcmd"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/thinlink"
+	"github.com/thindist/thindist/internal/source/linkcmd"
+	"github.com/thindist/thindist/internal/source/thinlink"
 )
 
 const linkIntro = `Usage:

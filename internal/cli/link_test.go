@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestLinkSubcommand runs `thindist link` as the command line does.

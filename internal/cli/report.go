@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/observe/recordview"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/recordview"
+	"github.com/thindist/thindist/internal/sys/atomicfile"
 )
 
 const reportIntro = `Usage:

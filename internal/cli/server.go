@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/local/workerserver"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/workerserver"
 )
 
 const serverIntro = `Usage:

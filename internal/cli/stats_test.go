@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/cache"
-	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/observe/record"
 )
 
 // TestStatsAgreeWithCacheStats: `thindist stats` and `thindist cache

@@ -37,12 +37,12 @@ type Config struct {
 	// server started once per compiler.
 	NoForkServer bool
 	// Worker is the thindist-worker executable; "" means the one beside
-	// thindist's own, if any (see internal/worker).
+	// thindist's own, if any (see internal/local/worker).
 	Worker string
 	// NoWorker compiles no backend on a worker.
 	NoWorker bool
 	// WorkerIdle is how long the per-user worker server keeps the workers
-	// after its last link (internal/workerserver); 0 means no server, each
+	// after its last link (internal/local/workerserver); 0 means no server, each
 	// link runs workers of its own; below 0, ServerIdle's default.
 	WorkerIdle time.Duration
 	// ServerDir is the worker server's directory; "" means

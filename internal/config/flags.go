@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thindist/thindist/internal/redact"
+	"github.com/thindist/thindist/internal/observe/redact"
 )
 
 // FlagSet is a flag.FlagSet whose every flag also reads an environment

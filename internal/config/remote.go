@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/thindist/thindist/internal/redact"
+	"github.com/thindist/thindist/internal/observe/redact"
 )
 
 // Remote is the remote execution and remote cache configuration.
@@ -369,7 +369,7 @@ func (r *Remote) check() error {
 
 // Secrets returns the credentials the configuration holds (the values of
 // --remote-header), for redacting them wherever they might be stored or
-// shown (internal/redact).
+// shown (internal/observe/redact).
 func (r *Remote) Secrets() []string {
 	var s []string
 	for _, kv := range r.Headers {

@@ -58,10 +58,10 @@ func Nearest(name string, candidates []string) string {
 // CheckEnviron says nothing of them.
 var otherVariables = []string{
 	"THINDIST_FORKSERVER_", // forkserver: the server's descriptors, for the processes it forks
-	"THINDIST_DEBSRC",      // scripts/debsrc.sh, scripts/test.sh, internal/realproj: Debian sources
+	"THINDIST_DEBSRC",      // scripts/debsrc.sh, scripts/test.sh, internal/testsupport/realproj: Debian sources
 	"THINDIST_KERNEL_",     // scripts/kernel-test.sh, scripts/kernel-bench.sh
 	"THINDIST_BENCH",       // bench/
-	"THINDIST_E2E_",        // e2e, internal/testprog: the LLVM the tests use
+	"THINDIST_E2E_",        // e2e, internal/testsupport/testprog: the LLVM the tests use
 	"THINDIST_SOAK_",       // e2e's soak test
 	"THINDIST_TEST",        // tests' helper processes
 	"THINDIST_IN_NETNS",    // internal/remote's tests

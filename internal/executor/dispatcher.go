@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/slots"
+	"github.com/thindist/thindist/internal/sched/slots"
 )
 
 // Dispatcher hands out a Hybrid's slots: to actions to start (the

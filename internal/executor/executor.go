@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/proc"
+	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // Executor runs one action (j.Action) and leaves its outputs at j.Out[i] for

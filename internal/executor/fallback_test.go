@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/proc"
+	"github.com/thindist/thindist/internal/local/proc"
 )
 
 // counting is a fake executor that counts its calls and returns what f

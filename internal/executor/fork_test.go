@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/forkserver"
-	"github.com/thindist/thindist/internal/proc"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/local/forkserver"
+	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestLocalForks: with a fork-server pool the local executor runs the

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/slots"
+	"github.com/thindist/thindist/internal/sched/slots"
 )
 
 // held is a fake executor whose calls block until released, reporting

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/proc"
+	"github.com/thindist/thindist/internal/local/proc"
 )
 
 // LocalOptions configures NewLocal.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/proc"
+	"github.com/thindist/thindist/internal/local/proc"
 )
 
 // sideFake is one side of a race: it writes content to out[0] and returns,

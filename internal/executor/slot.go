@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/slots"
+	"github.com/thindist/thindist/internal/sched/slots"
 )
 
 // Limiter is what a local executor asks for a process slot, which it

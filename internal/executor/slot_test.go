@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/forkserver"
-	"github.com/thindist/thindist/internal/proc"
-	"github.com/thindist/thindist/internal/slots"
+	"github.com/thindist/thindist/internal/local/forkserver"
+	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/sched/slots"
 )
 
 // slotEvents records a SlotObserver's calls.

@@ -10,7 +10,7 @@ import (
 	"os"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/plainfile"
+	"github.com/thindist/thindist/internal/sys/plainfile"
 )
 
 // BackendErrorMarker is what clang prints when a ThinLTO backend fails in a

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/proc"
+	"github.com/thindist/thindist/internal/local/proc"
 )
 
 func elfHeader(etype uint16) []byte {

@@ -14,11 +14,11 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/report"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 var updateDoc = flag.Bool("update-doc", false, "rewrite the chains in docs/architecture.md from what buildChain builds")

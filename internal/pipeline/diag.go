@@ -9,9 +9,9 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/failed"
-	"github.com/thindist/thindist/internal/report"
-	"github.com/thindist/thindist/internal/schedule"
+	"github.com/thindist/thindist/internal/observe/failed"
+	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/sched/schedule"
 )
 
 // Diagnostic is an error or warning of a run, for Env.Diag.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestForkServerOnlyWhenItPays: a link with no more actions than local slots

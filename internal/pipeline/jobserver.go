@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/jobserver"
+	"github.com/thindist/thindist/internal/sys/jobserver"
 )
 
 // QuietJobserver keeps the warning that make's jobserver is not available

@@ -8,8 +8,8 @@ import (
 
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/jobserver"
-	"github.com/thindist/thindist/internal/slots"
+	"github.com/thindist/thindist/internal/sched/slots"
+	"github.com/thindist/thindist/internal/sys/jobserver"
 )
 
 // brokenJobserver fails every Acquire as a jobserver at EOF does.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/report"
+	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // TestRunRecordsConnecting: connecting to the remote service is part of

@@ -18,18 +18,18 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/forkserver"
-	"github.com/thindist/thindist/internal/gctune"
-	"github.com/thindist/thindist/internal/jobserver"
-	"github.com/thindist/thindist/internal/proc"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/redact"
-	"github.com/thindist/thindist/internal/report"
-	"github.com/thindist/thindist/internal/schedule"
-	"github.com/thindist/thindist/internal/slots"
-	"github.com/thindist/thindist/internal/tools"
+	"github.com/thindist/thindist/internal/llvm/tools"
+	"github.com/thindist/thindist/internal/local/forkserver"
+	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/observe/redact"
+	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/sched/schedule"
+	"github.com/thindist/thindist/internal/sched/slots"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/sys/gctune"
+	"github.com/thindist/thindist/internal/sys/jobserver"
 )
 
 // Env is what a run may touch of its surroundings.
@@ -61,7 +61,7 @@ type Env struct {
 	// run (gctune).
 	GC *gctune.Tuner
 	// Self, when set, is the thindist executable: `Self server run` starts
-	// the per-user worker server (internal/workerserver). Empty (the
+	// the per-user worker server (internal/local/workerserver). Empty (the
 	// plugin, tests): the workers live for one link.
 	Self string
 	// Exec, when set, replaces this process with the command argv run in

@@ -11,13 +11,13 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/proc"
-	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/remote"
-	"github.com/thindist/thindist/internal/report"
-	"github.com/thindist/thindist/internal/slots"
+	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sched/slots"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // remoteChain is the remote part of the executor chain, and the parts of

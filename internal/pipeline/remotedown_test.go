@@ -13,8 +13,8 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // downLink runs the actions with cfg and checks what every link with a

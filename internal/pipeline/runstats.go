@@ -7,9 +7,9 @@ import (
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/record"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/remote"
-	"github.com/thindist/thindist/internal/report"
 )
 
 // RunStats are the counters of a run's executor chain, read once, at the

@@ -7,8 +7,8 @@ import (
 
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestRunStatsAtTheEnd: the counters of the chain's parts are read once

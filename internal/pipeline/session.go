@@ -10,10 +10,10 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/redact"
-	"github.com/thindist/thindist/internal/report"
-	"github.com/thindist/thindist/internal/version"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/observe/redact"
+	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/sys/version"
 )
 
 // Session is one run of an entry point (lld's DTLTO distributor, `thindist

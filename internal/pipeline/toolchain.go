@@ -4,9 +4,9 @@ import (
 	"sync"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/reapi"
-	"github.com/thindist/thindist/internal/toolchain"
+	"github.com/thindist/thindist/internal/llvm/toolchain"
+	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // shipping is a run's use of shipped toolchains (--remote-toolchain): the

@@ -6,9 +6,9 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestRecordBytesPerAction: each action's record says what it uploaded and

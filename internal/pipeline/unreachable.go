@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/thindist/thindist/internal/atomicfile"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/sys/atomicfile"
 )
 
 // unreachableFor is how long links skip a remote service after one found

@@ -11,8 +11,8 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/reapitest"
-	"github.com/thindist/thindist/internal/testprog"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // listenCounting listens on addr ("127.0.0.1:0" for any port) and counts

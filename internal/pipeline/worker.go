@@ -10,13 +10,13 @@ import (
 	"sync/atomic"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/forkserver"
-	"github.com/thindist/thindist/internal/jobserver"
-	"github.com/thindist/thindist/internal/proc"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/report"
-	"github.com/thindist/thindist/internal/worker"
-	"github.com/thindist/thindist/internal/workerserver"
+	"github.com/thindist/thindist/internal/local/forkserver"
+	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/local/worker"
+	"github.com/thindist/thindist/internal/local/workerserver"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/sys/jobserver"
 )
 
 // Workers puts a worker.Runner in front of runner, for a link of n
@@ -26,7 +26,7 @@ import (
 // worker does not take go to runner, the jobs a worker failed are rerun
 // by exec.
 //
-// The workers are the per-user server's (internal/workerserver), reached
+// The workers are the per-user server's (internal/local/workerserver), reached
 // or started at the link's first job, when the server is on (cfg's
 // ServerIdle above 0) and env.Self can start one: warm, they serve every
 // link, small ones too, and so do the server's fork servers for the jobs

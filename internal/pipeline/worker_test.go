@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/record"
-	"github.com/thindist/thindist/internal/recordview"
-	"github.com/thindist/thindist/internal/testprog"
-	"github.com/thindist/thindist/internal/workerserver"
+	"github.com/thindist/thindist/internal/local/workerserver"
+	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/observe/recordview"
+	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
 // TestWorkerCompilesAndReportSaysSo: with --worker, a link's backends are

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapi"
-	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // gatedAction is an action whose "compiler" waits for the file gate

@@ -5,7 +5,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/remote/reapi"
 )
 
 // A preparation is an action's remote execution begun by Ahead: its remote

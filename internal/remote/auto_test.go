@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // TestAutoCompression: under CompressAuto the blobs go as the link's

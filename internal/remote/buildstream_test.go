@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // TestBuildStreamCAS checks the CAS client against a real third-party

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // streamChunk is the size of one ByteStream message.

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // perBlobOverhead is what one blob adds to a batch request besides its

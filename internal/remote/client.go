@@ -30,7 +30,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // Options says how to reach the service.

@@ -11,11 +11,11 @@ import (
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/atomicfile"
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/proc"
-	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sys/atomicfile"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // collect checks the result against the declared outputs and downloads

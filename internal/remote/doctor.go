@@ -8,9 +8,9 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // CommandResult is what a command run by RunCommand did.

@@ -8,9 +8,9 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // TestEnsureUploaderCancelled: an action whose upload another action is

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // TestExecStall: an action whose worker died (the server keeps reporting

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/remote/reapi"
 )
 
 // failure is what a failed Execute or WaitExecution means for the action

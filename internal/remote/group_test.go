@@ -13,10 +13,10 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapisim"
-	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
-	"github.com/thindist/thindist/internal/slots"
+	"github.com/thindist/thindist/internal/sched/slots"
+	"github.com/thindist/thindist/internal/testsupport/reapisim"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // shellActions makes n small actions whose "compiler" is a shell script

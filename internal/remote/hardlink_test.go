@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/cache"
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // TestReadFileReplacesHardLink: the local cache places a hit as a hard link

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/version"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/sys/version"
 )
 
 // requestMetadataHeader is the header in which a REAPI client describes

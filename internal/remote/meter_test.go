@@ -4,10 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // metered runs f with an action's meter (executor.Metered's) and returns

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // TestUploadedDigestsShareOneEntry: once a blob's upload has ended well,

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/thindist/thindist/internal/digest"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // errCorrupt is a blob whose content does not match its digest. Reads retry

@@ -13,10 +13,10 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/plainfile"
-	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/sys/plainfile"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // fake starts a REAPI test double for the test.

@@ -4,11 +4,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/thindist/thindist/internal/digest"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/reapi"
-	"github.com/thindist/thindist/internal/reapitest"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // TestShippedToolchainOnceAndAgain: a shipped toolchain is uploaded by the

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/plainfile"
+	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/sys/plainfile"
 )
 
 // Uploader makes blobs present in the CAS: it asks FindMissingBlobs and

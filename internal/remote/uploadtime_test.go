@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
-	"github.com/thindist/thindist/internal/digest"
-	"github.com/thindist/thindist/internal/reapi"
+	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // TestUploadTime: an action's upload time is the bytes of its prepared

@@ -208,7 +208,7 @@ func runBareAction(conn *grpc.ClientConn, out string, a bareAction) error {
 }
 
 // blobDigest and marshalled are the floor client's own digests rather
-// than internal/digest's: the client stands for any grpc-go client, so it
+// than internal/sys/digest's: the client stands for any grpc-go client, so it
 // runs none of thindist's code.
 func blobDigest(b []byte) *repb.Digest {
 	h := sha256.Sum256(b)

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // TestMeasureCalls: the floor's client makes the calls it reports on (the

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/thindist/thindist/internal/atomicfile"
+	"github.com/thindist/thindist/internal/sys/atomicfile"
 )
 
 // A Part is one measured part of the generated section (Begin to End),

@@ -21,9 +21,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/thindist/thindist/internal/procstart"
-	"github.com/thindist/thindist/internal/reapisim"
-	"github.com/thindist/thindist/internal/reapitest"
+	"github.com/thindist/thindist/internal/local/procstart"
+	"github.com/thindist/thindist/internal/testsupport/reapisim"
+	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
 // The remote part runs the REAPI test double in a process of its own, as a

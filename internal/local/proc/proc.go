@@ -1,0 +1,94 @@
+// Package proc runs the processes thindist starts, compilers and linkers,
+// so that none outlives thindist or an interrupt: each leads a process
+// group of its own, dies with thindist (the kernel's parent-death signal),
+// and is stopped on cancellation with SIGTERM to its whole group (which lets
+// clang and lld remove their temporary files, and reaches what a wrapper
+// script started), then SIGKILL after a grace period. Its output is captured
+// up to a limit, and its resource usage reported.
+//
+// Runner is the one interface; Exec runs a command with os/exec, and
+// internal/local/forkserver provides a Runner that forks compilers from a server.
+package proc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Cmd is one process to run, without a shell.
+type Cmd struct {
+	Argv []string
+	Dir  string // "" means this process's working directory
+	// Env is the environment; nil means this process's.
+	Env []string
+	// Stdout, if not nil, receives the standard output as it comes (a
+	// linker's map printed to the user's terminal); otherwise it is
+	// captured into Result.Stdout. The standard error is always captured.
+	Stdout io.Writer
+	// Nice, if above 0, lowers the process's priority by that much (as
+	// nice(1)): a speculative run, such as a race's second try, should
+	// take only CPU the work that counts leaves idle.
+	Nice int
+	// ExtraFiles become the process's descriptors 3, 4, ... (os/exec's
+	// ExtraFiles); what it starts inherits them too.
+	ExtraFiles []*os.File
+}
+
+// Exit is how a command ended: its exit code, or the signal that killed
+// it. A process run here ends so (Result), and so does a backend action
+// wherever it ran (executor.Result).
+type Exit struct {
+	ExitCode int    // -1 when killed by a signal
+	Signal   string // the signal that killed it, if any
+}
+
+// Failed reports whether the command did not exit 0.
+func (e Exit) Failed() bool { return e.ExitCode != 0 || e.Signal != "" }
+
+// Status describes how the command ended, for messages.
+func (e Exit) Status() string {
+	if e.Signal != "" {
+		return "killed by signal " + e.Signal
+	}
+	return fmt.Sprintf("exit status %d", e.ExitCode)
+}
+
+// Result is how a process ended.
+type Result struct {
+	Exit
+	// Stdout and Stderr hold the first CaptureLimit bytes of each stream.
+	Stdout, Stderr []byte
+	CPU            time.Duration // user + system time
+	// MaxRSS is the peak resident set size in bytes, 0 when unknown: an
+	// exec'd process's peak is known only when above thindist's own (see
+	// ownMaxRSS); a forked one's counts the pages it inherited from its
+	// server's memory and those it touched itself (see forkserver).
+	MaxRSS int64
+	Wall   time.Duration
+	// Forked: the process was forked from a fork server, not exec'd.
+	Forked bool
+	// Worker: a thindist-worker compiled the job in-process, no process
+	// of its own was started (internal/local/worker).
+	Worker bool
+	// NotWorker, when a worker runner was asked, says why the job did not
+	// run on a worker.
+	NotWorker string
+}
+
+// Runner runs a command to its end.
+//
+// A nil error means the process ran and ended; Result says how. An error
+// means it could not be run, or ctx ended while it ran: then the process
+// group has been stopped, the error wraps ctx's error (errors.Is(err,
+// context.Canceled) holds), and Result, when not nil, holds what the
+// process printed before it was stopped.
+type Runner interface {
+	Run(ctx context.Context, c *Cmd) (*Result, error)
+}
+
+// DefaultGrace is how long a cancelled process has between SIGTERM and
+// SIGKILL when a runner does not say.
+const DefaultGrace = 5 * time.Second
