@@ -104,3 +104,22 @@ func headingAnchors(t *testing.T, path string) map[string]bool {
 	}
 	return out
 }
+
+// TestPagesStayShort: the front page stays a front page and the results
+// page the current figures (issue 51): what grows beyond goes to docs/ and
+// to the journal.
+func TestPagesStayShort(t *testing.T) {
+	root := repoRoot(t)
+	for _, p := range []struct {
+		page string
+		max  int
+	}{{"README.md", 249}, {"bench/RESULTS.md", 400}} {
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(p.page)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(data), "\n"); n > p.max {
+			t.Errorf("%s has %d lines, more than %d: move what is not its job elsewhere", p.page, n, p.max)
+		}
+	}
+}
