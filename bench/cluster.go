@@ -442,9 +442,9 @@ func (res *clusterResult) runPoint(ctx context.Context, t *tools, o *options, p 
 	}
 	id := res.ideal(pt, r)
 	fmt.Fprintf(os.Stderr, "bench: %s cluster %s: %s, ideal %s (lld %s), wall/ideal %.3f, thindist CPU %.3f ms/remote action (system %.3f), simulated server's CPU %.3f ms/action, %d replayed, %d unrecorded, "+
-		"peak %d slots busy, %d queued on the server, VM steal %s, trace %s\n",
+		"peak %d slots busy, %d queued on the server, VM steal %s, trace %s\n  %s\n",
 		b.Name, pt, sec(r.wall), sec(id), sec(r.lldSide()), ratio(r.wall, id),
-		perAction(r.self, r.remoteActions()), perAction(r.selfSystem, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, r.steal, keptTrace)
+		perAction(r.self, r.remoteActions()), perAction(r.selfSystem, r.remoteActions()), perAction(r.server, r.remoteActions()), r.sim.Replayed, r.sim.Unrecorded, r.sim.PeakBusy, r.sim.PeakQueued, r.steal, keptTrace, r.summary)
 	return nil
 }
 

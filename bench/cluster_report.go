@@ -130,14 +130,6 @@ func (rep *report) clusterMarkdown(b *strings.Builder, rs []*projectResult) {
 	}
 	vsLocalMarkdown(b, rs)
 	compressMarkdown(b, rs)
-	b.WriteString("\nthindist's summary line of each project's first and last grid point:\n\n```\n")
-	for _, r := range rs {
-		c := r.cluster
-		for _, i := range []int{0, len(c.points) - 1} {
-			fmt.Fprintf(b, "%-22s %-40s %s\n", r.p.name, c.points[i], c.clusterMedian(i).summary)
-		}
-	}
-	b.WriteString("```\n")
 	b.WriteString(results.ClusterEnd + "\n")
 }
 

@@ -20,6 +20,28 @@ func (r *projectResult) remoteText() string {
 			float64(rpcs(x.coldStats))/float64(max(1, x.coldStats.Executions)), float64(rpcs(x.warmStats))/float64(max(1, r.actions())),
 			float64(rpcs(x.warmInlineStats))/float64(max(1, r.actions())), cpuPerAction(x.coldSummary), cpuPerAction(x.warmSummary))
 	}
+	b.WriteString(r.remoteRunsText())
+	return b.String()
+}
+
+// remoteRunsText is every run of the remote part, and the last run's calls
+// and thindist's summary lines: printed with the part's figures, not
+// written into RESULTS.md, whose part holds the table.
+func (r *projectResult) remoteRunsText() string {
+	var b strings.Builder
+	for i, x := range r.remote.runs {
+		fmt.Fprintf(&b, "%-24s run %d: cold %7.3f s (others %2.0f%%), %d executions, %d B uploaded (%d blobs, %d distinct), %d B on the wire; warm %6.3f s (others %2.0f%%), %d executions, %d blobs uploaded; warm, inlined %6.3f s (others %2.0f%%), %d executions\n",
+			r.p.name, i+1, x.cold.wall.Seconds(), 100*x.cold.others, x.coldStats.Executions, x.coldStats.BytesUploadedRaw,
+			x.coldStats.BlobsUploaded, x.distinctBlobs, x.coldStats.BytesUploadedWire,
+			x.warm.wall.Seconds(), 100*x.warm.others, x.warmStats.Executions, x.warmStats.BlobsUploaded,
+			x.warmInline.wall.Seconds(), 100*x.warmInline.others, x.warmInlineStats.Executions)
+	}
+	last := r.remote.runs[len(r.remote.runs)-1]
+	fmt.Fprintf(&b, "%-24s cold calls: %s\n", r.p.name, rpcBreakdown(last.coldStats))
+	fmt.Fprintf(&b, "%-24s warm calls: %s\n", r.p.name, rpcBreakdown(last.warmStats))
+	fmt.Fprintf(&b, "%-24s warm, inlined, calls: %s\n", r.p.name, rpcBreakdown(last.warmInlineStats))
+	fmt.Fprintf(&b, "%-24s cold: %s\n", r.p.name, last.coldSummary)
+	fmt.Fprintf(&b, "%-24s warm: %s\n", r.p.name, last.warmSummary)
 	return b.String()
 }
 
@@ -39,7 +61,7 @@ func (rep *report) remoteMarkdown(b *strings.Builder, withRemote []*projectResul
 		"which does not inline outputs in GetActionResult (as servers that ignore `inline_output_files`); **warm, inlined**: "+
 		"the same relink again once the server inlines them (as BuildBuddy does). "+
 		"**Distinct bytes**: the sizes of the distinct blobs the cold link uploaded, each counted once "+
-		"(the server's upload records); thindist's own count of the distinct bytes its actions needed is in its summary line below. "+
+		"(the server's upload records); thindist's own count of the distinct bytes its actions needed is in its summary line, which the benchmark prints with every run's figures. "+
 		"Round trips: the RPCs the server received, GetCapabilities excluded, per action.\n\n", rr0.remoteJobs, rep.jobs)
 	b.WriteString("| project | actions | local | cold remote | warm relink | cold / local | warm / cold (≤ 0.1) | warm, inlined | warm, inlined / cold | bytes uploaded | distinct bytes | uploaded / distinct (≤ 1.05) | on the wire | RPCs per action cold | RPCs per action warm | RPCs per action warm, inlined | executions warm |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -63,21 +85,4 @@ func (rep *report) remoteMarkdown(b *strings.Builder, withRemote []*projectResul
 			float64(rpcs(last.coldStats))/float64(r.actions()), float64(rpcs(last.warmStats))/float64(r.actions()),
 			float64(rpcs(last.warmInlineStats))/float64(r.actions()), strings.Join(warmExec, ", "))
 	}
-	b.WriteString("\nEvery run, and the last run's calls and thindist's summary lines:\n\n```\n")
-	for _, r := range withRemote {
-		for i, x := range r.remote.runs {
-			fmt.Fprintf(b, "%-24s run %d: cold %7.3f s (others %2.0f%%), %d executions, %d B uploaded (%d blobs, %d distinct), %d B on the wire; warm %6.3f s (others %2.0f%%), %d executions, %d blobs uploaded; warm, inlined %6.3f s (others %2.0f%%), %d executions\n",
-				r.p.name, i+1, x.cold.wall.Seconds(), 100*x.cold.others, x.coldStats.Executions, x.coldStats.BytesUploadedRaw,
-				x.coldStats.BlobsUploaded, x.distinctBlobs, x.coldStats.BytesUploadedWire,
-				x.warm.wall.Seconds(), 100*x.warm.others, x.warmStats.Executions, x.warmStats.BlobsUploaded,
-				x.warmInline.wall.Seconds(), 100*x.warmInline.others, x.warmInlineStats.Executions)
-		}
-		last := r.remote.runs[len(r.remote.runs)-1]
-		fmt.Fprintf(b, "%-24s cold calls: %s\n", r.p.name, rpcBreakdown(last.coldStats))
-		fmt.Fprintf(b, "%-24s warm calls: %s\n", r.p.name, rpcBreakdown(last.warmStats))
-		fmt.Fprintf(b, "%-24s warm, inlined, calls: %s\n", r.p.name, rpcBreakdown(last.warmInlineStats))
-		fmt.Fprintf(b, "%-24s cold: %s\n", r.p.name, last.coldSummary)
-		fmt.Fprintf(b, "%-24s warm: %s\n", r.p.name, last.warmSummary)
-	}
-	b.WriteString("```\n")
 }

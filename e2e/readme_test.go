@@ -179,26 +179,30 @@ func runREADME(t *testing.T, dir, text, exe string, env ...string) string {
 	return string(out)
 }
 
+// reportsDoc is the page that shows what a run prints (the summary line
+// among it), relative to the repository's root.
+const reportsDoc = "docs/reports.md"
+
 // TestREADMEPlainClang runs the README's plain clang commands, and checks
-// that the summary line the README shows is the one they print, but for
+// that the summary line reportsDoc shows is the one they print, but for
 // the names and figures.
 func TestREADMEPlainClang(t *testing.T) {
 	t.Parallel()
 	needClang(t)
 	dir := readmeProject(t, map[string]string{})
 	out := runREADME(t, dir, readmeBlock(t, "sh", "plain clang"), "app")
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), filepath.FromSlash(reportsDoc)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sample := regexp.MustCompile("`(thindist: app: [^`]*jobs[^`]*)`").FindStringSubmatch(string(b))
 	real := regexp.MustCompile(`(?m)^thindist: app: .*jobs.*$`).FindString(out)
 	if sample == nil || real == "" {
-		t.Fatalf("no summary line: README %q, the link printed:\n%s", sample, out)
+		t.Fatalf("no summary line: %s %q, the link printed:\n%s", reportsDoc, sample, out)
 	}
 	if summaryShape(sample[1]) != summaryShape(real) {
-		t.Errorf("the README's summary line\n  %s\nis not of the form of the real one\n  %s\n(%s against %s)",
-			sample[1], real, summaryShape(sample[1]), summaryShape(real))
+		t.Errorf("the summary line of %s\n  %s\nis not of the form of the real one\n  %s\n(%s against %s)",
+			reportsDoc, sample[1], real, summaryShape(sample[1]), summaryShape(real))
 	}
 }
 
@@ -287,46 +291,6 @@ func TestREADMELinkLaunchers(t *testing.T) {
 		dir := readmeProject(t, map[string]string{"meson.build": readmeBlock(t, "meson", "Meson with thindist link: meson.build")})
 		runREADME(t, dir, readmeBlock(t, "sh", "Meson with thindist link: configure and build"), "build/app", "THINDIST_IN_PROCESS_BELOW=0")
 	})
-}
-
-// TestReadmeLayoutNamesEveryPackage: the README's "Layout of the code"
-// names, in backquotes, every directory of the module that holds Go
-// files (a package), so that a newcomer's map has no holes.
-func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
-	root := repoRoot(t)
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, layout, ok := strings.Cut(string(data), "\n## Layout of the code\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Layout of the code" section`)
-	}
-	layout, _, _ = strings.Cut(layout, "\n## ")
-	named := map[string]bool{}
-	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(layout, -1) {
-		named[strings.TrimSuffix(m[1], "/")] = true
-	}
-	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(d.Name(), ".go") {
-			return nil
-		}
-		dir, _ := filepath.Rel(root, filepath.Dir(path))
-		if !named[filepath.ToSlash(dir)] {
-			t.Errorf("package %s is not named in the README's layout table", dir)
-			named[filepath.ToSlash(dir)] = true // once
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestDesignSectionsNamed: every section of docs/design.md that a Go
