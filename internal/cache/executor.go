@@ -18,6 +18,7 @@ import (
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/remote/reapi"
 	"github.com/thindist/thindist/internal/sys/atomicfile"
+	"github.com/thindist/thindist/internal/sys/describe"
 	"github.com/thindist/thindist/internal/sys/digest"
 )
 
@@ -163,15 +164,17 @@ func (e *Executor) Execute(ctx context.Context, j executor.Job) (*executor.Resul
 	return res, nil
 }
 
-// String names the decorator by its store (LocalCache or RemoteCache) and
-// the executor it serves misses with.
-func (e *Executor) String() string {
+// Describe names the decorator by its store (LocalCache or RemoteCache)
+// and wraps the executor it serves misses with (describe.Describer).
+func (e *Executor) Describe() describe.Node {
 	name := "LocalCache"
 	if e.opts.Where == executor.RemoteCache {
 		name = "RemoteCache"
 	}
-	return name + "(" + executor.Name(e.next) + ")"
+	return describe.Node{Name: name, Wraps: []any{e.next}}
 }
+
+func (e *Executor) String() string { return describe.Line(e) }
 
 // lookup fetches the result for key into out. Any problem with the entry
 // (a missing or corrupt blob, a record that does not match the action) is

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Final reports whether err is an action's own failure: the compiler ran
@@ -135,7 +137,10 @@ func (f *Fallback) Execute(ctx context.Context, j Job) (*Result, error) {
 	return f.secondary.Execute(ctx, j)
 }
 
-func (f *Fallback) String() string { return wraps("Fallback", f.primary, f.secondary) }
+// Describe names the decorator and the executors it wraps (describe.Describer).
+func (f *Fallback) Describe() describe.Node { return node("Fallback", f.primary, f.secondary) }
+
+func (f *Fallback) String() string { return describe.Line(f) }
 
 // summary is the first line of a failure and its hint lines ("  (...)",
 // such as "check --remote-platform"): other details, such as a

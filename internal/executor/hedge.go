@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // HedgeStats are what a Hedge did in a run.
@@ -50,7 +51,10 @@ func (h *Hedge) Stats() HedgeStats {
 	return HedgeStats{Hedged: h.r.seconds.Load(), Won: h.r.secondWon.Load()}
 }
 
-func (h *Hedge) String() string { return wraps("Hedge", h.r.primary, h.r.secondary) }
+// Describe names the decorator and the executors it wraps (describe.Describer).
+func (h *Hedge) Describe() describe.Node { return node("Hedge", h.r.primary, h.r.secondary) }
+
+func (h *Hedge) String() string { return describe.Line(h) }
 
 // pickSpare grants a second try at once to the actions it picks, and
 // never to others.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // HybridOptions configures a Hybrid's Dispatcher and Plan.
@@ -120,4 +121,7 @@ func (h *Hybrid) Execute(ctx context.Context, j Job) (*Result, error) {
 	return res, err
 }
 
-func (h *Hybrid) String() string { return wraps("Hybrid", h.remote, h.local) }
+// Describe names the decorator and the executors it wraps (describe.Describer).
+func (h *Hybrid) Describe() describe.Node { return node("Hybrid", h.remote, h.local) }
+
+func (h *Hybrid) String() string { return describe.Line(h) }

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // LocalOptions configures NewLocal.
@@ -92,22 +92,20 @@ func (l *local) Execute(ctx context.Context, j Job) (*Result, error) {
 	return res, nil
 }
 
-// String names a local executor, with what sets it apart: a slot granted
-// above it (Granted), a lower priority (Nice).
-func (l *local) String() string {
-	var marks []string
+// Describe names a local executor, with what sets it apart: a slot
+// granted above it (Granted), a lower priority (Nice).
+func (l *local) Describe() describe.Node {
+	n := describe.Node{Name: "Local"}
 	if s, ok := l.opts.Limiter.(fmt.Stringer); ok {
-		marks = append(marks, s.String())
+		n.Notes = append(n.Notes, s.String())
 	}
 	if l.opts.Nice != 0 {
-		marks = append(marks, fmt.Sprintf("nice %d", l.opts.Nice))
+		n.Notes = append(n.Notes, fmt.Sprintf("nice %d", l.opts.Nice))
 	}
-	if len(marks) == 0 {
-		return "Local"
-	}
-	// Not a comma: Describe reads one as the next executor.
-	return "Local[" + strings.Join(marks, "; ") + "]"
+	return n
 }
+
+func (l *local) String() string { return describe.Line(l) }
 
 type sandbox struct{ root, workDir string }
 

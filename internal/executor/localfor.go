@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // LocalFor runs on this machine the actions that only a compile here
@@ -41,4 +42,7 @@ func (l *LocalFor) Execute(ctx context.Context, j Job) (*Result, error) {
 	return l.local.Execute(ctx, j)
 }
 
-func (l *LocalFor) String() string { return wraps("LocalFor", l.next, l.local) }
+// Describe names the decorator and the executors it wraps (describe.Describer).
+func (l *LocalFor) Describe() describe.Node { return node("LocalFor", l.next, l.local) }
+
+func (l *LocalFor) String() string { return describe.Line(l) }

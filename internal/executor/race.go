@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Spare hands out spare capacity for second tries: a Race asks for a slot
@@ -46,7 +48,10 @@ type race struct {
 	secondWon atomic.Int64 // ... whose result was used
 }
 
-func (r *race) String() string { return wraps("Race", r.primary, r.secondary) }
+// Describe names the decorator and the executors it wraps (describe.Describer).
+func (r *race) Describe() describe.Node { return node("Race", r.primary, r.secondary) }
+
+func (r *race) String() string { return describe.Line(r) }
 
 type side struct {
 	ex   Executor

@@ -70,7 +70,8 @@ func (g Granted) Acquire(ctx context.Context) (func(), error) {
 	return g.Tokens.Acquire(ctx)
 }
 
-// String is how a local executor's name shows it ("Local[granted slot]").
+// String is the note a local executor describes itself with in a
+// granted slot ("Local[granted slot]").
 func (Granted) String() string { return "granted slot" }
 
 // SlotObserver hears when an action starts waiting for a local process

@@ -3,6 +3,8 @@ package executor
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Transfer counts the bytes one action's execution sent to a remote service
@@ -46,4 +48,7 @@ func (m metered) Execute(ctx context.Context, j Job) (*Result, error) {
 	return res, err
 }
 
-func (m metered) String() string { return wraps("Metered", m.next) }
+// Describe names the decorator and the executors it wraps (describe.Describer).
+func (m metered) Describe() describe.Node { return node("Metered", m.next) }
+
+func (m metered) String() string { return describe.Line(m) }

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/sys/describe"
 	"github.com/thindist/thindist/internal/sys/plainfile"
 )
 
@@ -41,7 +42,10 @@ func (v verified) Execute(ctx context.Context, j Job) (*Result, error) {
 	return res, nil
 }
 
-func (v verified) String() string { return wraps("Verified", v.next) }
+// Describe names the decorator and the executors it wraps (describe.Describer).
+func (v verified) Describe() describe.Node { return node("Verified", v.next) }
+
+func (v verified) String() string { return describe.Line(v) }
 
 // Check applies the checks of Verified to one result whose primary output is
 // at obj.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,13 +16,14 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/sys/digest"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
-var updateDoc = flag.Bool("update-doc", false, "rewrite the chains in docs/architecture.md from what buildChain builds")
+var updateDoc = flag.Bool("update-doc", false, "rewrite the chains in docs/architecture.md from what buildChain and localRunner build")
 
 // architectureDoc is the page that shows the chain of each mode.
 const architectureDoc = "../../docs/architecture.md"
@@ -44,21 +46,81 @@ func TestChainDoc(t *testing.T) {
 	_, addr := reapitest.StartT(t, reapitest.Options{})
 	// Actions no cache holds, so that every mode connects to the service.
 	actions := testprog.Actions(t, testprog.Options{Modules: 2, Seed: 1})
+	var shown []docBlock
+	for _, m := range chainModes {
+		got := buildForDoc(t, strings.ReplaceAll(m.flags, "ADDR", addr), actions)
+		shown = append(shown, docBlock{m.name, m.flags, "buildChain builds", got})
+	}
+	checkDoc(t, "chain", shown)
+}
+
+// runnerModes are the modes whose runner chains docs/architecture.md
+// shows: the flags that select each (WORKER is a thindist-worker's path)
+// and the link's number of actions, for two local slots.
+var runnerModes = []struct {
+	name, flags string
+	actions     int
+}{
+	{"exec", "--no-worker", 2},
+	{"fork", "--no-worker", 8},
+	{"workers", "--worker=WORKER --worker-idle=0", 8},
+	{"server", "--worker=WORKER", 8},
+	{"server, few actions", "--worker=WORKER", 2},
+	{"server, no fork server", "--worker=WORKER --no-fork-server", 8},
+}
+
+// TestRunnerChainDoc: the runner chain localRunner composes for each mode
+// is the one docs/architecture.md shows under that mode's marker
+// (<!-- runner: ... -->), as proc.Describe prints it. With -update-doc it
+// rewrites the page's runner chains instead.
+func TestRunnerChainDoc(t *testing.T) {
+	worker := filepath.Join(t.TempDir(), "thindist-worker")
+	if err := os.WriteFile(worker, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var shown []docBlock
+	for _, m := range runnerModes {
+		flags := strings.ReplaceAll(m.flags, "WORKER", worker)
+		cfg := configForDoc(t, append(strings.Fields(flags), "--jobs=2", "--server-dir="+filepath.Join(t.TempDir(), "server")))
+		env := Env{Getenv: func(string) string { return "" }, Self: "/usr/bin/thindist"}
+		warn := func(format string, args ...any) { t.Errorf("mode %s: "+format, append([]any{m.name}, args...)...) }
+		runner, closers := localRunner(cfg, env, t.TempDir(), os.Environ(), m.actions, report.NewTimeline(time.Now(), nil), warn)
+		got := proc.Describe(runner)
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+		shown = append(shown, docBlock{m.name, fmt.Sprintf("%s, %d actions on 2 slots", m.flags, m.actions), "localRunner builds", got})
+	}
+	checkDoc(t, "runner", shown)
+}
+
+// docBlock is what the page should show under one marker.
+type docBlock struct {
+	name  string // the marker's: <!-- kind: name -->
+	how   string // how the mode is selected, for a failure's message
+	built string // what built got, for a failure's message
+	got   string
+}
+
+// checkDoc checks that docs/architecture.md shows each block's got in the
+// ```text block after its marker <!-- kind: name -->, or, with
+// -update-doc, writes them there.
+func checkDoc(t *testing.T, kind string, blocks []docBlock) {
+	t.Helper()
 	doc, err := os.ReadFile(architectureDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range chainModes {
-		got := buildForDoc(t, strings.ReplaceAll(m.flags, "ADDR", addr), actions)
-		block := regexp.MustCompile("(?s)(<!-- chain: " + regexp.QuoteMeta(m.name) + " -->\n```text\n)(.*?)(```\n)")
+	for _, b := range blocks {
+		block := regexp.MustCompile("(?s)(<!-- " + kind + ": " + regexp.QuoteMeta(b.name) + " -->\n```text\n)(.*?)(```\n)")
 		sub := block.FindSubmatch(doc)
 		switch {
 		case sub == nil:
-			t.Errorf("%s has no chain for mode %s (a <!-- chain: %s --> marker before a ```text block)", architectureDoc, m.name, m.name)
+			t.Errorf("%s shows no %s for mode %s (a <!-- %s: %s --> marker before a ```text block)", architectureDoc, kind, b.name, kind, b.name)
 		case *updateDoc:
-			doc = block.ReplaceAllLiteral(doc, append(append(append([]byte{}, sub[1]...), got...), sub[3]...))
-		case string(sub[2]) != got:
-			t.Errorf("mode %s (%s): the page shows\n%s\nbuildChain builds\n%s\n(go test ./internal/pipeline -run TestChainDoc -update-doc rewrites the page)", m.name, m.flags, sub[2], got)
+			doc = block.ReplaceAllLiteral(doc, append(append(append([]byte{}, sub[1]...), b.got...), sub[3]...))
+		case string(sub[2]) != b.got:
+			t.Errorf("%s %s (%s): the page shows\n%s\n%s\n%s\n(go test ./internal/pipeline -run %s -update-doc rewrites the page)", kind, b.name, b.how, sub[2], b.built, b.got, t.Name())
 		}
 	}
 	if *updateDoc {
@@ -68,25 +130,31 @@ func TestChainDoc(t *testing.T) {
 	}
 }
 
-// buildForDoc builds the chain of a run of actions with these flags (and
-// a private cache directory, one local job) and describes it.
-func buildForDoc(t *testing.T, flags string, actions []*action.Action) string {
+// configForDoc is the Config these command-line arguments set.
+func configForDoc(t *testing.T, args []string) *config.Config {
 	t.Helper()
 	var cfg config.Config
 	fs := config.NewFlagSet("thindist")
 	cfg.Register(fs)
-	args := append(strings.Fields(flags), "--jobs=1", "--cache-dir="+t.TempDir())
 	if err := fs.Parse(args, func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.Check(); err != nil {
 		t.Fatal(err)
 	}
+	return &cfg
+}
+
+// buildForDoc builds the chain of a run of actions with these flags (and
+// a private cache directory, one local job) and describes it.
+func buildForDoc(t *testing.T, flags string, actions []*action.Action) string {
+	t.Helper()
+	cfg := configForDoc(t, append(strings.Fields(flags), "--jobs=1", "--cache-dir="+t.TempDir()))
 	var stderr bytes.Buffer
 	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }}
 	console := report.NewConsole(&stderr, false)
 	warn := func(format string, args ...any) { t.Logf(format, args...) }
-	ch, err := buildChain(context.Background(), &cfg, env, console, warn, report.NewTimeline(time.Now(), nil), actions, digest.NewFiles())
+	ch, err := buildChain(context.Background(), cfg, env, console, warn, report.NewTimeline(time.Now(), nil), actions, digest.NewFiles())
 	if err != nil {
 		t.Fatal(err)
 	}

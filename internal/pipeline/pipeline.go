@@ -370,7 +370,8 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 
 // localRunner is how the compilers of n actions run here: exec'd, forked
 // from fork servers, or sent to workers; closers release what it holds,
-// the last first.
+// the last first. docs/architecture.md shows the runner chain of each
+// mode, as proc.Describe prints it (and TestRunnerChainDoc checks).
 func localRunner(cfg *config.Config, env Env, dir string, environ []string, n int, tl *report.Timeline, warn func(string, ...any)) (runner proc.Runner, closers []func()) {
 	// A fork server pays for its start (loading the compiler once) from a
 	// slot's second job on: a link with no more actions than local

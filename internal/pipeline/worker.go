@@ -16,6 +16,7 @@ import (
 	"github.com/thindist/thindist/internal/local/workerserver"
 	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/sys/describe"
 	"github.com/thindist/thindist/internal/sys/jobserver"
 )
 
@@ -132,6 +133,12 @@ func (s *serverOrPool) Run(ctx context.Context, dir string, argv, env []string) 
 	return s.workers().Run(ctx, dir, argv, env)
 }
 
+// Describe names the server's workers in the runner chain, with the
+// link's own pool they may turn out to be (describe.Describer).
+func (s *serverOrPool) Describe() describe.Node {
+	return describe.Node{Name: "WorkerServer", Notes: []string{"else WorkerPool"}}
+}
+
 // workers reaches (or starts) the server at the first call.
 func (s *serverOrPool) workers() worker.Workers {
 	s.once.Do(func() {
@@ -158,6 +165,11 @@ type serverForks struct {
 	s    *serverOrPool
 	next proc.Runner
 	n    atomic.Int64 // jobs forked by the server
+}
+
+// Describe names the runner and wraps next (describe.Describer).
+func (f *serverForks) Describe() describe.Node {
+	return describe.Node{Name: "ServerForks", Wraps: []any{f.next}}
 }
 
 func (f *serverForks) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sys/describe"
 	"github.com/thindist/thindist/internal/sys/digest"
 )
 
@@ -157,10 +158,17 @@ func (s secondWorker) Execute(ctx context.Context, j executor.Job) (*executor.Re
 	return s.e.execute(ctx, j, true)
 }
 
-func (s secondWorker) String() string { return "RemoteExecution[second worker]" }
+// Describe names the executor in a chain, with its note (describe.Describer).
+func (s secondWorker) Describe() describe.Node {
+	return describe.Node{Name: "RemoteExecution", Notes: []string{"second worker"}}
+}
 
-// String names the executor in a chain (executor.Describe).
-func (e *Executor) String() string { return "RemoteExecution" }
+func (s secondWorker) String() string { return describe.Line(s) }
+
+// Describe names the executor in a chain (describe.Describer).
+func (e *Executor) Describe() describe.Node { return describe.Node{Name: "RemoteExecution"} }
+
+func (e *Executor) String() string { return describe.Line(e) }
 
 func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*executor.Result, error) {
 	a, out := j.Action, j.Out

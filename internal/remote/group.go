@@ -14,6 +14,7 @@ import (
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/remote/reapi"
 	"github.com/thindist/thindist/internal/sched/slots"
+	"github.com/thindist/thindist/internal/sys/describe"
 	"github.com/thindist/thindist/internal/sys/digest"
 )
 
@@ -156,8 +157,11 @@ func (g *Grouper) Execute(ctx context.Context, j executor.Job) (*executor.Result
 	return m.res, m.err
 }
 
-// String names the decorator and the remote executor it groups for.
-func (g *Grouper) String() string { return "Grouper(" + g.e.String() + ")" }
+// Describe names the decorator and wraps the remote executor it groups
+// for (describe.Describer).
+func (g *Grouper) Describe() describe.Node { return describe.Node{Name: "Grouper", Wraps: []any{g.e}} }
+
+func (g *Grouper) String() string { return describe.Line(g) }
 
 func (g *Grouper) groupable(a *action.Action) bool {
 	if g.o.Max < 2 || g.off.Load() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Runner returns a proc.Runner that forks each command from the pool's
@@ -27,6 +28,11 @@ type runner struct {
 	pool     *Pool
 	fallback proc.Runner
 	grace    time.Duration
+}
+
+// Describe names the runner and wraps its fallback (describe.Describer).
+func (r *runner) Describe() describe.Node {
+	return describe.Node{Name: "ForkServer", Wraps: []any{r.fallback}}
 }
 
 func (r *runner) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Exec is the Runner that starts each command with os/exec (fork and
@@ -16,6 +18,9 @@ type Exec struct {
 	// and SIGKILL; 0 means DefaultGrace.
 	Grace time.Duration
 }
+
+// Describe names the runner at the end of a chain (describe.Describer).
+func (Exec) Describe() describe.Node { return describe.Node{Name: "Exec"} }
 
 // Run runs c; see Runner.
 func (e Exec) Run(ctx context.Context, c *Cmd) (*Result, error) {

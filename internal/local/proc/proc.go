@@ -7,7 +7,9 @@
 // up to a limit, and its resource usage reported.
 //
 // Runner is the one interface; Exec runs a command with os/exec, and
-// internal/local/forkserver provides a Runner that forks compilers from a server.
+// internal/local/forkserver provides a Runner that forks compilers from a
+// server. Runners are composed as a chain of decorators, which Describe
+// prints.
 package proc
 
 import (
@@ -16,6 +18,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Cmd is one process to run, without a shell.
@@ -88,6 +92,13 @@ type Result struct {
 type Runner interface {
 	Run(ctx context.Context, c *Cmd) (*Result, error)
 }
+
+// Describe writes the runner chain r as a tree (describe.Tree), one
+// runner a line, each indented two spaces under the one that wraps it.
+// Every runner of this module is a describe.Describer: its name and the
+// runners it hands jobs to, as values. docs/architecture.md shows the
+// chain of each mode so.
+func Describe(r Runner) string { return describe.Tree(r) }
 
 // DefaultGrace is how long a cancelled process has between SIGTERM and
 // SIGKILL when a runner does not say.

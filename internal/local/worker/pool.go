@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Options configure a Pool.
@@ -99,6 +101,9 @@ func NewPool(opts Options) *Pool {
 	}
 	return &Pool{opts: opts, busy: map[*process]bool{}}
 }
+
+// Describe names the pool in a runner chain (describe.Describer).
+func (p *Pool) Describe() describe.Node { return describe.Node{Name: "WorkerPool"} }
 
 // Run implements Workers.
 func (p *Pool) Run(ctx context.Context, dir string, argv, env []string) (*Outcome, error) {

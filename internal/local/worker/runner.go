@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Stats count what a Runner did.
@@ -59,6 +60,13 @@ func NewRunner(next, rerun proc.Runner, opts Options) Runner {
 // failed. Its Close closes workers.
 func NewRunnerOn(workers Workers, next, rerun proc.Runner) Runner {
 	return &runner{workers: workers, next: next, rerun: rerun}
+}
+
+// Describe names the runner and wraps, in this order, the workers it
+// sends jobs to, the runner of the jobs they do not take and the one that
+// reruns a job whose worker failed (describe.Describer).
+func (r *runner) Describe() describe.Node {
+	return describe.Node{Name: "Worker", Wraps: []any{r.workers, r.next, r.rerun}}
 }
 
 func (r *runner) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {

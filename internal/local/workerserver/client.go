@@ -14,6 +14,7 @@ import (
 	"github.com/thindist/thindist/internal/local/forkserver"
 	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/local/worker"
+	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Client is the worker.Workers of a link whose jobs run on the server:
@@ -48,6 +49,10 @@ func (cl *Client) String() string {
 	}
 	return s
 }
+
+// Describe names the server's workers in a runner chain
+// (describe.Describer); String describes the server itself.
+func (cl *Client) Describe() describe.Node { return describe.Node{Name: "WorkerServer"} }
 
 // open connects to the server and says hello.
 func (cl *Client) open() (*conn, error) {
