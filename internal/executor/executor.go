@@ -119,14 +119,9 @@ type Result struct {
 	RanDir string
 	// Steps are where the executor's time went, in order (remote
 	// execution: uploading inputs, queued, executing, downloading
-	// outputs), for the trace; none when it did one thing.
+	// outputs), for the trace and the Dispatcher's pace; none when it did
+	// one thing. Written by the remote executor alone.
 	Steps []Step
-}
-
-// Step is a named stretch of an action's run.
-type Step struct {
-	Name       string
-	Start, End time.Time
 }
 
 // BackendError is a backend compilation that ran and failed or produced an

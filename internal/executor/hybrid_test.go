@@ -468,8 +468,8 @@ func TestHybridRacesSlowClusterByGain(t *testing.T) {
 			// 100 in 1 s, a worker's of weight 100 in c.remote.
 			h.d.observe(actions["big"], &Result{Where: Local, Wall: time.Second})
 			h.d.observe(actions["big"], &Result{Where: Remote, Wall: time.Hour, Steps: []Step{
-				{Name: "queued", Start: now, End: now.Add(time.Hour)},
-				{Name: "executing", Start: now, End: now.Add(c.remote)}}})
+				{Kind: StepQueued, Start: now, End: now.Add(time.Hour)},
+				{Kind: StepExecuting, Start: now, End: now.Add(c.remote)}}})
 			h.d.observe(actions["big"], &Result{Where: RemoteCache, Wall: time.Hour}) // ran nowhere
 			for i := range spares {
 				spares[i].action = actions[spares[i].id]

@@ -89,8 +89,8 @@ func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err e
 		// one thread that lie within each other.
 		for _, st := range res.Steps {
 			t.events = append(t.events, traceEvent{
-				Name: st.Name, Cat: cat, Ph: "X", Pid: 1, Tid: slot,
-				Ts: us(st.Start.Sub(t.start)), Dur: us(st.End.Sub(st.Start)), Args: map[string]any{"module": a.ID},
+				Name: st.Kind.String(), Cat: cat, Ph: "X", Pid: 1, Tid: slot,
+				Ts: us(st.Start.Sub(t.start)), Dur: us(st.Took()), Args: map[string]any{"module": a.ID},
 			})
 		}
 	}

@@ -33,8 +33,8 @@ func TestTraceSteps(t *testing.T) {
 	tr.Started(a, 3)
 	t0 := time.Now()
 	res := &executor.Result{Where: executor.Remote, Steps: []executor.Step{
-		{Name: "uploading inputs", Start: t0, End: t0.Add(time.Millisecond)},
-		{Name: "executing", Start: t0.Add(time.Millisecond), End: t0.Add(3 * time.Millisecond)},
+		{Kind: executor.StepUploadingInputs, Start: t0, End: t0.Add(time.Millisecond)},
+		{Kind: executor.StepExecuting, Start: t0.Add(time.Millisecond), End: t0.Add(3 * time.Millisecond)},
 	}}
 	time.Sleep(4 * time.Millisecond)
 	tr.Finished(a, 3, res, nil)
