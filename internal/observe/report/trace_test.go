@@ -32,7 +32,7 @@ func TestTraceSteps(t *testing.T) {
 	a := &action.Action{ID: "m.o", Outputs: []action.Output{{Path: "m.native.o"}}}
 	tr.Started(a, 3)
 	t0 := time.Now()
-	res := &executor.Result{Where: executor.Remote, Steps: []executor.Step{
+	res := &executor.Result{Provenance: executor.Provenance{Where: executor.Remote}, Steps: []executor.Step{
 		{Kind: executor.StepUploadingInputs, Start: t0, End: t0.Add(time.Millisecond)},
 		{Kind: executor.StepExecuting, Start: t0.Add(time.Millisecond), End: t0.Add(3 * time.Millisecond)},
 	}}
