@@ -52,7 +52,7 @@ func (g *gated) Execute(ctx context.Context, j executor.Job) (*executor.Result, 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return &executor.Result{Where: executor.Local}, os.WriteFile(j.Out[0], elfObject(j.Action.ID), 0o644)
+	return &executor.Result{Provenance: executor.Provenance{Where: executor.Local}}, os.WriteFile(j.Out[0], elfObject(j.Action.ID), 0o644)
 }
 
 // waitUntil polls ok until it holds; a minute at most, then t fails.

@@ -49,7 +49,7 @@ type Options struct {
 	Warn func(format string, args ...any)
 	// Run is the ID of the run (its record's), stored with each result
 	// so that a later hit can say which run's compile printed what it
-	// replays (executor.Result.Replayed).
+	// replays (executor.Provenance.Replayed).
 	Run string
 	// Unusable, if set, hears of each action whose entry was found but
 	// could not be used (err says why), before the action runs.
@@ -223,7 +223,7 @@ func (e *Executor) lookup(ctx context.Context, m Meter, key digest.Digest, a *ac
 	if err := executor.CheckObject(out[0]); err != nil {
 		return nil, fmt.Errorf("cached object: %v", err)
 	}
-	res := &executor.Result{Where: e.opts.Where, CPU: cpuOf(ar), ObjectChecked: true, Replayed: producer(ar)}
+	res := &executor.Result{Provenance: executor.Provenance{Where: e.opts.Where, Replayed: producer(ar)}, CPU: cpuOf(ar), ObjectChecked: true}
 	if d, err := digest.FromProto(ar.StderrDigest); err == nil && d.Size > 0 {
 		// Inlined (stderr_raw) when the store could; read otherwise.
 		if res.Stderr = ar.StderrRaw; int64(len(res.Stderr)) != d.Size || digest.OfBytes(res.Stderr) != d {

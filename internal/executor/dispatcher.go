@@ -277,8 +277,8 @@ func (d *Dispatcher) observe(a *action.Action, res *Result) {
 	case Remote:
 		side, took = remoteSide, 0
 		for _, s := range res.Steps {
-			if s.Name == "executing" {
-				took = s.End.Sub(s.Start)
+			if s.Kind == StepExecuting {
+				took = s.Took()
 			}
 		}
 	default:

@@ -68,65 +68,49 @@ func (w Where) Cached() bool { return w == LocalCache || w == RemoteCache }
 
 // Result is how an action ended.
 type Result struct {
-	proc.Exit // how the compiler ended
-	Stdout    []byte
-	Stderr    []byte
-	Where     Where
-	// Replayed, for a cache hit, names the compile whose Stderr it
-	// replays ("run 20261127-163224.406-6697"): the paths it prints are
-	// that run's.
-	Replayed string
+	proc.Exit  // how the compiler ended
+	Provenance // who produced the result, and how
+	Stdout     []byte
+	Stderr     []byte
 	// CPU is the compiler's user+system time (for a cache hit: the time the
 	// original run took, i.e. what the hit saved).
 	CPU time.Duration
 	// Wall is how long the executor took.
 	Wall time.Duration
-	// Forked: the local compiler was forked from a fork server, not exec'd.
-	Forked bool
-	// Worker: a thindist-worker compiled it in-process; NotWorker, when
-	// one was asked, says why not (see proc.Result).
-	Worker    bool
-	NotWorker string
 	// MaxRSS is the compiler's peak resident set size in bytes, 0 when
 	// unknown.
 	MaxRSS int64
-	// Raced: a second executor ran the action at the same time (Race);
-	// Where says whose result won.
-	Raced bool
-	// Hedged: a second remote execution ran at the same time (Hedge);
-	// HedgeWon: its result is the one used.
-	Hedged, HedgeWon bool
 	// BytesUp and BytesDown are what the action sent to and received
-	// from a remote service (Metered): blobs uploaded and read, and the
-	// contents inlined in its action results.
+	// from a remote service: blobs uploaded and read, and the contents
+	// inlined in its action results. Written by Metered alone, from what
+	// the executors below it (the remote executor, the remote cache)
+	// counted as they moved bytes, every side of a race included.
 	BytesUp, BytesDown int64
-	// OutputDigests[i], when an executor sets them (the remote one, which
-	// verified each output against its digest as it wrote it), is the
-	// digest of out[i], so a cache storing the result need not read and
-	// hash the outputs again. Nil: not known.
+	// OutputDigests[i], when known, is the digest of out[i], so a cache
+	// storing the result need not read and hash the outputs again. Nil:
+	// not known. Written by the executor that wrote the outputs and
+	// verified each against its digest as it did: the remote executor
+	// (remote.collect) alone.
 	OutputDigests []digest.Digest
-	// ObjectChecked: the object at out[0] is known to be well formed: a
-	// Verified below found it so, or the executor checked the bytes it
-	// wrote there (CheckObjectBytes); a Verified above need not read it
-	// again. Executors that move outputs (Race) move them
-	// whole, with the result they belong to.
+	// ObjectChecked: the object at out[0] is known to be well formed, so
+	// a Verified above need not read it again. Written by the executor
+	// that checked it: Verified, which found it so; or the remote
+	// executor and a cache, which checked the bytes they wrote there
+	// (CheckObjectBytes, CheckObject). Executors that move outputs
+	// (Race) move them whole, with the result they belong to.
 	ObjectChecked bool
 	// Ran, when set, is the command that ran, where it is not the
 	// action's own command run here: a remote worker's (the workers'
 	// compiler, the paths of the action's input root), and RanDir its
-	// working directory there, relative to the input root.
+	// working directory there, relative to the input root. Written by
+	// the remote executor alone.
 	Ran    []string
 	RanDir string
 	// Steps are where the executor's time went, in order (remote
 	// execution: uploading inputs, queued, executing, downloading
-	// outputs), for the trace; none when it did one thing.
+	// outputs), for the trace and the Dispatcher's pace; none when it did
+	// one thing. Written by the remote executor alone.
 	Steps []Step
-}
-
-// Step is a named stretch of an action's run.
-type Step struct {
-	Name       string
-	Start, End time.Time
 }
 
 // BackendError is a backend compilation that ran and failed or produced an

@@ -37,7 +37,7 @@ func collectWarnings(w *[]string) func(string, ...any) {
 // the failure's hint lines and drops other details.
 func TestFallbackWarningKeepsHint(t *testing.T) {
 	failing := returning(nil, errors.New("remote execution failed: boom\ncompiler output\n  (check --remote-platform)"))
-	local := returning(&Result{Where: Local}, nil)
+	local := returning(&Result{Provenance: Provenance{Where: Local}}, nil)
 	var warnings []string
 	f := NewFallback(failing, local, FallbackOptions{What: "remote execution", Warn: collectWarnings(&warnings)})
 	if _, err := f.Execute(t.Context(), Job{Action: &action.Action{ID: "a.o"}, Out: nil}); err != nil {
@@ -59,12 +59,12 @@ func TestFallbackWarningKeepsHint(t *testing.T) {
 func TestFallbackFinal(t *testing.T) {
 	a := &action.Action{ID: "bad.o", Dir: "/src"}
 	compileError := &BackendError{Action: a, Reason: "exit status 1",
-		Result: &Result{Exit: proc.Exit{ExitCode: 1}, Where: Remote, Stderr: []byte("bad.c:1: error: expected ';'")}}
+		Result: &Result{Provenance: Provenance{Where: Remote}, Exit: proc.Exit{ExitCode: 1}, Stderr: []byte("bad.c:1: error: expected ';'")}}
 	emptyObject := &BackendError{Action: a, Reason: "the compiler exited 0 but wrote an empty object file (0 bytes)",
-		Result: &Result{Where: Remote}}
+		Result: &Result{Provenance: Provenance{Where: Remote}}}
 	// clang 19 on LLVM 22 bitcode (issue 48, item 3): exit 0, an error on
 	// stderr, no object bytes. Its own failure, as an exit status is.
-	said := Check(a, &Result{Where: Remote, Stderr: []byte("Error loading index file 'm.o.thinlto.bc': Invalid summary version 12")},
+	said := Check(a, &Result{Provenance: Provenance{Where: Remote}, Stderr: []byte("Error loading index file 'm.o.thinlto.bc': Invalid summary version 12")},
 		filepath.Join(t.TempDir(), "none.o"))
 	killed := &BackendError{Action: a, Reason: "killed", Result: &Result{Exit: proc.Exit{ExitCode: -1, Signal: "killed"}}}
 	for _, tc := range []struct {
@@ -80,7 +80,7 @@ func TestFallbackFinal(t *testing.T) {
 		{"unavailable", errors.New("remote execution failed after 10 attempts: Unavailable"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			local := returning(&Result{Where: Local}, nil)
+			local := returning(&Result{Provenance: Provenance{Where: Local}}, nil)
 			var warnings []string
 			f := NewFallback(returning(nil, tc.err), local, FallbackOptions{What: "remote execution", Warn: collectWarnings(&warnings)})
 			res, err := f.Execute(t.Context(), Job{Action: a, Out: nil})
@@ -109,7 +109,7 @@ func TestFallbackFinal(t *testing.T) {
 // with the hint; an action the primary cannot take at all still runs on
 // the secondary, with one warning for the run.
 func TestFallbackNone(t *testing.T) {
-	local := returning(&Result{Where: Local}, nil)
+	local := returning(&Result{Provenance: Provenance{Where: Local}}, nil)
 	var warnings []string
 	f := NewFallback(returning(nil, errors.New("boom")), local, FallbackOptions{None: true, Hint: "no fallback", Warn: collectWarnings(&warnings)})
 	_, err := f.Execute(t.Context(), Job{Action: &action.Action{ID: "a.o"}, Out: nil})

@@ -37,8 +37,8 @@ func TestLocalForks(t *testing.T) {
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%v: %+v %v", argv, res, err)
 		}
-		if res.Forked != forked {
-			t.Errorf("%v: Result.Forked %v, want %v", argv, res.Forked, forked)
+		if want := map[bool]proc.RunBy{true: proc.ByForkServer, false: proc.ByExec}[forked]; res.By != want {
+			t.Errorf("%v: Result.By %v, want %v", argv, res.By, want)
 		}
 		// A forked job's peak RSS is its own (see forkserver.Status).
 		if forked && res.MaxRSS <= 0 {

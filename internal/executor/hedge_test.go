@@ -22,8 +22,8 @@ func TestHedgeSecondWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Hedged || !res.HedgeWon || res.Raced {
-		t.Errorf("result hedged=%v hedgeWon=%v raced=%v, want a hedge won by the second execution (not a race)", res.Hedged, res.HedgeWon, res.Raced)
+	if res.Hedge != SecondWon || res.Race != Once {
+		t.Errorf("result hedge %v, race %v, want a hedge won by the second execution (not a race)", res.Hedge, res.Race)
 	}
 	if first.cancelled.Load() != 1 || !first.stopped.Load() {
 		t.Errorf("the stalled first execution: cancelled %d times, stopped %v; want cancelled and stopped", first.cancelled.Load(), first.stopped.Load())
@@ -50,8 +50,8 @@ func TestHedgeFirstWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Hedged || res.HedgeWon {
-		t.Errorf("result hedged=%v hedgeWon=%v, want a hedge the first execution won", res.Hedged, res.HedgeWon)
+	if res.Hedge != FirstWon {
+		t.Errorf("result hedge %v, want a hedge the first execution won", res.Hedge)
 	}
 	if second.cancelled.Load() != 1 {
 		t.Errorf("second execution cancelled %d times, want once", second.cancelled.Load())
@@ -77,8 +77,8 @@ func TestHedgeOnlyPicked(t *testing.T) {
 		t.Error("the second executor ran an action that was not picked")
 	default:
 	}
-	if res.Hedged {
-		t.Error("result says hedged")
+	if res.Hedge != Once {
+		t.Errorf("result says hedged: %v", res.Hedge)
 	}
 	checkOutputs(t, out, "first", first, second)
 	if st := h.Stats(); st != (HedgeStats{}) {
@@ -91,7 +91,7 @@ func TestHedgeOnlyPicked(t *testing.T) {
 	var same bool
 	plain := NewHedge(Func(func(got context.Context, j Job) (*Result, error) {
 		same = got == ctx
-		return &Result{Where: Remote}, nil
+		return &Result{Provenance: Provenance{Where: Remote}}, nil
 	}), second, func(*action.Action) bool { return false })
 	if _, err := plain.Execute(ctx, Job{Action: raceAction, Out: raceOut(t)}); err != nil || !same {
 		t.Errorf("an action not picked: %v, called with the caller's context %v; want a plain call", err, same)
@@ -131,8 +131,8 @@ func TestHedgeInsideRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Where != Local || !res.Raced {
-		t.Errorf("result where=%v raced=%v, want the local side's, raced", res.Where, res.Raced)
+	if res.Where != Local || res.Race != SecondWon || res.Hedge != Once {
+		t.Errorf("result where=%v race %v hedge %v, want the local side's, which won a race, not hedged", res.Where, res.Race, res.Hedge)
 	}
 	if first.cancelled.Load() != 1 || second.cancelled.Load() != 1 {
 		t.Errorf("remote executions cancelled %d and %d times, want once each", first.cancelled.Load(), second.cancelled.Load())

@@ -112,7 +112,7 @@ func (h *Hybrid) Execute(ctx context.Context, j Job) (*Result, error) {
 	if err == nil {
 		h.d.observe(j.Action, res)
 	}
-	if side == remoteSide && res != nil && res.Raced {
+	if side == remoteSide && res != nil && res.Race.Twice() {
 		h.races.Add(1)
 		if res.Where == Local {
 			h.wonHere.Add(1)

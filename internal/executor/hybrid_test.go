@@ -30,7 +30,7 @@ func (h *held) Execute(ctx context.Context, j Job) (*Result, error) {
 	h.started <- a.ID
 	select {
 	case <-h.release:
-		return &Result{Where: h.where}, nil
+		return &Result{Provenance: Provenance{Where: h.where}}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -125,7 +125,7 @@ func TestHybridRacesOnceDrained(t *testing.T) {
 	}
 	h.d.Drained()
 	r := <-res
-	if r == nil || r.Where != Local || !r.Raced {
+	if r == nil || r.Where != Local || !r.Race.Twice() {
 		t.Fatalf("result %+v, want the local side of a race", r)
 	}
 	if remote.cancelled.Load() != 1 {
@@ -247,7 +247,7 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 	}
 	close(local.hold) // the others wait while the race runs here
 	r := <-res
-	if r == nil || r.Where != Local || !r.Raced {
+	if r == nil || r.Where != Local || !r.Race.Twice() {
 		t.Fatalf("result %+v, want the local side of a race", r)
 	}
 	if stalled.cancelled.Load() != 1 {
@@ -466,11 +466,11 @@ func TestHybridRacesSlowClusterByGain(t *testing.T) {
 			h, busy := racingHybrid(plan)
 			// One action each way has finished: a compile here of weight
 			// 100 in 1 s, a worker's of weight 100 in c.remote.
-			h.d.observe(actions["big"], &Result{Where: Local, Wall: time.Second})
-			h.d.observe(actions["big"], &Result{Where: Remote, Wall: time.Hour, Steps: []Step{
-				{Name: "queued", Start: now, End: now.Add(time.Hour)},
-				{Name: "executing", Start: now, End: now.Add(c.remote)}}})
-			h.d.observe(actions["big"], &Result{Where: RemoteCache, Wall: time.Hour}) // ran nowhere
+			h.d.observe(actions["big"], &Result{Provenance: Provenance{Where: Local}, Wall: time.Second})
+			h.d.observe(actions["big"], &Result{Provenance: Provenance{Where: Remote}, Wall: time.Hour, Steps: []Step{
+				{Kind: StepQueued, Start: now, End: now.Add(time.Hour)},
+				{Kind: StepExecuting, Start: now, End: now.Add(c.remote)}}})
+			h.d.observe(actions["big"], &Result{Provenance: Provenance{Where: RemoteCache}, Wall: time.Hour}) // ran nowhere
 			for i := range spares {
 				spares[i].action = actions[spares[i].id]
 			}

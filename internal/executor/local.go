@@ -80,8 +80,8 @@ func (l *local) Execute(ctx context.Context, j Job) (*Result, error) {
 	pr, err := l.opts.Runner.Run(ctx, &proc.Cmd{Argv: argv, Dir: dir, Env: l.opts.Env, Nice: l.opts.Nice})
 	var res *Result
 	if pr != nil {
-		res = &Result{Where: Local, Exit: pr.Exit, Stdout: pr.Stdout, Stderr: pr.Stderr,
-			CPU: pr.CPU, Wall: pr.Wall, Forked: pr.Forked, MaxRSS: pr.MaxRSS, Worker: pr.Worker, NotWorker: pr.NotWorker}
+		res = &Result{Provenance: Provenance{Where: Local, By: pr.By, NotWorker: pr.NotWorker}, Exit: pr.Exit,
+			Stdout: pr.Stdout, Stderr: pr.Stderr, CPU: pr.CPU, Wall: pr.Wall, MaxRSS: pr.MaxRSS}
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()

@@ -11,8 +11,8 @@ import (
 // TestLocalFor: the actions why names run on the local executor, the
 // others on next; the note comes once, naming the first and its reason.
 func TestLocalFor(t *testing.T) {
-	next := returning(&Result{Where: Remote}, nil)
-	local := returning(&Result{Where: Local}, nil)
+	next := returning(&Result{Provenance: Provenance{Where: Remote}}, nil)
+	local := returning(&Result{Provenance: Provenance{Where: Local}}, nil)
 	var notes []string
 	why := func(a *action.Action) string {
 		if strings.HasPrefix(a.ID, "temps") {

@@ -136,7 +136,7 @@ func (f *jittery) Execute(ctx context.Context, j Job) (*Result, error) {
 	if err := os.WriteFile(j.Out[0], []byte(f.where.String()), 0o644); err != nil {
 		return nil, err
 	}
-	return &Result{Where: f.where}, nil
+	return &Result{Provenance: Provenance{Where: f.where}}, nil
 }
 
 // checkSlotsBack fails unless every slot of h is free: remote of its own,

@@ -189,9 +189,9 @@ func (r *race) finish(w, l *side, results chan sideResult, running int, out []st
 		}
 	}
 	if r.hedge {
-		w.res.Hedged, w.res.HedgeWon = raced, second
+		w.res.Hedge = outcome(raced, second)
 	} else {
-		w.res.Raced = raced
+		w.res.Race = outcome(raced, second)
 	}
 	if second {
 		r.secondWon.Add(1)

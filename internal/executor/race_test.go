@@ -50,7 +50,7 @@ func (f *sideFake) Execute(ctx context.Context, j Job) (*Result, error) {
 		}
 	}
 	if f.err != nil && !f.dirty {
-		return &Result{Where: f.where, Exit: proc.Exit{ExitCode: 1}}, f.err
+		return &Result{Provenance: Provenance{Where: f.where}, Exit: proc.Exit{ExitCode: 1}}, f.err
 	}
 	f.mu.Lock()
 	f.wrote = append(f.wrote, out...)
@@ -59,9 +59,9 @@ func (f *sideFake) Execute(ctx context.Context, j Job) (*Result, error) {
 		return nil, err
 	}
 	if f.err != nil {
-		return &Result{Where: f.where, Exit: proc.Exit{ExitCode: 1}}, f.err
+		return &Result{Provenance: Provenance{Where: f.where}, Exit: proc.Exit{ExitCode: 1}}, f.err
 	}
-	return &Result{Where: f.where}, nil
+	return &Result{Provenance: Provenance{Where: f.where}}, nil
 }
 
 // spareAt grants a slot when its channel is closed (nil: never).
@@ -130,8 +130,8 @@ func TestRaceLocalWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Where != Local || !res.Raced {
-		t.Errorf("result %+v, want the local side's, marked raced", res)
+	if res.Where != Local || res.Race != SecondWon {
+		t.Errorf("result %+v, want the local side's, marked raced and won by the second", res)
 	}
 	if remote.cancelled.Load() != 1 || !remote.stopped.Load() {
 		t.Errorf("the remote side was not cancelled and waited for (cancelled %d)", remote.cancelled.Load())
@@ -148,7 +148,7 @@ func TestRacePrimaryWinsAlone(t *testing.T) {
 	remote, local := newSide(Remote, "remote"), newSide(Local, "local")
 	out := raceOut(t)
 	res, err := Race(remote, local, &spareAt{}).Execute(t.Context(), Job{Action: raceAction, Out: out})
-	if err != nil || res.Where != Remote || res.Raced {
+	if err != nil || res.Where != Remote || res.Race != Once {
 		t.Fatalf("%v %+v", err, res)
 	}
 	select {
@@ -197,7 +197,7 @@ func TestRaceRemoteWins(t *testing.T) {
 	}()
 	out := raceOut(t)
 	res, err := Race(remote, local, spare).Execute(t.Context(), Job{Action: raceAction, Out: out})
-	if err != nil || res.Where != Remote || !res.Raced {
+	if err != nil || res.Where != Remote || res.Race != FirstWon {
 		t.Fatalf("%v %+v", err, res)
 	}
 	if local.cancelled.Load() != 1 || !local.stopped.Load() {
@@ -210,7 +210,7 @@ func TestRaceRemoteWins(t *testing.T) {
 // at once; a failure that is not the action's own (the remote side could
 // not run it) leaves the race to the other side.
 func TestRaceFailures(t *testing.T) {
-	compileError := &BackendError{Action: raceAction, Reason: "exit status 1", Result: &Result{Exit: proc.Exit{ExitCode: 1}, Where: Remote}}
+	compileError := &BackendError{Action: raceAction, Reason: "exit status 1", Result: &Result{Provenance: Provenance{Where: Remote}, Exit: proc.Exit{ExitCode: 1}}}
 	t.Run("remote-compile-error", func(t *testing.T) {
 		remote, local := newSide(Remote, "remote"), newSide(Local, "local")
 		local.hold = make(chan struct{})

@@ -74,7 +74,7 @@ func TestForkServerStartNotInWall(t *testing.T) {
 	began := time.Now()
 	res, err := e.Execute(t.Context(), Job{Action: a, Out: []string{filepath.Join(dir, "out.o")}})
 	took := time.Since(began)
-	if err != nil || !res.Forked {
+	if err != nil || res.By != proc.ByForkServer {
 		t.Skipf("not forked (%v): no fork server here", err)
 	}
 	st := pool.Stats()

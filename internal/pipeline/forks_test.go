@@ -9,6 +9,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
@@ -20,17 +21,17 @@ import (
 func TestForkServerOnlyWhenItPays(t *testing.T) {
 	actions := testprog.Actions(t, testprog.Options{Modules: 3, Seed: 5})
 	for _, tc := range []struct {
-		jobs   int
-		forked bool
-	}{{jobs: len(actions), forked: false}, {jobs: len(actions) - 1, forked: true}} {
+		jobs int
+		by   proc.RunBy
+	}{{jobs: len(actions), by: proc.ByExec}, {jobs: len(actions) - 1, by: proc.ByForkServer}} {
 		t.Run(fmt.Sprintf("jobs=%d", tc.jobs), func(t *testing.T) {
 			r := runRecorded(t, &config.Config{Jobs: tc.jobs, Progress: "never", NoCache: true, CacheDir: t.TempDir()}, actions)
 			if len(r.Actions) != len(actions) {
 				t.Fatalf("%d actions recorded, want %d", len(r.Actions), len(actions))
 			}
 			for _, a := range r.Actions {
-				if a.Forked != tc.forked {
-					t.Errorf("%d actions, --jobs=%d: %s forked %v, want %v", len(actions), tc.jobs, a.Module, a.Forked, tc.forked)
+				if a.By() != tc.by {
+					t.Errorf("%d actions, --jobs=%d: %s run by %v, want %v", len(actions), tc.jobs, a.Module, a.By(), tc.by)
 				}
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/local/workerserver"
 	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/observe/recordview"
@@ -25,8 +26,8 @@ func TestWorkerCompilesAndReportSaysSo(t *testing.T) {
 		cfg := &config.Config{Jobs: 1, Progress: "never", NoCache: true, NoForkServer: true, CacheDir: t.TempDir(), Worker: path, NoWorker: no}
 		r := runRecorded(t, cfg, actions)
 		for _, a := range r.Actions {
-			if a.Worker == no {
-				t.Errorf("--no-worker=%v: %s on a worker: %v (why not: %q)", no, a.Module, a.Worker, a.NotWorker)
+			if want := map[bool]proc.RunBy{false: proc.ByWorker, true: proc.ByExec}[no]; a.By() != want {
+				t.Errorf("--no-worker=%v: %s run by %v, want %v (why not on a worker: %q)", no, a.Module, a.By(), want, a.NotWorker)
 			}
 		}
 		var text bytes.Buffer
@@ -63,7 +64,7 @@ func TestWorkerServerCannotStart(t *testing.T) {
 	}
 	r := rec.Finish(time.Now(), nil)
 	for _, a := range r.Actions {
-		if !a.Worker {
+		if a.By() != proc.ByWorker {
 			t.Errorf("%s not on the link's own worker: %s", a.Module, a.NotWorker)
 		}
 	}

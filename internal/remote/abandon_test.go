@@ -67,7 +67,7 @@ func TestRaceWonHereLeavesResultInAC(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
 	a, out := gatedAction(t, gate)
 	local := executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
-		return &executor.Result{Where: executor.Local}, os.WriteFile(j.Out[0], []byte("local object"), 0o644)
+		return &executor.Result{Provenance: executor.Provenance{Where: executor.Local}}, os.WriteFile(j.Out[0], []byte("local object"), 0o644)
 	})
 	res, err := executor.Race(ex, local, executingSpare{}).Execute(t.Context(), executor.Job{Action: a, Out: out})
 	if err != nil || res.Where != executor.Local {

@@ -30,7 +30,7 @@ func (e *Executor) collect(ctx context.Context, m Meter, a *action.Action, ex *r
 	if err != nil {
 		return nil, err
 	}
-	res := &executor.Result{Where: executor.Remote, Exit: proc.Exit{ExitCode: int(ar.ExitCode)},
+	res := &executor.Result{Provenance: executor.Provenance{Where: executor.Remote}, Exit: proc.Exit{ExitCode: int(ar.ExitCode)},
 		Ran: ex.Command.GetArguments(), RanDir: ex.Command.GetWorkingDirectory()}
 	if resp.CachedResult {
 		res.Where = executor.RemoteCache

@@ -226,15 +226,15 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 		return nil, fmt.Errorf("remote result rejected: %w", err)
 	}
 	res.Wall = end.Sub(start)
-	res.Steps = []executor.Step{{Name: "uploading inputs", Start: start, End: uploaded}}
+	res.Steps = []executor.Step{{Kind: executor.StepUploadingInputs, Start: start, End: uploaded}}
 	if executing.IsZero() {
-		res.Steps = append(res.Steps, executor.Step{Name: "remote execution", Start: uploaded, End: ran})
+		res.Steps = append(res.Steps, executor.Step{Kind: executor.StepRemoteExecution, Start: uploaded, End: ran})
 	} else {
 		// The server said when a worker took it.
-		res.Steps = append(res.Steps, executor.Step{Name: "queued", Start: uploaded, End: executing},
-			executor.Step{Name: "executing", Start: executing, End: ran})
+		res.Steps = append(res.Steps, executor.Step{Kind: executor.StepQueued, Start: uploaded, End: executing},
+			executor.Step{Kind: executor.StepExecuting, Start: executing, End: ran})
 	}
-	res.Steps = append(res.Steps, executor.Step{Name: "downloading outputs", Start: ran, End: end})
+	res.Steps = append(res.Steps, executor.Step{Kind: executor.StepDownloadingOutputs, Start: ran, End: end})
 	return res, nil
 }
 

@@ -67,7 +67,7 @@ func (r *runner) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
 		return r.fallback.Run(ctx, c)
 	}
 	res := &proc.Result{Exit: proc.Exit{ExitCode: st.ExitCode, Signal: st.Signal}, CPU: st.CPU, MaxRSS: st.MaxRSS,
-		Wall: time.Since(start), Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Forked: true}
+		Wall: time.Since(start), Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), By: proc.ByForkServer}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("%s stopped: %w", c.Argv[0], ctx.Err())
 	}

@@ -21,21 +21,21 @@ func TestRunner(t *testing.T) {
 	pool.CC = filepath.Join(llvmBin, "clang") // /bin/sh cannot build the shim
 	r := pool.Runner(proc.Exec{}, 0)
 	for _, c := range []struct {
-		env    []string
-		forked bool
-	}{{env, true}, {slices.Clone(env), false}, {nil, false}} {
+		env []string
+		by  proc.RunBy
+	}{{env, proc.ByForkServer}, {slices.Clone(env), proc.ByExec}, {nil, proc.ByExec}} {
 		res, err := r.Run(t.Context(), &proc.Cmd{Argv: []string{"/bin/sh", "-c", "echo hi; echo err >&2; exit 4"}, Env: c.env})
-		if err != nil || res.Forked != c.forked || string(res.Stdout) != "hi\n" || string(res.Stderr) != "err\n" || res.ExitCode != 4 {
-			t.Errorf("forked %v: %+v %v", c.forked, res, err)
+		if err != nil || res.By != c.by || string(res.Stdout) != "hi\n" || string(res.Stderr) != "err\n" || res.ExitCode != 4 {
+			t.Errorf("by %v: %+v %v", c.by, res, err)
 		}
-		if c.forked && (res.MaxRSS <= 0 || res.CPU < 0) {
+		if c.by == proc.ByForkServer && (res.MaxRSS <= 0 || res.CPU < 0) {
 			t.Errorf("no resource usage: %+v", res)
 		}
 	}
 	// A niced (speculative) job is forked too, and lowers itself before it
 	// runs: its first command already sees the niceness.
 	res, err := r.Run(t.Context(), &proc.Cmd{Argv: []string{"/bin/sh", "-c", "nice"}, Env: env, Nice: 5})
-	if err != nil || !res.Forked || strings.TrimSpace(string(res.Stdout)) != "5" {
+	if err != nil || res.By != proc.ByForkServer || strings.TrimSpace(string(res.Stdout)) != "5" {
 		t.Errorf("niced job: %+v %v; want forked at niceness 5", res, err)
 	}
 }

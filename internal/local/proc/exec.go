@@ -65,7 +65,7 @@ func (e Exec) Run(ctx context.Context, c *Cmd) (*Result, error) {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 	}
-	res := &Result{Wall: time.Since(start), Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	res := &Result{Wall: time.Since(start), Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), By: ByExec}
 	if ps := cmd.ProcessState; ps != nil {
 		res.CPU = ps.UserTime() + ps.SystemTime()
 		res.ExitCode = ps.ExitCode()

@@ -72,14 +72,43 @@ type Result struct {
 	// server's memory and those it touched itself (see forkserver).
 	MaxRSS int64
 	Wall   time.Duration
-	// Forked: the process was forked from a fork server, not exec'd.
-	Forked bool
-	// Worker: a thindist-worker compiled the job in-process, no process
-	// of its own was started (internal/local/worker).
-	Worker bool
-	// NotWorker, when a worker runner was asked, says why the job did not
-	// run on a worker.
+	// By is the kind of runner that ran it: set by that runner, whatever
+	// runners it went through on its way there.
+	By RunBy
+	// NotWorker, when a worker runner was asked and passed the job on to
+	// another runner, says why: set by that worker runner alone.
 	NotWorker string
+}
+
+// RunBy is the kind of runner that ran a process (Result.By): a value
+// each runner sets on its own results, so that what is above the runners
+// learns how a process ran without knowing the runners.
+type RunBy uint8
+
+const (
+	// ByNone: no runner here ran it (the zero value: a remote or cached
+	// result).
+	ByNone RunBy = iota
+	// ByExec: started with fork and execve (Exec).
+	ByExec
+	// ByForkServer: forked from a fork server, this process's or a
+	// worker server's (internal/local/forkserver, workerserver).
+	ByForkServer
+	// ByWorker: compiled in-process by a thindist-worker; no process of
+	// its own was started (internal/local/worker).
+	ByWorker
+)
+
+func (b RunBy) String() string {
+	switch b {
+	case ByExec:
+		return "exec"
+	case ByForkServer:
+		return "fork server"
+	case ByWorker:
+		return "worker"
+	}
+	return "none"
 }
 
 // Runner runs a command to its end.

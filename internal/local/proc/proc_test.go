@@ -126,8 +126,8 @@ func TestExecResult(t *testing.T) {
 	}
 	// sh's own peak is below this test's: what Linux reports for it may be
 	// the test's (vfork), so it is unknown.
-	if res.MaxRSS != 0 || res.Forked {
-		t.Errorf("MaxRSS %d, Forked %v", res.MaxRSS, res.Forked)
+	if res.MaxRSS != 0 || res.By != ByExec {
+		t.Errorf("MaxRSS %d, by %v", res.MaxRSS, res.By)
 	}
 	// A program that holds more than the test ever did: its own peak.
 	const big = 256 << 20

@@ -79,7 +79,7 @@ func TestDiagnostics(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if !res[1].Worker {
+		if res[1].By != proc.ByWorker {
 			t.Errorf("%s: not run by the worker: %s", c.argv, res[1].NotWorker)
 		}
 		if res[0].ExitCode != c.status || !strings.Contains(string(res[0].Stderr), c.print) {
@@ -108,8 +108,8 @@ func TestClang19(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Worker || !strings.Contains(res.NotWorker, "clang version 19") {
-		t.Errorf("clang 19's job: worker %v, why not: %q", res.Worker, res.NotWorker)
+	if res.By == proc.ByWorker || !strings.Contains(res.NotWorker, "clang version 19") {
+		t.Errorf("clang 19's job: by %v, why not: %q", res.By, res.NotWorker)
 	}
 	if st := r.Stats(); st.Started != 0 || st.Others != 1 {
 		t.Errorf("stats %+v: want no worker started", st)
@@ -153,9 +153,9 @@ func TestRerun(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, _ := os.ReadFile(filepath.Join(dir, "a.native.o"))
-			if res.Worker || res.Failed() || !strings.Contains(res.NotWorker, c.why) || string(got) != string(want) || len(want) == 0 {
-				t.Errorf("%s, worker %v, why not %q, object of %d bytes (want %d); want a rerun by exec because %q",
-					res.Status(), res.Worker, res.NotWorker, len(got), len(want), c.why)
+			if res.By != proc.ByExec || res.Failed() || !strings.Contains(res.NotWorker, c.why) || string(got) != string(want) || len(want) == 0 {
+				t.Errorf("%s, by %v, why not %q, object of %d bytes (want %d); want a rerun by exec because %q",
+					res.Status(), res.By, res.NotWorker, len(got), len(want), c.why)
 			}
 			// The next job gets a new worker (killed again, when any is over
 			// the memory bound). Not after the time bound: under load, a
@@ -168,7 +168,7 @@ func TestRerun(t *testing.T) {
 			res, err = r.Run(context.Background(), &proc.Cmd{Argv: argv, Dir: dir, Env: os.Environ()})
 			reruns := 1
 			if c.stall {
-				if err != nil || !res.Worker {
+				if err != nil || res.By != proc.ByWorker {
 					t.Errorf("the next job: %+v %v; want it on a new worker", res, err)
 				}
 			} else {

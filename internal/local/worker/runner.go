@@ -100,7 +100,7 @@ func (r *runner) Run(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
 	r.stats.Jobs++
 	r.mu.Unlock()
 	return &proc.Result{Exit: proc.Exit{ExitCode: o.Status}, Stdout: limit(o.Stdout), Stderr: limit(o.Stderr),
-		CPU: o.CPU, MaxRSS: o.MaxRSS, Wall: time.Since(start), Worker: true}, nil
+		CPU: o.CPU, MaxRSS: o.MaxRSS, Wall: time.Since(start), By: proc.ByWorker}, nil
 }
 
 // refuse says why c does not go to a worker whatever its compiler, "" if

@@ -57,7 +57,7 @@ func TestByteIdentical(t *testing.T) {
 	// set must not stay set for the next (the worker resets LLVM's).
 	for _, extra := range [][]string{{"-mllvm", "-align-all-functions=6"}, nil} {
 		for _, a := range actions {
-			if res := compileBoth(t, r, a, extra...); !res.Worker {
+			if res := compileBoth(t, r, a, extra...); res.By != proc.ByWorker {
 				t.Errorf("%s: not compiled by the worker: %s", a.ID, res.NotWorker)
 			}
 		}
@@ -79,7 +79,7 @@ func TestWorkerFreesEachJob(t *testing.T) {
 	for i := 0; i < 90; i++ {
 		a := actions[i%len(actions)]
 		res, err := r.Run(context.Background(), command(a, a.Abs(a.Outputs[0].Path)))
-		if err != nil || !res.Worker {
+		if err != nil || res.By != proc.ByWorker {
 			t.Fatalf("%v %+v", err, res)
 		}
 		if i == 9 {
@@ -133,7 +133,7 @@ func TestKernelOptions(t *testing.T) {
 	r := NewRunner(proc.Exec{}, proc.Exec{}, Options{Path: path})
 	defer r.Close()
 	for _, a := range actions {
-		if res := compileBoth(t, r, a, kernelFlags...); !res.Worker {
+		if res := compileBoth(t, r, a, kernelFlags...); res.By != proc.ByWorker {
 			t.Errorf("%s: not compiled by the worker: %s", a.ID, res.NotWorker)
 		}
 		out := a.Abs(a.Outputs[0].Path)

@@ -137,7 +137,7 @@ func (cl *Client) Fork(ctx context.Context, c *proc.Cmd) (*proc.Result, error) {
 		return nil, fmt.Errorf("%w: the worker server's: %s", forkserver.ErrUnavailable, a.elsewhere)
 	}
 	return &proc.Result{Exit: proc.Exit{ExitCode: a.st.ExitCode, Signal: a.st.Signal}, CPU: a.st.CPU, MaxRSS: a.st.MaxRSS,
-		Wall: time.Since(start), Stdout: a.stdout, Stderr: a.stderr, Forked: true}, nil
+		Wall: time.Since(start), Stdout: a.stdout, Stderr: a.stderr, By: proc.ByForkServer}, nil
 }
 
 // serverEnded is a request the server could not answer: it was not sent

@@ -44,8 +44,8 @@ func TestForkWarmAcrossLinks(t *testing.T) {
 		if err != nil {
 			t.Fatalf("link %d: %v", i, err)
 		}
-		if string(res.Stdout) != "zero bar baz\n"+work+"\n" || string(res.Stderr) != "oops\n" || res.Exit.ExitCode != 3 || !res.Forked {
-			t.Errorf("link %d: stdout %q, stderr %q, %+v, forked %v", i, res.Stdout, res.Stderr, res.Exit, res.Forked)
+		if string(res.Stdout) != "zero bar baz\n"+work+"\n" || string(res.Stderr) != "oops\n" || res.Exit.ExitCode != 3 || res.By != proc.ByForkServer {
+			t.Errorf("link %d: stdout %q, stderr %q, %+v, by %v", i, res.Stdout, res.Stderr, res.Exit, res.By)
 		}
 	}
 	// A race's speculative try runs niced, below the fork server (which

@@ -13,6 +13,8 @@ package record
 
 import (
 	"time"
+
+	"github.com/thindist/thindist/internal/local/proc"
 )
 
 // Schema is the version of the record format. A reader refuses records of
@@ -136,9 +138,10 @@ type Action struct {
 	ObjectSize int64  `json:"object_size,omitempty"`
 	Where      string `json:"where"`
 	// Forked: a local compiler forked from a fork server, not exec'd.
-	Forked bool `json:"forked,omitempty"`
-	// Worker: a thindist-worker compiled it, in-process; NotWorker says
-	// why not, when a worker was configured.
+	// Worker: a thindist-worker compiled it, in-process. Read and set
+	// both as the kind of runner, By and SetBy. NotWorker says why not
+	// on a worker, when one was configured.
+	Forked    bool   `json:"forked,omitempty"`
 	Worker    bool   `json:"worker,omitempty"`
 	NotWorker string `json:"not_worker,omitempty"`
 	// Raced: a local and a remote execution ran at once; Where is the
@@ -199,6 +202,26 @@ type Action struct {
 	Miss []string `json:"miss,omitempty"`
 	// Error is the failure, for a failed action.
 	Error string `json:"error,omitempty"`
+}
+
+// By is the kind of runner that ran a's compiler: as the record's forked
+// and worker fields say for a compile here (ByExec when neither is set),
+// ByNone for a result that came from elsewhere.
+func (a *Action) By() proc.RunBy {
+	switch {
+	case a.Worker:
+		return proc.ByWorker
+	case a.Forked:
+		return proc.ByForkServer
+	case a.Where == WhereLocal:
+		return proc.ByExec
+	}
+	return proc.ByNone
+}
+
+// SetBy records the kind of runner that ran a's compiler.
+func (a *Action) SetBy(by proc.RunBy) {
+	a.Forked, a.Worker = by == proc.ByForkServer, by == proc.ByWorker
 }
 
 // Compiled reports whether the action ran a compiler (was not a cache hit,

@@ -138,9 +138,9 @@ func (r *Recorder) Finished(a *action.Action, slot int, res *executor.Result, er
 		begin = end.Add(-res.Wall)
 		rec.CPU = res.CPU.Microseconds()
 		rec.MaxRSS = res.MaxRSS
-		rec.Forked = res.Forked
-		rec.Worker, rec.NotWorker = res.Worker, res.NotWorker
-		rec.Raced = res.Raced
+		rec.SetBy(res.By)
+		rec.NotWorker = res.NotWorker
+		rec.Raced = res.Race.Twice()
 		rec.BytesUp, rec.BytesDown = res.BytesUp, res.BytesDown
 		switch res.Where {
 		case executor.LocalCache:

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/observe/record"
 )
 
@@ -260,10 +261,10 @@ func pageData(run *record.Run) *pageView {
 // compile, how.
 func colorOf(a *record.Action) string {
 	if a.Where == record.WhereLocal {
-		switch {
-		case a.Worker:
+		switch a.By() {
+		case proc.ByWorker:
 			return workerColor
-		case !a.Forked:
+		case proc.ByExec:
 			return execColor
 		}
 	}

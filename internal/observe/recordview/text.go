@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/observe/record"
 )
 
@@ -41,10 +42,10 @@ func Count(run *record.Run) Counts {
 		case record.WhereLocal:
 			c.Local++
 			c.CPU += cpu
-			if a.Forked {
+			switch a.By() {
+			case proc.ByForkServer:
 				c.Forked++
-			}
-			if a.Worker {
+			case proc.ByWorker:
 				c.Worker++
 			}
 		case record.WhereFailed:
@@ -233,10 +234,10 @@ func WhereText(a *record.Action) string {
 		record.WhereStopped:     "stopped",
 	}[a.Where]
 	if a.Where == record.WhereLocal {
-		switch {
-		case a.Worker:
+		switch a.By() {
+		case proc.ByWorker:
 			s += ", worker"
-		case a.Forked:
+		case proc.ByForkServer:
 			s += ", forked"
 		default:
 			s += ", exec'd"

@@ -225,7 +225,7 @@ func (s *Summary) Finished(a *action.Action, _ int, res *executor.Result, err er
 		}
 		return
 	}
-	if res.Raced {
+	if res.Race.Twice() {
 		s.Raced++
 		if res.Where == executor.Local {
 			s.RacedHere++

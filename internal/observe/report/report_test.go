@@ -51,32 +51,32 @@ func TestSummaryLine(t *testing.T) {
 		want string
 	}{
 		{"all done", []fin{
-			{&executor.Result{Where: executor.Local, Wall: 300 * ms}, nil},
-			{&executor.Result{Where: executor.LocalCache, Wall: 900 * ms}, nil},
-			{&executor.Result{Where: executor.RemoteCache}, nil},
-			{&executor.Result{Where: executor.Remote, Wall: 700 * ms}, nil},
-			{&executor.Result{Where: executor.Local, Wall: 100 * ms}, nil},
-			{&executor.Result{Where: executor.Local, Wall: 200 * ms}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Local}, Wall: 300 * ms}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.LocalCache}, Wall: 900 * ms}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.RemoteCache}}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Remote}, Wall: 700 * ms}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Local}, Wall: 100 * ms}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Local}, Wall: 200 * ms}, nil},
 		}, `^thindist: 6 jobs, 0 failed, 2 cached, 1 remote, 3 local in 2.5s; slowest m3\.o \(700ms\)$`},
 		{"nothing compiled: no slowest", []fin{
-			{&executor.Result{Where: executor.LocalCache, Wall: 900 * ms}, nil},
-			{&executor.Result{Where: executor.RemoteCache, Wall: 100 * ms}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.LocalCache}, Wall: 900 * ms}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.RemoteCache}, Wall: 100 * ms}, nil},
 		}, `^thindist: 6 jobs, 0 failed, 2 cached, 0 remote, 0 local, 4 not started in 2.5s$`},
 		{"races say who won", []fin{
-			{&executor.Result{Where: executor.Local, Raced: true}, nil},
-			{&executor.Result{Where: executor.Remote, Raced: true}, nil},
-			{&executor.Result{Where: executor.Remote}, nil},
-			{&executor.Result{Where: executor.Local}, nil},
-			{&executor.Result{Where: executor.Local}, nil},
-			{&executor.Result{Where: executor.Local}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Local, Race: executor.SecondWon}}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Remote, Race: executor.FirstWon}}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Remote}}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Local}}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Local}}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Local}}, nil},
 		}, `^thindist: 6 jobs, 0 failed, 0 cached, 2 remote, 4 local \(2 raced, 1 won here\) in `},
 		{"a failure stops the run", []fin{
-			{&executor.Result{Where: executor.Local}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Local}}, nil},
 			{&executor.Result{Exit: proc.Exit{ExitCode: 1}}, errors.New("m1.o: exit status 1")},
-			{&executor.Result{Where: executor.Local}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.Local}}, nil},
 		}, `^thindist: 6 jobs, 1 failed, 0 cached, 0 remote, 2 local, 3 not started in `},
 		{"an interrupt is not a failure", []fin{
-			{&executor.Result{Where: executor.LocalCache}, nil},
+			{&executor.Result{Provenance: executor.Provenance{Where: executor.LocalCache}}, nil},
 			{nil, fmt.Errorf("m1.o: %w", context.Canceled)},
 			{nil, context.Canceled},
 		}, `^thindist: 6 jobs, 0 failed, 1 cached, 0 remote, 0 local, 2 stopped, 3 not started in `},
@@ -119,7 +119,7 @@ func TestSummaryWallTime(t *testing.T) {
 	s.Planned(1)
 	s.Started(a, 0)
 	clock.Advance(700 * time.Millisecond)
-	s.Finished(a, 0, &executor.Result{Where: executor.Remote, Wall: 650 * time.Millisecond}, nil)
+	s.Finished(a, 0, &executor.Result{Provenance: executor.Provenance{Where: executor.Remote}, Wall: 650 * time.Millisecond}, nil)
 	end()
 	end = tl.Begin("final link")
 	clock.Advance(200 * time.Millisecond)
@@ -253,7 +253,7 @@ func TestProgressLine(t *testing.T) {
 	}
 	// big.o took 2s of its expected 4s: the rest is scaled by half.
 	clock.Advance(time.Second)
-	p.Finished(acts[0], 0, &executor.Result{Where: executor.Local}, nil)
+	p.Finished(acts[0], 0, &executor.Result{Provenance: executor.Provenance{Where: executor.Local}}, nil)
 	p.Started(acts[3], 0)
 	p.DoneWaiting(acts[2])
 	clock.Advance(time.Second)
@@ -302,7 +302,7 @@ func TestProgressEstimate(t *testing.T) {
 		t.Errorf("before a compile finished: %q, want no estimate", got)
 	}
 	// m00.o took 1.5s against 30ms expected: 50 times as long.
-	p.Finished(acts[0], 0, &executor.Result{Where: executor.Local}, nil)
+	p.Finished(acts[0], 0, &executor.Result{Provenance: executor.Provenance{Where: executor.Local}}, nil)
 	p.Started(acts[2], 0)
 	p.draw(true)
 	// Left: 12 × 30ms × 50 = 18s, less m01.o's 1.5s: 16.5s over 2 slots.
@@ -317,7 +317,7 @@ func TestProgressEstimate(t *testing.T) {
 	q.Started(acts[0], 0)
 	q.Started(acts[1], 1)
 	q.slots = 2
-	q.Finished(acts[0], 0, &executor.Result{Where: executor.LocalCache}, nil)
+	q.Finished(acts[0], 0, &executor.Result{Provenance: executor.Provenance{Where: executor.LocalCache}}, nil)
 	if got := q.line(clock.Now(), 200); strings.Contains(got, "left") {
 		t.Errorf("after a cache hit alone: %q, want no estimate", got)
 	}

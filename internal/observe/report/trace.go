@@ -12,6 +12,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/sys/atomicfile"
 )
 
@@ -61,19 +62,19 @@ func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err e
 		args["where"] = cat
 		args["cpu_ms"] = res.CPU.Milliseconds()
 		args["status"] = res.Status()
-		if res.Forked {
+		if res.By == proc.ByForkServer {
 			args["forked"] = true
 		}
-		if res.Raced {
+		if res.Race.Twice() {
 			// Run on both sides at once (executor.Race): the winner.
 			args["raced"] = "won by " + cat
 		}
-		if res.Hedged {
-			// Run on two workers at once (executor.Hedge).
+		switch res.Hedge {
+		// Run on two workers at once (executor.Hedge).
+		case executor.FirstWon:
 			args["hedged"] = "won by the first execution"
-			if res.HedgeWon {
-				args["hedged"] = "won by the second execution"
-			}
+		case executor.SecondWon:
+			args["hedged"] = "won by the second execution"
 		}
 	}
 	if err != nil {
@@ -89,8 +90,8 @@ func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err e
 		// one thread that lie within each other.
 		for _, st := range res.Steps {
 			t.events = append(t.events, traceEvent{
-				Name: st.Name, Cat: cat, Ph: "X", Pid: 1, Tid: slot,
-				Ts: us(st.Start.Sub(t.start)), Dur: us(st.End.Sub(st.Start)), Args: map[string]any{"module": a.ID},
+				Name: st.Kind.String(), Cat: cat, Ph: "X", Pid: 1, Tid: slot,
+				Ts: us(st.Start.Sub(t.start)), Dur: us(st.Took()), Args: map[string]any{"module": a.ID},
 			})
 		}
 	}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/local/proc"
 )
 
 func TestTracePath(t *testing.T) {
@@ -32,9 +34,9 @@ func TestTraceSteps(t *testing.T) {
 	a := &action.Action{ID: "m.o", Outputs: []action.Output{{Path: "m.native.o"}}}
 	tr.Started(a, 3)
 	t0 := time.Now()
-	res := &executor.Result{Where: executor.Remote, Steps: []executor.Step{
-		{Name: "uploading inputs", Start: t0, End: t0.Add(time.Millisecond)},
-		{Name: "executing", Start: t0.Add(time.Millisecond), End: t0.Add(3 * time.Millisecond)},
+	res := &executor.Result{Provenance: executor.Provenance{Where: executor.Remote}, Steps: []executor.Step{
+		{Kind: executor.StepUploadingInputs, Start: t0, End: t0.Add(time.Millisecond)},
+		{Kind: executor.StepExecuting, Start: t0.Add(time.Millisecond), End: t0.Add(3 * time.Millisecond)},
 	}}
 	time.Sleep(4 * time.Millisecond)
 	tr.Finished(a, 3, res, nil)
@@ -105,6 +107,43 @@ func TestEncodeTraceIsJSON(t *testing.T) {
 		}
 		if string(got) != string(want) {
 			t.Errorf("meta %v:\n got  %s\n want %s", meta, got, want)
+		}
+	}
+}
+
+// TestTraceProvenance: a result's provenance shows in its span's
+// arguments as it always has: "forked" for a compiler forked from a fork
+// server (not for one exec'd or run on a worker), "raced" and "hedged"
+// naming the winner.
+func TestTraceProvenance(t *testing.T) {
+	tr := NewTrace()
+	for _, c := range []executor.Provenance{
+		{Where: executor.Local, By: proc.ByExec},
+		{Where: executor.Local, By: proc.ByForkServer},
+		{Where: executor.Local, By: proc.ByWorker, Race: executor.SecondWon},
+		{Where: executor.Remote, Race: executor.FirstWon, Hedge: executor.FirstWon},
+		{Where: executor.Remote, Hedge: executor.SecondWon},
+	} {
+		a := &action.Action{ID: fmt.Sprint(len(tr.events)), Outputs: []action.Output{{Path: "m.native.o"}}}
+		tr.Started(a, 0)
+		tr.Finished(a, 0, &executor.Result{Provenance: c}, nil)
+	}
+	want := []map[string]any{
+		{},
+		{"forked": true},
+		{"raced": "won by local"},
+		{"raced": "won by remote", "hedged": "won by the first execution"},
+		{"hedged": "won by the second execution"},
+	}
+	for i, e := range tr.events {
+		got := map[string]any{}
+		for _, k := range []string{"forked", "raced", "hedged"} {
+			if v, ok := e.Args[k]; ok {
+				got[k] = v
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want[i]) {
+			t.Errorf("span %d: %v, want %v", i, got, want[i])
 		}
 	}
 }
