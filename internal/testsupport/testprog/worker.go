@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/thindist/thindist/internal/sys/lockfile"
 )
 
 var worker struct {
@@ -34,7 +36,15 @@ func Worker(t testing.TB) string {
 	worker.once.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "worker")
-		out, err := exec.Command("make", "-s", "-C", dir).CombinedOutput()
+		// Test packages run in parallel and each builds the worker: one
+		// make at a time, so no package runs a binary another is writing
+		// (the Makefile also renames it into place whole).
+		var out []byte
+		err := lockfile.With(filepath.Join(os.TempDir(), "thindist-worker-build.lock"), func() error {
+			var err error
+			out, err = exec.Command("make", "-s", "-C", dir).CombinedOutput()
+			return err
+		})
 		worker.path, worker.out, worker.err = filepath.Join(dir, "thindist-worker"), string(out), err
 	})
 	if worker.err != nil {
