@@ -25,6 +25,7 @@ import (
 	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/observe/redact"
 	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/sched/dispatch"
 	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 	"github.com/thindist/thindist/internal/sys/digest"
@@ -152,7 +153,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 
 	observers := []schedule.Observer{summary, warnings{env, console}}
 	var progress *report.Progress
-	var slots executor.SlotObserver
+	var slots schedule.SlotObserver
 	if live {
 		progress = report.NewProgress(console, tl, summary.Output)
 		progress.Expect(actions) // their Expected, from history
@@ -235,7 +236,7 @@ const speculativeNice = 10
 // with opts (the environment, the runner), each process in one of procs,
 // this machine's process slots, as its Limiter asks.
 type localExecutors struct {
-	procs executor.Processes
+	procs dispatch.Processes
 	opts  executor.LocalOptions
 }
 
@@ -256,7 +257,7 @@ type chain struct {
 	parallel, preparing int
 	// planner, if set, hears the actions' order and when every action has
 	// started.
-	planner executor.Planner
+	planner schedule.Planner
 
 	// The parts whose counters the run's end reads (RunStats), nil when
 	// the chain has none: the local cache, its executor, the remote
@@ -496,7 +497,7 @@ func limited(warn func(string, ...any)) func(string, ...any) {
 // and under make a token of make's jobserver for each process (--jobs
 // bounds this link, the jobserver the whole build). closeJobserver releases the
 // jobserver.
-func localProcesses(cfg *config.Config, env Env, warn func(string, ...any)) (p executor.Processes, closeJobserver func()) {
+func localProcesses(cfg *config.Config, env Env, warn func(string, ...any)) (p dispatch.Processes, closeJobserver func()) {
 	p.Slots = slots.NewPool(cfg.Jobs)
 	js := env.Jobserver
 	if js.Err != nil {

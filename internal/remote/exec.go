@@ -212,9 +212,10 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
 	uploaded := time.Now()
-	j.Begin()
-	j.Stage.Queued()
-	resp, executing, err := e.run(ctx, j.Meter, ex, j.Stage)
+	ev := j.Notify()
+	ev.Begun()
+	ev.Queued()
+	resp, executing, err := e.run(ctx, j.Meter, ex, ev)
 	if err != nil {
 		return nil, err
 	}

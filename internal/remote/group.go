@@ -302,7 +302,7 @@ func (g *Grouper) rerun(ms []*member) {
 }
 
 // execute uploads the group's inputs and runs it; once the inputs are up,
-// each member has begun (executor.Job.Begun: its scheduler's head start and
+// each member has begun (executor.Events.Begun: its scheduler's head start and
 // preparation window let others go) and is queued, as an action sent
 // alone is.
 func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (*repb.ExecuteResponse, error) {
@@ -322,8 +322,9 @@ func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (
 	// hear of them, as of an execution of their own.
 	var stages executor.Stages
 	for _, m := range ms {
-		m.j.Begin()
-		stages = append(stages, m.j.Stage)
+		ev := m.j.Notify()
+		ev.Begun()
+		stages = append(stages, ev)
 	}
 	stages.Queued()
 	resp, _, err := e.run(ctx, nil, grp.Executable, stages)

@@ -273,8 +273,8 @@ func TestGroupSimulationReplay(t *testing.T) {
 
 // TestGroupReportsExecuting: each member of a group hears, through its
 // own race, that the group was sent for execution and that a worker took
-// it (executor.Stage.Queued, Executing), and tells its scheduler it has
-// begun (executor.Job.Begun), as an action sent alone does
+// it (executor.Events.Queued, Executing), and tells its scheduler it has
+// begun (executor.Events.Begun), as an action sent alone does
 // (TestExecReportsExecuting); before, only the member whose context the
 // group's was made from did, and the others looked queued to the Hybrid,
 // and held their place in the preparation window, for as long as they ran.
@@ -284,7 +284,7 @@ func TestGroupReportsExecuting(t *testing.T) {
 	as, outs := shellActions(t, 4, -1)
 	spares := make([]*waitingSpare, len(as))
 	for i := range spares {
-		spares[i] = &waitingSpare{stage: make(chan *executor.Stage, 1)}
+		spares[i] = &waitingSpare{stage: make(chan executor.Progress, 1)}
 	}
 	local := executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
 		<-ctx.Done()
@@ -295,7 +295,7 @@ func TestGroupReportsExecuting(t *testing.T) {
 		a := j.Action
 		for i := range as {
 			if as[i] == a {
-				j.Begun = func() { begun[i].Store(true) }
+				j.Events = begunEvents(func() { begun[i].Store(true) })
 				return executor.Race(g, local, spares[i]).Execute(ctx, j)
 			}
 		}
@@ -318,3 +318,12 @@ func TestGroupReportsExecuting(t *testing.T) {
 		t.Errorf("stats %+v, want one group of 4", st)
 	}
 }
+
+// begunEvents is Events that hear Begun alone.
+type begunEvents func()
+
+func (f begunEvents) Begun()        { f() }
+func (begunEvents) WaitingForSlot() {}
+func (begunEvents) DoneWaiting()    {}
+func (begunEvents) Queued()         {}
+func (begunEvents) Executing()      {}

@@ -21,8 +21,8 @@ import (
 // terminal's width leaves room for. An action is running once it holds a
 // local process slot or is in flight with a remote service; one waiting
 // for a slot (a --jobs slot, a token of make's jobserver: the local
-// executor tells Progress through executor.Job.Slots), or not yet
-// taken up, is queued. The estimate is the expected time of the work left
+// executor tells its Job's Events, which the scheduler passes on to
+// Progress as a schedule.SlotObserver), or not yet taken up, is queued. The estimate is the expected time of the work left
 // (action.Expected, from earlier runs), scaled by how long this run's
 // compiles took against their expected times, over the slots seen running
 // at once at a tick: shown when every action left has an expected time and
@@ -152,12 +152,12 @@ func (p *Progress) Finished(a *action.Action, _ int, res *executor.Result, err e
 	})
 }
 
-// WaitingForSlot implements executor.SlotObserver.
+// WaitingForSlot implements schedule.SlotObserver.
 func (p *Progress) WaitingForSlot(a *action.Action) {
 	p.update(func() { p.waiting[a] = true; delete(p.running, a) })
 }
 
-// DoneWaiting implements executor.SlotObserver.
+// DoneWaiting implements schedule.SlotObserver.
 func (p *Progress) DoneWaiting(a *action.Action) {
 	p.update(func() {
 		delete(p.waiting, a)

@@ -38,7 +38,7 @@ type Options struct {
 	// Observer, if set, hears every start and finish.
 	Observer Observer
 	// Preparing, if above 0, bounds the actions preparing at once: started
-	// and not yet begun (executor.Job.Begun) or ended, i.e. computing keys,
+	// and not yet begun (executor.Events.Begun) or ended, i.e. computing keys,
 	// looking up caches, uploading inputs. They are let in in order. With
 	// hundreds preparing together on this machine's few cores, each
 	// finishes its preparation only as late as the last: a remote cluster
@@ -54,10 +54,10 @@ type Options struct {
 	// once when every action has been started (or none will be, after a
 	// failure): an executor with spare capacity may then spend it on the
 	// actions in flight (races).
-	Planner executor.Planner
+	Planner Planner
 	// Slots, if set, hears when an action waits for a local process slot
-	// (executor.Job.Slots).
-	Slots executor.SlotObserver
+	// (executor.Events.WaitingForSlot, DoneWaiting).
+	Slots SlotObserver
 }
 
 // Run executes every action and returns once all have finished or, after a
@@ -133,7 +133,7 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 				}
 				began := beganFunc(gate, i, preparing)
 				obs.Started(a, slot)
-				res, done, err := runSafe(ctx, executor.Job{Action: a, Begun: began, Slots: opts.Slots}, ex, st)
+				res, done, err := runSafe(ctx, executor.Job{Action: a, Events: jobEvents{a: a, began: began, slots: opts.Slots}}, ex, st)
 				began()
 				if opts.Planner != nil {
 					opts.Planner.Ended(a)

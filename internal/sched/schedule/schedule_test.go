@@ -171,7 +171,7 @@ func TestPlanner(t *testing.T) {
 }
 
 // TestHeadStart: the others wait until the head-start actions have begun
-// their real work (executor.Job.Begun), not until they end; a head-start action
+// their real work (executor.Events.Begun), not until they end; a head-start action
 // that ends without saying so (a cache hit) releases them too.
 func TestHeadStart(t *testing.T) {
 	for _, begins := range []bool{true, false} {
@@ -187,7 +187,7 @@ func TestHeadStart(t *testing.T) {
 				// may start at any moment, before a later Store.
 				headBegun.Store(true)
 				if begins {
-					j.Begin()
+					j.Notify().Begun()
 					<-release // still running while the others go
 				}
 			} else {
@@ -239,7 +239,7 @@ func TestHeadStartTiers(t *testing.T) {
 		mu.Lock()
 		begun[a.ID] = true
 		mu.Unlock()
-		j.Begin()
+		j.Notify().Begun()
 		if a.ID == "m4.o" || a.ID == "m3.o" {
 			<-hold // the head runs on while the others start
 		}
@@ -303,7 +303,7 @@ func TestPreparing(t *testing.T) {
 			// Cache hits: they end without beginning.
 			return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
 		}
-		j.Begin()
+		j.Notify().Begun()
 		peak(&mostRunning, running.Add(1))
 		defer running.Add(-1)
 		select {

@@ -1,10 +1,11 @@
-package executor
+package dispatch
 
 import (
 	"testing"
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
 )
 
 // TestHybridSlowUploadCompilesHere: with races the cluster's free slots
@@ -14,12 +15,12 @@ import (
 // the cluster; one whose upload is quicker than its compile, or whose
 // time is not known, goes to the cluster as before.
 func TestHybridSlowUploadCompilesHere(t *testing.T) {
-	remote, local := newHeld(Remote), newHeld(Local)
+	remote, local := newHeld(executor.Remote), newHeld(executor.Local)
 	upload := map[string]time.Duration{"big1": 10 * time.Second, "big2": 10 * time.Second, "quick": 100 * time.Millisecond}
-	h := newHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 4, LocalSlots: 1, Races: true,
+	h := newHybrid(func(executor.Spare) executor.Executor { return remote }, local, Options{RemoteSlots: 4, LocalSlots: 1, Races: true,
 		UploadTime: func(a *action.Action) time.Duration { return upload[a.ID] }})
 	start := func(id string, expected time.Duration) {
-		go h.Execute(t.Context(), Job{Action: &action.Action{ID: id, Expected: expected}})
+		go h.Execute(t.Context(), executor.Job{Action: &action.Action{ID: id, Expected: expected}})
 	}
 	start("big1", time.Second)
 	expectStart(t, "big1", local, remote)

@@ -1,4 +1,4 @@
-package executor
+package dispatch
 
 import (
 	"math"
@@ -11,7 +11,7 @@ import (
 // computed once from the order the scheduler will start them in
 // (NewPlan): each action's rank, its length, the critical actions (raced
 // from the start), those also run on two workers at once (Hedge), and the
-// head start's tiers (Planner). It is a value: nothing in it changes once
+// head start's tiers (schedule.Planner). It is a value: nothing in it changes once
 // made.
 type Plan struct {
 	rank       map[*action.Action]int
@@ -29,7 +29,7 @@ type Plan struct {
 // this machine's CPU and the link. They start in tiers of length
 // (headTiers). With races (o.Races), the critical actions are marked, and
 // those of them within HedgeBudget run on two workers (OnTwoWorkers).
-func NewPlan(order []*action.Action, o HybridOptions) Plan {
+func NewPlan(order []*action.Action, o Options) Plan {
 	p := Plan{rank: make(map[*action.Action]int, len(order)), length: lengthOf(order)}
 	for i, a := range order {
 		p.rank[a] = i
@@ -51,7 +51,7 @@ func NewPlan(order []*action.Action, o HybridOptions) Plan {
 	return p
 }
 
-// Tiers are the head start's tiers (Planner.Plan).
+// Tiers are the head start's tiers (schedule.Planner.Plan).
 func (p Plan) Tiers() []int { return p.tiers }
 
 // OnTwoWorkers reports whether a should run on a second worker as well
@@ -64,7 +64,7 @@ func (p Plan) OnTwoWorkers(a *action.Action) bool { return p.twoWorkers[a] }
 const headTierWidth = 1.0 / 8
 
 // headTiers splits the head-start actions (longest first) into tiers for
-// the scheduler (Planner.Plan): an action a fraction f shorter than the
+// the scheduler (schedule.Planner.Plan): an action a fraction f shorter than the
 // longest may begin f × that length later without making the link
 // longer, so tier k, the actions between k/8 and (k+1)/8 shorter, waits
 // for the tiers before it to begin. Each tier then prepares while the ones

@@ -1,4 +1,4 @@
-package executor
+package dispatch
 
 import (
 	"time"
@@ -70,7 +70,7 @@ func (d *Dispatcher) dispatch() {
 }
 
 // slowUpload reports whether a's upload alone would take longer than
-// compiling it here (HybridOptions.UploadTime against its Expected time):
+// compiling it here (Options.UploadTime against its Expected time):
 // behind a slow uplink an action with large inputs not yet in the CAS
 // ends sooner on this machine, however free the cluster. It then takes a
 // local slot, or waits for one; a critical action (remote, and raced here
@@ -95,10 +95,10 @@ func (d *Dispatcher) slowUpload(a *action.Action) bool {
 // was sent for execution (its own upload, main.o's hundreds of imports,
 // can take longer), or criticalUpload if it is not sent by then; a server
 // that reports nothing is not waited for any longer. d.mu is held.
-func (d *Dispatcher) raceAtStart(w *hybridWaiter, now time.Time) bool {
+func (d *Dispatcher) raceAtStart(w *waiter, now time.Time) bool {
 	executing := d.executingRaces()
 	deadline := w.since.Add(criticalUpload)
-	if sent := w.stage.sentAt(); !sent.IsZero() {
+	if sent := sentAt(w.stage); !sent.IsZero() {
 		deadline = sent.Add(criticalWait)
 	}
 	switch {
@@ -120,7 +120,7 @@ func (d *Dispatcher) raceAtStart(w *hybridWaiter, now time.Time) bool {
 func (d *Dispatcher) executingRaces() int {
 	n := 0
 	for _, w := range d.spares {
-		if w.stage.isExecuting() {
+		if isExecuting(w.stage) {
 			n++
 		}
 	}
@@ -160,7 +160,7 @@ func (d *Dispatcher) backlogged(now time.Time) bool {
 		return false
 	}
 	for _, w := range d.spares {
-		if w.stage.queuedFor(now) >= queuedLong {
+		if queuedFor(w.stage, now) >= queuedLong {
 			return true
 		}
 	}
@@ -173,7 +173,7 @@ func (d *Dispatcher) backlogged(now time.Time) bool {
 // d.mu is held.
 func (d *Dispatcher) seesStages() bool {
 	for i := 0; !d.stagesSeen && i < len(d.spares); i++ {
-		d.stagesSeen = d.spares[i].stage.isExecuting()
+		d.stagesSeen = isExecuting(d.spares[i].stage)
 	}
 	return d.stagesSeen
 }
@@ -190,7 +190,7 @@ func (d *Dispatcher) seesStages() bool {
 func (d *Dispatcher) lastQueued() int {
 	last := -1
 	for _, w := range d.spares {
-		if !w.stage.isExecuting() {
+		if !isExecuting(w.stage) {
 			last = max(last, w.planned)
 		}
 	}
@@ -218,7 +218,7 @@ func (d *Dispatcher) raceQueued(now time.Time) (int, bool) {
 	}
 	var next time.Time
 	for i := len(d.spares) - 1; i >= 0; i-- {
-		q := d.spares[i].stage.queuedFor(now)
+		q := queuedFor(d.spares[i].stage, now)
 		if q >= queuedLong {
 			return i, true
 		}
@@ -268,7 +268,7 @@ func (d *Dispatcher) nextRace(now time.Time) (int, bool) {
 		return i, true
 	}
 	for i := len(d.spares) - 1; i >= 0; i-- {
-		if !d.spares[i].stage.isExecuting() {
+		if !isExecuting(d.spares[i].stage) {
 			return i, true
 		}
 	}
@@ -314,7 +314,7 @@ func (d *Dispatcher) raceSlowCluster(now time.Time) (i int, ok bool) {
 		if w.length <= 0 {
 			continue // not planned: no length to go by
 		}
-		ran, expected := w.stage.executingFor(now).Seconds(), remote*w.length
+		ran, expected := executingFor(w.stage, now).Seconds(), remote*w.length
 		if ran > overdue*expected {
 			if stuck < 0 || ran > stuckFor {
 				stuck, stuckFor = j, ran
@@ -322,7 +322,7 @@ func (d *Dispatcher) raceSlowCluster(now time.Time) (i int, ok bool) {
 			continue
 		}
 		wait := 0.0
-		if !w.stage.isExecuting() {
+		if !isExecuting(w.stage) {
 			wait = ahead / float64(width)
 			ahead += expected
 		}
