@@ -369,7 +369,13 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 	rs.hybrid = executor.NewHybrid(d, rs.fb, granted)
 	// A command that asks for side files runs here: a worker would write
 	// them on its own disk, and they are not outputs it returns.
-	producer := executor.NewLocalFor(rs.hybrid, local, reapi.SideFiles, warnAll)
+	var producer executor.Executor = executor.NewLocalFor(rs.hybrid, local, reapi.SideFiles, warnAll)
+	if rs.grouper == nil {
+		// Right below the remote cache: a cold action's upload goes with
+		// its lookup, not after it. (A group's members are uploaded
+		// together, as one action.)
+		producer = executor.PrepareAhead(producer, rs.rex)
+	}
 	// In flight: an action per slot, and more per local slot, looked up
 	// and waiting in the Hybrid for a free slot (dispatch.InFlight).
 	rs.producer, rs.parallel, rs.planner, rs.dispatcher = producer, dispatch.InFlight(remoteSlots, localJobs), d, d
@@ -403,19 +409,13 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(st
 		}
 		return rc.Upload
 	}
-	var ahead func(context.Context, executor.Job) func()
-	if rs.rex != nil && rs.grouper == nil {
-		// A cold action's upload goes with its lookup, not after it. (A
-		// group's members are uploaded together, as one action.)
-		ahead = rs.rex.Ahead
-	}
 	// Results are stored while the link goes on, in bursts: one lookup and
 	// batched uploads for the objects of all of a burst's results.
 	behind := cache.NewWriteBehind(ctx, remote.NewStore(client), cache.WriteBehindOptions{
 		Window: storeWindow, BurstBytes: storeBurst, MaxPending: storePending, Warn: warn,
 	})
 	rcache := cache.NewExecutor(behind, keys, rs.producer, cache.Options{
-		Where: executor.RemoteCache, ReadOnly: conn.readOnly, StoreFrom: storeFrom, Warn: warn, Ahead: ahead,
+		Where: executor.RemoteCache, ReadOnly: conn.readOnly, StoreFrom: storeFrom, Warn: warn,
 		StoreMessages: !conn.readOnly, Unusable: env.Record.Unusable, Run: env.Record.ID(),
 	})
 	rch := &remoteChain{chain: executor.Verified(rcache), parallel: rs.parallel, planner: rs.planner,
