@@ -114,11 +114,6 @@ type Action struct {
 	// runs' records; 0 when unknown. When set it orders the work before
 	// Weight does (see Precedes).
 	Expected time.Duration
-	// Rank is the action's place in its run's start order (0: first),
-	// set by the scheduler. Remote execution passes it on as the
-	// execution's priority, so that a cluster with fewer free workers
-	// than actions sent also starts the longest first.
-	Rank int
 }
 
 // Precedes reports whether a should start before b: the longer expected

@@ -14,6 +14,12 @@ type Job struct {
 	// Out[i] is where the executor leaves output Action.Outputs[i] (see
 	// Executor).
 	Out []string
+	// Rank is the action's place in its run's start order (0: first), as
+	// the scheduler that sent the job ordered it: remote execution passes
+	// it on as the execution's priority, so that a cluster with fewer
+	// free workers than actions sent also starts the longest first. The
+	// order is the scheduler's, not the action's: it goes with the job.
+	Rank int
 	// Events, if set, hears what happens to the job below as it happens
 	// (Events); nil hears nothing. Read it through Notify.
 	Events Events

@@ -144,8 +144,7 @@ func TestExecPriority(t *testing.T) {
 	ex := remote.NewExecutor(c, remote.ExecOptions{})
 	as, outs := shellActions(t, 3, -1)
 	for i, a := range as {
-		a.Rank = 10 * (i + 1)
-		if _, err := ex.Execute(t.Context(), executor.Job{Action: a, Out: outs[i]}); err != nil {
+		if _, err := ex.Execute(t.Context(), executor.Job{Action: a, Out: outs[i], Rank: 10 * (i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}

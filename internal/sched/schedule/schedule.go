@@ -71,9 +71,6 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 	order := make([]*action.Action, len(actions))
 	copy(order, actions)
 	sort.SliceStable(order, func(i, j int) bool { return order[i].Precedes(order[j]) })
-	for i, a := range order {
-		a.Rank = i
-	}
 
 	st := newStaging()
 	defer st.removeAll()
@@ -133,7 +130,7 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 				}
 				began := beganFunc(gate, i, preparing)
 				obs.Started(a, slot)
-				res, done, err := runSafe(ctx, executor.Job{Action: a, Events: jobEvents{a: a, began: began, slots: opts.Slots}}, ex, st)
+				res, done, err := runSafe(ctx, executor.Job{Action: a, Rank: i, Events: jobEvents{a: a, began: began, slots: opts.Slots}}, ex, st)
 				began()
 				if opts.Planner != nil {
 					opts.Planner.Ended(a)
