@@ -1,6 +1,10 @@
 package executor
 
-import "github.com/thindist/thindist/internal/action"
+import (
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+)
 
 // Job is one action as it goes down the executor chain: what to run, where
 // its outputs go, and who above hears of its progress (Events). Everything
@@ -20,6 +24,12 @@ type Job struct {
 	// free workers than actions sent also starts the longest first. The
 	// order is the scheduler's, not the action's: it goes with the job.
 	Rank int
+	// Weight and Expected are the scheduler's estimates of the job
+	// (schedule.Estimates): its module's bitcode size and how long it is
+	// expected to take, from earlier runs; 0 when unknown. An executor
+	// that chooses by them (the remote Grouper) reads them here.
+	Weight   int64
+	Expected time.Duration
 	// Events, if set, hears what happens to the job below as it happens
 	// (Events); nil hears nothing. Read it through Notify.
 	Events Events

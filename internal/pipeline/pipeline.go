@@ -139,7 +139,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 	planned := planFromHistory(cfg, env, actions)
 	ch, err := buildChain(ctx, cfg, env, console, warn, tl, actions, files)
-	<-planned
+	est := <-planned
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	var slots schedule.SlotObserver
 	if live {
 		progress = report.NewProgress(console, tl, summary.Output)
-		progress.Expect(actions) // their Expected, from history
+		progress.Expect(actions, est) // their expected times, from history
 		observers = append(observers, progress)
 		// Actions waiting for a local slot show as queued, not running.
 		slots = progress
@@ -183,6 +183,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		Observer:  report.Tee(observers...),
 		Planner:   ch.planner,
 		Slots:     slots,
+		Estimates: est,
 	})
 	endBackends()
 	env.GC.Finishing()
@@ -213,19 +214,20 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	return nil
 }
 
-// planFromHistory orders the actions by the run history (Expected), in
+// planFromHistory weighs the actions' modules and reads the run history's
+// expected times of them (the scheduler's estimates, which order them), in
 // the background: reading it overlaps connecting to the remote service,
-// which takes a round trip or more. The channel is closed once done.
-func planFromHistory(cfg *config.Config, env Env, actions []*action.Action) <-chan struct{} {
-	planned := make(chan struct{})
-	if rec := env.Record; rec != nil && !cfg.NoRecord {
-		go func() {
-			defer close(planned)
-			rec.Plan(record.Open(cfg.CacheRoot(env.Getenv)), actions)
-		}()
-	} else {
-		close(planned)
-	}
+// which takes a round trip or more. The channel yields them once done.
+func planFromHistory(cfg *config.Config, env Env, actions []*action.Action) <-chan *schedule.Estimates {
+	planned := make(chan *schedule.Estimates, 1)
+	go func() {
+		weights := schedule.Weigh(actions) // the one read of the modules' sizes
+		var expected map[*action.Action]time.Duration
+		if rec := env.Record; rec != nil && !cfg.NoRecord {
+			expected = rec.Plan(record.Open(cfg.CacheRoot(env.Getenv)), actions, weights)
+		}
+		planned <- schedule.NewEstimates(weights, expected)
+	}()
 	return planned
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 	"github.com/thindist/thindist/internal/testsupport/reapisim"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
@@ -55,7 +56,6 @@ func countedActions(t *testing.T, n, fail int, counter string) ([]*action.Action
 			Args:    []action.Arg{action.Lit("/bin/sh"), action.Lit("-c"), action.Lit(script), action.Lit("sh"), action.In("", 0), action.Out("", 0)},
 			Inputs:  []action.Input{{Path: mod, Role: action.RoleModule}, {Path: shard, Role: action.RoleIndex}},
 			Outputs: []action.Output{{Path: mod + ".native.o"}},
-			Weight:  int64(len(content)),
 		})
 		outs = append(outs, []string{filepath.Join(t.TempDir(), "out.o")})
 	}
@@ -81,7 +81,7 @@ func runAllThen(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper, ex e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i], errs[i] = ex.Execute(t.Context(), executor.Job{Action: as[i], Out: outs[i]})
+			res[i], errs[i] = ex.Execute(t.Context(), jobOf(as[i], outs[i]))
 		}()
 	}
 	release(int64(len(as)))
@@ -101,7 +101,7 @@ func backlog(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper) func(n 
 	singles := g.Stats().Singles
 	go func() {
 		defer close(done)
-		g.Execute(ctx, executor.Job{Action: as[0], Out: outs[0]})
+		g.Execute(ctx, jobOf(as[0], outs[0]))
 	}()
 	waitFor := func(what string, ok func() bool) {
 		for start := time.Now(); !ok(); time.Sleep(5 * time.Millisecond) {
@@ -236,7 +236,7 @@ func TestGroupSimulationReplay(t *testing.T) {
 	_, recAddr := fake(t, reapitest.Options{Cluster: recSim})
 	single := remote.NewExecutor(dial(t, recAddr, remote.Options{}), remote.ExecOptions{})
 	for i, a := range as {
-		if res, err := single.Execute(t.Context(), executor.Job{Action: a, Out: outs[i]}); err != nil || res.Failed() {
+		if res, err := single.Execute(t.Context(), jobOf(a, outs[i])); err != nil || res.Failed() {
 			t.Fatalf("recording %s: %v %+v", a.ID, err, res)
 		}
 	}
@@ -327,3 +327,9 @@ func (begunEvents) WaitingForSlot() {}
 func (begunEvents) DoneWaiting()    {}
 func (begunEvents) Queued()         {}
 func (begunEvents) Executing()      {}
+
+// jobOf is the Job of a as the scheduler sends it, with its module
+// weighed (executor.Job.Weight), by which the Grouper groups the small.
+func jobOf(a *action.Action, out []string) executor.Job {
+	return executor.Job{Action: a, Out: out, Weight: schedule.Weigh([]*action.Action{a})[a]}
+}

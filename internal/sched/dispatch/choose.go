@@ -70,16 +70,17 @@ func (d *Dispatcher) dispatch() {
 }
 
 // slowUpload reports whether a's upload alone would take longer than
-// compiling it here (Options.UploadTime against its Expected time):
+// compiling it here (Options.UploadTime against its expected time):
 // behind a slow uplink an action with large inputs not yet in the CAS
 // ends sooner on this machine, however free the cluster. It then takes a
 // local slot, or waits for one; a critical action (remote, and raced here
 // from the start) and, with no local slot, every action, goes as before.
 func (d *Dispatcher) slowUpload(a *action.Action) bool {
-	if d.o.UploadTime == nil || d.o.LocalSlots <= 0 || a.Expected <= 0 || d.plan.critical[a] {
+	expected := d.plan.est.Expected(a)
+	if d.o.UploadTime == nil || d.o.LocalSlots <= 0 || expected <= 0 || d.plan.critical[a] {
 		return false
 	}
-	return d.o.UploadTime(a) > a.Expected
+	return d.o.UploadTime(a) > expected
 }
 
 // raceAtStart decides whether the race of critical action w starts now,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 )
 
@@ -114,8 +115,8 @@ func (d *Dispatcher) Granted() Granted { return Granted{Tokens: d.local.Tokens} 
 
 // Plan implements schedule.Planner: it plans the actions in the order given
 // (NewPlan). It must be called before the first Execute or Wait.
-func (d *Dispatcher) Plan(order []*action.Action) []int {
-	d.plan = NewPlan(order, d.o)
+func (d *Dispatcher) Plan(order []*action.Action, est *schedule.Estimates) []int {
+	d.plan = NewPlan(order, est, d.o)
 	d.mu.Lock()
 	d.settled, d.settledUpTo = make([]bool, d.plan.head), 0
 	d.mu.Unlock()

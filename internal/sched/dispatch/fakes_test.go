@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/sched/schedule"
 )
 
 // The fakes of a race's sides, as executor's race tests have them.
@@ -105,3 +107,21 @@ func checkOutputs(t *testing.T, out []string, want string, sides ...*sideFake) {
 type fixedStage struct{ queued, executing time.Time }
 
 func (s fixedStage) Progress() (queued, executing time.Time) { return s.queued, s.executing }
+
+// estimates are a test's schedule.Estimates, made with its actions.
+type estimates struct {
+	w map[*action.Action]int64
+	e map[*action.Action]time.Duration
+}
+
+func newEstimates() *estimates {
+	return &estimates{w: map[*action.Action]int64{}, e: map[*action.Action]time.Duration{}}
+}
+
+// weighing returns a, of weight w.
+func (s *estimates) weighing(a *action.Action, w int64) *action.Action { s.w[a] = w; return a }
+
+// expecting returns a, expected to take d.
+func (s *estimates) expecting(a *action.Action, d time.Duration) *action.Action { s.e[a] = d; return a }
+
+func (s *estimates) of() *schedule.Estimates { return schedule.NewEstimates(s.w, s.e) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 )
 
@@ -143,7 +144,7 @@ func TestHybridStartsInPlanOrder(t *testing.T) {
 	remote := newHeld(executor.Remote)
 	h := newHybrid(func(executor.Spare) executor.Executor { return remote }, nil, Options{RemoteSlots: 1})
 	big, mid, small, first := &action.Action{ID: "big"}, &action.Action{ID: "mid"}, &action.Action{ID: "small"}, &action.Action{ID: "first"}
-	h.d.Plan([]*action.Action{first, big, mid, small})
+	h.d.Plan([]*action.Action{first, big, mid, small}, nil)
 	var wg sync.WaitGroup
 	run := func(a *action.Action) {
 		wg.Add(1)
@@ -202,15 +203,16 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 	local := newSide(executor.Local, "local")
 	local.hold = make(chan struct{}) // until the others wait
 	var waiting []*action.Action
+	est := newEstimates()
 	for _, id := range []string{"s1", "s2", "s3"} {
 		remote[id] = other
-		waiting = append(waiting, &action.Action{ID: id, Weight: 10})
+		waiting = append(waiting, est.weighing(&action.Action{ID: id}, 10))
 	}
-	big := &action.Action{ID: "big", Weight: 100}
+	big := est.weighing(&action.Action{ID: "big"}, 100)
 	localWork := newHeld(executor.Local) // what the local slot takes from the queue
 	h := newHybrid(func(spare executor.Spare) executor.Executor { return executor.Race(remote, local, spare) }, localWork,
 		Options{RemoteSlots: 2, LocalSlots: 1, Races: true})
-	if tiers := h.d.Plan(append([]*action.Action{big}, waiting...)); fmt.Sprint(tiers) != "[1]" {
+	if tiers := h.d.Plan(append([]*action.Action{big}, waiting...), est.of()); fmt.Sprint(tiers) != "[1]" {
 		t.Errorf("head start tiers %v, want [1] (big)", tiers)
 	}
 	if !h.d.plan.critical[big] || len(h.d.plan.critical) != 1 {
@@ -271,10 +273,11 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 // max(longest, Σ / slots), by Expected when every action has one, else by
 // Weight; at most limit of them.
 func TestCritical(t *testing.T) {
+	est := newEstimates()
 	acts := func(ws ...int64) []*action.Action {
 		var as []*action.Action
 		for i, w := range ws {
-			as = append(as, &action.Action{ID: fmt.Sprint(i), Weight: w})
+			as = append(as, est.weighing(&action.Action{ID: fmt.Sprint(i)}, w))
 		}
 		return as
 	}
@@ -300,16 +303,16 @@ func TestCritical(t *testing.T) {
 		{"even", acts(10, 10, 10, 10), 2, 2, nil},
 		{"one", acts(5), 4, 2, []string{"0"}},
 	} {
-		if got := ids(Critical(c.as, c.slots, c.limit)); !slices.Equal(got, c.want) {
+		if got := ids(Critical(c.as, est.of(), c.slots, c.limit)); !slices.Equal(got, c.want) {
 			t.Errorf("%s: critical %v, want %v", c.name, got, c.want)
 		}
 	}
 	// History overrides size once every action has one.
 	as := acts(100, 10, 10)
 	for i, d := range []time.Duration{time.Second, 10 * time.Second, time.Second} {
-		as[i].Expected = d
+		est.expecting(as[i], d)
 	}
-	if got := ids(Critical(as, 4, 2)); !slices.Equal(got, []string{"1"}) {
+	if got := ids(Critical(as, est.of(), 4, 2)); !slices.Equal(got, []string{"1"}) {
 		t.Errorf("by history: critical %v, want [1]", got)
 	}
 }
@@ -320,12 +323,13 @@ func TestCritical(t *testing.T) {
 // does not. The plan is a value of the order alone.
 func TestPlanTwoWorkersWithinBudget(t *testing.T) {
 	plan := func(small int) (Plan, *action.Action) {
-		big := &action.Action{ID: "big", Weight: 40}
+		est := newEstimates()
+		big := est.weighing(&action.Action{ID: "big"}, 40)
 		order := []*action.Action{big}
 		for i := 0; i < small; i++ {
-			order = append(order, &action.Action{ID: "s", Weight: 10})
+			order = append(order, est.weighing(&action.Action{ID: "s"}, 10))
 		}
-		return NewPlan(order, Options{RemoteSlots: 256, LocalSlots: 2, Races: true}), big
+		return NewPlan(order, est.of(), Options{RemoteSlots: 256, LocalSlots: 2, Races: true}), big
 	}
 	// 40 of 40 + 1000: under 5%.
 	if p, big := plan(100); !p.critical[big] || !p.OnTwoWorkers(big) || len(p.twoWorkers) != 1 {
@@ -349,8 +353,9 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 		close(remote.release)
 		close(local.release)
 		h := newHybrid(func(executor.Spare) executor.Executor { return remote }, local, Options{RemoteSlots: 1, LocalSlots: 1})
-		big, mid, small := &action.Action{ID: "big", Weight: 100}, &action.Action{ID: "mid", Weight: 90}, &action.Action{ID: "small", Weight: 1}
-		if tiers := h.d.Plan([]*action.Action{big, mid, small}); fmt.Sprint(tiers) != "[2]" {
+		est := newEstimates()
+		big, mid, small := est.weighing(&action.Action{ID: "big"}, 100), est.weighing(&action.Action{ID: "mid"}, 90), est.weighing(&action.Action{ID: "small"}, 1)
+		if tiers := h.d.Plan([]*action.Action{big, mid, small}, est.of()); fmt.Sprint(tiers) != "[2]" {
 			t.Fatalf("head start tiers %v, want [2] (big and mid, one tier)", tiers)
 		}
 		midDone := make(chan *executor.Result, 1)
@@ -394,10 +399,11 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 // shorter than the longest they are, in eighths of its length.
 func TestHeadTiers(t *testing.T) {
 	var head []*action.Action
+	est := newEstimates()
 	for _, w := range []int64{100, 95, 85, 60, 55} {
-		head = append(head, &action.Action{Weight: w})
+		head = append(head, est.weighing(&action.Action{}, w))
 	}
-	length := lengthOf(head)
+	length := lengthOf(head, est.of())
 	if got := fmt.Sprint(headTiers(head, length)); got != "[2 3 5]" {
 		t.Errorf("tiers %s, want [2 3 5]: {100, 95} {85} {60, 55}", got)
 	}
@@ -414,7 +420,7 @@ func TestHeadTiers(t *testing.T) {
 // reach it last), and one a worker runs, the longest-running first, only
 // when none waits in the cluster's queue.
 func TestHybridRacesQueuedFirst(t *testing.T) {
-	h, busy := racingHybrid(nil)
+	h, busy := racingHybrid(nil, nil)
 	now := time.Now()
 	order := raceOrder(t, h, busy, []spareRace{
 		{id: "a", since: now.Add(-2 * time.Second)}, // a worker runs a and c
@@ -436,11 +442,12 @@ func TestHybridRacesQueuedFirst(t *testing.T) {
 func TestHybridRacesSlowClusterByGain(t *testing.T) {
 	actions := map[string]*action.Action{}
 	var plan []*action.Action
+	est := newEstimates()
 	for _, x := range []struct {
 		id     string
 		weight int64
 	}{{"first", 200}, {"big", 100}, {"mid", 50}, {"small", 10}, {"stuck", 10}} {
-		a := &action.Action{ID: x.id, Weight: x.weight}
+		a := est.weighing(&action.Action{ID: x.id}, x.weight)
 		actions[x.id] = a
 		plan = append(plan, a)
 	}
@@ -463,7 +470,7 @@ func TestHybridRacesSlowClusterByGain(t *testing.T) {
 		{"fast cluster", time.Second, []string{"small", "mid", "stuck", "big"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h, busy := racingHybrid(plan)
+			h, busy := racingHybrid(plan, est.of())
 			// One action each way has finished: a compile here of weight
 			// 100 in 1 s, a worker's of weight 100 in c.remote.
 			h.d.Ran(actions["big"], &executor.Result{Provenance: executor.Provenance{Where: executor.Local}, Wall: time.Second})
@@ -485,12 +492,12 @@ func TestHybridRacesSlowClusterByGain(t *testing.T) {
 // planned with plan if any, and the held executor that will take its
 // local slot. (It races without Options.Races: that only adds the races
 // of critical actions, granted first.)
-func racingHybrid(plan []*action.Action) (*testHybrid, *held) {
+func racingHybrid(plan []*action.Action, est *schedule.Estimates) (*testHybrid, *held) {
 	busy := newHeld(executor.Local)
 	h := newHybrid(func(executor.Spare) executor.Executor { return newHeld(executor.Remote) }, byID{"first": busy},
 		Options{RemoteSlots: 4, LocalSlots: 1})
 	if plan != nil {
-		h.d.Plan(plan)
+		h.d.Plan(plan, est)
 	}
 	return h, busy
 }
@@ -651,11 +658,12 @@ func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
 		Options{RemoteSlots: 8, LocalSlots: 1, Races: true})
 	acts := map[string]*action.Action{}
 	var order []*action.Action
+	est := newEstimates()
 	for _, id := range []string{"critical", "run", "better", "raced", "queued", "worse"} {
-		acts[id] = &action.Action{ID: id, Weight: 100}
+		acts[id] = est.weighing(&action.Action{ID: id}, 100)
 		order = append(order, acts[id])
 	}
-	h.d.Plan(order)
+	h.d.Plan(order, est.of())
 	now := time.Now()
 	releases := make(chan func(), 4)
 	wait := func(id string, queued, executing time.Time) {

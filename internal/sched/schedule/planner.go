@@ -16,7 +16,8 @@ type Planner interface {
 	// begun (executor.Events.Begun) or ended, and the actions after the
 	// last tier once every tier's have. None: every action may start at
 	// once.
-	Plan(order []*action.Action) (tiers []int)
+	// est are the estimates the order was made by.
+	Plan(order []*action.Action, est *Estimates) (tiers []int)
 	Drained()
 	// Ended says that a has ended, whether or not it reached the
 	// planner's Execute (an executor above it, a cache, may have served

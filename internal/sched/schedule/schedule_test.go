@@ -38,7 +38,7 @@ type recorder struct {
 	order []string
 }
 
-func (r *recorder) Planned(int) {}
+func (r *recorder) Planned(int, *Estimates) {}
 func (r *recorder) Started(a *action.Action, _ int) {
 	r.mu.Lock()
 	r.order = append(r.order, a.ID)
@@ -124,7 +124,7 @@ type planner struct {
 	ended   atomic.Int64
 }
 
-func (p *planner) Plan(order []*action.Action) []int {
+func (p *planner) Plan(order []*action.Action, _ *Estimates) []int {
 	for _, a := range order {
 		p.order = append(p.order, a.ID)
 	}
@@ -140,7 +140,7 @@ func (p *planner) Ended(*action.Action) { p.ended.Add(1) }
 func TestPlanner(t *testing.T) {
 	dir := t.TempDir()
 	as := actions(t, dir, 3)
-	as[1].Expected = time.Second // the longest expected: first
+	est := NewEstimates(Weigh(as), map[*action.Action]time.Duration{as[1]: time.Second}) // the longest expected: first
 	p := &planner{}
 	var seen []string
 	ranks := map[string]int{}
@@ -153,7 +153,7 @@ func TestPlanner(t *testing.T) {
 		mu.Unlock()
 		return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
 	})
-	if err := Run(t.Context(), as, ex, Options{Parallel: 1, Planner: p}); err != nil {
+	if err := Run(t.Context(), as, ex, Options{Parallel: 1, Planner: p, Estimates: est}); err != nil {
 		t.Fatal(err)
 	}
 	// m1 is expected to take longest; then sizes, largest first.
