@@ -25,7 +25,7 @@ var hedgeLine = regexp.MustCompile(`(\d+) hedged on a second worker \((\d+) won 
 // the trace say that the second execution won.
 func TestRemoteHedge(t *testing.T) {
 	// Enough modules for a second run of the largest to stay within
-	// executor.HedgeBudget of the link's work.
+	// dispatch.HedgeBudget of the link's work.
 	p := program(t, testprog.Options{Modules: 40, Seed: 11})
 	largest := largestObject(t, p)
 	srv, addr := fakeRemote(t, reapitest.Options{})

@@ -155,7 +155,7 @@ func nodeAction(dir string, s *settings, n node, byID map[string]string) (*actio
 	case n.NativeObjectPath == "":
 		return nil, errors.New("the node has no NativeObjectPath")
 	}
-	a := &action.Action{ID: n.ModuleID, Dir: dir, Weight: n.ModuleSize}
+	a := &action.Action{ID: n.ModuleID, Dir: dir, ModuleSize: n.ModuleSize}
 	mod := action.Input{Path: n.ModuleID, Role: action.RoleModule}
 	if n.ModulePath != "" && !samePath(dir, n.ModuleID, n.ModulePath) {
 		// The shard records the module as ModuleId and the backend must be

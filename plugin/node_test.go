@@ -110,8 +110,8 @@ func TestBuildActions(t *testing.T) {
 	if !reflect.DeepEqual(a.Inputs, wantIn) {
 		t.Errorf("inputs\n got %+v\nwant %+v", a.Inputs, wantIn)
 	}
-	if a.ID != "t1.o" || a.Dir != dir || a.Weight != 100 {
-		t.Errorf("ID %q Dir %q Weight %d", a.ID, a.Dir, a.Weight)
+	if a.ID != "t1.o" || a.Dir != dir || a.ModuleSize != 100 {
+		t.Errorf("ID %q Dir %q ModuleSize %d", a.ID, a.Dir, a.ModuleSize)
 	}
 
 	m := actions[1]

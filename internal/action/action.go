@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // Role says what an input is to the backend compilation.
@@ -108,26 +107,15 @@ type Action struct {
 	Dir     string
 	Inputs  []Input
 	Outputs []Output
-	// Weight orders the work (largest first): the module's bitcode size.
-	Weight int64
-	// Expected is how long the backend is expected to take, from earlier
-	// runs' records; 0 when unknown. When set it orders the work before
-	// Weight does (see Precedes).
-	Expected time.Duration
-	// Rank is the action's place in its run's start order (0: first),
-	// set by the scheduler. Remote execution passes it on as the
-	// execution's priority, so that a cluster with fewer free workers
-	// than actions sent also starts the longest first.
-	Rank int
-}
-
-// Precedes reports whether a should start before b: the longer expected
-// first, and between equal expectations (none recorded) the larger module.
-func (a *Action) Precedes(b *Action) bool {
-	if a.Expected != b.Expected {
-		return a.Expected > b.Expected
-	}
-	return a.Weight > b.Weight
+	// ModuleSize is the module's size as the job source reported it (the
+	// DTLTO plugin's node), 0 if it did not: the scheduler weighs the
+	// module's file (schedule.Weigh) and falls back to it where the file
+	// shows no size (a FIFO).
+	ModuleSize int64
+	// What the scheduler knows of the action (its module's size, its
+	// expected time, its place in the order) is the scheduler's, beside
+	// it (schedule.Estimates, executor.Job.Rank): an Action is made by
+	// its job source and not changed after.
 }
 
 // Argv renders the command with inputs and outputs named by the given

@@ -33,12 +33,6 @@ type Options struct {
 	// remote workers produced, and what this machine compiled only when
 	// the user lets it (--remote-upload, on by default). Nil stores every result.
 	StoreFrom func(executor.Where) bool
-	// Ahead, if set, is called before a lookup while the lookups of the
-	// run mostly miss (no more hits than misses so far), so that next's
-	// work begins while the store answers: a remote executor uploads the
-	// action's input files meanwhile (remote.Executor.Ahead). drop is called
-	// once the action has been served, whichever way.
-	Ahead func(ctx context.Context, j executor.Job) (drop func())
 	// StoreMessages writes each stored result's canonical Action and
 	// Command (reapi.Keyer.Messages, with KeepMessages set) to the store
 	// before its entry, as REAPI asks of a client that writes an
@@ -78,7 +72,9 @@ type Executor struct {
 	store Store
 	keys  *reapi.Keyer
 	next  executor.Executor
-	opts  Options
+	// prep is next as an executor.Preparer, nil if it is none.
+	prep executor.Preparer
+	opts Options
 
 	hits, misses, savedCPU atomic.Int64
 }
@@ -88,12 +84,18 @@ func (e *Executor) Stats() ExecutorStats {
 	return ExecutorStats{Hits: e.hits.Load(), Misses: e.misses.Load(), SavedCPU: time.Duration(e.savedCPU.Load())}
 }
 
-// NewExecutor returns the decorator.
+// NewExecutor returns the decorator. If next is an executor.Preparer
+// (executor.PrepareAhead), its work is begun before each lookup while the
+// lookups of the run mostly miss (no more hits than misses so far), so
+// that it goes on while the store answers: a remote executor uploads the
+// action's input files meanwhile (remote.Executor.Ahead). What it began
+// is dropped once the action has been served, whichever way.
 func NewExecutor(store Store, keys *reapi.Keyer, next executor.Executor, opts Options) *Executor {
 	if opts.Warn == nil {
 		opts.Warn = func(string, ...any) {}
 	}
-	return &Executor{store: store, keys: keys, next: next, opts: opts}
+	prep, _ := next.(executor.Preparer)
+	return &Executor{store: store, keys: keys, next: next, prep: prep, opts: opts}
 }
 
 // Execute serves a from the store if it can, else runs it and stores the
@@ -115,8 +117,8 @@ func (e *Executor) Execute(ctx context.Context, j executor.Job) (*executor.Resul
 	if e.opts.StoreMessages {
 		msgs, _ = e.keys.Messages(a) // taken now, so that a hit does not leave them kept
 	}
-	if e.opts.Ahead != nil && e.hits.Load() <= e.misses.Load() {
-		drop := e.opts.Ahead(ctx, j)
+	if e.prep != nil && e.hits.Load() <= e.misses.Load() {
+		drop := e.prep.Ahead(ctx, j)
 		defer drop()
 	}
 	res, err := e.lookup(ctx, j.Meter, key, a, out)

@@ -50,6 +50,11 @@ func (f *fake) Execute(_ context.Context, j executor.Job) (*executor.Result, err
 }
 
 func chain(t *testing.T, store Store, next executor.Executor, opts Options) *Executor {
+	return chainOn(t, store, executor.Verified(next), opts)
+}
+
+// chainOn is chain with next as it is.
+func chainOn(t *testing.T, store Store, next executor.Executor, opts Options) *Executor {
 	keys := &reapi.Keyer{
 		Files:      digest.NewFiles(),
 		CompilerID: func(string) (string, error) { return "sha256:fake", nil },
@@ -57,7 +62,7 @@ func chain(t *testing.T, store Store, next executor.Executor, opts Options) *Exe
 	if opts.Warn == nil {
 		opts.Warn = t.Logf
 	}
-	return NewExecutor(store, keys, executor.Verified(next), opts)
+	return NewExecutor(store, keys, next, opts)
 }
 
 func TestExecutorHitMiss(t *testing.T) {
@@ -253,21 +258,22 @@ func TestExecutorHitWrittenThrough(t *testing.T) {
 	}
 }
 
-// TestExecutorAhead: while the run's lookups mostly miss, the next
-// executor's work is begun before each lookup (Options.Ahead), and its
-// drop comes once the action has been served; once hits outnumber misses,
-// nothing is begun ahead.
+// TestExecutorAhead: while the run's lookups mostly miss, the work of a
+// next executor that is a Preparer (executor.PrepareAhead) is begun before
+// each lookup, and its drop comes once the action has been served; once
+// hits outnumber misses, nothing is begun ahead.
 func TestExecutorAhead(t *testing.T) {
 	ctx := context.Background()
 	as := realActions(t)
 	disk := openDisk(t)
 	comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("x"), &executor.Result{} }}
 	var ahead, dropped []string
-	opts := Options{Where: executor.LocalCache, Ahead: func(_ context.Context, j executor.Job) func() {
+	next := executor.PrepareAhead(executor.Verified(comp), preparer(func(_ context.Context, j executor.Job) func() {
 		ahead = append(ahead, j.Action.ID)
 		return func() { dropped = append(dropped, j.Action.ID) }
-	}}
-	ex := chain(t, disk, comp, opts)
+	}))
+	opts := Options{Where: executor.LocalCache}
+	ex := chainOn(t, disk, next, opts)
 	if _, err := ex.Execute(ctx, executor.Job{Action: as[0], Out: []string{filepath.Join(t.TempDir(), "o")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +283,7 @@ func TestExecutorAhead(t *testing.T) {
 	// Two hits: the first still begins ahead (1 miss, 0 hits so far), the
 	// second does not (1 hit, 1 miss).
 	ahead, dropped = nil, nil
-	ex2 := chain(t, disk, comp, opts)
+	ex2 := chainOn(t, disk, next, opts)
 	ex2.misses.Store(1)
 	for range 2 {
 		if _, err := ex2.Execute(ctx, executor.Job{Action: as[0], Out: []string{filepath.Join(t.TempDir(), "o")}}); err != nil {
@@ -292,6 +298,11 @@ func TestExecutorAhead(t *testing.T) {
 		t.Errorf("begun ahead %v, dropped %v: want the first two lookups only", ahead, dropped)
 	}
 }
+
+// preparer adapts a function to executor.Preparer.
+type preparer func(ctx context.Context, j executor.Job) func()
+
+func (p preparer) Ahead(ctx context.Context, j executor.Job) func() { return p(ctx, j) }
 
 // shardSeer is a compiler that notes the shard its Job carries.
 type shardSeer struct {

@@ -1,12 +1,15 @@
 package executor
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 // TestDescribe: a chain describes itself from the values its decorators
 // report (names, notes, what each wraps), as a tree and, for logs, as its
 // String, one line.
 func TestDescribe(t *testing.T) {
-	local := NewLocal(LocalOptions{Limiter: Granted{}, Nice: 10})
+	local := NewLocal(LocalOptions{Limiter: grantedSlot{}, Nice: 10})
 	ex := Metered(NewFallback(Verified(Func(nil)), Verified(local), FallbackOptions{}))
 	want := `Metered
   Fallback
@@ -26,3 +29,10 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("a plain local executor's String is %q, want Local", got)
 	}
 }
+
+// grantedSlot is a Limiter that names itself as a scheduler's granted
+// slot does (dispatch.Granted).
+type grantedSlot struct{}
+
+func (grantedSlot) Acquire(context.Context) (func(), error) { return func() {}, nil }
+func (grantedSlot) String() string                          { return "granted slot" }

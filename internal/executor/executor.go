@@ -3,10 +3,13 @@
 // behaviours composed around it as decorators, in the manner of Buildbarn's
 // BlobAccess: Local runs processes, Verified rejects results that must never
 // reach the linker, Fallback, Race, Hedge and Hybrid share the work between
-// remote execution and this machine (the Hybrid's Dispatcher holds the
-// slots and the Plan), and other packages add a cache and remote execution
-// in front of them. Every executor names itself (String); Describe prints
-// a chain; docs/architecture.md shows the chain of each mode.
+// remote execution and this machine, and other packages add a cache and
+// remote execution in front of them. Scheduling policy is not here: the
+// Hybrid's and the Race's slots come from interfaces they declare (Sides,
+// Spare), which internal/sched/dispatch implements. What an executor tells
+// the scheduler as a job runs goes through the Job's Events. Every
+// executor names itself (String); Describe prints a chain;
+// docs/architecture.md shows the chain of each mode.
 package executor
 
 import (

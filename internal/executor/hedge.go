@@ -60,8 +60,8 @@ func (h *Hedge) String() string { return describe.Line(h) }
 // never to others.
 type pickSpare func(*action.Action) bool
 
-func (p pickSpare) Wait(ctx context.Context, j Job) (func(), error) {
-	if p(j.Action) {
+func (p pickSpare) Wait(ctx context.Context, a *action.Action, _ Progress) (func(), error) {
+	if p(a) {
 		return func() {}, nil
 	}
 	<-ctx.Done()

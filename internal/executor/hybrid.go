@@ -3,31 +3,30 @@ package executor
 import (
 	"context"
 	"sync/atomic"
-	"time"
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/sys/describe"
 )
 
-// HybridOptions configures a Hybrid's Dispatcher and Plan.
-type HybridOptions struct {
-	// RemoteSlots and LocalSlots bound the actions in flight on each
-	// side (--remote-jobs, --remote-local-jobs): the remote slots are the
-	// Dispatcher's own, the local ones this machine's process slots
-	// (Processes), of which it holds at most LocalSlots. With no local
-	// slot, every action goes remote and none is raced.
-	RemoteSlots, LocalSlots int
-	// Races says that the remote side races (Race, with the Dispatcher as
-	// its Spare): the actions that bound the link's length are then raced
-	// from the start.
-	Races bool
-	// UploadTime, if set, is how long a's upload to the cluster would
-	// still take: its input bytes not yet in the CAS over the upload
-	// throughput measured (0: nothing to send, or not known). An action
-	// whose upload alone takes longer than compiling it here (its
-	// Expected time) compiles here: it waits for a local slot rather
-	// than for its upload (choose.go, slowUpload).
-	UploadTime func(a *action.Action) time.Duration
+// Side is where a Hybrid runs an action.
+type Side uint8
+
+const (
+	RemoteSide Side = iota // remote execution (the Hybrid's remote executor)
+	LocalSide              // this machine (its local executor)
+)
+
+// Sides is what a Hybrid needs of the scheduler that hands out its slots
+// (dispatch.Dispatcher): a side for each action to start, and what each
+// side did with it, to choose better for the next.
+type Sides interface {
+	// Start waits until a slot on either side is granted for a, or ctx
+	// ends, and returns the side granted; Release gives it back.
+	Start(ctx context.Context, a *action.Action) (Side, error)
+	Release(Side)
+	// Ran tells of the result of a run on a side that did not fail (a
+	// race's result, whichever side won it).
+	Ran(a *action.Action, res *Result)
 }
 
 // HybridStats are what a Hybrid did in a run.
@@ -35,7 +34,6 @@ type HybridStats struct {
 	Remote, Local int64 // actions started on each side
 	Races         int64 // remote actions that a local run joined
 	RacesWonHere  int64 // ... and that the local run won
-	RacedAtStart  int64 // races of critical actions, started with the remote run
 }
 
 // Hybrid runs each action on whichever side has a free slot, so that with
@@ -67,52 +65,52 @@ type HybridStats struct {
 // The first verified result wins and the other side is cancelled. Without
 // races, this machine's slots are taken first (they are few and certain).
 // The aim either way is a cold link no slower than a local one, however
-// slow or narrow the cluster. The Dispatcher holds the slots and makes
-// these choices (choose.go); the Hybrid runs the action on the side it
-// grants. A local slot is one of this machine's process slots
-// (Processes), so the local executor in it (Dispatcher.Granted) waits
+// slow or narrow the cluster. The scheduler's Dispatcher (package
+// internal/sched/dispatch) holds the slots and makes these choices; the
+// Hybrid runs the action on the side it grants (Sides). A local slot is
+// one of this machine's process slots, so the local executor in it waits
 // only for make's token, if any.
 type Hybrid struct {
-	d             *Dispatcher
+	d             Sides
 	remote, local Executor
 
-	started [2]atomic.Int64
+	started [2]atomic.Int64 // by Side
 	races   atomic.Int64
 	wonHere atomic.Int64
 }
 
 // NewHybrid returns the executor choosing between remote and local by the
-// slots of d; local runs in the local slot d granted (its Limiter is
-// d.Granted()). remote may race on d's spare local slots (Race with d as
-// its Spare); it should fall back to local by itself (Fallback) where that is
-// wanted: Hybrid only chooses a side.
-func NewHybrid(d *Dispatcher, remote, local Executor) *Hybrid {
+// slots of d; local runs in the local slot d granted (its Limiter asks for
+// no process slot of its own). remote may race on d's spare local slots
+// (Race with d as its Spare); it should fall back to local by itself
+// (Fallback) where that is wanted: Hybrid only chooses a side.
+func NewHybrid(d Sides, remote, local Executor) *Hybrid {
 	return &Hybrid{d: d, remote: remote, local: local}
 }
 
 // Stats returns the counts of the run so far.
 func (h *Hybrid) Stats() HybridStats {
-	return HybridStats{Remote: h.started[remoteSide].Load(), Local: h.started[localSide].Load(),
-		Races: h.races.Load(), RacesWonHere: h.wonHere.Load(), RacedAtStart: h.d.atStart.Load()}
+	return HybridStats{Remote: h.started[RemoteSide].Load(), Local: h.started[LocalSide].Load(),
+		Races: h.races.Load(), RacesWonHere: h.wonHere.Load()}
 }
 
 // Execute implements Executor.
 func (h *Hybrid) Execute(ctx context.Context, j Job) (*Result, error) {
-	side, err := h.d.start(ctx, j.Action)
+	side, err := h.d.Start(ctx, j.Action)
 	if err != nil {
 		return nil, err
 	}
-	defer h.d.release(side)
+	defer h.d.Release(side)
 	h.started[side].Add(1)
 	ex := h.remote
-	if side == localSide {
+	if side == LocalSide {
 		ex = h.local
 	}
 	res, err := ex.Execute(ctx, j)
 	if err == nil {
-		h.d.observe(j.Action, res)
+		h.d.Ran(j.Action, res)
 	}
-	if side == remoteSide && res != nil && res.Race.Twice() {
+	if side == RemoteSide && res != nil && res.Race.Twice() {
 		h.races.Add(1)
 		if res.Where == Local {
 			h.wonHere.Add(1)

@@ -1,46 +1,58 @@
 package executor
 
-import "github.com/thindist/thindist/internal/action"
+import (
+	"time"
+
+	"github.com/thindist/thindist/internal/action"
+)
 
 // Job is one action as it goes down the executor chain: what to run, where
-// its outputs go, and who above wants to hear of its progress. Everything
+// its outputs go, and who above hears of its progress (Events). Everything
 // an executor needs is here or in its own dependencies; the context that
 // comes with a Job is for cancellation and deadlines only. A decorator
 // passes the Job on as it came, or a copy changed where its doc says so (a
-// Race gives its second side outputs of its own).
+// Race gives its second side outputs of its own, and Events that record
+// its remote side's stages).
 type Job struct {
 	Action *action.Action
 	// Out[i] is where the executor leaves output Action.Outputs[i] (see
 	// Executor).
 	Out []string
+	// Rank is the action's place in its run's start order (0: first), as
+	// the scheduler that sent the job ordered it: remote execution passes
+	// it on as the execution's priority, so that a cluster with fewer
+	// free workers than actions sent also starts the longest first. The
+	// order is the scheduler's, not the action's: it goes with the job.
+	Rank int
+	// Weight and Expected are the scheduler's estimates of the job
+	// (schedule.Estimates): its module's bitcode size and how long it is
+	// expected to take, from earlier runs; 0 when unknown. An executor
+	// that chooses by them (the remote Grouper) reads them here.
+	Weight   int64
+	Expected time.Duration
+	// Events, if set, hears what happens to the job below as it happens
+	// (Events); nil hears nothing. Read it through Notify.
+	Events Events
 	// Shard is the bytes of the action's index shard as a cache above read
-	// them for its key (reapi.Keyer.KeyShard); nil if none did. A remote
-	// executor builds its remote action from them instead of reading the
-	// file again.
+	// them for its key (reapi.Keyer.KeyShard); nil if none did. It is an
+	// input's contents read once, not a message: an executor may use it in
+	// place of reading Action's shard file again (the remote executor
+	// builds its remote action from it), and must not otherwise depend on
+	// its being set.
 	Shard []byte
-	// Begun, if set, is called by the executor that does the job's real
-	// work once that begins (a remote executor once the inputs are
-	// uploaded, the local one once its process may start); it may be
-	// called more than once (a race's two sides). The scheduler uses it to
-	// give the actions that bound a link a head start: the rest wait until
-	// those have begun, so that the setup of hundreds of others (hashing,
-	// uploading) does not delay theirs.
-	Begun func()
-	// Slots, if set, hears when a local run starts and stops waiting for
-	// a process slot.
-	Slots SlotObserver
 	// Meter, set by Metered, counts the bytes the job moves to and from a
 	// remote service (the caches and the remote executor pass it to the
-	// calls that move them); nil counts nothing.
+	// calls that move them); nil counts nothing. It is an accumulator the
+	// Metered above owns and reads once the job returns, so it stays a
+	// typed field rather than an event: nothing above reacts to it while
+	// the job runs.
 	Meter *Transfer
-	// Stage, inside a Race, is its remote side's progress: the remote
-	// executor marks it, the race's Spare reads it. Nil elsewhere.
-	Stage *Stage
 }
 
-// Begin tells j's scheduler, if it listens, that j's real work has begun.
-func (j Job) Begin() {
-	if j.Begun != nil {
-		j.Begun()
+// Notify is j's Events, or Events that hear nothing if it has none.
+func (j Job) Notify() Events {
+	if j.Events == nil {
+		return noEvents{}
 	}
+	return j.Events
 }

@@ -14,8 +14,9 @@ import (
 
 // LocalOptions configures NewLocal.
 type LocalOptions struct {
-	// Limiter is what each process waits for (Processes, or Granted in a
-	// slot granted above); nil means unbounded.
+	// Limiter is what each process waits for (this machine's process
+	// slots, or make's token alone in a slot granted above); nil means
+	// unbounded.
 	Limiter Limiter
 	// Env is the compiler's environment; nil inherits this process's.
 	Env []string
@@ -76,7 +77,7 @@ func (l *local) Execute(ctx context.Context, j Job) (*Result, error) {
 		}
 		defer release()
 	}
-	j.Begin()
+	j.Notify().Begun()
 	pr, err := l.opts.Runner.Run(ctx, &proc.Cmd{Argv: argv, Dir: dir, Env: l.opts.Env, Nice: l.opts.Nice})
 	var res *Result
 	if pr != nil {
@@ -93,7 +94,7 @@ func (l *local) Execute(ctx context.Context, j Job) (*Result, error) {
 }
 
 // Describe names a local executor, with what sets it apart: a slot
-// granted above it (Granted), a lower priority (Nice).
+// granted above it (its Limiter's name), a lower priority (Nice).
 func (l *local) Describe() describe.Node {
 	n := describe.Node{Name: "Local"}
 	if s, ok := l.opts.Limiter.(fmt.Stringer); ok {

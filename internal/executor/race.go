@@ -6,16 +6,27 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 
+	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/sys/describe"
 )
 
 // Spare hands out spare capacity for second tries: a Race asks for a slot
-// as soon as its primary starts, and runs its secondary once granted.
+// for a as soon as its primary starts, and runs its secondary once
+// granted. The Hybrid's Dispatcher is one (dispatch.Dispatcher.Wait).
 type Spare interface {
-	// Wait blocks until a slot is granted for j or ctx ends; release
-	// gives the slot back. j.Stage is the primary's progress.
-	Wait(ctx context.Context, j Job) (release func(), err error)
+	// Wait blocks until a slot is granted for a or ctx ends; release
+	// gives the slot back. primary is the primary's progress, as its
+	// remote executor marks it (a Stage), read as the spare chooses.
+	Wait(ctx context.Context, a *action.Action, primary Progress) (release func(), err error)
+}
+
+// Progress is how far a remote execution has got: when the action was
+// sent for execution, and when a worker took it; zero times for what has
+// not happened. Stage is one.
+type Progress interface {
+	Progress() (queued, executing time.Time)
 }
 
 // Race runs each action with primary and, once spare grants a slot, with
@@ -71,11 +82,11 @@ type sideResult struct {
 func (r *race) Execute(ctx context.Context, j Job) (*Result, error) {
 	out := j.Out
 	results := make(chan sideResult, 2)
-	if j.Stage == nil {
-		// The primary's progress, for the spare to choose what to race
-		// (a nested race, a Hedge, shares its outer race's).
-		j.Stage = new(Stage)
-	}
+	// The primary's progress, for the spare to choose what to race; it
+	// passes every event on to the job's Events (a nested race's, a
+	// Hedge's, to its outer race's Stage).
+	stage := NewStage(j.Events)
+	j.Events = stage
 	start := func(ex Executor, suffix string) *side {
 		sctx, stop := context.WithCancel(ctx)
 		sj := j
@@ -84,7 +95,7 @@ func (r *race) Execute(ctx context.Context, j Job) (*Result, error) {
 			// A speculative try: the action has begun when its
 			// primary has (a head start lasts until the remote
 			// side's inputs are up).
-			sj.Begun = nil
+			sj.Events = secondTry{stage}
 			s.out = make([]string, len(out))
 			for i, o := range out {
 				s.out[i] = o + suffix
@@ -106,7 +117,7 @@ func (r *race) Execute(ctx context.Context, j Job) (*Result, error) {
 	}()
 
 	// Ask for a spare slot while the primary runs.
-	granted, stopWaiting := r.askSpare(ctx, j)
+	granted, stopWaiting := r.askSpare(ctx, j.Action, stage)
 	defer stopWaiting()
 
 	var s *side // the secondary, once started
@@ -148,17 +159,17 @@ func (r *race) Execute(ctx context.Context, j Job) (*Result, error) {
 	}
 }
 
-// askSpare asks r's spare for a slot for j until ctx ends or stop is
+// askSpare asks r's spare for a slot for a until ctx ends or stop is
 // called; the slot comes on granted. stop returns once the request is
 // over, giving back a grant not taken from granted (one that came too late
 // to be used): no slot outlives the race.
-func (r *race) askSpare(ctx context.Context, j Job) (granted <-chan func(), stop func()) {
+func (r *race) askSpare(ctx context.Context, a *action.Action, primary Progress) (granted <-chan func(), stop func()) {
 	wctx, cancel := context.WithCancel(ctx)
 	g := make(chan func(), 1)
 	waited := make(chan struct{})
 	go func() {
 		defer close(waited)
-		if release, err := r.spare.Wait(wctx, j); err == nil {
+		if release, err := r.spare.Wait(wctx, a, primary); err == nil {
 			g <- release
 		}
 	}()
@@ -224,3 +235,10 @@ func removeAll(paths []string) {
 		os.Remove(p)
 	}
 }
+
+// secondTry is the Events of a race's second side: a speculative try has
+// begun when its primary has (a head start lasts until the remote side's
+// inputs are up), so it does not report Begun; it reports the rest.
+type secondTry struct{ Events }
+
+func (secondTry) Begun() {}

@@ -71,7 +71,7 @@ type spareAt struct {
 	released atomic.Int64
 }
 
-func (s *spareAt) Wait(ctx context.Context, _ Job) (func(), error) {
+func (s *spareAt) Wait(ctx context.Context, _ *action.Action, _ Progress) (func(), error) {
 	select {
 	case <-s.at:
 		s.granted.Add(1)
@@ -164,7 +164,7 @@ func TestRacePrimaryWinsAlone(t *testing.T) {
 // Dispatcher's Wait may return.
 type lateSpare struct{ granted, released atomic.Int64 }
 
-func (s *lateSpare) Wait(ctx context.Context, _ Job) (func(), error) {
+func (s *lateSpare) Wait(ctx context.Context, _ *action.Action, _ Progress) (func(), error) {
 	<-ctx.Done()
 	s.granted.Add(1)
 	return func() { s.released.Add(1) }, nil

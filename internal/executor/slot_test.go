@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,17 +13,30 @@ import (
 	"github.com/thindist/thindist/internal/sched/slots"
 )
 
-// slotEvents records a SlotObserver's calls.
+// slotEvents records the slot waits of a Job's Events.
 type slotEvents chan string
 
-func (e slotEvents) WaitingForSlot(a *action.Action) { e <- "waiting " + a.ID }
-func (e slotEvents) DoneWaiting(a *action.Action)    { e <- "done waiting " + a.ID }
+func (e slotEvents) WaitingForSlot() { e <- "waiting" }
+func (e slotEvents) DoneWaiting()    { e <- "done waiting" }
+func (slotEvents) Begun()            {}
+func (slotEvents) Queued()           {}
+func (slotEvents) Executing()        {}
 
-// TestSlotObserver: an action waiting for a local slot is reported as
-// waiting until it holds one, to the Job's SlotObserver.
-func TestSlotObserver(t *testing.T) {
+// pool is a Limiter of a slots.Pool's slots.
+type pool struct{ *slots.Pool }
+
+func (p pool) Acquire(ctx context.Context) (func(), error) {
+	if err := p.Pool.Acquire(ctx, 0); err != nil {
+		return nil, err
+	}
+	return p.Release, nil
+}
+
+// TestSlotEvents: an action waiting for a local slot is reported as
+// waiting until it holds one, to the Job's Events.
+func TestSlotEvents(t *testing.T) {
 	dir := t.TempDir()
-	sem := Processes{Slots: slots.NewPool(1)}
+	sem := pool{slots.NewPool(1)}
 	hold, err := sem.Acquire(t.Context()) // the only slot, as a busy jobserver would
 	if err != nil {
 		t.Fatal(err)
@@ -31,10 +45,10 @@ func TestSlotObserver(t *testing.T) {
 	a := &action.Action{ID: "m.o", Dir: dir, Args: []action.Arg{{Text: "/bin/sh"}, {Text: "-c"}, {Text: "true"}}}
 	done := make(chan error, 1)
 	go func() {
-		_, err := NewLocal(LocalOptions{Limiter: sem}).Execute(t.Context(), Job{Action: a, Out: []string{filepath.Join(dir, "out.o")}, Slots: events})
+		_, err := NewLocal(LocalOptions{Limiter: sem}).Execute(t.Context(), Job{Action: a, Out: []string{filepath.Join(dir, "out.o")}, Events: events})
 		done <- err
 	}()
-	if got := <-events; got != "waiting m.o" {
+	if got := <-events; got != "waiting" {
 		t.Fatalf("first event %q", got)
 	}
 	select {
@@ -45,18 +59,18 @@ func TestSlotObserver(t *testing.T) {
 	default:
 	}
 	hold()
-	if got := <-events; got != "done waiting m.o" {
+	if got := <-events; got != "done waiting" {
 		t.Errorf("second event %q", got)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	// Without an observer in the context nothing is reported.
+	// Without Events nothing is reported.
 	if _, err := NewLocal(LocalOptions{Limiter: sem}).Execute(t.Context(), Job{Action: a, Out: []string{filepath.Join(dir, "out.o")}}); err != nil {
 		t.Fatal(err)
 	}
 	if len(events) != 0 {
-		t.Errorf("events without an observer: %d", len(events))
+		t.Errorf("events without Events: %d", len(events))
 	}
 }
 

@@ -83,7 +83,7 @@ type warnings struct {
 	c   *report.Console
 }
 
-func (warnings) Planned(int) {}
+func (warnings) Planned(int, *schedule.Estimates) {}
 
 func (warnings) Started(*action.Action, int) {}
 

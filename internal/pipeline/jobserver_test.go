@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/sched/dispatch"
 	"github.com/thindist/thindist/internal/sched/slots"
 	"github.com/thindist/thindist/internal/sys/jobserver"
 )
@@ -26,7 +26,7 @@ func TestJobserverBreaks(t *testing.T) {
 	var warnings []string
 	pool := slots.NewPool(2)
 	js := &brokenJobserver{}
-	l := executor.Processes{Slots: pool, Tokens: &tokens{js: js, jobs: 2, warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}}
+	l := dispatch.Processes{Slots: pool, Tokens: &tokens{js: js, jobs: 2, warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}}
 	var rels []func()
 	for i := 0; i < 2; i++ {
 		rel, err := l.Acquire(context.Background())

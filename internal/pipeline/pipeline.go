@@ -25,6 +25,7 @@ import (
 	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/observe/redact"
 	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/sched/dispatch"
 	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 	"github.com/thindist/thindist/internal/sys/digest"
@@ -138,7 +139,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	}
 	planned := planFromHistory(cfg, env, actions)
 	ch, err := buildChain(ctx, cfg, env, console, warn, tl, actions, files)
-	<-planned
+	est := <-planned
 	if err != nil {
 		return err
 	}
@@ -152,10 +153,10 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 
 	observers := []schedule.Observer{summary, warnings{env, console}}
 	var progress *report.Progress
-	var slots executor.SlotObserver
+	var slots schedule.SlotObserver
 	if live {
 		progress = report.NewProgress(console, tl, summary.Output)
-		progress.Expect(actions) // their Expected, from history
+		progress.Expect(actions, est) // their expected times, from history
 		observers = append(observers, progress)
 		// Actions waiting for a local slot show as queued, not running.
 		slots = progress
@@ -182,6 +183,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		Observer:  report.Tee(observers...),
 		Planner:   ch.planner,
 		Slots:     slots,
+		Estimates: est,
 	})
 	endBackends()
 	env.GC.Finishing()
@@ -212,19 +214,20 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	return nil
 }
 
-// planFromHistory orders the actions by the run history (Expected), in
+// planFromHistory weighs the actions' modules and reads the run history's
+// expected times of them (the scheduler's estimates, which order them), in
 // the background: reading it overlaps connecting to the remote service,
-// which takes a round trip or more. The channel is closed once done.
-func planFromHistory(cfg *config.Config, env Env, actions []*action.Action) <-chan struct{} {
-	planned := make(chan struct{})
-	if rec := env.Record; rec != nil && !cfg.NoRecord {
-		go func() {
-			defer close(planned)
-			rec.Plan(record.Open(cfg.CacheRoot(env.Getenv)), actions)
-		}()
-	} else {
-		close(planned)
-	}
+// which takes a round trip or more. The channel yields them once done.
+func planFromHistory(cfg *config.Config, env Env, actions []*action.Action) <-chan *schedule.Estimates {
+	planned := make(chan *schedule.Estimates, 1)
+	go func() {
+		weights := schedule.Weigh(actions) // the one read of the modules' sizes
+		var expected map[*action.Action]time.Duration
+		if rec := env.Record; rec != nil && !cfg.NoRecord {
+			expected = rec.Plan(record.Open(cfg.CacheRoot(env.Getenv)), actions, weights)
+		}
+		planned <- schedule.NewEstimates(weights, expected)
+	}()
 	return planned
 }
 
@@ -235,7 +238,7 @@ const speculativeNice = 10
 // with opts (the environment, the runner), each process in one of procs,
 // this machine's process slots, as its Limiter asks.
 type localExecutors struct {
-	procs executor.Processes
+	procs dispatch.Processes
 	opts  executor.LocalOptions
 }
 
@@ -256,7 +259,7 @@ type chain struct {
 	parallel, preparing int
 	// planner, if set, hears the actions' order and when every action has
 	// started.
-	planner executor.Planner
+	planner schedule.Planner
 
 	// The parts whose counters the run's end reads (RunStats), nil when
 	// the chain has none: the local cache, its executor, the remote
@@ -496,7 +499,7 @@ func limited(warn func(string, ...any)) func(string, ...any) {
 // and under make a token of make's jobserver for each process (--jobs
 // bounds this link, the jobserver the whole build). closeJobserver releases the
 // jobserver.
-func localProcesses(cfg *config.Config, env Env, warn func(string, ...any)) (p executor.Processes, closeJobserver func()) {
+func localProcesses(cfg *config.Config, env Env, warn func(string, ...any)) (p dispatch.Processes, closeJobserver func()) {
 	p.Slots = slots.NewPool(cfg.Jobs)
 	js := env.Jobserver
 	if js.Err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sched/dispatch"
+	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 	"github.com/thindist/thindist/internal/sys/digest"
 )
@@ -26,7 +28,7 @@ type remoteChain struct {
 	chain     executor.Executor
 	parallel  int
 	preparing int // schedule.Options.Preparing
-	planner   executor.Planner
+	planner   schedule.Planner
 
 	side   *remoteSide
 	client *remote.Client
@@ -102,24 +104,6 @@ func (c *compilerCheck) wait() {
 	}
 }
 
-// Preparing is how many actions prepare at once on a remote chain
-// (schedule.Options.Preparing) over a service with this round-trip time:
-// enough for this machine's cores to stay busy while each waits out the
-// round trips of its preparation (the ActionCache lookup,
-// FindMissingBlobs, the upload, and one to spare) at about
-// preparingCPU each, and no fewer than minPreparing: with every action
-// preparing at once the first executions begin late, and with too few
-// over a distant service the cluster starves (docs/architecture.md, "How
-// many actions prepare at once").
-func Preparing(rtt time.Duration, cores int) int {
-	const (
-		roundTrips   = 4
-		preparingCPU = time.Millisecond
-		minPreparing = 32
-	)
-	return max(minPreparing, cores*(1+int(roundTrips*rtt/preparingCPU)))
-}
-
 // RemoteOptions turns the configuration into the client's options.
 func RemoteOptions(r *config.Remote) remote.Options {
 	compress := remote.CompressAuto
@@ -150,10 +134,6 @@ func RemoteEnv(getenv func(string) string) [][2]string {
 	}
 	return env
 }
-
-// localAhead is how many actions per local slot a Hybrid keeps ready
-// beyond those running: looked up in the caches, waiting for a slot.
-const localAhead = 2
 
 // The remote cache's results are stored in bursts (cache.WriteBehind): a
 // burst gathers what ends within storeWindow, or storeBurst bytes of
@@ -290,12 +270,14 @@ func allCached(ctx context.Context, disk *cache.Disk, probe *reapi.Keyer, action
 type remoteSide struct {
 	producer executor.Executor
 	parallel int
-	planner  executor.Planner
-	rex      *remote.Executor
-	fb       *executor.Fallback
-	hybrid   *executor.Hybrid
-	hedge    *executor.Hedge
-	grouper  *remote.Grouper
+	planner  schedule.Planner
+	// dispatcher hands out the Hybrid's slots and makes its choices.
+	dispatcher *dispatch.Dispatcher
+	rex        *remote.Executor
+	fb         *executor.Fallback
+	hybrid     *executor.Hybrid
+	hedge      *executor.Hedge
+	grouper    *remote.Grouper
 	// compilerCheck, with --remote-compiler, checks the workers'
 	// compiler once the first action is sent for execution.
 	compilerCheck *compilerCheck
@@ -351,11 +333,11 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 	if localJobs < 0 {
 		localJobs = cfg.Jobs
 	}
-	hopts := executor.HybridOptions{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace}
+	hopts := dispatch.Options{RemoteSlots: remoteSlots, LocalSlots: localJobs, Races: !rc.NoRace}
 	if rs.grouper == nil {
 		hopts.UploadTime = rs.rex.UploadTime // Ahead prepares each action's upload
 	}
-	d := executor.NewDispatcher(hopts, locals.procs)
+	d := dispatch.NewDispatcher(hopts, locals.procs)
 	// What runs here beside the Hybrid (a fallback, an action with side
 	// files) asks the Dispatcher for a process slot; what runs here in a
 	// slot it granted asks only for make's token.
@@ -371,7 +353,7 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 		// workers at once, and here as well (the Race below, from the
 		// start): one slow worker, or this machine's few busy cores,
 		// cannot hold the link. The premium is one more execution of at
-		// most one action per local slot, within executor.HedgeBudget of
+		// most one action per local slot, within dispatch.HedgeBudget of
 		// the link's work.
 		rs.hedge = executor.NewHedge(ex, executor.Verified(rs.rex.SecondWorker()), d.OnTwoWorkers)
 		ex = rs.hedge
@@ -387,13 +369,16 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 	rs.hybrid = executor.NewHybrid(d, rs.fb, granted)
 	// A command that asks for side files runs here: a worker would write
 	// them on its own disk, and they are not outputs it returns.
-	producer := executor.NewLocalFor(rs.hybrid, local, reapi.SideFiles, warnAll)
-	// In flight: an action per slot, and localAhead more per local slot,
-	// looked up and waiting in the Hybrid for a free slot. Without them a
-	// local slot that frees stays idle while the next action computes its
-	// key and waits a round trip for the remote cache
-	// (docs/architecture.md, "Actions kept ready beyond the slots").
-	rs.producer, rs.parallel, rs.planner = producer, remoteSlots+localJobs*(1+localAhead), d
+	var producer executor.Executor = executor.NewLocalFor(rs.hybrid, local, reapi.SideFiles, warnAll)
+	if rs.grouper == nil {
+		// Right below the remote cache: a cold action's upload goes with
+		// its lookup, not after it. (A group's members are uploaded
+		// together, as one action.)
+		producer = executor.PrepareAhead(producer, rs.rex)
+	}
+	// In flight: an action per slot, and more per local slot, looked up
+	// and waiting in the Hybrid for a free slot (dispatch.InFlight).
+	rs.producer, rs.parallel, rs.planner, rs.dispatcher = producer, dispatch.InFlight(remoteSlots, localJobs), d, d
 	return rs
 }
 
@@ -405,11 +390,8 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(st
 	client := conn.client
 	warn := limited(warnAll)
 	// Cache only: the remote cache's lookups wait on the network, not on
-	// a local slot: as many actions as the local slots, and localAhead
-	// more per slot, are in flight, so that the lookups do not keep the
-	// local slots idle (and a service that stops answering holds none of
-	// them).
-	rs := &remoteSide{producer: locals.build(locals.procs, 0), parallel: cfg.Jobs * (1 + localAhead)}
+	// a local slot (dispatch.InFlight with no remote slot).
+	rs := &remoteSide{producer: locals.build(locals.procs, 0), parallel: dispatch.InFlight(0, cfg.Jobs)}
 	if !conn.cacheOnly {
 		rs = newRemoteSide(cfg, env, conn, client, keys, locals, warnAll, warn)
 	}
@@ -427,25 +409,19 @@ func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(st
 		}
 		return rc.Upload
 	}
-	var ahead func(context.Context, executor.Job) func()
-	if rs.rex != nil && rs.grouper == nil {
-		// A cold action's upload goes with its lookup, not after it. (A
-		// group's members are uploaded together, as one action.)
-		ahead = rs.rex.Ahead
-	}
 	// Results are stored while the link goes on, in bursts: one lookup and
 	// batched uploads for the objects of all of a burst's results.
 	behind := cache.NewWriteBehind(ctx, remote.NewStore(client), cache.WriteBehindOptions{
 		Window: storeWindow, BurstBytes: storeBurst, MaxPending: storePending, Warn: warn,
 	})
 	rcache := cache.NewExecutor(behind, keys, rs.producer, cache.Options{
-		Where: executor.RemoteCache, ReadOnly: conn.readOnly, StoreFrom: storeFrom, Warn: warn, Ahead: ahead,
+		Where: executor.RemoteCache, ReadOnly: conn.readOnly, StoreFrom: storeFrom, Warn: warn,
 		StoreMessages: !conn.readOnly, Unusable: env.Record.Unusable, Run: env.Record.ID(),
 	})
 	rch := &remoteChain{chain: executor.Verified(rcache), parallel: rs.parallel, planner: rs.planner,
 		side: rs, client: client, rcache: rcache, behind: behind, cpu0: conn.cpu0, notes: conn.notes}
 	if !conn.cacheOnly {
-		rch.preparing = Preparing(client.RTT, runtime.GOMAXPROCS(0))
+		rch.preparing = dispatch.Preparing(client.RTT, runtime.GOMAXPROCS(0))
 	}
 	return rch
 }

@@ -101,8 +101,11 @@ type remoteStats struct {
 	exec     *remote.ExecStats
 	fallback executor.FallbackStats
 	hybrid   executor.HybridStats
-	hedge    *executor.HedgeStats
-	group    *remote.GroupStats
+	// racedAtStart is how many races of critical actions the Dispatcher
+	// started with their remote run.
+	racedAtStart int64
+	hedge        *executor.HedgeStats
+	group        *remote.GroupStats
 	// toolchain is set when actions shipped their compiler.
 	toolchain *remote.ToolchainStats
 	// cpu is thindist's own CPU since it began to connect.
@@ -116,6 +119,7 @@ func (r *remoteChain) stats() remoteStats {
 		stored: r.behind.Stats(), cpu: ownCPU() - r.cpu0}
 	if rs.rex != nil {
 		st.exec, st.fallback, st.hybrid = ptr(rs.rex.Stats()), rs.fb.Stats(), rs.hybrid.Stats()
+		st.racedAtStart = rs.dispatcher.RacedAtStart()
 		if ts := rs.rex.ToolchainStats(); ts.Used {
 			st.toolchain = &ts
 		}
@@ -158,7 +162,7 @@ func (st remoteStats) line(target string) string {
 			es.Executed, es.ServerCacheHits, es.Retries, fs.Fallbacks+fs.Unsupported)
 		line += fmt.Sprintf("; %d uploads begun with their lookup (%d of them not executed here)", es.Ahead, es.AheadUnused)
 		line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
-			hs.Local, hs.Races, hs.RacesWonHere, hs.RacedAtStart)
+			hs.Local, hs.Races, hs.RacesWonHere, st.racedAtStart)
 		if gs := st.hedge; gs != nil {
 			line += fmt.Sprintf("; %d hedged on a second worker (%d won there)", gs.Hedged, gs.Won)
 		}

@@ -40,9 +40,9 @@ func gatedAction(t *testing.T, gate string) (*action.Action, []string) {
 // executingSpare grants a slot once a worker runs the race's remote side.
 type executingSpare struct{}
 
-func (executingSpare) Wait(ctx context.Context, j executor.Job) (func(), error) {
+func (executingSpare) Wait(ctx context.Context, _ *action.Action, primary executor.Progress) (func(), error) {
 	for {
-		if _, executing := j.Stage.Progress(); !executing.IsZero() {
+		if _, executing := primary.Progress(); !executing.IsZero() {
 			return func() {}, nil
 		}
 		select {

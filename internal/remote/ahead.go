@@ -15,17 +15,18 @@ type preparation struct {
 	cancel context.CancelFunc
 }
 
-// Ahead begins a's remote execution up to its upload, and returns at once:
-// it builds the remote action and makes its input files (the modules)
-// present in the CAS in the background. An Execute of a that follows takes
+// Ahead implements executor.Preparer: it begins a's remote execution up
+// to its upload, and returns at once: it builds the remote action and
+// makes its input files (the modules) present in the CAS in the
+// background. An Execute of a that follows takes
 // the built action and waits only for what is left of the upload. drop, to
 // be called once a has been served whichever way, cancels an upload that
 // no Execute took.
 //
-// A cache above calls it before its lookup when it expects a miss
-// (cache.Options.Ahead): a cold action's modules then go up while it is
-// looked up, and after the miss only its own new messages and shard
-// remain, sent unasked (EnsureNew): a round trip and the modules' upload
+// A cache above calls it before its lookup when it expects a miss,
+// through the executor.PrepareAhead directly below it: a cold action's
+// modules then go up while it is looked up, and after the miss only its
+// own new messages and shard remain, sent unasked (EnsureNew): a round trip and the modules' upload
 // fewer between the lookup and the Execute. A lookup that hits has cost a
 // FindMissingBlobs, and the upload of modules the service lacked, which a
 // miss would have sent too.

@@ -190,7 +190,7 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 			return nil, fmt.Errorf("preparing the remote action: %w", err)
 		}
 	}
-	ex.Priority = int32(min(a.Rank, math.MaxInt32))
+	ex.Priority = int32(min(j.Rank, math.MaxInt32))
 	ctx = forAction(ctx, a.ID, ex.ActionDigest)
 	// Look the executable action up first, as Bazel does: servers such
 	// as Buildbarn never consult their ActionCache in Execute.
@@ -212,9 +212,10 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 		return nil, fmt.Errorf("uploading inputs: %w", err)
 	}
 	uploaded := time.Now()
-	j.Begin()
-	j.Stage.Queued()
-	resp, executing, err := e.run(ctx, j.Meter, ex, j.Stage)
+	ev := j.Notify()
+	ev.Begun()
+	ev.Queued()
+	resp, executing, err := e.run(ctx, j.Meter, ex, ev)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
@@ -143,8 +144,7 @@ func TestExecPriority(t *testing.T) {
 	ex := remote.NewExecutor(c, remote.ExecOptions{})
 	as, outs := shellActions(t, 3, -1)
 	for i, a := range as {
-		a.Rank = 10 * (i + 1)
-		if _, err := ex.Execute(t.Context(), executor.Job{Action: a, Out: outs[i]}); err != nil {
+		if _, err := ex.Execute(t.Context(), executor.Job{Action: a, Out: outs[i], Rank: 10 * (i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,14 +218,14 @@ func TestAhead(t *testing.T) {
 }
 
 // TestExecReportsExecuting: the executor tells the race of its action when
-// it sends the action for execution (executor.Stage.Queued) and when the
-// server reports a worker has taken it (executor.Stage.Executing), which
-// the race's spare sees in the Job of its Wait.
+// it sends the action for execution (executor.Events.Queued) and when the
+// server reports a worker has taken it (executor.Events.Executing), which
+// the race's spare sees in the progress its Wait is given.
 func TestExecReportsExecuting(t *testing.T) {
 	_, addr := fake(t, reapitest.Options{})
 	ex := remote.NewExecutor(dial(t, addr, remote.Options{}), remote.ExecOptions{})
 	as, outs := shellActions(t, 1, -1)
-	spare := &waitingSpare{stage: make(chan *executor.Stage, 1)}
+	spare := &waitingSpare{stage: make(chan executor.Progress, 1)}
 	res, err := executor.Race(ex, executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -239,12 +239,12 @@ func TestExecReportsExecuting(t *testing.T) {
 	}
 }
 
-// waitingSpare passes on the Stage of the Job it is asked to Wait for,
-// and grants nothing.
-type waitingSpare struct{ stage chan *executor.Stage }
+// waitingSpare passes on the primary's progress it is asked to Wait
+// with, and grants nothing.
+type waitingSpare struct{ stage chan executor.Progress }
 
-func (s *waitingSpare) Wait(ctx context.Context, j executor.Job) (func(), error) {
-	s.stage <- j.Stage
+func (s *waitingSpare) Wait(ctx context.Context, _ *action.Action, primary executor.Progress) (func(), error) {
+	s.stage <- primary
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

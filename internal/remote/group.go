@@ -10,7 +10,6 @@ import (
 
 	repb "github.com/bazelbuild/remote-apis/build/bazel/remote/execution/v2"
 
-	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/remote/reapi"
 	"github.com/thindist/thindist/internal/sched/slots"
@@ -23,9 +22,9 @@ type GroupOptions struct {
 	// Max is the most members of one group (--remote-group); below 2
 	// nothing is grouped.
 	Max int
-	// Small is the longest expected time (Action.Expected, from earlier
-	// runs) of an action that is grouped; without history, SmallBytes is
-	// the largest module (Action.Weight). Defaults: DefaultGroupSmall,
+	// Small is the longest expected time (executor.Job.Expected, from
+	// earlier runs) of an action that is grouped; without history,
+	// SmallBytes is the largest module (executor.Job.Weight). Defaults: DefaultGroupSmall,
 	// DefaultGroupSmallBytes.
 	Small      time.Duration
 	SmallBytes int64
@@ -131,7 +130,7 @@ type member struct {
 
 // Execute implements executor.Executor.
 func (g *Grouper) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
-	if !g.groupable(j.Action) {
+	if !g.groupable(j) {
 		return g.single(ctx, j)
 	}
 	m := &member{j: j, done: make(chan struct{})}
@@ -163,14 +162,16 @@ func (g *Grouper) Describe() describe.Node { return describe.Node{Name: "Grouper
 
 func (g *Grouper) String() string { return describe.Line(g) }
 
-func (g *Grouper) groupable(a *action.Action) bool {
+// groupable reports whether j's action is small enough to be grouped, by
+// the scheduler's estimates of it (Job.Expected, else Job.Weight).
+func (g *Grouper) groupable(j executor.Job) bool {
 	if g.o.Max < 2 || g.off.Load() {
 		return false
 	}
-	if a.Expected > 0 {
-		return a.Expected <= g.o.Small
+	if j.Expected > 0 {
+		return j.Expected <= g.o.Small
 	}
-	return a.Weight > 0 && a.Weight <= g.o.SmallBytes
+	return j.Weight > 0 && j.Weight <= g.o.SmallBytes
 }
 
 // single runs a alone in an execution slot.
@@ -302,7 +303,7 @@ func (g *Grouper) rerun(ms []*member) {
 }
 
 // execute uploads the group's inputs and runs it; once the inputs are up,
-// each member has begun (executor.Job.Begun: its scheduler's head start and
+// each member has begun (executor.Events.Begun: its scheduler's head start and
 // preparation window let others go) and is queued, as an action sent
 // alone is.
 func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (*repb.ExecuteResponse, error) {
@@ -322,8 +323,9 @@ func (g *Grouper) execute(ctx context.Context, grp *reapi.Group, ms []*member) (
 	// hear of them, as of an execution of their own.
 	var stages executor.Stages
 	for _, m := range ms {
-		m.j.Begin()
-		stages = append(stages, m.j.Stage)
+		ev := m.j.Notify()
+		ev.Begun()
+		stages = append(stages, ev)
 	}
 	stages.Queued()
 	resp, _, err := e.run(ctx, nil, grp.Executable, stages)

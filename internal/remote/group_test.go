@@ -14,6 +14,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 	"github.com/thindist/thindist/internal/testsupport/reapisim"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
@@ -55,7 +56,6 @@ func countedActions(t *testing.T, n, fail int, counter string) ([]*action.Action
 			Args:    []action.Arg{action.Lit("/bin/sh"), action.Lit("-c"), action.Lit(script), action.Lit("sh"), action.In("", 0), action.Out("", 0)},
 			Inputs:  []action.Input{{Path: mod, Role: action.RoleModule}, {Path: shard, Role: action.RoleIndex}},
 			Outputs: []action.Output{{Path: mod + ".native.o"}},
-			Weight:  int64(len(content)),
 		})
 		outs = append(outs, []string{filepath.Join(t.TempDir(), "out.o")})
 	}
@@ -81,7 +81,7 @@ func runAllThen(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper, ex e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i], errs[i] = ex.Execute(t.Context(), executor.Job{Action: as[i], Out: outs[i]})
+			res[i], errs[i] = ex.Execute(t.Context(), jobOf(as[i], outs[i]))
 		}()
 	}
 	release(int64(len(as)))
@@ -101,7 +101,7 @@ func backlog(t *testing.T, srv *reapitest.FakeServer, g *remote.Grouper) func(n 
 	singles := g.Stats().Singles
 	go func() {
 		defer close(done)
-		g.Execute(ctx, executor.Job{Action: as[0], Out: outs[0]})
+		g.Execute(ctx, jobOf(as[0], outs[0]))
 	}()
 	waitFor := func(what string, ok func() bool) {
 		for start := time.Now(); !ok(); time.Sleep(5 * time.Millisecond) {
@@ -236,7 +236,7 @@ func TestGroupSimulationReplay(t *testing.T) {
 	_, recAddr := fake(t, reapitest.Options{Cluster: recSim})
 	single := remote.NewExecutor(dial(t, recAddr, remote.Options{}), remote.ExecOptions{})
 	for i, a := range as {
-		if res, err := single.Execute(t.Context(), executor.Job{Action: a, Out: outs[i]}); err != nil || res.Failed() {
+		if res, err := single.Execute(t.Context(), jobOf(a, outs[i])); err != nil || res.Failed() {
 			t.Fatalf("recording %s: %v %+v", a.ID, err, res)
 		}
 	}
@@ -273,8 +273,8 @@ func TestGroupSimulationReplay(t *testing.T) {
 
 // TestGroupReportsExecuting: each member of a group hears, through its
 // own race, that the group was sent for execution and that a worker took
-// it (executor.Stage.Queued, Executing), and tells its scheduler it has
-// begun (executor.Job.Begun), as an action sent alone does
+// it (executor.Events.Queued, Executing), and tells its scheduler it has
+// begun (executor.Events.Begun), as an action sent alone does
 // (TestExecReportsExecuting); before, only the member whose context the
 // group's was made from did, and the others looked queued to the Hybrid,
 // and held their place in the preparation window, for as long as they ran.
@@ -284,7 +284,7 @@ func TestGroupReportsExecuting(t *testing.T) {
 	as, outs := shellActions(t, 4, -1)
 	spares := make([]*waitingSpare, len(as))
 	for i := range spares {
-		spares[i] = &waitingSpare{stage: make(chan *executor.Stage, 1)}
+		spares[i] = &waitingSpare{stage: make(chan executor.Progress, 1)}
 	}
 	local := executor.Func(func(ctx context.Context, j executor.Job) (*executor.Result, error) {
 		<-ctx.Done()
@@ -295,7 +295,7 @@ func TestGroupReportsExecuting(t *testing.T) {
 		a := j.Action
 		for i := range as {
 			if as[i] == a {
-				j.Begun = func() { begun[i].Store(true) }
+				j.Events = begunEvents(func() { begun[i].Store(true) })
 				return executor.Race(g, local, spares[i]).Execute(ctx, j)
 			}
 		}
@@ -317,4 +317,19 @@ func TestGroupReportsExecuting(t *testing.T) {
 	if st := g.Stats(); st.Groups != 1 || st.Grouped != 4 {
 		t.Errorf("stats %+v, want one group of 4", st)
 	}
+}
+
+// begunEvents is Events that hear Begun alone.
+type begunEvents func()
+
+func (f begunEvents) Begun()        { f() }
+func (begunEvents) WaitingForSlot() {}
+func (begunEvents) DoneWaiting()    {}
+func (begunEvents) Queued()         {}
+func (begunEvents) Executing()      {}
+
+// jobOf is the Job of a as the scheduler sends it, with its module
+// weighed (executor.Job.Weight), by which the Grouper groups the small.
+func jobOf(a *action.Action, out []string) executor.Job {
+	return executor.Job{Action: a, Out: out, Weight: schedule.Weigh([]*action.Action{a})[a]}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // UploadTime is how long a's upload would still take
-// (executor.HybridOptions.UploadTime): the bytes of its input files that
+// (dispatch.Options.UploadTime): the bytes of its input files that
 // the run does not know to be in the CAS yet, over the upload throughput
 // (measured on this link, else recalled from an earlier one). 0 when the
 // throughput is not known, or Ahead did not prepare a (its inputs are not

@@ -2,7 +2,6 @@ package record
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -204,32 +203,24 @@ func (s *Store) readAhead(dir string) *ReadAhead {
 	return ra
 }
 
-// Expect sets each action's Expected duration from history, so the
+// Expect returns each action's expected duration from history, so the
 // scheduler starts the longest first: a module's last compile time when
-// recorded, else its bitcode size times the time per byte of the modules
-// that have one. Without any history it leaves them unset (the scheduler
-// then orders by size). It returns how many actions had a recorded time.
-func (h *History) Expect(actions []*action.Action) int {
+// recorded, else its bitcode size (sizes, as the scheduler weighed them)
+// times the time per byte of the modules that have one. Without any
+// history it returns none (the scheduler then orders by size), and known
+// is how many actions had a recorded time.
+func (h *History) Expect(actions []*action.Action, sizes map[*action.Action]int64) (expected map[*action.Action]time.Duration, known int) {
 	if h == nil || len(h.took) == 0 {
-		return 0
+		return nil, 0
 	}
-	size := func(a *action.Action) int64 {
-		for _, in := range a.Inputs {
-			if in.Role == action.RoleModule {
-				if fi, err := os.Stat(a.Abs(in.Local())); err == nil {
-					return fi.Size()
-				}
-			}
-		}
-		return 0
-	}
-	var known int
+	size := func(a *action.Action) int64 { return sizes[a] }
+	expected = make(map[*action.Action]time.Duration, len(actions))
 	var sumT time.Duration
 	var sumB int64
 	var unknown []*action.Action
 	for _, a := range actions {
 		if d, ok := h.took[action.ModuleName(a.ID)]; ok {
-			a.Expected = max(d, 1)
+			expected[a] = max(d, 1)
 			known++
 			if b := size(a); b > 0 {
 				sumT += d
@@ -241,12 +232,12 @@ func (h *History) Expect(actions []*action.Action) int {
 	}
 	for _, a := range unknown {
 		if sumB > 0 {
-			a.Expected = max(time.Duration(float64(sumT)/float64(sumB)*float64(size(a))), 1)
+			expected[a] = max(time.Duration(float64(sumT)/float64(sumB)*float64(size(a))), 1)
 		} else {
-			a.Expected = 1 // after every module with history, by size
+			expected[a] = 1 // after every module with history, by size
 		}
 	}
-	return known
+	return expected, known
 }
 
 // Explain sets Miss on every action of run that was compiled: why it was

@@ -51,9 +51,11 @@ func TestSchedulingFollowsHistory(t *testing.T) {
 
 	order := func(hist bool) []string {
 		as := moduleActions(t, dir, sizes)
+		weights := schedule.Weigh(as)
+		var expected map[*action.Action]time.Duration
 		if hist {
 			rec := New(Run{Dir: dir})
-			rec.Plan(s, as)
+			expected = rec.Plan(s, as, weights)
 			if n := rec.Snapshot().Ordered; n != 3 {
 				t.Errorf("%d actions ordered by history, want 3", n)
 			}
@@ -67,7 +69,7 @@ func TestSchedulingFollowsHistory(t *testing.T) {
 			mu.Unlock()
 			return &executor.Result{}, os.WriteFile(out[0], []byte("x"), 0o644)
 		})
-		if err := schedule.Run(context.Background(), as, ex, schedule.Options{Parallel: 1}); err != nil {
+		if err := schedule.Run(context.Background(), as, ex, schedule.Options{Parallel: 1, Estimates: schedule.NewEstimates(weights, expected)}); err != nil {
 			t.Fatal(err)
 		}
 		return got
@@ -184,11 +186,11 @@ func TestReadAhead(t *testing.T) {
 	if err := s.Write(newest); err != nil {
 		t.Fatal(err)
 	}
-	rec.Plan(s, as)
+	expected := rec.Plan(s, as, schedule.Weigh(as))
 	for _, a := range as {
 		want := map[string]time.Duration{"a.o": 30 * time.Millisecond, "b.o": 70 * time.Millisecond}[a.ID]
-		if a.Expected != want {
-			t.Errorf("%s: expected %v, want %v", a.ID, a.Expected, want)
+		if expected[a] != want {
+			t.Errorf("%s: expected %v, want %v", a.ID, expected[a], want)
 		}
 	}
 
@@ -196,10 +198,10 @@ func TestReadAhead(t *testing.T) {
 	other := New(Run{Dir: dir})
 	other.ReadAhead(Open(t.TempDir()))
 	as = moduleActions(t, dir, map[string]int{"a.o": 10, "b.o": 10})
-	other.Plan(s, as)
+	expected = other.Plan(s, as, schedule.Weigh(as))
 	for _, a := range as {
-		if want := map[string]time.Duration{"a.o": 999 * time.Millisecond, "b.o": 70 * time.Millisecond}[a.ID]; a.Expected != want {
-			t.Errorf("read ahead elsewhere: %s: expected %v, want %v", a.ID, a.Expected, want)
+		if want := map[string]time.Duration{"a.o": 999 * time.Millisecond, "b.o": 70 * time.Millisecond}[a.ID]; expected[a] != want {
+			t.Errorf("read ahead elsewhere: %s: expected %v, want %v", a.ID, expected[a], want)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/remote/reapi"
+	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sys/digest"
 )
 
@@ -32,8 +33,9 @@ type Recorder struct {
 	cmds     map[string]int
 	log      []byte
 	now      func() time.Time
-	hist     *History   // set by Plan
-	ahead    *ReadAhead // set by ReadAhead
+	hist     *History            // set by Plan
+	est      *schedule.Estimates // set by Planned
+	ahead    *ReadAhead          // set by ReadAhead
 	// alias maps a module's path, as importers' keys name it, to its
 	// name when they differ.
 	alias map[string]string
@@ -109,8 +111,9 @@ func (r *Recorder) ID() string {
 // Planned implements schedule.Observer: the record's actions are sized
 // for the run at once (grown by doubling, a large record would hold its
 // old and new arrays together at the peak of the run).
-func (r *Recorder) Planned(n int) {
+func (r *Recorder) Planned(n int, est *schedule.Estimates) {
 	r.mu.Lock()
+	r.est = est
 	if more := n - len(r.run.Actions); more > 0 {
 		r.run.Actions = slices.Grow(r.run.Actions, more)
 	}
@@ -129,7 +132,7 @@ func (r *Recorder) Started(a *action.Action, _ int) {
 // outputs are in place, so their sizes are read here.
 func (r *Recorder) Finished(a *action.Action, slot int, res *executor.Result, err error) {
 	end := r.now()
-	rec := Action{Module: action.ModuleName(a.ID), Output: a.Outputs[0].Path, Size: a.Weight, Slot: slot}
+	rec := Action{Module: action.ModuleName(a.ID), Output: a.Outputs[0].Path, Size: r.weight(a), Slot: slot}
 	if rec.Module != a.ID {
 		rec.ID = a.ID
 	}
@@ -304,10 +307,11 @@ func (r *Recorder) ReadAhead(store *Store) {
 	r.ahead = store.readAhead(r.run.Dir)
 }
 
-// Plan reads the history of this run's modules from store and sets each
-// action's Expected duration from it (History.Expect); Finish explains the
-// misses against the same history.
-func (r *Recorder) Plan(store *Store, actions []*action.Action) {
+// Plan reads the history of this run's modules from store and returns
+// each action's expected duration from it (History.Expect), by their
+// modules' sizes (schedule.Weigh); Finish explains the misses against the
+// same history.
+func (r *Recorder) Plan(store *Store, actions []*action.Action, sizes map[*action.Action]int64) map[*action.Action]time.Duration {
 	modules := make([]string, len(actions))
 	for i, a := range actions {
 		modules[i] = action.ModuleName(a.ID)
@@ -320,11 +324,20 @@ func (r *Recorder) Plan(store *Store, actions []*action.Action) {
 		<-ahead.done
 	}
 	h := store.history(dir, modules, ahead)
-	n := h.Expect(actions)
+	expected, n := h.Expect(actions, sizes)
 	r.mu.Lock()
 	r.hist = h
 	r.run.Ordered = n
 	r.mu.Unlock()
+	return expected
+}
+
+// weight is a's module's size as the scheduler weighed it.
+func (r *Recorder) weight(a *action.Action) int64 {
+	r.mu.Lock()
+	est := r.est
+	r.mu.Unlock()
+	return est.Weight(a)
 }
 
 // Snapshot returns the run-level fields recorded so far (no actions), the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/sched/schedule"
 )
 
 // Progress keeps a line on the console that says what the run is doing:
@@ -21,9 +22,9 @@ import (
 // terminal's width leaves room for. An action is running once it holds a
 // local process slot or is in flight with a remote service; one waiting
 // for a slot (a --jobs slot, a token of make's jobserver: the local
-// executor tells Progress through executor.Job.Slots), or not yet
-// taken up, is queued. The estimate is the expected time of the work left
-// (action.Expected, from earlier runs), scaled by how long this run's
+// executor tells its Job's Events, which the scheduler passes on to
+// Progress as a schedule.SlotObserver), or not yet taken up, is queued. The estimate is the expected time of the work left
+// (schedule.Estimates, from earlier runs), scaled by how long this run's
 // compiles took against their expected times, over the slots seen running
 // at once at a tick: shown when every action left has an expected time and
 // at least one compile has finished (the basis of the scale: earlier runs'
@@ -49,6 +50,7 @@ type Progress struct {
 	left     time.Duration                // the Expected of the actions not finished
 	unknown  int                          // actions not finished without an Expected
 	expected bool                         // Expect was called
+	est      *schedule.Estimates          // the expected durations, set by Expect
 	// tookExpected and took: the Expected of the compiles finished and
 	// how long they ran, the scale of the estimate.
 	tookExpected, took time.Duration
@@ -116,7 +118,10 @@ func (p *Progress) Stop() {
 }
 
 // Planned implements schedule.Observer.
-func (p *Progress) Planned(n int) { p.update(func() { p.total = n }); p.draw(true) }
+func (p *Progress) Planned(n int, _ *schedule.Estimates) {
+	p.update(func() { p.total = n })
+	p.draw(true)
+}
 
 // Started implements schedule.Observer.
 func (p *Progress) Started(a *action.Action, _ int) {
@@ -131,8 +136,8 @@ func (p *Progress) Started(a *action.Action, _ int) {
 // Finished implements schedule.Observer.
 func (p *Progress) Finished(a *action.Action, _ int, res *executor.Result, err error) {
 	p.update(func() {
-		if since, ok := p.running[a]; ok && err == nil && res != nil && !res.Where.Cached() && a.Expected > 1 {
-			p.tookExpected += a.Expected
+		if since, ok := p.running[a]; ok && err == nil && res != nil && !res.Where.Cached() && p.est.Expected(a) > 1 {
+			p.tookExpected += p.est.Expected(a)
 			p.took += p.tl.Now().Sub(since)
 		}
 		delete(p.started, a)
@@ -141,8 +146,8 @@ func (p *Progress) Finished(a *action.Action, _ int, res *executor.Result, err e
 		p.done++
 		switch {
 		case !p.expected:
-		case a.Expected > 1:
-			p.left -= a.Expected
+		case p.est.Expected(a) > 1:
+			p.left -= p.est.Expected(a)
 		default:
 			p.unknown--
 		}
@@ -152,12 +157,12 @@ func (p *Progress) Finished(a *action.Action, _ int, res *executor.Result, err e
 	})
 }
 
-// WaitingForSlot implements executor.SlotObserver.
+// WaitingForSlot implements schedule.SlotObserver.
 func (p *Progress) WaitingForSlot(a *action.Action) {
 	p.update(func() { p.waiting[a] = true; delete(p.running, a) })
 }
 
-// DoneWaiting implements executor.SlotObserver.
+// DoneWaiting implements schedule.SlotObserver.
 func (p *Progress) DoneWaiting(a *action.Action) {
 	p.update(func() {
 		delete(p.waiting, a)
@@ -182,15 +187,16 @@ func (p *Progress) update(f func()) {
 	p.draw(false)
 }
 
-// Expect tells Progress the actions of the run, for its estimate (their
-// Expected durations). Call it before the run.
-func (p *Progress) Expect(actions []*action.Action) {
+// Expect tells Progress the actions of the run and the scheduler's
+// estimates of them, for its estimate (their expected durations). Call it
+// before the run.
+func (p *Progress) Expect(actions []*action.Action, est *schedule.Estimates) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.expected = true
+	p.expected, p.est = true, est
 	for _, a := range actions {
-		if a.Expected > 1 {
-			p.left += a.Expected
+		if d := est.Expected(a); d > 1 {
+			p.left += d
 		} else {
 			p.unknown++
 		}
@@ -291,7 +297,7 @@ func (p *Progress) eta(now time.Time) (time.Duration, bool) {
 	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
 	left := scaled(p.left)
 	for a, since := range p.running {
-		left -= min(now.Sub(since), scaled(a.Expected))
+		left -= min(now.Sub(since), scaled(p.est.Expected(a)))
 	}
 	return max(left/time.Duration(p.slots), 0), true
 }

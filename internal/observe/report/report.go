@@ -26,9 +26,9 @@ func Tee(obs ...schedule.Observer) schedule.Observer { return tee(obs) }
 
 type tee []schedule.Observer
 
-func (t tee) Planned(n int) {
+func (t tee) Planned(n int, est *schedule.Estimates) {
 	for _, o := range t {
-		o.Planned(n)
+		o.Planned(n, est)
 	}
 }
 func (t tee) Started(a *action.Action, slot int) {
@@ -208,7 +208,11 @@ func NewSummary(tl *Timeline) *Summary { return &Summary{tl: tl} }
 // Timeline is the run's clock and phases.
 func (s *Summary) Timeline() *Timeline { return s.tl }
 
-func (s *Summary) Planned(n int) { s.mu.Lock(); s.Jobs, s.planned = n, true; s.mu.Unlock() }
+func (s *Summary) Planned(n int, _ *schedule.Estimates) {
+	s.mu.Lock()
+	s.Jobs, s.planned = n, true
+	s.mu.Unlock()
+}
 
 // Counted reports whether a run was counted, i.e. got as far as planning
 // its actions (a run stopped by its configuration has nothing to sum up).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/sched/schedule"
 )
 
 // fakeClock is a clock that moves only when told.
@@ -84,7 +86,7 @@ func TestSummaryLine(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clock := newFakeClock()
 			s := NewSummary(NewTimeline(clock.Now(), clock.Now))
-			s.Planned(len(acts))
+			s.Planned(len(acts), nil)
 			for i, f := range c.runs {
 				s.Started(acts[i], 0)
 				s.Finished(acts[i], 0, f.res, f.err)
@@ -116,7 +118,7 @@ func TestSummaryWallTime(t *testing.T) {
 	clock.Advance(1200 * time.Millisecond)
 	end()
 	end = tl.Begin("backends")
-	s.Planned(1)
+	s.Planned(1, nil)
 	s.Started(a, 0)
 	clock.Advance(700 * time.Millisecond)
 	s.Finished(a, 0, &executor.Result{Provenance: executor.Provenance{Where: executor.Remote}, Wall: 650 * time.Millisecond}, nil)
@@ -143,7 +145,7 @@ func TestSummaryWallTime(t *testing.T) {
 	tl = NewTimeline(start, clock.Now)
 	tl.Add("lld", start.Add(-300*time.Millisecond), start)
 	s = NewSummary(tl)
-	s.Planned(0)
+	s.Planned(0, nil)
 	clock.Advance(50 * time.Millisecond)
 	if got, want := s.Line(), "thindist: 0 jobs, 0 failed, 0 cached, 0 remote, 0 local in 50ms, after lld's 300ms"; got != want {
 		t.Errorf("summary %q, want %q", got, want)
@@ -168,7 +170,7 @@ func TestProgressStopsForGood(t *testing.T) {
 	clock := newFakeClock()
 	tick := make(chan time.Time)
 	p := newProgress(c, NewTimeline(clock.Now(), clock.Now), tick)
-	p.Planned(3)
+	p.Planned(3, nil)
 	tick <- clock.Now() // handled by the ticker goroutine
 	p.Stop()
 	c.Printf("thindist: the summary")
@@ -193,7 +195,7 @@ func TestProgressQueued(t *testing.T) {
 	p := newProgress(c, NewTimeline(clock.Now(), clock.Now), nil)
 	defer p.Stop()
 	acts := []*action.Action{{ID: "a.o"}, {ID: "b.o"}, {ID: "c.o"}}
-	p.Planned(len(acts))
+	p.Planned(len(acts), nil)
 	for _, a := range acts {
 		p.Started(a, 0)
 	}
@@ -235,10 +237,10 @@ func TestProgressLine(t *testing.T) {
 	tick := make(chan time.Time)
 	p := newProgress(c, NewTimeline(clock.Now(), clock.Now), tick)
 	defer p.Stop()
-	acts := []*action.Action{{ID: "big.o", Expected: 4 * time.Second}, {ID: "lib/libu.a(u.o)", Expected: 2 * time.Second},
-		{ID: "c.o", Expected: 2 * time.Second}, {ID: "d.o", Expected: 2 * time.Second}}
-	p.Expect(acts)
-	p.Planned(len(acts))
+	acts := []*action.Action{{ID: "big.o"}, {ID: "lib/libu.a(u.o)"}, {ID: "c.o"}, {ID: "d.o"}}
+	est := expecting(acts, 4*time.Second, 2*time.Second, 2*time.Second, 2*time.Second)
+	p.Expect(acts, est)
+	p.Planned(len(acts), nil)
 	p.Started(acts[0], 0)
 	clock.Advance(time.Second)
 	p.Started(acts[1], 1)
@@ -289,10 +291,11 @@ func TestProgressEstimate(t *testing.T) {
 	defer p.Stop()
 	var acts []*action.Action
 	for i := range 13 {
-		acts = append(acts, &action.Action{ID: fmt.Sprintf("m%02d.o", i), Expected: 30 * time.Millisecond})
+		acts = append(acts, &action.Action{ID: fmt.Sprintf("m%02d.o", i)})
 	}
-	p.Expect(acts)
-	p.Planned(len(acts))
+	est := expecting(acts, slices.Repeat([]time.Duration{30 * time.Millisecond}, len(acts))...)
+	p.Expect(acts, est)
+	p.Planned(len(acts), nil)
 	p.Started(acts[0], 0)
 	p.Started(acts[1], 1)
 	p.slots = 2 // as a tick sees them
@@ -312,8 +315,8 @@ func TestProgressEstimate(t *testing.T) {
 	// A cache hit is no basis: it takes no compile's time.
 	q := newProgress(c, NewTimeline(clock.Now(), clock.Now), nil)
 	defer q.Stop()
-	q.Expect(acts[:2])
-	q.Planned(2)
+	q.Expect(acts[:2], est)
+	q.Planned(2, nil)
 	q.Started(acts[0], 0)
 	q.Started(acts[1], 1)
 	q.slots = 2
@@ -381,7 +384,7 @@ func TestProgressDrawsTheLatest(t *testing.T) {
 	p := newProgress(c, NewTimeline(clock.Now(), clock.Now), tick)
 	defer p.Stop()
 	a, b, d := &action.Action{ID: "a.o"}, &action.Action{ID: "b.o"}, &action.Action{ID: "d.o"}
-	p.Planned(3)
+	p.Planned(3, nil)
 	p.Started(a, 0)
 	clock.Advance(time.Second)
 	p.Started(b, 1)
@@ -443,4 +446,14 @@ func TestIsTerminal(t *testing.T) {
 	if !IsTerminal(tty) {
 		t.Errorf("the pseudo-terminal %s is not taken for a terminal", tty.Name())
 	}
+}
+
+// expecting is the scheduler's estimates of acts, acts[i] expected to
+// take expected[i].
+func expecting(acts []*action.Action, expected ...time.Duration) *schedule.Estimates {
+	m := map[*action.Action]time.Duration{}
+	for i, a := range acts {
+		m[a] = expected[i]
+	}
+	return schedule.NewEstimates(nil, m)
 }

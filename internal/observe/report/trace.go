@@ -13,6 +13,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sys/atomicfile"
 )
 
@@ -25,6 +26,7 @@ type Trace struct {
 	begun  map[*action.Action]time.Time
 	events []traceEvent
 	lanes  int
+	est    *schedule.Estimates // the modules' sizes, set by Planned
 	meta   map[string]any
 }
 
@@ -42,7 +44,11 @@ type traceEvent struct {
 // NewTrace starts a trace now.
 func NewTrace() *Trace { return &Trace{start: time.Now(), begun: map[*action.Action]time.Time{}} }
 
-func (t *Trace) Planned(int) {}
+func (t *Trace) Planned(_ int, est *schedule.Estimates) {
+	t.mu.Lock()
+	t.est = est
+	t.mu.Unlock()
+}
 func (t *Trace) Started(a *action.Action, slot int) {
 	t.mu.Lock()
 	t.begun[a] = time.Now()
@@ -55,7 +61,7 @@ func (t *Trace) Finished(a *action.Action, slot int, res *executor.Result, err e
 	defer t.mu.Unlock()
 	begin := t.begun[a]
 	delete(t.begun, a)
-	args := map[string]any{"module": a.ID, "output": a.Outputs[0].Path, "bytes": a.Weight}
+	args := map[string]any{"module": a.ID, "output": a.Outputs[0].Path, "bytes": t.est.Weight(a)}
 	cat := "failed"
 	if res != nil {
 		cat = res.Where.String()

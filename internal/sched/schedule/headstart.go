@@ -5,7 +5,7 @@ import (
 )
 
 // headStart holds actions back until the ones ahead of them have begun
-// their real work (executor.Job.Begun) or ended. The planner splits the head
+// their real work (executor.Events.Begun) or ended. The planner splits the head
 // of the order into tiers (Planner.Plan): the actions of a tier start once
 // every action of the tiers before it has begun, and the actions after the
 // last tier once every tier's have. So the longest actions of a link

@@ -24,7 +24,8 @@ import (
 // Observer hears what the scheduler does, for progress lines, summaries and
 // traces. Calls come from several goroutines.
 type Observer interface {
-	Planned(total int)
+	// Planned: total actions will run, with these estimates.
+	Planned(total int, est *Estimates)
 	Started(a *action.Action, slot int)
 	Finished(a *action.Action, slot int, res *executor.Result, err error)
 }
@@ -38,7 +39,7 @@ type Options struct {
 	// Observer, if set, hears every start and finish.
 	Observer Observer
 	// Preparing, if above 0, bounds the actions preparing at once: started
-	// and not yet begun (executor.Job.Begun) or ended, i.e. computing keys,
+	// and not yet begun (executor.Events.Begun) or ended, i.e. computing keys,
 	// looking up caches, uploading inputs. They are let in in order. With
 	// hundreds preparing together on this machine's few cores, each
 	// finishes its preparation only as late as the last: a remote cluster
@@ -54,10 +55,14 @@ type Options struct {
 	// once when every action has been started (or none will be, after a
 	// failure): an executor with spare capacity may then spend it on the
 	// actions in flight (races).
-	Planner executor.Planner
+	Planner Planner
 	// Slots, if set, hears when an action waits for a local process slot
-	// (executor.Job.Slots).
-	Slots executor.SlotObserver
+	// (executor.Events.WaitingForSlot, DoneWaiting).
+	Slots SlotObserver
+	// Estimates order the actions (Estimates.Precedes) and go to the
+	// Planner and the Observer; nil: Run weighs the modules itself, with
+	// no history.
+	Estimates *Estimates
 }
 
 // Run executes every action and returns once all have finished or, after a
@@ -65,15 +70,16 @@ type Options struct {
 // action's outputs are at their declared paths. On failure no output of this
 // run is left behind, and the error describes every failed action.
 func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, opts Options) error {
-	if err := Preflight(actions); err != nil {
+	est := opts.Estimates
+	if est == nil {
+		est = NewEstimates(Weigh(actions), nil)
+	}
+	if err := preflight(actions, est); err != nil {
 		return err
 	}
 	order := make([]*action.Action, len(actions))
 	copy(order, actions)
-	sort.SliceStable(order, func(i, j int) bool { return order[i].Precedes(order[j]) })
-	for i, a := range order {
-		a.Rank = i
-	}
+	sort.SliceStable(order, func(i, j int) bool { return est.Precedes(order[i], order[j]) })
 
 	st := newStaging()
 	defer st.removeAll()
@@ -81,10 +87,10 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	obs.Planned(len(order))
+	obs.Planned(len(order), est)
 	var tiers []int
 	if opts.Planner != nil {
-		tiers = opts.Planner.Plan(order)
+		tiers = opts.Planner.Plan(order, est)
 	}
 	gate := newHeadStart(tiers, len(order))
 	var drained sync.Once
@@ -133,7 +139,8 @@ func Run(ctx context.Context, actions []*action.Action, ex executor.Executor, op
 				}
 				began := beganFunc(gate, i, preparing)
 				obs.Started(a, slot)
-				res, done, err := runSafe(ctx, executor.Job{Action: a, Begun: began, Slots: opts.Slots}, ex, st)
+				res, done, err := runSafe(ctx, executor.Job{Action: a, Rank: i, Weight: est.Weight(a), Expected: est.Expected(a),
+					Events: jobEvents{a: a, began: began, slots: opts.Slots}}, ex, st)
 				began()
 				if opts.Planner != nil {
 					opts.Planner.Ended(a)
@@ -228,14 +235,20 @@ func runOne(ctx context.Context, j executor.Job, ex executor.Executor, st *stagi
 }
 
 // Preflight checks that every input of every action exists before anything
-// runs (clang exits 0 with an empty object when an import is missing) and
-// records each action's Weight, its module's size. Each distinct file is
-// looked at once, however many actions import it.
-func Preflight(actions []*action.Action) error {
+// runs (clang exits 0 with an empty object when an import is missing).
+// Each distinct file is looked at once, however many actions import it.
+func Preflight(actions []*action.Action) error { return preflight(actions, nil) }
+
+// preflight is Preflight, knowing that the modules est weighs by their
+// files exist (Weigh found them): it does not look at those again.
+func preflight(actions []*action.Action, est *Estimates) error {
 	sizes := map[string]int64{}
 	var missing []Missing
 	for _, a := range actions {
 		for _, in := range a.Inputs {
+			if in.Role == action.RoleModule && a.ModuleSize == 0 && est.Weight(a) > 0 {
+				continue // weighed by its file: it exists
+			}
 			p := a.Abs(in.Local())
 			size, ok := sizes[p]
 			if !ok {
@@ -253,9 +266,6 @@ func Preflight(actions []*action.Action) error {
 				sizes[p] = size
 			} else if size < 0 {
 				missing = append(missing, Missing{a, fmt.Sprintf("%s: %s %s does not exist", a.ID, in.Role, quoteIf(in.Local()))})
-			}
-			if in.Role == action.RoleModule && size > 0 {
-				a.Weight = size
 			}
 		}
 	}
@@ -292,6 +302,6 @@ func quoteIf(p string) string { return fmt.Sprintf("%q", p) }
 
 type nopObserver struct{}
 
-func (nopObserver) Planned(int)                                           {}
+func (nopObserver) Planned(int, *Estimates)                               {}
 func (nopObserver) Started(*action.Action, int)                           {}
 func (nopObserver) Finished(*action.Action, int, *executor.Result, error) {}

@@ -38,7 +38,7 @@ type recorder struct {
 	order []string
 }
 
-func (r *recorder) Planned(int) {}
+func (r *recorder) Planned(int, *Estimates) {}
 func (r *recorder) Started(a *action.Action, _ int) {
 	r.mu.Lock()
 	r.order = append(r.order, a.ID)
@@ -124,7 +124,7 @@ type planner struct {
 	ended   atomic.Int64
 }
 
-func (p *planner) Plan(order []*action.Action) []int {
+func (p *planner) Plan(order []*action.Action, _ *Estimates) []int {
 	for _, a := range order {
 		p.order = append(p.order, a.ID)
 	}
@@ -140,18 +140,20 @@ func (p *planner) Ended(*action.Action) { p.ended.Add(1) }
 func TestPlanner(t *testing.T) {
 	dir := t.TempDir()
 	as := actions(t, dir, 3)
-	as[1].Expected = time.Second // the longest expected: first
+	est := NewEstimates(Weigh(as), map[*action.Action]time.Duration{as[1]: time.Second}) // the longest expected: first
 	p := &planner{}
 	var seen []string
+	ranks := map[string]int{}
 	var mu sync.Mutex
 	ex := executor.Func(func(_ context.Context, j executor.Job) (*executor.Result, error) {
 		a, out := j.Action, j.Out
 		mu.Lock()
 		seen = append(seen, fmt.Sprintf("%s@%d/%d", a.ID, len(p.order), p.drained.Load()))
+		ranks[a.ID] = j.Rank
 		mu.Unlock()
 		return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
 	})
-	if err := Run(t.Context(), as, ex, Options{Parallel: 1, Planner: p}); err != nil {
+	if err := Run(t.Context(), as, ex, Options{Parallel: 1, Planner: p, Estimates: est}); err != nil {
 		t.Fatal(err)
 	}
 	// m1 is expected to take longest; then sizes, largest first.
@@ -162,8 +164,8 @@ func TestPlanner(t *testing.T) {
 	if fmt.Sprint(p.order) != fmt.Sprint([]string{as[1].ID, as[2].ID, as[0].ID}) {
 		t.Errorf("planned order %v", p.order)
 	}
-	if as[1].Rank != 0 || as[2].Rank != 1 || as[0].Rank != 2 {
-		t.Errorf("ranks %d %d %d, want each action's place in the order (2 0 1)", as[0].Rank, as[1].Rank, as[2].Rank)
+	if r := [3]int{ranks[as[0].ID], ranks[as[1].ID], ranks[as[2].ID]}; r != [3]int{2, 0, 1} {
+		t.Errorf("jobs' ranks %v, want each action's place in the order (2 0 1)", r)
 	}
 	if n := p.ended.Load(); n != 3 {
 		t.Errorf("Ended called %d times, want once per action (3)", n)
@@ -171,7 +173,7 @@ func TestPlanner(t *testing.T) {
 }
 
 // TestHeadStart: the others wait until the head-start actions have begun
-// their real work (executor.Job.Begun), not until they end; a head-start action
+// their real work (executor.Events.Begun), not until they end; a head-start action
 // that ends without saying so (a cache hit) releases them too.
 func TestHeadStart(t *testing.T) {
 	for _, begins := range []bool{true, false} {
@@ -187,7 +189,7 @@ func TestHeadStart(t *testing.T) {
 				// may start at any moment, before a later Store.
 				headBegun.Store(true)
 				if begins {
-					j.Begin()
+					j.Notify().Begun()
 					<-release // still running while the others go
 				}
 			} else {
@@ -239,7 +241,7 @@ func TestHeadStartTiers(t *testing.T) {
 		mu.Lock()
 		begun[a.ID] = true
 		mu.Unlock()
-		j.Begin()
+		j.Notify().Begun()
 		if a.ID == "m4.o" || a.ID == "m3.o" {
 			<-hold // the head runs on while the others start
 		}
@@ -303,7 +305,7 @@ func TestPreparing(t *testing.T) {
 			// Cache hits: they end without beginning.
 			return &executor.Result{}, os.WriteFile(out[0], []byte(a.ID), 0o644)
 		}
-		j.Begin()
+		j.Notify().Begun()
 		peak(&mostRunning, running.Add(1))
 		defer running.Add(-1)
 		select {

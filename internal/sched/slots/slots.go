@@ -3,9 +3,9 @@
 // the slots, and a waiter that gives up taking nothing, handing back a
 // grant that came meanwhile. A Pool owns n slots and hands them out by
 // priority; each resource has one Pool, which everything that needs one
-// of its slots asks: this machine's process slots (executor.Processes,
+// of its slots asks: this machine's process slots (dispatch.Processes,
 // which a Dispatcher takes its local slots from too), the remote
-// executions a remote.Grouper sends. executor.Dispatcher grants the slots
+// executions a remote.Grouper sends. dispatch.Dispatcher grants the slots
 // of its pools by rules of its own, to waiters it keeps in a Queue.
 package slots
 

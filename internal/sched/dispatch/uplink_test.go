@@ -1,33 +1,40 @@
-package executor
+package dispatch
 
 import (
 	"testing"
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
 )
 
 // TestHybridSlowUploadCompilesHere: with races the cluster's free slots
 // are taken first, but an action whose upload alone would take longer
-// than compiling it here (HybridOptions.UploadTime over its Expected
+// than compiling it here (Options.UploadTime over its expected
 // time) takes this machine's slot, or waits for it while others go to
 // the cluster; one whose upload is quicker than its compile, or whose
 // time is not known, goes to the cluster as before.
 func TestHybridSlowUploadCompilesHere(t *testing.T) {
-	remote, local := newHeld(Remote), newHeld(Local)
+	remote, local := newHeld(executor.Remote), newHeld(executor.Local)
 	upload := map[string]time.Duration{"big1": 10 * time.Second, "big2": 10 * time.Second, "quick": 100 * time.Millisecond}
-	h := newHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 4, LocalSlots: 1, Races: true,
+	h := newHybrid(func(executor.Spare) executor.Executor { return remote }, local, Options{RemoteSlots: 4, LocalSlots: 1, Races: true,
 		UploadTime: func(a *action.Action) time.Duration { return upload[a.ID] }})
-	start := func(id string, expected time.Duration) {
-		go h.Execute(t.Context(), Job{Action: &action.Action{ID: id, Expected: expected}})
+	est := newEstimates()
+	acts := map[string]*action.Action{}
+	for id, expected := range map[string]time.Duration{"big1": time.Second, "big2": time.Second, "quick": time.Second, "unknown": 0} {
+		acts[id] = est.expecting(&action.Action{ID: id}, expected)
 	}
-	start("big1", time.Second)
+	h.d.Plan(nil, est.of()) // none planned: they start as they come
+	start := func(id string) {
+		go h.Execute(t.Context(), executor.Job{Action: acts[id]})
+	}
+	start("big1")
 	expectStart(t, "big1", local, remote)
-	start("big2", time.Second) // the local slot is busy: it waits for it
+	start("big2") // the local slot is busy: it waits for it
 	waitQueue(t, h, 1)
-	start("quick", time.Second)
+	start("quick")
 	expectStart(t, "quick", remote, local)
-	start("unknown", 0) // no expected time: nothing to weigh the upload against
+	start("unknown") // no expected time: nothing to weigh the upload against
 	expectStart(t, "unknown", remote, local)
 	local.release <- struct{}{} // big1 ends
 	expectStart(t, "big2", local, remote)

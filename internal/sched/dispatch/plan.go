@@ -1,22 +1,24 @@
-package executor
+package dispatch
 
 import (
 	"math"
 	"sort"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/sched/schedule"
 )
 
 // Plan is what a Hybrid knows of a run's actions before the first starts,
 // computed once from the order the scheduler will start them in
 // (NewPlan): each action's rank, its length, the critical actions (raced
 // from the start), those also run on two workers at once (Hedge), and the
-// head start's tiers (Planner). It is a value: nothing in it changes once
+// head start's tiers (schedule.Planner). It is a value: nothing in it changes once
 // made.
 type Plan struct {
 	rank       map[*action.Action]int
 	critical   map[*action.Action]bool
 	twoWorkers map[*action.Action]bool
+	est        *schedule.Estimates          // what the order was made by
 	length     func(*action.Action) float64 // lengthOf the planned actions
 	head       int                          // order[:head] get a head start
 	tiers      []int
@@ -29,18 +31,18 @@ type Plan struct {
 // this machine's CPU and the link. They start in tiers of length
 // (headTiers). With races (o.Races), the critical actions are marked, and
 // those of them within HedgeBudget run on two workers (OnTwoWorkers).
-func NewPlan(order []*action.Action, o HybridOptions) Plan {
-	p := Plan{rank: make(map[*action.Action]int, len(order)), length: lengthOf(order)}
+func NewPlan(order []*action.Action, est *schedule.Estimates, o Options) Plan {
+	p := Plan{rank: make(map[*action.Action]int, len(order)), est: est, length: lengthOf(order, est)}
 	for i, a := range order {
 		p.rank[a] = i
 	}
 	if o.Races {
 		// At least one: with no local slot it may still run on a second
 		// worker (OnTwoWorkers).
-		p.critical = Critical(order, o.RemoteSlots+o.LocalSlots, max(o.LocalSlots, 1))
-		p.twoWorkers = withinBudget(order, p.critical, HedgeBudget)
+		p.critical = Critical(order, est, o.RemoteSlots+o.LocalSlots, max(o.LocalSlots, 1))
+		p.twoWorkers = withinBudget(order, est, p.critical, HedgeBudget)
 	}
-	long := Critical(order, o.RemoteSlots+o.LocalSlots, len(order))
+	long := Critical(order, est, o.RemoteSlots+o.LocalSlots, len(order))
 	for p.head < len(order) && long[order[p.head]] {
 		p.head++
 	}
@@ -51,7 +53,7 @@ func NewPlan(order []*action.Action, o HybridOptions) Plan {
 	return p
 }
 
-// Tiers are the head start's tiers (Planner.Plan).
+// Tiers are the head start's tiers (schedule.Planner.Plan).
 func (p Plan) Tiers() []int { return p.tiers }
 
 // OnTwoWorkers reports whether a should run on a second worker as well
@@ -64,7 +66,7 @@ func (p Plan) OnTwoWorkers(a *action.Action) bool { return p.twoWorkers[a] }
 const headTierWidth = 1.0 / 8
 
 // headTiers splits the head-start actions (longest first) into tiers for
-// the scheduler (Planner.Plan): an action a fraction f shorter than the
+// the scheduler (schedule.Planner.Plan): an action a fraction f shorter than the
 // longest may begin f × that length later without making the link
 // longer, so tier k, the actions between k/8 and (k+1)/8 shorter, waits
 // for the tiers before it to begin. Each tier then prepares while the ones
@@ -101,8 +103,8 @@ const HedgeBudget = 0.05
 // withinBudget returns the longest of the chosen actions whose lengths
 // (as Critical measures them) add up to at most budget × the sum over
 // all actions.
-func withinBudget(actions []*action.Action, chosen map[*action.Action]bool, budget float64) map[*action.Action]bool {
-	length := lengthOf(actions)
+func withinBudget(actions []*action.Action, est *schedule.Estimates, chosen map[*action.Action]bool, budget float64) map[*action.Action]bool {
+	length := lengthOf(actions, est)
 	var sum float64
 	var picked []*action.Action
 	for _, a := range actions {
@@ -123,31 +125,32 @@ func withinBudget(actions []*action.Action, chosen map[*action.Action]bool, budg
 	return out
 }
 
-// lengthOf returns how Critical measures an action: its Expected time
-// when every action has one (history), else its Weight (module size).
-func lengthOf(actions []*action.Action) func(*action.Action) float64 {
+// lengthOf returns how Critical measures an action: its expected time
+// when every action has one (history), else its weight (module size), as
+// est has them.
+func lengthOf(actions []*action.Action, est *schedule.Estimates) func(*action.Action) float64 {
 	timed := true
 	for _, a := range actions {
-		timed = timed && a.Expected > 0
+		timed = timed && est.Expected(a) > 0
 	}
 	return func(a *action.Action) float64 {
 		if timed {
-			return float64(a.Expected)
+			return float64(est.Expected(a))
 		}
-		return float64(a.Weight)
+		return float64(est.Weight(a))
 	}
 }
 
 // Critical returns the actions, at most limit of them, whose length alone
 // is over half the makespan expected on slots slots: max(longest,
-// Σ lengths / slots). Lengths are the actions' Expected times when every
-// action has one (history), else their Weight (module size), which is
-// what orders them.
-func Critical(actions []*action.Action, slots, limit int) map[*action.Action]bool {
+// Σ lengths / slots). Lengths are the actions' expected times when every
+// action has one (history), else their weights (module size), which is
+// what orders them (est).
+func Critical(actions []*action.Action, est *schedule.Estimates, slots, limit int) map[*action.Action]bool {
 	if limit <= 0 || len(actions) == 0 {
 		return nil
 	}
-	length := lengthOf(actions)
+	length := lengthOf(actions, est)
 	byLength := make([]*action.Action, len(actions))
 	copy(byLength, actions)
 	sort.SliceStable(byLength, func(i, j int) bool { return length(byLength[i]) > length(byLength[j]) })

@@ -1,4 +1,15 @@
-package executor
+// Package dispatch is the scheduling policy of a run with remote
+// execution: which side runs each action, which remote actions a free
+// local slot races, which run on two workers, and how many actions the
+// scheduler keeps in flight and preparing. The Dispatcher holds the slots
+// (this machine's process slots, Processes; its own remote ones) and the
+// Plan it makes of the run's order (NewPlan), and applies its rules
+// (choose.go) whenever a slot frees. The executors that use it declare
+// what they need of it (executor.Sides for the Hybrid, executor.Spare for
+// the races, a pick function for the Hedge) and know nothing of its
+// rules; the scheduler tells it the order and each action's end
+// (schedule.Planner).
+package dispatch
 
 import (
 	"context"
@@ -8,21 +19,24 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 )
 
 // Dispatcher hands out a Hybrid's slots: to actions to start (the
-// Hybrid's Execute) and, as the Spare of the races on the remote side, to
+// Hybrid's Execute, through executor.Sides) and, as the Spare of the races on the remote side, to
 // second tries waiting for a local slot. Its remote slots are its own
 // (the actions the Hybrid has on the remote side, RemoteSlots); its local
 // ones are this machine's process slots (Processes), which it takes as
 // they free, up to LocalSlots at once, and which the local executors
 // beside the Hybrid ask for through it (Processes). It is the run's
-// Planner: the Plan it is given ranks the waiters, and its critical and
-// two-worker actions are the Plan's. Built first, before the executors
-// that use it (NewHybrid, Race, Hedge, their local executors).
+// planner (schedule.Planner): the Plan it is given ranks the waiters, and
+// its critical and two-worker actions are the Plan's. Built first, before
+// the executors that use it (executor.NewHybrid, Race, NewHedge, their
+// local executors).
 type Dispatcher struct {
-	o HybridOptions
+	o Options
 	// local is this machine's process slots; pools are where each side's
 	// slots come from: [remoteSide] the Dispatcher's own, [localSide]
 	// local.Slots.
@@ -41,9 +55,9 @@ type Dispatcher struct {
 	// arrive last and find this machine's few slots taken.
 	settled     []bool
 	settledUpTo int
-	localHeld   int                        // local slots granted and not yet given back (at most LocalSlots)
-	queue       slots.Queue[*hybridWaiter] // actions waiting to start, in plan order
-	spares      slots.Queue[*hybridWaiter] // races waiting for a local slot, oldest first
+	localHeld   int                  // local slots granted and not yet given back (at most LocalSlots)
+	queue       slots.Queue[*waiter] // actions waiting to start, in plan order
+	spares      slots.Queue[*waiter] // races waiting for a local slot, oldest first
 	drained     bool
 	paces       [2]pace // [remoteSide], [localSide]
 	// wake, when set, dispatches again at wakeAt, when a race waiting in
@@ -64,9 +78,9 @@ const (
 	localSide  = 1
 )
 
-// hybridWaiter waits for a side's slot: its Rank orders it in its queue,
+// waiter waits for a side's slot: its Rank orders it in its queue,
 // its grant is the side.
-type hybridWaiter struct {
+type waiter struct {
 	slots.Waiter
 	planned  int  // the action's rank in the plan (Rank, for a race's waiter, is its arrival)
 	critical bool // a critical action: remote only; its race starts at once
@@ -75,14 +89,14 @@ type hybridWaiter struct {
 	slowUpload bool
 	length     float64 // the action's lengthOf (0: not planned)
 	// stage, for a race's waiter, is its remote side's progress.
-	stage *Stage
+	stage executor.Progress
 	// since is when it began to wait.
 	since time.Time
 }
 
 // NewDispatcher returns the Dispatcher of a Hybrid with o's bounds, its
 // local slots taken from local.
-func NewDispatcher(o HybridOptions, local Processes) *Dispatcher {
+func NewDispatcher(o Options, local Processes) *Dispatcher {
 	return &Dispatcher{o: o, local: local, pools: [2]*slots.Pool{slots.NewPool(o.RemoteSlots), local.Slots}}
 }
 
@@ -99,10 +113,10 @@ func (d *Dispatcher) Processes() Processes {
 // d granted: the Hybrid's local side and the races' second tries.
 func (d *Dispatcher) Granted() Granted { return Granted{Tokens: d.local.Tokens} }
 
-// Plan implements Planner: it plans the actions in the order given
+// Plan implements schedule.Planner: it plans the actions in the order given
 // (NewPlan). It must be called before the first Execute or Wait.
-func (d *Dispatcher) Plan(order []*action.Action) []int {
-	d.plan = NewPlan(order, d.o)
+func (d *Dispatcher) Plan(order []*action.Action, est *schedule.Estimates) []int {
+	d.plan = NewPlan(order, est, d.o)
 	d.mu.Lock()
 	d.settled, d.settledUpTo = make([]bool, d.plan.head), 0
 	d.mu.Unlock()
@@ -137,7 +151,7 @@ func (d *Dispatcher) unsettledBefore(r int) int {
 	return n
 }
 
-// Ended implements Planner.
+// Ended implements schedule.Planner.
 func (d *Dispatcher) Ended(a *action.Action) {
 	r, ok := d.plan.rank[a]
 	if !ok || r >= len(d.settled) {
@@ -149,7 +163,7 @@ func (d *Dispatcher) Ended(a *action.Action) {
 	d.mu.Unlock()
 }
 
-// Drained implements Planner: from now on free local slots go to any race.
+// Drained implements schedule.Planner: from now on free local slots go to any race.
 func (d *Dispatcher) Drained() {
 	d.mu.Lock()
 	d.drained = true
@@ -157,13 +171,14 @@ func (d *Dispatcher) Drained() {
 	d.mu.Unlock()
 }
 
-// Wait implements Spare for the races of remote actions: a local slot at
-// once for a critical action, else once nothing waits for one to start an
-// action.
-func (d *Dispatcher) Wait(ctx context.Context, j Job) (func(), error) {
-	w := d.waiter(j.Action)
+// Wait implements executor.Spare for the races of remote actions: a local
+// slot at once for a critical action, else once nothing waits for one to
+// start an action. primary is the race's remote side's progress, which
+// the rules read (choose.go).
+func (d *Dispatcher) Wait(ctx context.Context, a *action.Action, primary executor.Progress) (func(), error) {
+	w := d.waiter(a)
 	w.Rank = int(d.arrivals.Add(1)) // oldest first
-	w.stage = j.Stage
+	w.stage = primary
 	side, err := d.enqueue(ctx, w, &d.spares)
 	if err != nil {
 		return nil, err
@@ -175,24 +190,43 @@ func (d *Dispatcher) Wait(ctx context.Context, j Job) (func(), error) {
 	return func() { once.Do(func() { d.release(side) }) }, nil
 }
 
-// start waits for a slot for a, to start it (Hybrid.Execute), and
-// returns the side granted; release gives it back.
-func (d *Dispatcher) start(ctx context.Context, a *action.Action) (int, error) {
+// Start implements executor.Sides: it waits for a slot for a, to start
+// it (Hybrid.Execute), and returns the side granted; Release gives it
+// back.
+func (d *Dispatcher) Start(ctx context.Context, a *action.Action) (executor.Side, error) {
 	w := d.waiter(a)
 	d.mu.Lock()
 	d.settle(w.Rank)
 	d.mu.Unlock()
 	w.slowUpload = d.slowUpload(a)
-	return d.enqueue(ctx, w, &d.queue)
+	side, err := d.enqueue(ctx, w, &d.queue)
+	return sideOf[side], err
 }
 
-func (d *Dispatcher) waiter(a *action.Action) *hybridWaiter {
+// Release implements executor.Sides.
+func (d *Dispatcher) Release(s executor.Side) { d.release(indexOf(s)) }
+
+// RacedAtStart is how many races of critical actions were granted a
+// local slot with the remote run (raceAtStart).
+func (d *Dispatcher) RacedAtStart() int64 { return d.atStart.Load() }
+
+// sideOf is the executor.Side of each index of pools and paces.
+var sideOf = [2]executor.Side{remoteSide: executor.RemoteSide, localSide: executor.LocalSide}
+
+func indexOf(s executor.Side) int {
+	if s == executor.LocalSide {
+		return localSide
+	}
+	return remoteSide
+}
+
+func (d *Dispatcher) waiter(a *action.Action) *waiter {
 	rank, ok := d.plan.rank[a]
 	if !ok {
 		// Not planned: after the planned ones, first come first served.
 		rank = math.MaxInt32 + int(d.arrivals.Add(1))
 	}
-	w := &hybridWaiter{Waiter: slots.NewWaiter(rank), planned: rank, critical: d.plan.critical[a], since: time.Now()}
+	w := &waiter{Waiter: slots.NewWaiter(rank), planned: rank, critical: d.plan.critical[a], since: time.Now()}
 	if ok {
 		w.length = d.plan.length(a)
 	}
@@ -202,7 +236,7 @@ func (d *Dispatcher) waiter(a *action.Action) *hybridWaiter {
 // enqueue adds w to list, ordered by rank, and waits for its grant, the
 // side (slots.Wait: a waiter that gives up is removed; a grant that came
 // meanwhile goes back).
-func (d *Dispatcher) enqueue(ctx context.Context, w *hybridWaiter, list *slots.Queue[*hybridWaiter]) (int, error) {
+func (d *Dispatcher) enqueue(ctx context.Context, w *waiter, list *slots.Queue[*waiter]) (int, error) {
 	d.mu.Lock()
 	list.Add(w)
 	d.dispatch()
@@ -239,7 +273,7 @@ func (d *Dispatcher) free() [2]int {
 // left. A process slot that a local executor beside the Hybrid took since
 // free was read is not granted: free then shows none left on that side.
 // d.mu is held.
-func (d *Dispatcher) grant(list *slots.Queue[*hybridWaiter], i, side int, free *[2]int) {
+func (d *Dispatcher) grant(list *slots.Queue[*waiter], i, side int, free *[2]int) {
 	if !d.pools[side].TryAcquire() {
 		free[side] = 0
 		return
@@ -264,20 +298,21 @@ func (p pace) per() float64 {
 	return p.seconds / p.length
 }
 
-// observe adds a's result to its side's pace. A race won here counts for
-// this machine; the cluster's loser, cancelled, says nothing.
-func (d *Dispatcher) observe(a *action.Action, res *Result) {
+// Ran implements executor.Sides: it adds a's result to its side's pace.
+// A race won here counts for this machine; the cluster's loser,
+// cancelled, says nothing.
+func (d *Dispatcher) Ran(a *action.Action, res *executor.Result) {
 	if res == nil || d.plan.length == nil {
 		return
 	}
 	length := d.plan.length(a)
 	side, took := localSide, res.Wall
 	switch res.Where {
-	case Local:
-	case Remote:
+	case executor.Local:
+	case executor.Remote:
 		side, took = remoteSide, 0
 		for _, s := range res.Steps {
-			if s.Kind == StepExecuting {
+			if s.Kind == executor.StepExecuting {
 				took = s.Took()
 			}
 		}

@@ -1,4 +1,4 @@
-package pipeline
+package dispatch
 
 import (
 	"testing"
@@ -21,6 +21,20 @@ func TestPreparing(t *testing.T) {
 	} {
 		if got := Preparing(c.rtt, c.cores); got != c.want {
 			t.Errorf("Preparing(%v, %d) = %d, want %d", c.rtt, c.cores, got, c.want)
+		}
+	}
+}
+
+// TestInFlight: an action per slot, and LocalAhead more per local slot;
+// with no remote slot (a remote cache alone), the local slots' share.
+func TestInFlight(t *testing.T) {
+	for _, c := range []struct{ remote, local, want int }{
+		{256, 2, 256 + 2*(1+LocalAhead)},
+		{0, 4, 4 * (1 + LocalAhead)},
+		{16, 0, 16},
+	} {
+		if got := InFlight(c.remote, c.local); got != c.want {
+			t.Errorf("InFlight(%d, %d) = %d, want %d", c.remote, c.local, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package executor
+package dispatch
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
 )
 
 // TestHybridSharesProcessSlots: the Hybrid's local slots are this
@@ -18,8 +19,8 @@ import (
 // the Hybrid holds (a fallback's) is not granted, the action goes to the
 // cluster instead; once given back, it is granted to the next action.
 func TestHybridSharesProcessSlots(t *testing.T) {
-	remote, local := newHeld(Remote), newHeld(Local)
-	h := newHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 1, LocalSlots: 1})
+	remote, local := newHeld(executor.Remote), newHeld(executor.Local)
+	h := newHybrid(func(executor.Spare) executor.Executor { return remote }, local, Options{RemoteSlots: 1, LocalSlots: 1})
 	procs := h.d.Processes()
 	fallback, err := procs.Acquire(t.Context()) // the one process slot
 	if err != nil {
@@ -29,7 +30,7 @@ func TestHybridSharesProcessSlots(t *testing.T) {
 	errs := make(chan error, 2)
 	run := func(id string) {
 		wg.Go(func() {
-			_, err := h.Execute(t.Context(), Job{Action: &action.Action{ID: id}})
+			_, err := h.Execute(t.Context(), executor.Job{Action: &action.Action{ID: id}})
 			errs <- err
 		})
 	}
@@ -74,9 +75,9 @@ func TestHybridGivesEverySlotBack(t *testing.T) {
 		}
 		return func() { here.Add(-1) }
 	}
-	remote, local := &jittery{where: Remote}, &jittery{where: Local, enter: enter}
-	h := newHybrid(func(spare Spare) Executor { return Race(remote, local, spare) }, local,
-		HybridOptions{RemoteSlots: 3, LocalSlots: processes, Races: true})
+	remote, local := &jittery{where: executor.Remote}, &jittery{where: executor.Local, enter: enter}
+	h := newHybrid(func(spare executor.Spare) executor.Executor { return executor.Race(remote, local, spare) }, local,
+		Options{RemoteSlots: 3, LocalSlots: processes, Races: true})
 	procs := h.d.Processes()
 	dir := t.TempDir()
 	var wg sync.WaitGroup
@@ -88,7 +89,7 @@ func TestHybridGivesEverySlotBack(t *testing.T) {
 		wg.Go(func() {
 			defer cancel()
 			out := []string{fmt.Sprintf("%s/%d.o", dir, i)}
-			h.Execute(ctx, Job{Action: &action.Action{ID: fmt.Sprint(i)}, Out: out})
+			h.Execute(ctx, executor.Job{Action: &action.Action{ID: fmt.Sprint(i)}, Out: out})
 		})
 		if i%10 == 0 {
 			wg.Go(func() { // a fallback, beside the Hybrid
@@ -118,12 +119,12 @@ func TestHybridGivesEverySlotBack(t *testing.T) {
 // jittery is a side that runs for up to a millisecond (or until
 // cancelled), inside enter's bracket if set, and writes its output.
 type jittery struct {
-	where Where
+	where executor.Where
 	enter func() (leave func())
 	runs  atomic.Int64
 }
 
-func (f *jittery) Execute(ctx context.Context, j Job) (*Result, error) {
+func (f *jittery) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
 	if f.enter != nil {
 		defer f.enter()()
 	}
@@ -136,13 +137,13 @@ func (f *jittery) Execute(ctx context.Context, j Job) (*Result, error) {
 	if err := os.WriteFile(j.Out[0], []byte(f.where.String()), 0o644); err != nil {
 		return nil, err
 	}
-	return &Result{Provenance: Provenance{Where: f.where}}, nil
+	return &executor.Result{Provenance: executor.Provenance{Where: f.where}}, nil
 }
 
 // checkSlotsBack fails unless every slot of h is free: remote of its own,
 // local of this machine's process slots, and it holds none and has no
 // waiter.
-func checkSlotsBack(t *testing.T, h *Hybrid, remote, local int) {
+func checkSlotsBack(t *testing.T, h *testHybrid, remote, local int) {
 	t.Helper()
 	h.d.mu.Lock()
 	defer h.d.mu.Unlock()
@@ -159,7 +160,7 @@ func checkSlotsBack(t *testing.T, h *Hybrid, remote, local int) {
 }
 
 // waitQueue waits until n actions wait in h to start.
-func waitQueue(t *testing.T, h *Hybrid, n int) {
+func waitQueue(t *testing.T, h *testHybrid, n int) {
 	t.Helper()
 	for {
 		h.d.mu.Lock()

@@ -1,4 +1,4 @@
-package executor
+package dispatch
 
 import (
 	"time"
@@ -70,16 +70,17 @@ func (d *Dispatcher) dispatch() {
 }
 
 // slowUpload reports whether a's upload alone would take longer than
-// compiling it here (HybridOptions.UploadTime against its Expected time):
+// compiling it here (Options.UploadTime against its expected time):
 // behind a slow uplink an action with large inputs not yet in the CAS
 // ends sooner on this machine, however free the cluster. It then takes a
 // local slot, or waits for one; a critical action (remote, and raced here
 // from the start) and, with no local slot, every action, goes as before.
 func (d *Dispatcher) slowUpload(a *action.Action) bool {
-	if d.o.UploadTime == nil || d.o.LocalSlots <= 0 || a.Expected <= 0 || d.plan.critical[a] {
+	expected := d.plan.est.Expected(a)
+	if d.o.UploadTime == nil || d.o.LocalSlots <= 0 || expected <= 0 || d.plan.critical[a] {
 		return false
 	}
-	return d.o.UploadTime(a) > a.Expected
+	return d.o.UploadTime(a) > expected
 }
 
 // raceAtStart decides whether the race of critical action w starts now,
@@ -95,10 +96,10 @@ func (d *Dispatcher) slowUpload(a *action.Action) bool {
 // was sent for execution (its own upload, main.o's hundreds of imports,
 // can take longer), or criticalUpload if it is not sent by then; a server
 // that reports nothing is not waited for any longer. d.mu is held.
-func (d *Dispatcher) raceAtStart(w *hybridWaiter, now time.Time) bool {
+func (d *Dispatcher) raceAtStart(w *waiter, now time.Time) bool {
 	executing := d.executingRaces()
 	deadline := w.since.Add(criticalUpload)
-	if sent := w.stage.sentAt(); !sent.IsZero() {
+	if sent := sentAt(w.stage); !sent.IsZero() {
 		deadline = sent.Add(criticalWait)
 	}
 	switch {
@@ -120,7 +121,7 @@ func (d *Dispatcher) raceAtStart(w *hybridWaiter, now time.Time) bool {
 func (d *Dispatcher) executingRaces() int {
 	n := 0
 	for _, w := range d.spares {
-		if w.stage.isExecuting() {
+		if isExecuting(w.stage) {
 			n++
 		}
 	}
@@ -160,7 +161,7 @@ func (d *Dispatcher) backlogged(now time.Time) bool {
 		return false
 	}
 	for _, w := range d.spares {
-		if w.stage.queuedFor(now) >= queuedLong {
+		if queuedFor(w.stage, now) >= queuedLong {
 			return true
 		}
 	}
@@ -173,7 +174,7 @@ func (d *Dispatcher) backlogged(now time.Time) bool {
 // d.mu is held.
 func (d *Dispatcher) seesStages() bool {
 	for i := 0; !d.stagesSeen && i < len(d.spares); i++ {
-		d.stagesSeen = d.spares[i].stage.isExecuting()
+		d.stagesSeen = isExecuting(d.spares[i].stage)
 	}
 	return d.stagesSeen
 }
@@ -190,7 +191,7 @@ func (d *Dispatcher) seesStages() bool {
 func (d *Dispatcher) lastQueued() int {
 	last := -1
 	for _, w := range d.spares {
-		if !w.stage.isExecuting() {
+		if !isExecuting(w.stage) {
 			last = max(last, w.planned)
 		}
 	}
@@ -218,7 +219,7 @@ func (d *Dispatcher) raceQueued(now time.Time) (int, bool) {
 	}
 	var next time.Time
 	for i := len(d.spares) - 1; i >= 0; i-- {
-		q := d.spares[i].stage.queuedFor(now)
+		q := queuedFor(d.spares[i].stage, now)
 		if q >= queuedLong {
 			return i, true
 		}
@@ -268,7 +269,7 @@ func (d *Dispatcher) nextRace(now time.Time) (int, bool) {
 		return i, true
 	}
 	for i := len(d.spares) - 1; i >= 0; i-- {
-		if !d.spares[i].stage.isExecuting() {
+		if !isExecuting(d.spares[i].stage) {
 			return i, true
 		}
 	}
@@ -314,7 +315,7 @@ func (d *Dispatcher) raceSlowCluster(now time.Time) (i int, ok bool) {
 		if w.length <= 0 {
 			continue // not planned: no length to go by
 		}
-		ran, expected := w.stage.executingFor(now).Seconds(), remote*w.length
+		ran, expected := executingFor(w.stage, now).Seconds(), remote*w.length
 		if ran > overdue*expected {
 			if stuck < 0 || ran > stuckFor {
 				stuck, stuckFor = j, ran
@@ -322,7 +323,7 @@ func (d *Dispatcher) raceSlowCluster(now time.Time) (i int, ok bool) {
 			continue
 		}
 		wait := 0.0
-		if !w.stage.isExecuting() {
+		if !isExecuting(w.stage) {
 			wait = ahead / float64(width)
 			ahead += expected
 		}

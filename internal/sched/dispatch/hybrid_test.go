@@ -1,60 +1,61 @@
-package executor
+package dispatch
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/thindist/thindist/internal/action"
+	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 )
 
 // held is a fake executor whose calls block until released, reporting
 // each start on a channel.
 type held struct {
-	where   Where
+	where   executor.Where
 	started chan string
 	release chan struct{}
 }
 
-func newHeld(where Where) *held {
+func newHeld(where executor.Where) *held {
 	return &held{where: where, started: make(chan string, 16), release: make(chan struct{})}
 }
 
-func (h *held) Execute(ctx context.Context, j Job) (*Result, error) {
+func (h *held) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
 	a := j.Action
 	h.started <- a.ID
 	select {
 	case <-h.release:
-		return &Result{Provenance: Provenance{Where: h.where}}, nil
+		return &executor.Result{Provenance: executor.Provenance{Where: h.where}}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
 // byID sends each action to the executor of its ID.
-type byID map[string]Executor
+type byID map[string]executor.Executor
 
-func (m byID) Execute(ctx context.Context, j Job) (*Result, error) {
+func (m byID) Execute(ctx context.Context, j executor.Job) (*executor.Result, error) {
 	a, out := j.Action, j.Out
-	return m[a.ID].Execute(ctx, Job{Action: a, Out: out})
+	return m[a.ID].Execute(ctx, executor.Job{Action: a, Out: out})
 }
 
 // TestHybridFillsBothSides: this machine's slots fill first, then the
 // remote ones; a further action waits for a free slot on either side.
 func TestHybridFillsBothSides(t *testing.T) {
-	remote, local := newHeld(Remote), newHeld(Local)
-	h := newHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 2, LocalSlots: 1})
+	remote, local := newHeld(executor.Remote), newHeld(executor.Local)
+	h := newHybrid(func(executor.Spare) executor.Executor { return remote }, local, Options{RemoteSlots: 2, LocalSlots: 1})
 	var wg sync.WaitGroup
 	run := func(id string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.Execute(t.Context(), Job{Action: &action.Action{ID: id}, Out: nil}); err != nil {
+			if _, err := h.Execute(t.Context(), executor.Job{Action: &action.Action{ID: id}, Out: nil}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -91,23 +92,23 @@ func TestHybridFillsBothSides(t *testing.T) {
 // the caller has started everything (Drained), and then to the stalled
 // remote action.
 func TestHybridRacesOnceDrained(t *testing.T) {
-	remote := newSide(Remote, "remote")
+	remote := newSide(executor.Remote, "remote")
 	remote.hold = make(chan struct{}) // the cluster stalls
-	local := newSide(Local, "local")
+	local := newSide(executor.Local, "local")
 	// The local slot is busy with an action of its own, "first".
-	busy := newHeld(Local)
-	h := newHybrid(func(spare Spare) Executor { return Race(remote, local, spare) },
-		byID{"first": busy}, HybridOptions{RemoteSlots: 4, LocalSlots: 1})
+	busy := newHeld(executor.Local)
+	h := newHybrid(func(spare executor.Spare) executor.Executor { return executor.Race(remote, local, spare) },
+		byID{"first": busy}, Options{RemoteSlots: 4, LocalSlots: 1})
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.Execute(t.Context(), Job{Action: &action.Action{ID: "first"}, Out: nil})
+		_, err := h.Execute(t.Context(), executor.Job{Action: &action.Action{ID: "first"}, Out: nil})
 		done <- err
 	}()
 	<-busy.started
 	out := raceOut(t)
-	res := make(chan *Result, 1)
+	res := make(chan *executor.Result, 1)
 	go func() {
-		r, err := h.Execute(t.Context(), Job{Action: &action.Action{ID: "m.o"}, Out: out})
+		r, err := h.Execute(t.Context(), executor.Job{Action: &action.Action{ID: "m.o"}, Out: out})
 		if err != nil {
 			t.Error(err)
 		}
@@ -125,7 +126,7 @@ func TestHybridRacesOnceDrained(t *testing.T) {
 	}
 	h.d.Drained()
 	r := <-res
-	if r == nil || r.Where != Local || !r.Race.Twice() {
+	if r == nil || r.Where != executor.Local || !r.Race.Twice() {
 		t.Fatalf("result %+v, want the local side of a race", r)
 	}
 	if remote.cancelled.Load() != 1 {
@@ -140,16 +141,16 @@ func TestHybridRacesOnceDrained(t *testing.T) {
 // TestHybridStartsInPlanOrder: actions that wait for a slot start in the
 // planned order (largest first), not in the order they arrived.
 func TestHybridStartsInPlanOrder(t *testing.T) {
-	remote := newHeld(Remote)
-	h := newHybrid(func(Spare) Executor { return remote }, nil, HybridOptions{RemoteSlots: 1})
+	remote := newHeld(executor.Remote)
+	h := newHybrid(func(executor.Spare) executor.Executor { return remote }, nil, Options{RemoteSlots: 1})
 	big, mid, small, first := &action.Action{ID: "big"}, &action.Action{ID: "mid"}, &action.Action{ID: "small"}, &action.Action{ID: "first"}
-	h.d.Plan([]*action.Action{first, big, mid, small})
+	h.d.Plan([]*action.Action{first, big, mid, small}, nil)
 	var wg sync.WaitGroup
 	run := func(a *action.Action) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.Execute(t.Context(), Job{Action: a, Out: nil}); err != nil {
+			if _, err := h.Execute(t.Context(), executor.Job{Action: a, Out: nil}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -175,12 +176,12 @@ func TestHybridStartsInPlanOrder(t *testing.T) {
 }
 
 // waitQueued waits until a waits in h's queue.
-func waitQueued(t *testing.T, h *Hybrid, a *action.Action) {
+func waitQueued(t *testing.T, h *testHybrid, a *action.Action) {
 	t.Helper()
 	rank := h.d.plan.rank[a]
 	for {
 		h.d.mu.Lock()
-		found := slices.ContainsFunc(h.d.queue, func(w *hybridWaiter) bool { return w.Rank == rank })
+		found := slices.ContainsFunc(h.d.queue, func(w *waiter) bool { return w.Rank == rank })
 		h.d.mu.Unlock()
 		if found {
 			return
@@ -195,31 +196,32 @@ func waitQueued(t *testing.T, h *Hybrid, a *action.Action) {
 // other actions still wait; a stalled worker then costs nothing, the
 // local run wins and the remote one is cancelled.
 func TestHybridRacesCriticalAtStart(t *testing.T) {
-	stalled := newSide(Remote, "remote")
+	stalled := newSide(executor.Remote, "remote")
 	stalled.hold = make(chan struct{}) // the worker stalls on the big one
-	other := newHeld(Remote)
+	other := newHeld(executor.Remote)
 	remote := byID{"big": stalled}
-	local := newSide(Local, "local")
+	local := newSide(executor.Local, "local")
 	local.hold = make(chan struct{}) // until the others wait
 	var waiting []*action.Action
+	est := newEstimates()
 	for _, id := range []string{"s1", "s2", "s3"} {
 		remote[id] = other
-		waiting = append(waiting, &action.Action{ID: id, Weight: 10})
+		waiting = append(waiting, est.weighing(&action.Action{ID: id}, 10))
 	}
-	big := &action.Action{ID: "big", Weight: 100}
-	localWork := newHeld(Local) // what the local slot takes from the queue
-	h := newHybrid(func(spare Spare) Executor { return Race(remote, local, spare) }, localWork,
-		HybridOptions{RemoteSlots: 2, LocalSlots: 1, Races: true})
-	if tiers := h.d.Plan(append([]*action.Action{big}, waiting...)); fmt.Sprint(tiers) != "[1]" {
+	big := est.weighing(&action.Action{ID: "big"}, 100)
+	localWork := newHeld(executor.Local) // what the local slot takes from the queue
+	h := newHybrid(func(spare executor.Spare) executor.Executor { return executor.Race(remote, local, spare) }, localWork,
+		Options{RemoteSlots: 2, LocalSlots: 1, Races: true})
+	if tiers := h.d.Plan(append([]*action.Action{big}, waiting...), est.of()); fmt.Sprint(tiers) != "[1]" {
 		t.Errorf("head start tiers %v, want [1] (big)", tiers)
 	}
 	if !h.d.plan.critical[big] || len(h.d.plan.critical) != 1 {
 		t.Fatalf("critical %v, want big alone", h.d.plan.critical)
 	}
 	out := raceOut(t)
-	res := make(chan *Result, 1)
+	res := make(chan *executor.Result, 1)
 	go func() {
-		r, err := h.Execute(t.Context(), Job{Action: big, Out: out})
+		r, err := h.Execute(t.Context(), executor.Job{Action: big, Out: out})
 		if err != nil {
 			t.Error(err)
 		}
@@ -235,7 +237,7 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.Execute(t.Context(), Job{Action: a, Out: nil}); err != nil {
+			if _, err := h.Execute(t.Context(), executor.Job{Action: a, Out: nil}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -247,7 +249,7 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 	}
 	close(local.hold) // the others wait while the race runs here
 	r := <-res
-	if r == nil || r.Where != Local || !r.Race.Twice() {
+	if r == nil || r.Where != executor.Local || !r.Race.Twice() {
 		t.Fatalf("result %+v, want the local side of a race", r)
 	}
 	if stalled.cancelled.Load() != 1 {
@@ -262,8 +264,8 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 	close(localWork.release)
 	wg.Wait()
 	st := h.Stats()
-	if st.RacedAtStart != 1 || st.Races != 1 || st.RacesWonHere != 1 || st.Remote != 3 || st.Local != 1 {
-		t.Errorf("stats %+v; want 1 race from the start, won here, 3 remote and 1 local start", st)
+	if at := h.d.RacedAtStart(); at != 1 || st.Races != 1 || st.RacesWonHere != 1 || st.Remote != 3 || st.Local != 1 {
+		t.Errorf("stats %+v, %d raced at start; want 1 race from the start, won here, 3 remote and 1 local start", st, at)
 	}
 }
 
@@ -271,10 +273,11 @@ func TestHybridRacesCriticalAtStart(t *testing.T) {
 // max(longest, Σ / slots), by Expected when every action has one, else by
 // Weight; at most limit of them.
 func TestCritical(t *testing.T) {
+	est := newEstimates()
 	acts := func(ws ...int64) []*action.Action {
 		var as []*action.Action
 		for i, w := range ws {
-			as = append(as, &action.Action{ID: fmt.Sprint(i), Weight: w})
+			as = append(as, est.weighing(&action.Action{ID: fmt.Sprint(i)}, w))
 		}
 		return as
 	}
@@ -300,16 +303,16 @@ func TestCritical(t *testing.T) {
 		{"even", acts(10, 10, 10, 10), 2, 2, nil},
 		{"one", acts(5), 4, 2, []string{"0"}},
 	} {
-		if got := ids(Critical(c.as, c.slots, c.limit)); !slices.Equal(got, c.want) {
+		if got := ids(Critical(c.as, est.of(), c.slots, c.limit)); !slices.Equal(got, c.want) {
 			t.Errorf("%s: critical %v, want %v", c.name, got, c.want)
 		}
 	}
 	// History overrides size once every action has one.
 	as := acts(100, 10, 10)
 	for i, d := range []time.Duration{time.Second, 10 * time.Second, time.Second} {
-		as[i].Expected = d
+		est.expecting(as[i], d)
 	}
-	if got := ids(Critical(as, 4, 2)); !slices.Equal(got, []string{"1"}) {
+	if got := ids(Critical(as, est.of(), 4, 2)); !slices.Equal(got, []string{"1"}) {
 		t.Errorf("by history: critical %v, want [1]", got)
 	}
 }
@@ -320,12 +323,13 @@ func TestCritical(t *testing.T) {
 // does not. The plan is a value of the order alone.
 func TestPlanTwoWorkersWithinBudget(t *testing.T) {
 	plan := func(small int) (Plan, *action.Action) {
-		big := &action.Action{ID: "big", Weight: 40}
+		est := newEstimates()
+		big := est.weighing(&action.Action{ID: "big"}, 40)
 		order := []*action.Action{big}
 		for i := 0; i < small; i++ {
-			order = append(order, &action.Action{ID: "s", Weight: 10})
+			order = append(order, est.weighing(&action.Action{ID: "s"}, 10))
 		}
-		return NewPlan(order, HybridOptions{RemoteSlots: 256, LocalSlots: 2, Races: true}), big
+		return NewPlan(order, est.of(), Options{RemoteSlots: 256, LocalSlots: 2, Races: true}), big
 	}
 	// 40 of 40 + 1000: under 5%.
 	if p, big := plan(100); !p.critical[big] || !p.OnTwoWorkers(big) || len(p.twoWorkers) != 1 {
@@ -345,17 +349,18 @@ func TestPlanTwoWorkersWithinBudget(t *testing.T) {
 // too.
 func TestHybridHeadArrivesInRank(t *testing.T) {
 	for _, arrives := range []bool{true, false} {
-		remote, local := newHeld(Remote), newHeld(Local)
+		remote, local := newHeld(executor.Remote), newHeld(executor.Local)
 		close(remote.release)
 		close(local.release)
-		h := newHybrid(func(Spare) Executor { return remote }, local, HybridOptions{RemoteSlots: 1, LocalSlots: 1})
-		big, mid, small := &action.Action{ID: "big", Weight: 100}, &action.Action{ID: "mid", Weight: 90}, &action.Action{ID: "small", Weight: 1}
-		if tiers := h.d.Plan([]*action.Action{big, mid, small}); fmt.Sprint(tiers) != "[2]" {
+		h := newHybrid(func(executor.Spare) executor.Executor { return remote }, local, Options{RemoteSlots: 1, LocalSlots: 1})
+		est := newEstimates()
+		big, mid, small := est.weighing(&action.Action{ID: "big"}, 100), est.weighing(&action.Action{ID: "mid"}, 90), est.weighing(&action.Action{ID: "small"}, 1)
+		if tiers := h.d.Plan([]*action.Action{big, mid, small}, est.of()); fmt.Sprint(tiers) != "[2]" {
 			t.Fatalf("head start tiers %v, want [2] (big and mid, one tier)", tiers)
 		}
-		midDone := make(chan *Result, 1)
+		midDone := make(chan *executor.Result, 1)
 		go func() {
-			res, err := h.Execute(t.Context(), Job{Action: mid, Out: raceOut(t)})
+			res, err := h.Execute(t.Context(), executor.Job{Action: mid, Out: raceOut(t)})
 			if err != nil {
 				t.Error(err)
 			}
@@ -372,19 +377,19 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 		}
 		if !arrives {
 			h.d.Ended(big) // served above the Hybrid
-			if res := <-midDone; res.Where != Local {
+			if res := <-midDone; res.Where != executor.Local {
 				t.Errorf("mid ran on %v once big ended elsewhere, want here (local first without races)", res.Where)
 			}
 			continue
 		}
-		res, err := h.Execute(t.Context(), Job{Action: big, Out: raceOut(t)})
+		res, err := h.Execute(t.Context(), executor.Job{Action: big, Out: raceOut(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Where != Local {
+		if res.Where != executor.Local {
 			t.Errorf("big ran on %v, want this machine's slot, which mid, arriving first, must leave to it", res.Where)
 		}
-		if r := <-midDone; r.Where != Remote {
+		if r := <-midDone; r.Where != executor.Remote {
 			t.Errorf("mid ran on %v, want the remote slot", r.Where)
 		}
 	}
@@ -394,10 +399,11 @@ func TestHybridHeadArrivesInRank(t *testing.T) {
 // shorter than the longest they are, in eighths of its length.
 func TestHeadTiers(t *testing.T) {
 	var head []*action.Action
+	est := newEstimates()
 	for _, w := range []int64{100, 95, 85, 60, 55} {
-		head = append(head, &action.Action{Weight: w})
+		head = append(head, est.weighing(&action.Action{}, w))
 	}
-	length := lengthOf(head)
+	length := lengthOf(head, est.of())
 	if got := fmt.Sprint(headTiers(head, length)); got != "[2 3 5]" {
 		t.Errorf("tiers %s, want [2 3 5]: {100, 95} {85} {60, 55}", got)
 	}
@@ -414,7 +420,7 @@ func TestHeadTiers(t *testing.T) {
 // reach it last), and one a worker runs, the longest-running first, only
 // when none waits in the cluster's queue.
 func TestHybridRacesQueuedFirst(t *testing.T) {
-	h, busy := racingHybrid(nil)
+	h, busy := racingHybrid(nil, nil)
 	now := time.Now()
 	order := raceOrder(t, h, busy, []spareRace{
 		{id: "a", since: now.Add(-2 * time.Second)}, // a worker runs a and c
@@ -436,11 +442,12 @@ func TestHybridRacesQueuedFirst(t *testing.T) {
 func TestHybridRacesSlowClusterByGain(t *testing.T) {
 	actions := map[string]*action.Action{}
 	var plan []*action.Action
+	est := newEstimates()
 	for _, x := range []struct {
 		id     string
 		weight int64
 	}{{"first", 200}, {"big", 100}, {"mid", 50}, {"small", 10}, {"stuck", 10}} {
-		a := &action.Action{ID: x.id, Weight: x.weight}
+		a := est.weighing(&action.Action{ID: x.id}, x.weight)
 		actions[x.id] = a
 		plan = append(plan, a)
 	}
@@ -463,14 +470,14 @@ func TestHybridRacesSlowClusterByGain(t *testing.T) {
 		{"fast cluster", time.Second, []string{"small", "mid", "stuck", "big"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h, busy := racingHybrid(plan)
+			h, busy := racingHybrid(plan, est.of())
 			// One action each way has finished: a compile here of weight
 			// 100 in 1 s, a worker's of weight 100 in c.remote.
-			h.d.observe(actions["big"], &Result{Provenance: Provenance{Where: Local}, Wall: time.Second})
-			h.d.observe(actions["big"], &Result{Provenance: Provenance{Where: Remote}, Wall: time.Hour, Steps: []Step{
-				{Kind: StepQueued, Start: now, End: now.Add(time.Hour)},
-				{Kind: StepExecuting, Start: now, End: now.Add(c.remote)}}})
-			h.d.observe(actions["big"], &Result{Provenance: Provenance{Where: RemoteCache}, Wall: time.Hour}) // ran nowhere
+			h.d.Ran(actions["big"], &executor.Result{Provenance: executor.Provenance{Where: executor.Local}, Wall: time.Second})
+			h.d.Ran(actions["big"], &executor.Result{Provenance: executor.Provenance{Where: executor.Remote}, Wall: time.Hour, Steps: []executor.Step{
+				{Kind: executor.StepQueued, Start: now, End: now.Add(time.Hour)},
+				{Kind: executor.StepExecuting, Start: now, End: now.Add(c.remote)}}})
+			h.d.Ran(actions["big"], &executor.Result{Provenance: executor.Provenance{Where: executor.RemoteCache}, Wall: time.Hour}) // ran nowhere
 			for i := range spares {
 				spares[i].action = actions[spares[i].id]
 			}
@@ -485,12 +492,12 @@ func TestHybridRacesSlowClusterByGain(t *testing.T) {
 // planned with plan if any, and the held executor that will take its
 // local slot. (It races without Options.Races: that only adds the races
 // of critical actions, granted first.)
-func racingHybrid(plan []*action.Action) (*Hybrid, *held) {
-	busy := newHeld(Local)
-	h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, byID{"first": busy},
-		HybridOptions{RemoteSlots: 4, LocalSlots: 1})
+func racingHybrid(plan []*action.Action, est *schedule.Estimates) (*testHybrid, *held) {
+	busy := newHeld(executor.Local)
+	h := newHybrid(func(executor.Spare) executor.Executor { return newHeld(executor.Remote) }, byID{"first": busy},
+		Options{RemoteSlots: 4, LocalSlots: 1})
 	if plan != nil {
-		h.d.Plan(plan)
+		h.d.Plan(plan, est)
 	}
 	return h, busy
 }
@@ -507,7 +514,7 @@ type spareRace struct {
 // raceOrder takes h's one local slot with an action "first" held by busy,
 // drains h, has each spare wait for a slot in turn, then frees the slot
 // and returns the order in which the spares got it.
-func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string {
+func raceOrder(t *testing.T, h *testHybrid, busy *held, spares []spareRace) []string {
 	t.Helper()
 	first := &action.Action{ID: "first"}
 	for a := range h.d.plan.rank {
@@ -515,7 +522,7 @@ func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string
 			first = a
 		}
 	}
-	go h.Execute(t.Context(), Job{Action: first, Out: nil})
+	go h.Execute(t.Context(), executor.Job{Action: first, Out: nil})
 	<-busy.started // the one local slot is taken
 	h.d.Drained()
 	type grant struct {
@@ -524,16 +531,13 @@ func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string
 	}
 	granted := make(chan grant, len(spares))
 	for i, sp := range spares {
-		st := new(Stage)
-		if !sp.since.IsZero() {
-			st.since.Store(sp.since.UnixNano())
-		}
+		st := fixedStage{executing: sp.since}
 		a := sp.action
 		if a == nil {
 			a = &action.Action{ID: sp.id}
 		}
 		go func() {
-			release, err := h.d.Wait(t.Context(), Job{Action: a, Stage: st})
+			release, err := h.d.Wait(t.Context(), a, st)
 			if err != nil {
 				t.Error(err)
 				return
@@ -557,14 +561,14 @@ func raceOrder(t *testing.T, h *Hybrid, busy *held, spares []spareRace) []string
 // queuedLong in the cluster's queue, at once if it has, by a timer when
 // it will have; not one a worker runs, nor one not yet sent.
 func TestHybridRacesLongQueuedBeforeDrained(t *testing.T) {
-	h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
-		HybridOptions{RemoteSlots: 4, LocalSlots: 3})
+	h := newHybrid(func(executor.Spare) executor.Executor { return newHeld(executor.Remote) }, newHeld(executor.Local),
+		Options{RemoteSlots: 4, LocalSlots: 3})
 	now := time.Now()
 	granted := make(chan string, 4)
 	wait := func(id string, queued, executing time.Time) {
 		st := staged(queued, executing)
 		go func() {
-			if _, err := h.d.Wait(t.Context(), Job{Action: &action.Action{ID: id}, Stage: st}); err == nil {
+			if _, err := h.d.Wait(t.Context(), &action.Action{ID: id}, st); err == nil {
 				granted <- id
 			}
 		}()
@@ -607,21 +611,21 @@ func TestHybridRacesLongQueuedBeforeDrained(t *testing.T) {
 // queuedLong there, to this machine's slot instead, waiting for it if it
 // is busy.
 func TestHybridBackloggedStartsHere(t *testing.T) {
-	remote, local := newHeld(Remote), newHeld(Local)
-	h := newHybrid(func(Spare) Executor { return remote }, local,
-		HybridOptions{RemoteSlots: 4, LocalSlots: 1, Races: true})
+	remote, local := newHeld(executor.Remote), newHeld(executor.Local)
+	h := newHybrid(func(executor.Spare) executor.Executor { return remote }, local,
+		Options{RemoteSlots: 4, LocalSlots: 1, Races: true})
 	now := time.Now()
 	releases := make(chan func(), 4)
 	wait := func(id string, queued, executing time.Time) {
 		st := staged(queued, executing)
 		go func() {
-			if release, err := h.d.Wait(t.Context(), Job{Action: &action.Action{ID: id}, Stage: st}); err == nil {
+			if release, err := h.d.Wait(t.Context(), &action.Action{ID: id}, st); err == nil {
 				releases <- release
 			}
 		}()
 	}
 	start := func(id string) {
-		go h.Execute(t.Context(), Job{Action: &action.Action{ID: id}, Out: nil})
+		go h.Execute(t.Context(), executor.Job{Action: &action.Action{ID: id}, Out: nil})
 	}
 	wait("running", now.Add(-time.Second), now) // a worker runs it
 	start("first")
@@ -649,22 +653,23 @@ func TestHybridBackloggedStartsHere(t *testing.T) {
 // serves it first, by priority), while one ranked after every queued
 // action waits for this machine's slot.
 func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
-	remote, local := newHeld(Remote), newHeld(Local)
-	h := newHybrid(func(Spare) Executor { return remote }, local,
-		HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
+	remote, local := newHeld(executor.Remote), newHeld(executor.Local)
+	h := newHybrid(func(executor.Spare) executor.Executor { return remote }, local,
+		Options{RemoteSlots: 8, LocalSlots: 1, Races: true})
 	acts := map[string]*action.Action{}
 	var order []*action.Action
+	est := newEstimates()
 	for _, id := range []string{"critical", "run", "better", "raced", "queued", "worse"} {
-		acts[id] = &action.Action{ID: id, Weight: 100}
+		acts[id] = est.weighing(&action.Action{ID: id}, 100)
 		order = append(order, acts[id])
 	}
-	h.d.Plan(order)
+	h.d.Plan(order, est.of())
 	now := time.Now()
 	releases := make(chan func(), 4)
 	wait := func(id string, queued, executing time.Time) {
 		st := staged(queued, executing)
 		go func() {
-			if release, err := h.d.Wait(t.Context(), Job{Action: acts[id], Stage: st}); err == nil {
+			if release, err := h.d.Wait(t.Context(), acts[id], st); err == nil {
 				releases <- release
 			}
 		}()
@@ -678,16 +683,16 @@ func TestHybridBackloggedSendsBetterRanked(t *testing.T) {
 	if !backlogged(h) {
 		t.Fatal("not backlogged with an action long in the cluster's queue")
 	}
-	go h.Execute(t.Context(), Job{Action: acts["worse"], Out: nil})
+	go h.Execute(t.Context(), executor.Job{Action: acts["worse"], Out: nil})
 	expectNoStart(t, remote, local, 3*queuedLong, "ranked after every action in the backlogged cluster's queue, the local slot racing")
-	go h.Execute(t.Context(), Job{Action: acts["better"], Out: nil})
+	go h.Execute(t.Context(), executor.Job{Action: acts["better"], Out: nil})
 	expectStart(t, "better", remote, local) // ranked before one in the cluster's queue
 	release()
 	expectStart(t, "worse", local, remote)
 }
 
 // waitSpares waits until n races wait for a local slot.
-func waitSpares(t *testing.T, h *Hybrid, n int) {
+func waitSpares(t *testing.T, h *testHybrid, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		h.d.mu.Lock()
@@ -730,25 +735,16 @@ func expectNoStart(t *testing.T, remote, local *held, d time.Duration, why strin
 	}
 }
 
-func backlogged(h *Hybrid) bool {
+func backlogged(h *testHybrid) bool {
 	h.d.mu.Lock()
 	defer h.d.mu.Unlock()
 	return h.d.backlogged(time.Now())
 }
 
-// staged is the Stage of a race whose remote side was sent for execution
-// at queued and taken by a worker at executing (zero: not yet).
-func staged(queued, executing time.Time) *Stage {
-	st := new(Stage)
-	for _, x := range []struct {
-		at time.Time
-		to *atomic.Int64
-	}{{queued, &st.queued}, {executing, &st.since}} {
-		if !x.at.IsZero() {
-			x.to.Store(x.at.UnixNano())
-		}
-	}
-	return st
+// staged is the progress of a race whose remote side was sent for
+// execution at queued and taken by a worker at executing (zero: not yet).
+func staged(queued, executing time.Time) executor.Progress {
+	return fixedStage{queued, executing}
 }
 
 // TestHybridCriticalRaceWaitsForWidth: a critical action's race starts at
@@ -759,11 +755,10 @@ func staged(queued, executing time.Time) *Stage {
 // taking anything is not waited for longer than criticalWait.
 func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 	start := time.Now()
-	stage := func(executing bool) *Stage {
-		st := new(Stage)
-		st.queued.Store(start.UnixNano())
+	stage := func(executing bool) executor.Progress {
+		st := fixedStage{queued: start}
 		if executing {
-			st.since.Store(start.UnixNano())
+			st.executing = start
 		}
 		return st
 	}
@@ -783,15 +778,15 @@ func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 	// The wait runs from when the critical action was sent: its own upload
 	// may take longer than criticalWait. Not sent after criticalUpload, it
 	// is raced.
-	unsent := func() *Stage { return new(Stage) }
+	unsent := func() executor.Progress { return fixedStage{} }
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
-				HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
-			crit := &hybridWaiter{critical: true, since: start, stage: stage(c.critExecuting), Waiter: slots.NewWaiter(0)}
+			h := newHybrid(func(executor.Spare) executor.Executor { return newHeld(executor.Remote) }, newHeld(executor.Local),
+				Options{RemoteSlots: 8, LocalSlots: 1, Races: true})
+			crit := &waiter{critical: true, since: start, stage: stage(c.critExecuting), Waiter: slots.NewWaiter(0)}
 			h.d.spares = append(h.d.spares, crit)
 			for i := 0; i < c.executing+c.queued; i++ {
-				h.d.spares = append(h.d.spares, &hybridWaiter{since: start, stage: stage(i < c.executing), Waiter: slots.NewWaiter(0)})
+				h.d.spares = append(h.d.spares, &waiter{since: start, stage: stage(i < c.executing), Waiter: slots.NewWaiter(0)})
 			}
 			h.d.mu.Lock()
 			got := h.d.raceAtStart(crit, start.Add(c.after))
@@ -808,9 +803,9 @@ func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 		after    time.Duration
 		wantRace bool
 	}{{criticalWait, false}, {criticalUpload, true}} {
-		h := newHybrid(func(Spare) Executor { return newHeld(Remote) }, newHeld(Local),
-			HybridOptions{RemoteSlots: 8, LocalSlots: 1, Races: true})
-		crit := &hybridWaiter{critical: true, since: start, stage: unsent(), Waiter: slots.NewWaiter(0)}
+		h := newHybrid(func(executor.Spare) executor.Executor { return newHeld(executor.Remote) }, newHeld(executor.Local),
+			Options{RemoteSlots: 8, LocalSlots: 1, Races: true})
+		crit := &waiter{critical: true, since: start, stage: unsent(), Waiter: slots.NewWaiter(0)}
 		h.d.spares = append(h.d.spares, crit)
 		h.d.mu.Lock()
 		got := h.d.raceAtStart(crit, start.Add(c.after))
@@ -828,7 +823,13 @@ func TestHybridCriticalRaceWaitsForWidth(t *testing.T) {
 // on this machine's process slots (as many as o's local slots), then the
 // remote side from it (which may race on the Dispatcher's spare local
 // slots).
-func newHybrid(remote func(Spare) Executor, local Executor, o HybridOptions) *Hybrid {
+func newHybrid(remote func(executor.Spare) executor.Executor, local executor.Executor, o Options) *testHybrid {
 	d := NewDispatcher(o, Processes{Slots: slots.NewPool(o.LocalSlots)})
-	return NewHybrid(d, remote(d), local)
+	return &testHybrid{executor.NewHybrid(d, remote(d), local), d}
+}
+
+// testHybrid is a Hybrid and its Dispatcher, whose state the tests read.
+type testHybrid struct {
+	*executor.Hybrid
+	d *Dispatcher
 }
