@@ -80,7 +80,9 @@ func TestRemoteToolchainInputs(t *testing.T) {
 		t.Skip(why)
 	}
 	p := remoteProgram(t)
-	srv, addr := fakeRemote(t, reapitest.Options{Chroot: true, Zstd: true})
+	// Each command starts as `/usr/bin/env -- ARGV` inside the root, as
+	// on Buildbarn's chrooting runner.
+	srv, addr := fakeRemote(t, reapitest.Options{Chroot: true, ChrootEnv: true, Zstd: true})
 	tree, err := toolchain.NewDigests(nil).Tree(clang)
 	if err != nil {
 		t.Fatal(err)

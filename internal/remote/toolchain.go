@@ -131,7 +131,7 @@ func (e *Executor) RunShipped(ctx context.Context, tc *reapi.Shipped, args []str
 		return nil, fmt.Errorf("uploading the compiler's toolchain: %w", err)
 	}
 	tree := reapi.NewTree()
-	if err := tree.AddSubtree(tc.Dir, tc.Root); err != nil {
+	if err := tc.AddTo(tree); err != nil {
 		return nil, err
 	}
 	return e.runIn(ctx, tree, append(tc.Argv("."), args...))
