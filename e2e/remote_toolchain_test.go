@@ -80,7 +80,9 @@ func TestRemoteToolchainInputs(t *testing.T) {
 		t.Skip(why)
 	}
 	p := remoteProgram(t)
-	srv, addr := fakeRemote(t, reapitest.Options{Chroot: true, Zstd: true})
+	// Each command starts as `/usr/bin/env -- ARGV` inside the root, as
+	// on Buildbarn's chrooting runner.
+	srv, addr := fakeRemote(t, reapitest.Options{Chroot: true, ChrootEnv: true, Zstd: true})
 	tree, err := toolchain.NewDigests(nil).Tree(clang)
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +120,15 @@ func TestRemoteToolchainInputs(t *testing.T) {
 	wantQ := localLink(t, q)
 	before := len(srv.Uploads())
 	execs := srv.Stats().Executions
-	files, up, stderr = shippedLink(t, q, addr, cache)
+	// With grouping asked for, which the shipped compiler's workers
+	// cannot run (a group's command is a shell script): refused, with a
+	// note, and every action runs alone.
+	files, up, stderr = shippedLink(t, q, addr, cache,
+		"-Xthinlto-distributor=--remote-group=4", "-Xthinlto-distributor=--remote-jobs=1")
 	sameProgram(t, q, wantQ, "second link")
+	if !strings.Contains(stderr, "--remote-group: a group's command is a /bin/sh script") || strings.Contains(stderr, "grouped into") {
+		t.Errorf("second link with --remote-group: want grouping refused with a note\n%s", stderr)
+	}
 	if files != tree.Count || up != 0 || shippedUploads(before) != 0 || srv.Stats().Executions-execs != int64(len(q.Modules)) {
 		t.Errorf("second link: %.2f MiB of toolchain uploaded (%d files), %d executions; want none uploaded and %d executed\n%s",
 			up, shippedUploads(before), srv.Stats().Executions-execs, len(q.Modules), stderr)

@@ -35,7 +35,7 @@ var chainModes = []struct{ name, flags string }{
 	{"cache-only", "--remote=grpc://ADDR --remote-cache-only"},
 	{"remote", "--remote=grpc://ADDR --no-race"},
 	{"hybrid", "--remote=grpc://ADDR"},
-	{"grouped", "--remote=grpc://ADDR --remote-group=8"},
+	{"grouped", "--remote=grpc://ADDR --remote-toolchain=installed --remote-group=8"},
 }
 
 // TestChainDoc: the executor chain buildChain composes for each mode is

@@ -319,12 +319,18 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 	var rexec executor.Executor = rs.rex
 	remoteSlots := rc.Jobs
 	if rc.Group > 1 {
-		if client.ACUpdateEnabled() {
+		switch {
+		case conn.ship != nil:
+			// The workers may have no shell at all: the shipped
+			// compiler needs none, a group's script does.
+			warnAll("--remote-group: a group's command is a /bin/sh script, and with the compiler shipped as inputs " +
+				"(--remote-toolchain) the workers need not have a shell; not grouping (--remote-toolchain=installed groups)")
+		case client.ACUpdateEnabled():
 			// Up to Group times as many actions in flight, grouped
 			// into --remote-jobs executions.
 			rs.grouper = remote.NewGrouper(rs.rex, slots.NewPool(rc.Jobs), remote.GroupOptions{Max: rc.Group, Warn: warnAll})
 			rexec, remoteSlots = rs.grouper, rc.Jobs*rc.Group
-		} else {
+		default:
 			warnAll("--remote-group: %s does not let clients write its ActionCache, where each grouped "+
 				"action's result must go under its own key; not grouping", rc.Target)
 		}

@@ -49,7 +49,7 @@ func (c *Client) streamWrite(ctx context.Context, d digest.Digest, content func(
 		return 0, err
 	}
 	c.link.sample(c.enc, c.dec, data)
-	zstd := c.zstdUp(d.Size, false)
+	zstd := c.zstdUp(d, false)
 	if zstd {
 		data = c.enc.EncodeAll(data, nil)
 	}

@@ -127,7 +127,7 @@ func (c *Client) batchUpdate(ctx context.Context, ds []digest.Digest, data [][]b
 	for i, d := range ds {
 		r := &repb.BatchUpdateBlobsRequest_Request{Digest: d.Proto(), Data: data[i]}
 		c.link.sample(c.enc, c.dec, data[i])
-		if c.zstdUp(d.Size, true) {
+		if c.zstdUp(d, true) {
 			r.Data = c.enc.EncodeAll(data[i], nil)
 			r.Compressor = repb.Compressor_ZSTD
 		}

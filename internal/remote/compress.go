@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/thindist/thindist/internal/sys/digest"
 )
 
 // CompressAuto compresses each direction, per blob size class, when
@@ -118,6 +120,9 @@ type link struct {
 
 	zstd     atomic.Pointer[ZstdSpeed]
 	sampling atomic.Bool
+	// packed holds the blobs whose uploads go compressed whatever auto
+	// decides for their size (packUploads).
+	packed sync.Map // digest.Digest → struct{}
 	// sent counts blobs per direction sent compressed ([d][1]) or not
 	// ([d][0]) under auto.
 	sent [2][2]atomic.Int64
@@ -251,6 +256,34 @@ func (l *link) compress(d direction, size int64) bool {
 	return z
 }
 
+// packUploads makes the uploads of ds go compressed under auto whatever
+// the link's throughput and zstd's speed here, as with CompressAll: blobs
+// sent once per CAS rather than once per link (the shipped toolchain,
+// hundreds of MB that zstd shrinks about threefold), whose bytes on the
+// wire and in the server's storage outweigh the CPU of compressing them
+// once, and which are sent before auto has measured anything.
+func (l *link) packUploads(ds map[digest.Digest]string) {
+	if l == nil || !l.auto {
+		return
+	}
+	for d := range ds {
+		l.packed.Store(d, struct{}{})
+	}
+}
+
+// compressUp reports whether an upload of blob b goes compressed, where
+// the server takes it so: a packed blob always, the others as compress
+// says.
+func (l *link) compressUp(b digest.Digest) bool {
+	if l != nil && l.auto {
+		if _, ok := l.packed.Load(b); ok {
+			l.sent[up][1].Add(1)
+			return true
+		}
+	}
+	return l.compress(up, b.Size)
+}
+
 // sample measures zstd's speed on this machine on data, a blob about to
 // be uploaded, unless it is known already (measured by this link, or an
 // earlier one on this host) or data is too small to time: once per link,
@@ -359,16 +392,22 @@ func (c *Client) Measured() Measured { return c.link.measured() }
 // for each direction and why; "" for an explicit setting.
 func (c *Client) CompressionChoice() string { return c.link.describe() }
 
-// zstdUp reports whether an upload of a blob of size bytes is compressed,
-// by ByteStream (batch false) or in a batch call.
-func (c *Client) zstdUp(size int64, batch bool) bool {
+// zstdUp reports whether an upload of blob d is compressed, by
+// ByteStream (batch false) or in a batch call.
+func (c *Client) zstdUp(d digest.Digest, batch bool) bool {
 	ok := c.zstdUpload
 	if batch {
 		ok = c.zstdBatch
 	}
-	return ok && c.link.compress(up, size)
+	return ok && c.link.compressUp(d)
 }
 
 // zstdDown reports whether a read of a blob of size bytes (the largest of
 // a batch) asks for it compressed.
 func (c *Client) zstdDown(size int64) bool { return c.zstdRead && c.link.compress(down, size) }
+
+// PackUploads makes the uploads of the files ds go compressed wherever
+// the server takes compressed uploads and the setting is auto or all
+// (under auto, whatever it would decide): for blobs stored once per CAS,
+// the shipped toolchain.
+func (c *Client) PackUploads(ds map[digest.Digest]string) { c.link.packUploads(ds) }

@@ -79,6 +79,9 @@ func (e *Executor) shipToolchain(ctx context.Context, m Meter, ex *reapi.Executa
 		}
 	}
 	t.mu.Unlock()
+	if first {
+		e.c.PackUploads(tc.Files)
+	}
 	start := time.Now()
 	err := e.c.CAS.Ensure(ctx, sentMeter{m, &t.uploaded}, tc.Blobs, tc.Files)
 	if first && err == nil {
@@ -123,11 +126,12 @@ func (e *Executor) ToolchainStats() ToolchainStats {
 // worker, from an input root holding tc alone, uncached (for `thindist
 // doctor`): it makes tc present in the CAS first, as a link would.
 func (e *Executor) RunShipped(ctx context.Context, tc *reapi.Shipped, args []string) (*CommandResult, error) {
+	e.c.PackUploads(tc.Files)
 	if err := e.c.CAS.Ensure(ctx, nil, tc.Blobs, tc.Files); err != nil {
 		return nil, fmt.Errorf("uploading the compiler's toolchain: %w", err)
 	}
 	tree := reapi.NewTree()
-	if err := tree.AddSubtree(tc.Dir, tc.Root); err != nil {
+	if err := tc.AddTo(tree); err != nil {
 		return nil, err
 	}
 	return e.runIn(ctx, tree, append(tc.Argv("."), args...))

@@ -57,3 +57,55 @@ func TestShippedToolchainOnceAndAgain(t *testing.T) {
 		t.Errorf("uploaded %d bytes for the toolchain, want the file's %d again", got, pd.Size)
 	}
 }
+
+// TestShippedToolchainGoesCompressed: under auto compression, on a link
+// that has measured nothing yet (so auto sends other uploads as they
+// are), the shipped toolchain's files go compressed, by ByteStream and in
+// batches alike, where the server takes zstd.
+func TestShippedToolchainGoesCompressed(t *testing.T) {
+	_, addr := fake(t, reapitest.Options{Zstd: true})
+	c := dial(t, addr, remote.Options{Compression: remote.CompressAuto})
+	dir := t.TempDir()
+	sub := reapi.NewTree()
+	files := map[digest.Digest]string{}
+	var size int64
+	// A library (streamed: over the batch limit) and a small one (in a
+	// batch), as compressible as machine code is.
+	for _, f := range []struct {
+		name string
+		size int
+	}{{"libbig.so", 9 << 20}, {"libsmall.so", 300 << 10}} {
+		data := make([]byte, f.size)
+		for i := range data {
+			data[i] = byte(i/7) ^ byte(i%13)
+		}
+		p := dir + "/" + f.name
+		os.WriteFile(p, data, 0o644)
+		d := digest.OfBytes(data)
+		sub.AddFile("lib/"+f.name, d, false)
+		files[d] = p
+		size += d.Size
+	}
+	root, blobs, err := sub.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &reapi.Shipped{Dir: ".tc", Root: root, Blobs: blobs, Files: files,
+		Argv: func(string) []string { return []string{"/bin/sh"} }}
+	ex := remote.NewExecutor(c, remote.ExecOptions{NoLookup: true, Toolchain: func(string) *reapi.Shipped { return tc }})
+	as, outs := shellActions(t, 1, -1)
+	if res, err := ex.Execute(t.Context(), executor.Job{Action: as[0], Out: outs[0]}); err != nil || res.Failed() {
+		t.Fatalf("%v %+v", err, res)
+	}
+	st := c.Stats()
+	if st.BytesUploaded < size {
+		t.Fatalf("uploaded %d bytes, want the toolchain's %d at least", st.BytesUploaded, size)
+	}
+	if st.WireBytesUploaded > st.BytesUploaded/2 {
+		t.Errorf("sent %d bytes on the wire for %d bytes of blobs (toolchain %d): the toolchain went uncompressed",
+			st.WireBytesUploaded, st.BytesUploaded, size)
+	}
+	if st.StreamWrites == 0 || st.BatchUpdateCalls == 0 {
+		t.Errorf("want both a stream and a batch: %+v", st)
+	}
+}

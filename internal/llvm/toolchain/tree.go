@@ -25,6 +25,16 @@ const Dir = ".thindist-toolchain"
 // directory, as it does here.
 const LoaderName = ".thindist-ld.so"
 
+// Env is the program that Buildbarn's runner, with
+// chroot_into_input_root, starts every command through, inside the input
+// root (`/usr/bin/env -- ARGV`, so that the command is looked up after the
+// chroot). The tree ships it, with what it loads, at its path on this
+// machine at the root (RootFiles), so that such a runner finds it: the
+// loader at the path the executable names (PT_INTERP), the libraries
+// where the loader, with no ld.so.cache there, finds them. Those are
+// mostly the compiler's own (the loader, libc): stored once.
+const Env = "/usr/bin/env"
+
 // Tree is a toolchain as an input root's subtree: its Directory messages
 // and file digests.
 type Tree struct {
@@ -44,6 +54,9 @@ type Tree struct {
 	// Hashed is how many bytes were read to digest the tree: 0 when every
 	// digest was remembered (Digests).
 	Hashed int64
+	// RootFiles are Env and what it loads, at the input root (none if
+	// this machine has no Env that can be shipped).
+	RootFiles []reapi.RootFile
 	// argv0: the loader takes --argv0 (glibc 2.33+).
 	argv0   bool
 	shipped *reapi.Shipped
@@ -133,15 +146,22 @@ func (d *Digests) build(compiler string) (*Tree, error) {
 		return dg, err
 	}
 	tree := reapi.NewTree()
-	add := func(at, host string, exec bool) error {
+	file := func(host string) (digest.Digest, error) {
 		dg, err := get(host)
 		if err != nil {
-			return fmt.Errorf("toolchain of %s: %w", compiler, err)
+			return dg, fmt.Errorf("toolchain of %s: %w", compiler, err)
 		}
 		if _, dup := t.Files[dg]; !dup {
 			t.Count++
 			t.Bytes += dg.Size
 			t.Files[dg] = host
+		}
+		return dg, nil
+	}
+	add := func(at, host string, exec bool) error {
+		dg, err := file(host)
+		if err != nil {
+			return err
 		}
 		return tree.AddFile(strings.TrimPrefix(at, "/"), dg, exec)
 	}
@@ -171,8 +191,43 @@ func (d *Digests) build(compiler string) (*Tree, error) {
 	if t.Root, t.Blobs, err = tree.Build(); err != nil {
 		return nil, fmt.Errorf("toolchain of %s: %w", compiler, err)
 	}
-	t.shipped = &reapi.Shipped{Dir: Dir, Root: t.Root, Blobs: t.Blobs, Files: t.Files, Argv: t.Argv}
+	if env, err := d.find(Env); err == nil {
+		// Without it, runners that need it do not run the compiler,
+		// and the others do as they would.
+		if t.RootFiles, err = rootFiles(env, file); err != nil {
+			return nil, err
+		}
+	}
+	t.shipped = &reapi.Shipped{Dir: Dir, Root: t.Root, Blobs: t.Blobs, Files: t.Files, Argv: t.Argv, AtRoot: t.RootFiles}
 	return t, nil
+}
+
+// rootFiles places the program f found at its paths on this machine: the
+// executable at the path it was named by, the loader at the one it
+// names, the libraries where the loader found them; file digests each.
+func rootFiles(f *Found, file func(host string) (digest.Digest, error)) ([]reapi.RootFile, error) {
+	var out []reapi.RootFile
+	put := func(at, host string, exec bool) error {
+		dg, err := file(host)
+		if err == nil {
+			out = append(out, reapi.RootFile{Path: strings.TrimPrefix(at, "/"), Digest: dg, Executable: exec})
+		}
+		return err
+	}
+	if err := put(f.Invoked, f.Compiler, true); err != nil {
+		return nil, err
+	}
+	if f.Interp != "" {
+		if err := put(f.Interp, f.Loader, true); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range f.Libs {
+		if err := put(l.Path, l.Real, false); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // takesArgv0 reports whether the loader at p knows --argv0 (glibc 2.33+).

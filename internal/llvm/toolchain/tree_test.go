@@ -103,3 +103,37 @@ func TestTreeArgv(t *testing.T) {
 		t.Errorf("argv %q ends with %s, want the shipped compiler", argv, argv[len(argv)-1])
 	}
 }
+
+// TestTreeShipsEnv: the tree carries Env at the input root as this
+// machine has it: the executable at its path, the loader at the path it
+// names, its libraries where the loader finds them, all among the files
+// uploaded.
+func TestTreeShipsEnv(t *testing.T) {
+	needClang(t)
+	env, err := Find(Env)
+	if err != nil || env.Interp == "" {
+		t.Skipf("%s is not a dynamically linked executable here (%v)", Env, err)
+	}
+	tr, err := NewDigests(nil).Tree(clang22)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]bool{}
+	for _, f := range tr.RootFiles {
+		if _, ok := tr.Files[f.Digest]; !ok {
+			t.Errorf("%s is not among the files to upload", f.Path)
+		}
+		at[f.Path] = f.Executable
+	}
+	if !at["usr/bin/env"] || !at[strings.TrimPrefix(env.Interp, "/")] {
+		t.Errorf("root files %v: want usr/bin/env and the loader %s, executable", at, env.Interp)
+	}
+	for _, l := range env.Libs {
+		if _, ok := at[strings.TrimPrefix(l.Path, "/")]; !ok {
+			t.Errorf("root files %v lack %s", at, l.Path)
+		}
+	}
+	if sh := tr.Shipped(); len(sh.AtRoot) != len(tr.RootFiles) {
+		t.Errorf("the shipped tree places %d files at the root, want %d", len(sh.AtRoot), len(tr.RootFiles))
+	}
+}

@@ -277,7 +277,7 @@ func inputRoot(b *action.Action, layout *action.Layout, shardIdx int, shard []by
 		files[d] = local
 	}
 	if tc != nil {
-		if err := tree.AddSubtree(tc.Dir, tc.Root); err != nil {
+		if err := tc.AddTo(tree); err != nil {
 			return root, nil, nil, err
 		}
 	}

@@ -1,6 +1,7 @@
 package reapi
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/thindist/thindist/internal/sys/digest"
@@ -23,6 +24,31 @@ type Shipped struct {
 	// with the paths relative to a working directory whence root is the
 	// input root.
 	Argv func(root string) []string
+	// AtRoot are files placed at fixed paths of every input root, outside
+	// Dir, their digests in Files: what a runner that starts each command
+	// through a program of the input root needs there (Buildbarn's
+	// chrooting runner runs /usr/bin/env inside it).
+	AtRoot []RootFile
+}
+
+// RootFile is a file at a fixed path of the input root.
+type RootFile struct {
+	Path       string // relative to the input root
+	Digest     digest.Digest
+	Executable bool
+}
+
+// AddTo places s in tree: its subtree at Dir and its files at the root.
+func (s *Shipped) AddTo(tree *Tree) error {
+	if err := tree.AddSubtree(s.Dir, s.Root); err != nil {
+		return err
+	}
+	for _, f := range s.AtRoot {
+		if err := tree.AddFile(f.Path, f.Digest, f.Executable); err != nil {
+			return fmt.Errorf("the shipped compiler's %s: %w", f.Path, err)
+		}
+	}
+	return nil
 }
 
 // rootFrom is the path from the working directory wd (relative to the

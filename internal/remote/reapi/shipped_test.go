@@ -101,3 +101,43 @@ func TestTreeEntriesClash(t *testing.T) {
 		t.Error("a subtree outside the root")
 	}
 }
+
+// TestShippedFilesAtRoot: a shipped toolchain's AtRoot files (the env a
+// chrooting runner starts commands through) sit at their paths of the
+// input root, beside the action's inputs, in every action.
+func TestShippedFilesAtRoot(t *testing.T) {
+	sub := NewTree()
+	sub.AddFile("usr/bin/clang", digest.OfBytes([]byte("clang")), true)
+	subRoot, subBlobs, err := sub.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := digest.OfBytes([]byte("env"))
+	tc := &Shipped{Dir: ".tc", Root: subRoot, Blobs: subBlobs,
+		Argv:   func(root string) []string { return []string{root + "/.tc/usr/bin/clang"} },
+		AtRoot: []RootFile{{Path: "usr/bin/env", Digest: env, Executable: true}}}
+	e, err := BuildExecutable(backend(t, t.TempDir(), "1234"), ExecOptions{Files: digest.NewFiles(), Toolchain: func(string) *Shipped { return tc }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := func(d digest.Digest, name string) digest.Digest {
+		var m repb.Directory
+		if err := proto.Unmarshal(e.Blobs[d], &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range m.Directories {
+			if s.Name == name {
+				d, _ := digest.FromProto(s.Digest)
+				return d
+			}
+		}
+		t.Fatalf("no %s in %v", name, &m)
+		return d
+	}
+	root, _ := digest.FromProto(e.Action.InputRootDigest)
+	var bin repb.Directory
+	proto.Unmarshal(e.Blobs[dir(dir(root, "usr"), "bin")], &bin)
+	if len(bin.Files) != 1 || bin.Files[0].Name != "env" || bin.Files[0].Digest.Hash != env.HexHash() || !bin.Files[0].IsExecutable {
+		t.Errorf("usr/bin of the input root: %v, want the executable env", &bin)
+	}
+}

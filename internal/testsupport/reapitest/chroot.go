@@ -81,6 +81,11 @@ func chrootProgram(name, wd string) (string, error) {
 	return path.Join("/", wd, name), nil
 }
 
+// chrootEnv is the program Buildbarn's chrooting runner starts every
+// command through (Options.ChrootEnv), inside the input root, so that
+// the command is looked up there (golang/go#39341).
+const chrootEnv = "/usr/bin/env"
+
 // chrootAttr runs a command with root as its "/".
 func chrootAttr(root string) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Chroot: root}

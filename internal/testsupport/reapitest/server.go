@@ -150,6 +150,10 @@ type Options struct {
 	// nothing of this machine is visible to it. Needs root
 	// (ChrootSupported); arguments[0] must be a path in the root.
 	Chroot bool
+	// ChrootEnv, with Chroot, starts each command as Buildbarn's bb_runner
+	// with chroot_into_input_root does: `/usr/bin/env -- ARGV`, the env
+	// of the input root.
+	ChrootEnv bool
 
 	// Cluster, if non-nil, stands in for the server's workers and the
 	// network (package reapisim simulates a cluster's timing for

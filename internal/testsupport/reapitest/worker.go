@@ -70,7 +70,11 @@ func (s *FakeServer) run(ctx context.Context, instance string, action *repb.Acti
 	dir := cwd
 	if s.opts.Chroot {
 		wd := command.GetWorkingDirectory()
-		prog, err = chrootProgram(args[0], wd)
+		if s.opts.ChrootEnv {
+			prog, args = chrootEnv, append([]string{chrootEnv, "--"}, args...)
+		} else {
+			prog, err = chrootProgram(args[0], wd)
+		}
 		attr, dir = chrootAttr(root), path.Join("/", wd)
 	} else {
 		prog, err = resolveProgram(args[0], cwd, pathVar)
