@@ -23,7 +23,7 @@ import (
 	"github.com/thindist/thindist/internal/source/jobfile"
 	"github.com/thindist/thindist/internal/source/linkcmd"
 	"github.com/thindist/thindist/internal/sys/gctune"
-	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/rundir"
 	"github.com/thindist/thindist/internal/sys/version"
 )
 
@@ -284,7 +284,7 @@ func parseFlags(name string, fs *config.FlagSet, cfg *config.Config, args []stri
 	for _, w := range fs.Warnings() {
 		// A config file every link of a build reads: said by the first.
 		sum := sha256.Sum256([]byte(w))
-		if jobserver.FirstInBuild(jobserver.RuntimeDir(env.Getenv), "config-warning-"+hex.EncodeToString(sum[:6])) {
+		if rundir.FirstInBuild(rundir.Path(env.Getenv), "config-warning-"+hex.EncodeToString(sum[:6])) {
 			fmt.Fprintf(env.Stderr, "%s: warning: %s\n", name, w)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/rundir"
 )
 
 // QuietJobserver keeps the warning that make's jobserver is not available
@@ -19,7 +20,7 @@ func (s *Session) QuietJobserver(cfg *config.Config) {
 	if !errors.As(js.Err, &na) {
 		return
 	}
-	if cfg.NoJobserverWarning || !jobserver.FirstInBuild(jobserver.RuntimeDir(s.Env.Getenv), "jobserver-warning") {
+	if cfg.NoJobserverWarning || !rundir.FirstInBuild(rundir.Path(s.Env.Getenv), "jobserver-warning") {
 		js.Err = nil
 		return
 	}

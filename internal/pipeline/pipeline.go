@@ -31,6 +31,7 @@ import (
 	"github.com/thindist/thindist/internal/sys/digest"
 	"github.com/thindist/thindist/internal/sys/gctune"
 	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/rundir"
 )
 
 // Env is what a run may touch of its surroundings.
@@ -112,7 +113,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	tl := summary.Timeline()
 	live := cfg.Progress == "always" || cfg.Progress == "auto" && env.Terminal
 	console := report.NewConsole(env.Stderr, live)
-	if dir := jobserver.RuntimeDir(env.Getenv); live && env.Terminal && jobserver.PrivateDir(dir) == nil {
+	if dir := rundir.Path(env.Getenv); live && env.Terminal && rundir.Private(dir) == nil {
 		// Two links in one terminal take turns at the line. Terminal is
 		// os.Stderr's, which Stderr (a copy kept for the record) ends in.
 		defer console.ShareTerminal(dir, os.Stderr)()

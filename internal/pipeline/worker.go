@@ -17,7 +17,7 @@ import (
 	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/sys/describe"
-	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/rundir"
 )
 
 // Workers puts a worker.Runner in front of runner, for a link of n
@@ -48,7 +48,7 @@ func Workers(cfg *config.Config, env Env, n int, runner proc.Runner, tl *report.
 	switch idle := cfg.ServerIdle(env.Getenv); {
 	case idle > 0 && env.Self != "":
 		dir := ServerDir(cfg, env)
-		if err := jobserver.PrivateDir(dir); err != nil {
+		if err := rundir.Private(dir); err != nil {
 			warn("no worker server: %v; the workers live for this link only", err)
 			if n <= cfg.Jobs {
 				return runner, func() {}
@@ -88,7 +88,7 @@ func ServerDir(cfg *config.Config, env Env) string {
 	if cfg.ServerDir != "" {
 		return cfg.ServerDir
 	}
-	return jobserver.RuntimeDir(env.Getenv)
+	return rundir.Path(env.Getenv)
 }
 
 // WorkerPath is the worker cfg names, else the one beside thindist's
