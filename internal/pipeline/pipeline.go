@@ -6,7 +6,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -509,25 +508,13 @@ func localProcesses(cfg *config.Config, env Env, warn func(string, ...any)) (p d
 	if js.Client == nil {
 		return p, func() {}
 	}
-	p.Tokens = &tokens{js: js.Client, jobs: cfg.Jobs, warn: warn}
+	p.Tokens = tokens(js.Client, cfg.Jobs, warn)
 	return p, js.Client.Close
 }
 
-// tokens is make's jobserver as a Limiter. One that stops working (make's
-// pipe gone) is warned about once and left out from then on: the link goes
-// on with --jobs alone rather than failing a module for it.
-type tokens struct {
-	js   executor.Limiter
-	jobs int
-	warn func(string, ...any)
-	once sync.Once
-}
-
-func (t *tokens) Acquire(ctx context.Context) (func(), error) {
-	release, err := t.js.Acquire(ctx)
-	if errors.Is(err, jobserver.ErrBroken) {
-		t.once.Do(func() { t.warn("%v; using --jobs=%d", err, t.jobs) })
-		return func() {}, nil
-	}
-	return release, err
+// tokens is make's jobserver js as a Limiter that a jobserver stopping
+// mid-run does not fail (jobserver.Tolerant): warned about once, the link
+// goes on with --jobs alone.
+func tokens(js jobserver.Acquirer, jobs int, warn func(string, ...any)) executor.Limiter {
+	return jobserver.Tolerant(js, func(err error) { warn("%v; using --jobs=%d", err, jobs) })
 }
