@@ -37,7 +37,7 @@ func TestRunRecordsConnecting(t *testing.T) {
 	if line := summary.Line(); !strings.Contains(line, "(connecting ") || !strings.Contains(line, ", backends ") {
 		t.Errorf("summary %q does not say how long connecting took", line)
 	}
-	// A caller that brings its own summary prints it: Run did not.
+	// A caller that brings its own summary prints it: RunWith did not.
 	if strings.Contains(stderr.String(), "1 jobs, ") {
 		t.Errorf("Run printed the caller's summary:\n%s", stderr.String())
 	}

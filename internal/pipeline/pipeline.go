@@ -84,21 +84,15 @@ type Options struct {
 	// Summary counts the run for the summary line and holds its clock and
 	// phases, started when the caller's run began (for `thindist link`,
 	// before the thin link). A caller that passes one prints it itself,
-	// after its own last step, unless cfg.Quiet. Nil: Run counts the run
+	// after its own last step, unless cfg.Quiet. Nil: RunWith counts the run
 	// from its own start and prints the line.
 	Summary *report.Summary
 	// Background, when set, counts a goroutine that writes the run's
-	// trace after Run has returned, while the caller goes on (the Session
+	// trace after RunWith has returned, while the caller goes on (the Session
 	// writes its record meanwhile, the linker waiting for both); the caller
-	// waits for it before it exits. Nil: the trace is written before Run
+	// waits for it before it exits. Nil: the trace is written before RunWith
 	// returns.
 	Background *sync.WaitGroup
-}
-
-// Run executes actions as cfg says and prints what happened, with a summary
-// line that names no output. See RunWith.
-func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Action) error {
-	return RunWith(ctx, cfg, env, actions, Options{})
 }
 
 // RunWith executes actions as cfg says and prints what happened. An error

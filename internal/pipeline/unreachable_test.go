@@ -49,7 +49,7 @@ func link(t *testing.T, cfg *config.Config, actions []*action.Action) string {
 	t.Helper()
 	var stderr bytes.Buffer
 	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }}
-	if err := Run(context.Background(), cfg, env, actions); err != nil {
+	if err := RunWith(context.Background(), cfg, env, actions, Options{}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	return stderr.String()
