@@ -36,9 +36,8 @@ type remoteChain struct {
 	behind *cache.WriteBehind
 	// cpu0 is thindist's own CPU when it began to connect.
 	cpu0 time.Duration
-	// notes is the cache directory the link's measurements are kept in
-	// (rememberLink).
-	notes string
+	// notes are where the link's measurements are kept (Notes.Remember).
+	notes remote.Notes
 }
 
 // compilerCheckWait bounds how long a link's end waits for the check of
@@ -157,8 +156,8 @@ type remoteConn struct {
 	readOnly bool
 	// cpu0 is thindist's own CPU time when it began to connect.
 	cpu0 time.Duration
-	// notes is the cache directory of the service's notes.
-	notes string
+	// notes are the cache directory's notes of the services.
+	notes remote.Notes
 	// ship is the run's shipped toolchains, nil when the workers run
 	// their own compiler.
 	ship *shipping
@@ -167,18 +166,19 @@ type remoteConn struct {
 // connectRemote dials the service, or waits for the dial begun before the
 // run (Env.Dialing), and decides what the run uses it for.
 //
-// A service that a link found unreachable within unreachableFor is not
-// tried (unless --remote-fallback=none); one found unreachable now, or
-// down mid-link, is marked so in the cache directory dir, and one reached
-// has its mark cleared.
+// A service that a link found unreachable within remote.UnreachableFor
+// is not tried (unless --remote-fallback=none); one found unreachable
+// now, or down mid-link, is marked so in the cache directory dir's notes
+// (remote.Notes), and one reached has its mark cleared.
 func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(string, ...any), tl *report.Timeline, dir string) (*remoteConn, error) {
 	rc := &cfg.Remote
+	notes := remote.NotesIn(dir)
 	if rc.Fallback != "none" {
-		if err := skipRemote(dir, rc.Target, time.Now()); err != nil {
+		if err := notes.Unreachable(rc.Target, time.Now()); err != nil {
 			return nil, err
 		}
 	}
-	conn := &remoteConn{cpu0: ownCPU(), notes: dir}
+	conn := &remoteConn{cpu0: ownCPU(), notes: notes}
 	opts := RemoteOptions(rc)
 	endConnect := tl.Begin("connecting") // or waiting for the dial begun before the run
 	var err error
@@ -190,14 +190,14 @@ func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll fun
 	endConnect()
 	if err != nil {
 		if remote.Unreachable(err) {
-			markUnreachable(dir, rc.Target, time.Now())
+			notes.MarkUnreachable(rc.Target, time.Now())
 		}
 		return nil, err
 	}
-	clearUnreachable(dir, rc.Target)
-	conn.client.Recall(recallLink(dir, rc.Target))
+	notes.ClearUnreachable(rc.Target)
+	conn.client.Recall(notes.Recall(rc.Target))
 	conn.client.OnDown(func(err error) {
-		markUnreachable(dir, rc.Target, time.Now())
+		notes.MarkUnreachable(rc.Target, time.Now())
 		warnAll("%v: not using it for the rest of this link; the remaining actions compile here, and their results are not stored there", err)
 	})
 	conn.cacheOnly = rc.CacheOnly

@@ -43,7 +43,7 @@ func (ch *chain) stats() RunStats {
 func (ch *chain) finish(cfg *config.Config, env Env, console *report.Console, tl *report.Timeline, warn func(string, ...any)) {
 	if ch.remote != nil {
 		ch.remote.drain(tl)
-		rememberLink(ch.remote.notes, cfg.Remote.Target, ch.remote.client.Measured())
+		ch.remote.notes.Remember(cfg.Remote.Target, ch.remote.client.Measured())
 	}
 	st := ch.stats()
 	if c := st.Local; c != nil {
