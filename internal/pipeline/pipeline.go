@@ -24,6 +24,7 @@ import (
 	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/observe/redact"
 	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/sched/dispatch"
 	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
@@ -57,7 +58,7 @@ type Env struct {
 	// Dialing, when set, is the connection to the remote service, begun
 	// before the run (StartDial); the caller closes it if the run did not
 	// take it.
-	Dialing *Dialing
+	Dialing *remote.Dialing
 	// GC, when set, is switched for the backends and for the end of the
 	// run (gctune).
 	GC *gctune.Tuner

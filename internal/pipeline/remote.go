@@ -182,11 +182,7 @@ func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll fun
 	opts := RemoteOptions(rc)
 	endConnect := tl.Begin("connecting") // or waiting for the dial begun before the run
 	var err error
-	if env.Dialing.claim(opts) {
-		conn.client, err = env.Dialing.wait(ctx)
-	} else {
-		conn.client, err = dial(ctx, opts)
-	}
+	conn.client, err = env.Dialing.Connect(ctx, opts)
 	endConnect()
 	if err != nil {
 		if remote.Unreachable(err) {
