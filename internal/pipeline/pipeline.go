@@ -18,6 +18,7 @@ import (
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/llvm/toolchain"
 	"github.com/thindist/thindist/internal/llvm/tools"
 	"github.com/thindist/thindist/internal/local/forkserver"
 	"github.com/thindist/thindist/internal/local/proc"
@@ -313,9 +314,13 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if disk != nil {
 		idDir = filepath.Join(dir, "compilers")
 	}
-	// A shipped compiler is identified by its whole tree.
-	ship := newShipping(&cfg.Remote, env.Getenv, files, warn)
-	compilerID := ship.identify(tools.NewIDs(idDir).ID)
+	// A shipped compiler is identified by its whole tree; nil when the
+	// workers run their own compiler.
+	var ship *toolchain.Shipping
+	if shipsToolchain, _ := cfg.Remote.ShipsToolchain(); shipsToolchain && cfg.Remote.Target != "" {
+		ship = toolchain.NewShipping(env.Getenv, files, warn)
+	}
+	compilerID := ship.Identify(tools.NewIDs(idDir).ID)
 	var conn *remoteConn
 	switch rc := &cfg.Remote; {
 	case rc.Target == "":

@@ -12,6 +12,7 @@ import (
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/llvm/toolchain"
 	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/remote"
@@ -160,7 +161,7 @@ type remoteConn struct {
 	notes remote.Notes
 	// ship is the run's shipped toolchains, nil when the workers run
 	// their own compiler.
-	ship *shipping
+	ship *toolchain.Shipping
 }
 
 // connectRemote dials the service, or waits for the dial begun before the
@@ -297,7 +298,7 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 		onFirst = rs.compilerCheck.start
 	}
 	rs.rex = remote.NewExecutor(client, remote.ExecOptions{
-		Compiler: rc.Compiler, Toolchain: conn.ship.shipped(),
+		Compiler: rc.Compiler, Toolchain: conn.ship.Shipped(),
 		Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
 		Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
 		ExecStall: rc.ExecStall, Files: keys.Files,
