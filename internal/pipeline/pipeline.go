@@ -361,7 +361,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		warn("%v; links sharing the cache may compile the same backend at once", err)
 		claims = nil
 	}
-	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: limited(warn),
+	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: report.Limited(warn),
 		Unusable: env.Record.Unusable, Run: env.Record.ID(), Claims: claims})
 	if env.Record != nil {
 		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
@@ -382,7 +382,7 @@ func localRunner(cfg *config.Config, env Env, dir string, environ []string, n in
 	var forks *forkserver.Pool
 	if !cfg.NoForkServer && n > cfg.Jobs {
 		var closeForks func()
-		forks, closeForks = ForkServers(dir, environ, limited(warn))
+		forks, closeForks = ForkServers(dir, environ, report.Limited(warn))
 		closers = append(closers, closeForks, func() {
 			// Run before closeForks (closers run last first), once the
 			// backends phase has ended: its share spent starting servers.
@@ -395,7 +395,7 @@ func localRunner(cfg *config.Config, env Env, dir string, environ []string, n in
 	if forks != nil {
 		runner = forks.Runner(runner, proc.DefaultGrace)
 	}
-	runner, closeWorkers := Workers(cfg, env, n, runner, tl, limited(warn))
+	runner, closeWorkers := Workers(cfg, env, n, runner, tl, report.Limited(warn))
 	return runner, append(closers, closeWorkers)
 }
 
@@ -472,26 +472,6 @@ func ForkServers(cacheDir string, environ []string, warn func(string, ...any)) (
 	}
 	pool := forkserver.NewPool(shimDir, environ, warn)
 	return pool, func() { pool.Close(); cleanup() }
-}
-
-// limited passes on the first few warnings of one kind (cache, remote) of
-// a run and drops the rest, so a systematic problem is reported without
-// flooding the build log. Its closing note names no kind: the same warner
-// serves cache and remote warnings.
-func limited(warn func(string, ...any)) func(string, ...any) {
-	var mu sync.Mutex
-	n := 0
-	return func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		switch {
-		case n <= 3:
-			warn(format, args...)
-		case n == 4:
-			warn("further warnings like these are not shown for this run")
-		}
-	}
 }
 
 // localProcesses is this machine's process slots: --jobs of them, the one

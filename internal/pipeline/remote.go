@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync"
 	"syscall"
@@ -391,7 +390,7 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(string, ...any), conn *remoteConn, keys *reapi.Keyer, locals localExecutors) *remoteChain {
 	rc := &cfg.Remote
 	client := conn.client
-	warn := limited(warnAll)
+	warn := report.Limited(warnAll)
 	// Cache only: the remote cache's lookups wait on the network, not on
 	// a local slot (dispatch.InFlight with no remote slot).
 	rs := &remoteSide{producer: locals.build(locals.procs, 0), parallel: dispatch.InFlight(0, cfg.Jobs)}
@@ -438,5 +437,3 @@ func ownCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
