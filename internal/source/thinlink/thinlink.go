@@ -107,7 +107,7 @@ type Options struct {
 	// holds bitcode. A link left to lld makes no work directory and no
 	// native objects of thindist's, and its backends get lld's options, not
 	// CompDB's or SectionsAsCompiled's: a caller that sets those wants 0
-	// here (`thindist link` does: linkcmd.Flags.InProcessBelow).
+	// here (`thindist link` does: linkflags.Flags.InProcessBelow).
 	InProcessBelow int64
 	// Exec, if set, runs a link that thindist leaves to the linker by
 	// replacing this process with it (syscall.Exec), and returns only if
