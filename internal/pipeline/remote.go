@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"runtime"
-	"sync"
 	"syscall"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/llvm/toolchain"
-	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/remote/reapi"
@@ -38,69 +36,6 @@ type remoteChain struct {
 	cpu0 time.Duration
 	// notes are where the link's measurements are kept (Notes.Remember).
 	notes remote.Notes
-}
-
-// compilerCheckWait bounds how long a link's end waits for the check of
-// the workers' compiler.
-const compilerCheckWait = 2 * time.Second
-
-// compilerCheck asks the workers' compiler (--remote-compiler) and the
-// link's own for their versions, as `thindist doctor` does
-// (remote.Executor.WorkersCompiler), in the background from when the
-// first action is sent for execution (start: a link whose every action
-// is cached asks nothing), and warns once, as soon as it knows, if they
-// differ or the workers' cannot be asked: every backend the workers
-// compile then fails, and fails the link (executor.Final), or compiles
-// otherwise.
-type compilerCheck struct {
-	ctx      context.Context
-	rex      *remote.Executor
-	compiler string
-	warn     func(string, ...any)
-	started  sync.Once
-	done     chan struct{}
-	cancel   context.CancelFunc
-}
-
-func newCompilerCheck(ctx context.Context, compiler string, warn func(string, ...any)) *compilerCheck {
-	ctx, cancel := context.WithCancel(ctx)
-	return &compilerCheck{ctx: ctx, cancel: cancel, compiler: compiler, warn: warn, done: make(chan struct{})}
-}
-
-// start begins the check with a, the first action sent for execution,
-// whose compiler is the link's.
-func (c *compilerCheck) start(a *action.Action) {
-	c.started.Do(func() {
-		go func() {
-			defer close(c.done)
-			local, localVer := a.Args[0].Text, ""
-			if res, err := (proc.Exec{}).Run(c.ctx, &proc.Cmd{Argv: []string{local, "--version"}}); err == nil && !res.Failed() {
-				localVer = remote.FirstLine(string(res.Stdout))
-			}
-			if _, err := c.rex.WorkersCompiler(c.ctx, c.compiler, local, localVer); err != nil && c.ctx.Err() == nil {
-				c.warn("--remote-compiler: %v; the link fails where the workers' compiler does (`thindist doctor` checks this)", err)
-			}
-		}()
-	})
-}
-
-// wait waits for the check, if it began, at most compilerCheckWait, so
-// that its warning comes before the link's errors, then ends it.
-func (c *compilerCheck) wait() {
-	started := true
-	c.started.Do(func() { started = false })
-	if started {
-		t := time.NewTimer(compilerCheckWait)
-		defer t.Stop()
-		select {
-		case <-c.done:
-		case <-t.C:
-		}
-	}
-	c.cancel()
-	if started {
-		<-c.done
-	}
 }
 
 // RemoteOptions turns the configuration into the client's options.
@@ -276,7 +211,7 @@ type remoteSide struct {
 	grouper    *remote.Grouper
 	// compilerCheck, with --remote-compiler, checks the workers'
 	// compiler once the first action is sent for execution.
-	compilerCheck *compilerCheck
+	compilerCheck *remote.CompilerCheck
 }
 
 // newRemoteSide builds the remote execution part of the chain on client:
@@ -290,11 +225,11 @@ type remoteSide struct {
 func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote.Client, keys *reapi.Keyer, locals localExecutors, warnAll, warn func(string, ...any)) *remoteSide {
 	rc := &cfg.Remote
 	rs := &remoteSide{}
-	var onFirst func(*action.Action)
+	var onFirst func(*remote.Executor, *action.Action)
 	if rc.Compiler != "" && conn.ship == nil {
 		// (A shipped compiler is the link's own.)
-		rs.compilerCheck = newCompilerCheck(context.Background(), rc.Compiler, warnAll)
-		onFirst = rs.compilerCheck.start
+		rs.compilerCheck = remote.NewCompilerCheck(context.Background(), rc.Compiler, warnAll)
+		onFirst = rs.compilerCheck.Start
 	}
 	rs.rex = remote.NewExecutor(client, remote.ExecOptions{
 		Compiler: rc.Compiler, Toolchain: conn.ship.Shipped(),
@@ -309,9 +244,6 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 		// remote execution it beat, where this run does not store it.
 		FinishAbandoned: !client.ACUpdateEnabled() || !rc.Upload,
 	})
-	if rs.compilerCheck != nil {
-		rs.compilerCheck.rex = rs.rex
-	}
 	var rexec executor.Executor = rs.rex
 	remoteSlots := rc.Jobs
 	if rc.Group > 1 {

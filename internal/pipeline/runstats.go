@@ -75,7 +75,7 @@ func (ch *chain) close() {
 // too, a phase of its own when it took a while.
 func (r *remoteChain) drain(tl *report.Timeline) {
 	if r.side != nil && r.side.compilerCheck != nil {
-		r.side.compilerCheck.wait()
+		r.side.compilerCheck.Wait()
 	}
 	start := tl.Now()
 	r.behind.Close()
