@@ -382,7 +382,7 @@ func localRunner(cfg *config.Config, env Env, dir string, environ []string, n in
 	var forks *forkserver.Pool
 	if !cfg.NoForkServer && n > cfg.Jobs {
 		var closeForks func()
-		forks, closeForks = ForkServers(dir, environ, report.Limited(warn))
+		forks, closeForks = forkserver.NewPoolIn(dir, environ, report.Limited(warn))
 		closers = append(closers, closeForks, func() {
 			// Run before closeForks (closers run last first), once the
 			// backends phase has ended: its share spent starting servers.
@@ -452,26 +452,6 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// ForkServers returns the pool that forks local compilers with environment
-// environ. Its shim is
-// built once in the cache directory (also under --no-cache: it is not a
-// cached result), else in a private temporary directory removed at the
-// end; never in a directory others can write, since whatever is there is
-// preloaded into the compiler.
-func ForkServers(cacheDir string, environ []string, warn func(string, ...any)) (*forkserver.Pool, func()) {
-	shimDir, cleanup := filepath.Join(cacheDir, "forkserver"), func() {}
-	if err := os.MkdirAll(shimDir, 0o755); err != nil {
-		tmp, err := os.MkdirTemp("", "thindist-forkserver-")
-		if err != nil {
-			warn("not forking compilers: %v", err)
-			return nil, func() {}
-		}
-		shimDir, cleanup = tmp, func() { os.RemoveAll(tmp) }
-	}
-	pool := forkserver.NewPool(shimDir, environ, warn)
-	return pool, func() { pool.Close(); cleanup() }
 }
 
 // localProcesses is this machine's process slots: --jobs of them, the one
