@@ -68,7 +68,7 @@ func TestServerForksOnServer(t *testing.T) {
 	next := &nextRunner{}
 	forks := NewServerForks(lw, next)
 	res, err := forks.Run(t.Context(), &proc.Cmd{Argv: []string{"sh", "-c", "echo forked"}, Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})
-	if err != nil || string(res.Stdout) != "forked\n" || !res.Forked {
+	if err != nil || string(res.Stdout) != "forked\n" || res.By != proc.ByForkServer {
 		t.Fatalf("%v, %+v; want the job forked by the server", err, res)
 	}
 	var streamed strings.Builder
