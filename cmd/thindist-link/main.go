@@ -1,6 +1,6 @@
 // Command thindist-link is `thindist link` for builds of many small links:
 // it takes the same arguments, becomes lld at once for a link thindist
-// leaves to lld, and `thindist link` for any other (linkcmd.Front).
+// leaves to lld, and `thindist link` for any other (linkflags.Front).
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/thindist/thindist/internal/source/linkcmd"
+	"github.com/thindist/thindist/internal/source/linkflags"
 	"github.com/thindist/thindist/internal/source/thinlink"
 	"github.com/thindist/thindist/internal/sys/version"
 )
@@ -20,10 +20,10 @@ func main() {
 		return
 	}
 	self, _ := os.Executable()
-	err := linkcmd.Front(context.Background(), os.Args[1:], linkcmd.FrontEnv{
+	err := linkflags.Front(context.Background(), os.Args[1:], linkflags.FrontEnv{
 		Getenv:  os.Getenv,
 		Stderr:  os.Stderr,
-		Replace: linkcmd.Replace,
+		Replace: linkflags.Replace,
 		Self:    self,
 	})
 	var te *thinlink.Error

@@ -10,7 +10,7 @@ import (
 
 	"github.com/thindist/thindist/internal/cli"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/source/linkcmd"
+	"github.com/thindist/thindist/internal/source/linkflags"
 	"github.com/thindist/thindist/internal/sys/gctune"
 	"github.com/thindist/thindist/internal/sys/jobserver"
 )
@@ -42,7 +42,7 @@ func main() {
 	env.GC = gc
 	// Links start the per-user worker server as `thindist server run`.
 	env.Self, _ = os.Executable()
-	env.Exec = linkcmd.Replace
+	env.Exec = linkflags.Replace
 	code := cli.Main(ctx, os.Args[1:], env)
 	stop()
 	os.Exit(code)

@@ -21,9 +21,9 @@ import (
 	"github.com/thindist/thindist/internal/local/procstart"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/source/jobfile"
-	"github.com/thindist/thindist/internal/source/linkcmd"
+	"github.com/thindist/thindist/internal/source/linkflags"
 	"github.com/thindist/thindist/internal/sys/gctune"
-	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/rundir"
 	"github.com/thindist/thindist/internal/sys/version"
 )
 
@@ -92,7 +92,7 @@ func commandFirst(args []string, env pipeline.Env) ([]string, int) {
 	}
 	// thindist link's settings may come first too (thindist
 	// --in-process-below=1M link -- ...).
-	i := linkcmd.NewFlagSet(new(config.Config), new(linkcmd.Flags)).FirstArg(args)
+	i := linkflags.NewFlagSet(new(config.Config), new(linkflags.Flags)).FirstArg(args)
 	if i < 0 {
 		return args, -1
 	}
@@ -275,7 +275,7 @@ func parseFlags(name string, fs *config.FlagSet, cfg *config.Config, args []stri
 	if name != "thindist link" && name != "thindist config" {
 		// thindist link's settings, in a config file every command
 		// reads or the environment of a build, are no typos here.
-		fs.Know(linkcmd.NewFlagSet(new(config.Config), new(linkcmd.Flags)))
+		fs.Know(linkflags.NewFlagSet(new(config.Config), new(linkflags.Flags)))
 	}
 	err := fs.Parse(args, env.Getenv)
 	if env.Environ != nil {
@@ -284,7 +284,7 @@ func parseFlags(name string, fs *config.FlagSet, cfg *config.Config, args []stri
 	for _, w := range fs.Warnings() {
 		// A config file every link of a build reads: said by the first.
 		sum := sha256.Sum256([]byte(w))
-		if jobserver.FirstInBuild(jobserver.RuntimeDir(env.Getenv), "config-warning-"+hex.EncodeToString(sum[:6])) {
+		if rundir.FirstInBuild(rundir.Path(env.Getenv), "config-warning-"+hex.EncodeToString(sum[:6])) {
 			fmt.Fprintf(env.Stderr, "%s: warning: %s\n", name, w)
 		}
 	}

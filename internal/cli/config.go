@@ -9,7 +9,7 @@ import (
 
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/source/linkcmd"
+	"github.com/thindist/thindist/internal/source/linkflags"
 )
 
 const configIntro = `Usage:
@@ -36,7 +36,7 @@ func configCmd(args []string, env pipeline.Env, stdout io.Writer) int {
 	var cfg config.Config
 	fs := newFlags(&cfg)
 	// thindist link's own settings too: they are set the same ways.
-	linkcmd.Register(fs, new(linkcmd.Flags))
+	linkflags.Register(fs, new(linkflags.Flags))
 	if code := parseFlags("thindist config", fs, &cfg, args, env, configUsage); code >= 0 {
 		return code
 	}

@@ -214,7 +214,7 @@ func checkForkServer(ctx context.Context, cfg *config.Config, env pipeline.Env, 
 		dir = config.DefaultCacheDir(env.Getenv)
 	}
 	var warned error
-	pool, closePool := pipeline.ForkServers(dir, os.Environ(), func(format string, args ...any) {
+	pool, closePool := forkserver.NewPoolIn(dir, os.Environ(), func(format string, args ...any) {
 		warned = fmt.Errorf(format, args...)
 	})
 	if pool == nil {

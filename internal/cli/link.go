@@ -11,7 +11,7 @@ import (
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
-	"github.com/thindist/thindist/internal/source/linkcmd"
+	"github.com/thindist/thindist/internal/source/linkflags"
 	"github.com/thindist/thindist/internal/source/thinlink"
 )
 
@@ -36,8 +36,8 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 	sess := pipeline.NewSession("link", os.Args, env, start)
 	env = sess.Env
 	var cfg config.Config
-	var lf linkcmd.Flags
-	fs := linkcmd.NewFlagSet(&cfg, &lf)
+	var lf linkflags.Flags
+	fs := linkflags.NewFlagSet(&cfg, &lf)
 	if code := parseFlags("thindist link", fs, &cfg, args, env, linkUsage); code >= 0 {
 		return code
 	}
@@ -69,7 +69,7 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 	// as thindist's own main runs it, becomes the linker: make waits on
 	// lld itself, and nothing of thindist's runs after the decision.
 	if env.Exec != nil {
-		opts.Exec = linkcmd.Exec(env.Stderr, cfg.Quiet, opts.InProcessBelow, env.Exec)
+		opts.Exec = linkflags.Exec(env.Stderr, cfg.Quiet, opts.InProcessBelow, env.Exec)
 	}
 	if lf.CompDB != "" {
 		db, err := thinlink.LoadCompDB(lf.CompDB)
@@ -82,7 +82,7 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 	res, err := thinlink.Link(ctx, opts)
 	if res != nil && res.Handover != nil {
 		if opts.Exec == nil { // else Exec announced it, and failed
-			linkcmd.Announce(env.Stderr, cfg.Quiet, *res.Handover, opts.InProcessBelow)
+			linkflags.Announce(env.Stderr, cfg.Quiet, *res.Handover, opts.InProcessBelow)
 		}
 		// The command ran as given (no input held bitcode, or too little
 		// to distribute): nothing of thindist's ran, and a record would
@@ -110,8 +110,8 @@ func link(ctx context.Context, args []string, env pipeline.Env, start time.Time)
 
 func linkUsage(w io.Writer) {
 	var cfg config.Config
-	var lf linkcmd.Flags
-	fs := linkcmd.NewFlagSet(&cfg, &lf)
+	var lf linkflags.Flags
+	fs := linkflags.NewFlagSet(&cfg, &lf)
 	helpOwnFlags(w, linkIntro, fs)
 	io.WriteString(w, `
 Exit status: 0 when the program was linked; 1 when a step failed (the step, the

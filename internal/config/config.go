@@ -46,7 +46,7 @@ type Config struct {
 	// link runs workers of its own; below 0, ServerIdle's default.
 	WorkerIdle time.Duration
 	// ServerDir is the worker server's directory; "" means
-	// jobserver.RuntimeDir ($XDG_RUNTIME_DIR/thindist, else
+	// rundir.Path ($XDG_RUNTIME_DIR/thindist, else
 	// /tmp/thindist-UID).
 	ServerDir string
 

@@ -64,8 +64,8 @@ func TestFallbackFinal(t *testing.T) {
 		Result: &Result{Provenance: Provenance{Where: Remote}}}
 	// clang 19 on LLVM 22 bitcode (issue 48, item 3): exit 0, an error on
 	// stderr, no object bytes. Its own failure, as an exit status is.
-	said := Check(a, &Result{Provenance: Provenance{Where: Remote}, Stderr: []byte("Error loading index file 'm.o.thinlto.bc': Invalid summary version 12")},
-		filepath.Join(t.TempDir(), "none.o"))
+	said := check(a, &Result{Provenance: Provenance{Where: Remote}, Stderr: []byte("Error loading index file 'm.o.thinlto.bc': Invalid summary version 12")},
+		filepath.Join(t.TempDir(), "none.o"), true)
 	killed := &BackendError{Action: a, Reason: "killed", Result: &Result{Exit: proc.Exit{ExitCode: -1, Signal: "killed"}}}
 	for _, tc := range []struct {
 		name     string

@@ -47,13 +47,9 @@ func (v verified) Describe() describe.Node { return node("Verified", v.next) }
 
 func (v verified) String() string { return describe.Line(v) }
 
-// Check applies the checks of Verified to one result whose primary output is
-// at obj.
-func Check(a *action.Action, res *Result, obj string) error {
-	return check(a, res, obj, true)
-}
-
-// check is Check, reading the object only when object is set.
+// check applies the checks of Verified to a's result res, whose primary
+// output is at obj: the command's status, the backend error marker on its
+// stderr and, when object is set, the object itself (CheckObject).
 func check(a *action.Action, res *Result, obj string, object bool) error {
 	fail := func(said bool, format string, args ...any) error {
 		return &BackendError{Action: a, Result: res, Reason: fmt.Sprintf(format, args...), Said: said}

@@ -37,7 +37,7 @@ func diag(env Env, console *report.Console, d Diagnostic) {
 	console.Printf("thindist: %s: %s", kind, d.Msg)
 }
 
-// Reported wraps an error that Run has already printed.
+// Reported wraps an error that RunWith has already printed.
 type Reported struct{ Err error }
 
 func (r *Reported) Error() string { return r.Err.Error() }

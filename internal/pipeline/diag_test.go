@@ -31,7 +31,7 @@ func failingActions(t *testing.T) []*action.Action {
 func TestErrorsGoToStderrWithoutDiag(t *testing.T) {
 	var stderr bytes.Buffer
 	cfg := &config.Config{Jobs: 1, Progress: "never", NoCache: true}
-	err := Run(context.Background(), cfg, Env{Stderr: &stderr, Getenv: func(string) string { return "" }}, failingActions(t)[:1])
+	err := RunWith(context.Background(), cfg, Env{Stderr: &stderr, Getenv: func(string) string { return "" }}, failingActions(t)[:1], Options{})
 	if err == nil || !strings.Contains(stderr.String(), "thindist: error: backend compilation of m.o failed") {
 		t.Errorf("err %v, stderr:\n%s", err, stderr.String())
 	}
@@ -43,7 +43,7 @@ func TestErrorsGoToDiag(t *testing.T) {
 	cfg := &config.Config{Jobs: 1, Progress: "never", Quiet: true, NoCache: true}
 	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }, Diag: func(d Diagnostic) { got = append(got, d) }}
 
-	if err := Run(context.Background(), cfg, env, failingActions(t)[:1]); err == nil {
+	if err := RunWith(context.Background(), cfg, env, failingActions(t)[:1], Options{}); err == nil {
 		t.Fatal("no error")
 	}
 	if len(got) != 1 || got[0].Warning || got[0].Module != "m.o" || !strings.Contains(got[0].Msg, "backend compilation of m.o failed") {
@@ -54,7 +54,7 @@ func TestErrorsGoToDiag(t *testing.T) {
 	}
 
 	got = nil
-	if err := Run(context.Background(), cfg, env, failingActions(t)); err == nil {
+	if err := RunWith(context.Background(), cfg, env, failingActions(t), Options{}); err == nil {
 		t.Fatal("no error")
 	}
 	if len(got) != 1 || got[0].Module != "gone.o" || !strings.HasPrefix(got[0].Msg, `gone.o: module "gone.o" does not exist`) {

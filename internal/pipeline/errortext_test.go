@@ -25,16 +25,3 @@ func TestErrorTextRepeats(t *testing.T) {
 		t.Errorf("%d lines, want 5:\n%s", n+1, got)
 	}
 }
-
-// TestLimitedNeutral: the note that ends a limited series of warnings names
-// no kind (it serves remote warnings too).
-func TestLimitedNeutral(t *testing.T) {
-	var got []string
-	w := limited(func(format string, args ...any) { got = append(got, format) })
-	for i := 0; i < 6; i++ {
-		w("remote execution failed")
-	}
-	if len(got) != 4 || strings.Contains(got[3], "cache") {
-		t.Errorf("warnings: %q", got)
-	}
-}

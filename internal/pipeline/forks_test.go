@@ -44,7 +44,7 @@ func runRecorded(t *testing.T, cfg *config.Config, actions []*action.Action) *re
 	var stderr bytes.Buffer
 	rec := record.New(record.Run{Dir: actions[0].Dir})
 	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }, Record: rec}
-	if err := Run(context.Background(), cfg, env, actions); err != nil {
+	if err := RunWith(context.Background(), cfg, env, actions, Options{}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	return rec.Finish(time.Now(), nil)

@@ -13,10 +13,9 @@ import (
 )
 
 // brokenJobserver fails every Acquire as a jobserver at EOF does.
-type brokenJobserver struct{ calls int }
+type brokenJobserver struct{}
 
-func (b *brokenJobserver) Acquire(context.Context) (func(), error) {
-	b.calls++
+func (brokenJobserver) Acquire(context.Context) (func(), error) {
 	return nil, fmt.Errorf("%w (reading a token: EOF)", jobserver.ErrBroken)
 }
 
@@ -25,8 +24,7 @@ func (b *brokenJobserver) Acquire(context.Context) (func(), error) {
 func TestJobserverBreaks(t *testing.T) {
 	var warnings []string
 	pool := slots.NewPool(2)
-	js := &brokenJobserver{}
-	l := dispatch.Processes{Slots: pool, Tokens: &tokens{js: js, jobs: 2, warn: func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) }}}
+	l := dispatch.Processes{Slots: pool, Tokens: tokens(brokenJobserver{}, 2, func(f string, a ...any) { warnings = append(warnings, fmt.Sprintf(f, a...)) })}
 	var rels []func()
 	for i := 0; i < 2; i++ {
 		rel, err := l.Acquire(context.Background())

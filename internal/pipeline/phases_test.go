@@ -9,6 +9,7 @@ import (
 
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )
 
@@ -37,7 +38,7 @@ func TestRunRecordsConnecting(t *testing.T) {
 	if line := summary.Line(); !strings.Contains(line, "(connecting ") || !strings.Contains(line, ", backends ") {
 		t.Errorf("summary %q does not say how long connecting took", line)
 	}
-	// A caller that brings its own summary prints it: Run did not.
+	// A caller that brings its own summary prints it: RunWith did not.
 	if strings.Contains(stderr.String(), "1 jobs, ") {
 		t.Errorf("Run printed the caller's summary:\n%s", stderr.String())
 	}
@@ -47,7 +48,7 @@ func TestRunRecordsConnecting(t *testing.T) {
 // (StartDial, as the distributor does while it reads the job file) uses
 // that connection instead of making its own; a run whose configuration
 // no longer matches the dial makes its own, and the unused dial is
-// closed by its owner.
+// closed by its owner (remote.Dialing's own test says it is taken once).
 func TestRunTakesTheDialBegunBefore(t *testing.T) {
 	srv, addr := reapitest.StartT(t, reapitest.Options{})
 	newCfg := func(instance string) *config.Config {
@@ -55,7 +56,7 @@ func TestRunTakesTheDialBegunBefore(t *testing.T) {
 		cfg.Remote.Instance = instance
 		return cfg
 	}
-	run := func(cfg *config.Config, d *Dialing) {
+	run := func(cfg *config.Config, d *remote.Dialing) {
 		t.Helper()
 		var stderr bytes.Buffer
 		env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }, Dialing: d}
@@ -72,9 +73,6 @@ func TestRunTakesTheDialBegunBefore(t *testing.T) {
 	if n := capabilities(); n != 1 {
 		t.Errorf("%d GetCapabilities calls, want 1: the run dialed again", n)
 	}
-	if d.claim(RemoteOptions(&cfg.Remote)) {
-		t.Errorf("the dial can be claimed again after the run took it")
-	}
 	d.Close() // taken: nothing to do
 
 	// Another instance than the dial's: the run dials itself.
@@ -84,9 +82,6 @@ func TestRunTakesTheDialBegunBefore(t *testing.T) {
 		t.Errorf("%d GetCapabilities calls after a mismatched dial, want 3 (the dial's and the run's own)", n)
 	}
 	d.Close()
-	if d.claim(RemoteOptions(&newCfg("other").Remote)) {
-		t.Errorf("a closed dial can still be claimed")
-	}
 	if StartDial(context.Background(), &config.Config{}) != nil {
 		t.Errorf("a dial without a remote service")
 	}

@@ -6,7 +6,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,18 +18,21 @@ import (
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
+	"github.com/thindist/thindist/internal/llvm/toolchain"
 	"github.com/thindist/thindist/internal/llvm/tools"
 	"github.com/thindist/thindist/internal/local/forkserver"
 	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/observe/redact"
 	"github.com/thindist/thindist/internal/observe/report"
+	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/sched/dispatch"
 	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 	"github.com/thindist/thindist/internal/sys/digest"
 	"github.com/thindist/thindist/internal/sys/gctune"
 	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/rundir"
 )
 
 // Env is what a run may touch of its surroundings.
@@ -57,7 +59,7 @@ type Env struct {
 	// Dialing, when set, is the connection to the remote service, begun
 	// before the run (StartDial); the caller closes it if the run did not
 	// take it.
-	Dialing *Dialing
+	Dialing *remote.Dialing
 	// GC, when set, is switched for the backends and for the end of the
 	// run (gctune).
 	GC *gctune.Tuner
@@ -84,21 +86,15 @@ type Options struct {
 	// Summary counts the run for the summary line and holds its clock and
 	// phases, started when the caller's run began (for `thindist link`,
 	// before the thin link). A caller that passes one prints it itself,
-	// after its own last step, unless cfg.Quiet. Nil: Run counts the run
+	// after its own last step, unless cfg.Quiet. Nil: RunWith counts the run
 	// from its own start and prints the line.
 	Summary *report.Summary
 	// Background, when set, counts a goroutine that writes the run's
-	// trace after Run has returned, while the caller goes on (the Session
+	// trace after RunWith has returned, while the caller goes on (the Session
 	// writes its record meanwhile, the linker waiting for both); the caller
-	// waits for it before it exits. Nil: the trace is written before Run
+	// waits for it before it exits. Nil: the trace is written before RunWith
 	// returns.
 	Background *sync.WaitGroup
-}
-
-// Run executes actions as cfg says and prints what happened, with a summary
-// line that names no output. See RunWith.
-func Run(ctx context.Context, cfg *config.Config, env Env, actions []*action.Action) error {
-	return RunWith(ctx, cfg, env, actions, Options{})
 }
 
 // RunWith executes actions as cfg says and prints what happened. An error
@@ -112,7 +108,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 	tl := summary.Timeline()
 	live := cfg.Progress == "always" || cfg.Progress == "auto" && env.Terminal
 	console := report.NewConsole(env.Stderr, live)
-	if dir := jobserver.RuntimeDir(env.Getenv); live && env.Terminal && jobserver.PrivateDir(dir) == nil {
+	if dir := rundir.Path(env.Getenv); live && env.Terminal && rundir.Private(dir) == nil {
 		// Two links in one terminal take turns at the line. Terminal is
 		// os.Stderr's, which Stderr (a copy kept for the record) ends in.
 		defer console.ShareTerminal(dir, os.Stderr)()
@@ -318,9 +314,13 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	if disk != nil {
 		idDir = filepath.Join(dir, "compilers")
 	}
-	// A shipped compiler is identified by its whole tree.
-	ship := newShipping(&cfg.Remote, env.Getenv, files, warn)
-	compilerID := ship.identify(tools.NewIDs(idDir).ID)
+	// A shipped compiler is identified by its whole tree; nil when the
+	// workers run their own compiler.
+	var ship *toolchain.Shipping
+	if shipsToolchain, _ := cfg.Remote.ShipsToolchain(); shipsToolchain && cfg.Remote.Target != "" {
+		ship = toolchain.NewShipping(env.Getenv, files, warn)
+	}
+	compilerID := ship.Identify(tools.NewIDs(idDir).ID)
 	var conn *remoteConn
 	switch rc := &cfg.Remote; {
 	case rc.Target == "":
@@ -361,7 +361,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 		warn("%v; links sharing the cache may compile the same backend at once", err)
 		claims = nil
 	}
-	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: limited(warn),
+	cached := cache.NewExecutor(disk, keys, ch.ex, cache.Options{Where: executor.LocalCache, Warn: report.Limited(warn),
 		Unusable: env.Record.Unusable, Run: env.Record.ID(), Claims: claims})
 	if env.Record != nil {
 		env.Record.Update(func(run *record.Run) { run.LocalCache, run.CacheLimit = true, cfg.CacheLimit() })
@@ -382,7 +382,7 @@ func localRunner(cfg *config.Config, env Env, dir string, environ []string, n in
 	var forks *forkserver.Pool
 	if !cfg.NoForkServer && n > cfg.Jobs {
 		var closeForks func()
-		forks, closeForks = ForkServers(dir, environ, limited(warn))
+		forks, closeForks = forkserver.NewPoolIn(dir, environ, report.Limited(warn))
 		closers = append(closers, closeForks, func() {
 			// Run before closeForks (closers run last first), once the
 			// backends phase has ended: its share spent starting servers.
@@ -395,7 +395,7 @@ func localRunner(cfg *config.Config, env Env, dir string, environ []string, n in
 	if forks != nil {
 		runner = forks.Runner(runner, proc.DefaultGrace)
 	}
-	runner, closeWorkers := Workers(cfg, env, n, runner, tl, limited(warn))
+	runner, closeWorkers := Workers(cfg, env, n, runner, tl, report.Limited(warn))
 	return runner, append(closers, closeWorkers)
 }
 
@@ -454,46 +454,6 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// ForkServers returns the pool that forks local compilers with environment
-// environ. Its shim is
-// built once in the cache directory (also under --no-cache: it is not a
-// cached result), else in a private temporary directory removed at the
-// end; never in a directory others can write, since whatever is there is
-// preloaded into the compiler.
-func ForkServers(cacheDir string, environ []string, warn func(string, ...any)) (*forkserver.Pool, func()) {
-	shimDir, cleanup := filepath.Join(cacheDir, "forkserver"), func() {}
-	if err := os.MkdirAll(shimDir, 0o755); err != nil {
-		tmp, err := os.MkdirTemp("", "thindist-forkserver-")
-		if err != nil {
-			warn("not forking compilers: %v", err)
-			return nil, func() {}
-		}
-		shimDir, cleanup = tmp, func() { os.RemoveAll(tmp) }
-	}
-	pool := forkserver.NewPool(shimDir, environ, warn)
-	return pool, func() { pool.Close(); cleanup() }
-}
-
-// limited passes on the first few warnings of one kind (cache, remote) of
-// a run and drops the rest, so a systematic problem is reported without
-// flooding the build log. Its closing note names no kind: the same warner
-// serves cache and remote warnings.
-func limited(warn func(string, ...any)) func(string, ...any) {
-	var mu sync.Mutex
-	n := 0
-	return func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		switch {
-		case n <= 3:
-			warn(format, args...)
-		case n == 4:
-			warn("further warnings like these are not shown for this run")
-		}
-	}
-}
-
 // localProcesses is this machine's process slots: --jobs of them, the one
 // count every local executor and the Hybrid's Dispatcher take them from,
 // and under make a token of make's jobserver for each process (--jobs
@@ -508,25 +468,13 @@ func localProcesses(cfg *config.Config, env Env, warn func(string, ...any)) (p d
 	if js.Client == nil {
 		return p, func() {}
 	}
-	p.Tokens = &tokens{js: js.Client, jobs: cfg.Jobs, warn: warn}
+	p.Tokens = tokens(js.Client, cfg.Jobs, warn)
 	return p, js.Client.Close
 }
 
-// tokens is make's jobserver as a Limiter. One that stops working (make's
-// pipe gone) is warned about once and left out from then on: the link goes
-// on with --jobs alone rather than failing a module for it.
-type tokens struct {
-	js   executor.Limiter
-	jobs int
-	warn func(string, ...any)
-	once sync.Once
-}
-
-func (t *tokens) Acquire(ctx context.Context) (func(), error) {
-	release, err := t.js.Acquire(ctx)
-	if errors.Is(err, jobserver.ErrBroken) {
-		t.once.Do(func() { t.warn("%v; using --jobs=%d", err, t.jobs) })
-		return func() {}, nil
-	}
-	return release, err
+// tokens is make's jobserver js as a Limiter that a jobserver stopping
+// mid-run does not fail (jobserver.Tolerant): warned about once, the link
+// goes on with --jobs alone.
+func tokens(js jobserver.Acquirer, jobs int, warn func(string, ...any)) executor.Limiter {
+	return jobserver.Tolerant(js, func(err error) { warn("%v; using --jobs=%d", err, jobs) })
 }

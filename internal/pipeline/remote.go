@@ -2,9 +2,7 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"runtime"
-	"sync"
 	"syscall"
 	"time"
 
@@ -12,7 +10,7 @@ import (
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/executor"
-	"github.com/thindist/thindist/internal/local/proc"
+	"github.com/thindist/thindist/internal/llvm/toolchain"
 	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/remote/reapi"
@@ -36,72 +34,8 @@ type remoteChain struct {
 	behind *cache.WriteBehind
 	// cpu0 is thindist's own CPU when it began to connect.
 	cpu0 time.Duration
-	// notes is the cache directory the link's measurements are kept in
-	// (rememberLink).
-	notes string
-}
-
-// compilerCheckWait bounds how long a link's end waits for the check of
-// the workers' compiler.
-const compilerCheckWait = 2 * time.Second
-
-// compilerCheck asks the workers' compiler (--remote-compiler) and the
-// link's own for their versions, as `thindist doctor` does
-// (remote.Executor.WorkersCompiler), in the background from when the
-// first action is sent for execution (start: a link whose every action
-// is cached asks nothing), and warns once, as soon as it knows, if they
-// differ or the workers' cannot be asked: every backend the workers
-// compile then fails, and fails the link (executor.Final), or compiles
-// otherwise.
-type compilerCheck struct {
-	ctx      context.Context
-	rex      *remote.Executor
-	compiler string
-	warn     func(string, ...any)
-	started  sync.Once
-	done     chan struct{}
-	cancel   context.CancelFunc
-}
-
-func newCompilerCheck(ctx context.Context, compiler string, warn func(string, ...any)) *compilerCheck {
-	ctx, cancel := context.WithCancel(ctx)
-	return &compilerCheck{ctx: ctx, cancel: cancel, compiler: compiler, warn: warn, done: make(chan struct{})}
-}
-
-// start begins the check with a, the first action sent for execution,
-// whose compiler is the link's.
-func (c *compilerCheck) start(a *action.Action) {
-	c.started.Do(func() {
-		go func() {
-			defer close(c.done)
-			local, localVer := a.Args[0].Text, ""
-			if res, err := (proc.Exec{}).Run(c.ctx, &proc.Cmd{Argv: []string{local, "--version"}}); err == nil && !res.Failed() {
-				localVer = remote.FirstLine(string(res.Stdout))
-			}
-			if _, err := c.rex.WorkersCompiler(c.ctx, c.compiler, local, localVer); err != nil && c.ctx.Err() == nil {
-				c.warn("--remote-compiler: %v; the link fails where the workers' compiler does (`thindist doctor` checks this)", err)
-			}
-		}()
-	})
-}
-
-// wait waits for the check, if it began, at most compilerCheckWait, so
-// that its warning comes before the link's errors, then ends it.
-func (c *compilerCheck) wait() {
-	started := true
-	c.started.Do(func() { started = false })
-	if started {
-		t := time.NewTimer(compilerCheckWait)
-		defer t.Stop()
-		select {
-		case <-c.done:
-		case <-t.C:
-		}
-	}
-	c.cancel()
-	if started {
-		<-c.done
-	}
+	// notes are where the link's measurements are kept (Notes.Remember).
+	notes remote.Notes
 }
 
 // RemoteOptions turns the configuration into the client's options.
@@ -157,47 +91,44 @@ type remoteConn struct {
 	readOnly bool
 	// cpu0 is thindist's own CPU time when it began to connect.
 	cpu0 time.Duration
-	// notes is the cache directory of the service's notes.
-	notes string
+	// notes are the cache directory's notes of the services.
+	notes remote.Notes
 	// ship is the run's shipped toolchains, nil when the workers run
 	// their own compiler.
-	ship *shipping
+	ship *toolchain.Shipping
 }
 
 // connectRemote dials the service, or waits for the dial begun before the
 // run (Env.Dialing), and decides what the run uses it for.
 //
-// A service that a link found unreachable within unreachableFor is not
-// tried (unless --remote-fallback=none); one found unreachable now, or
-// down mid-link, is marked so in the cache directory dir, and one reached
-// has its mark cleared.
+// A service that a link found unreachable within remote.UnreachableFor
+// is not tried (unless --remote-fallback=none); one found unreachable
+// now, or down mid-link, is marked so in the cache directory dir's notes
+// (remote.Notes), and one reached has its mark cleared.
 func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(string, ...any), tl *report.Timeline, dir string) (*remoteConn, error) {
 	rc := &cfg.Remote
+	notes := remote.NotesIn(dir)
 	if rc.Fallback != "none" {
-		if err := skipRemote(dir, rc.Target, time.Now()); err != nil {
+		if err := notes.Unreachable(rc.Target, time.Now()); err != nil {
 			return nil, err
 		}
 	}
-	conn := &remoteConn{cpu0: ownCPU(), notes: dir}
+	conn := &remoteConn{cpu0: ownCPU(), notes: notes}
 	opts := RemoteOptions(rc)
 	endConnect := tl.Begin("connecting") // or waiting for the dial begun before the run
 	var err error
-	if env.Dialing.claim(opts) {
-		conn.client, err = env.Dialing.wait(ctx)
-	} else {
-		conn.client, err = dial(ctx, opts)
-	}
+	conn.client, err = env.Dialing.Connect(ctx, opts)
 	endConnect()
 	if err != nil {
 		if remote.Unreachable(err) {
-			markUnreachable(dir, rc.Target, time.Now())
+			notes.MarkUnreachable(rc.Target, time.Now())
 		}
 		return nil, err
 	}
-	clearUnreachable(dir, rc.Target)
-	conn.client.Recall(recallLink(dir, rc.Target))
+	notes.ClearUnreachable(rc.Target)
+	conn.client.Recall(notes.Recall(rc.Target))
 	conn.client.OnDown(func(err error) {
-		markUnreachable(dir, rc.Target, time.Now())
+		notes.MarkUnreachable(rc.Target, time.Now())
 		warnAll("%v: not using it for the rest of this link; the remaining actions compile here, and their results are not stored there", err)
 	})
 	conn.cacheOnly = rc.CacheOnly
@@ -280,7 +211,7 @@ type remoteSide struct {
 	grouper    *remote.Grouper
 	// compilerCheck, with --remote-compiler, checks the workers'
 	// compiler once the first action is sent for execution.
-	compilerCheck *compilerCheck
+	compilerCheck *remote.CompilerCheck
 }
 
 // newRemoteSide builds the remote execution part of the chain on client:
@@ -294,14 +225,14 @@ type remoteSide struct {
 func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote.Client, keys *reapi.Keyer, locals localExecutors, warnAll, warn func(string, ...any)) *remoteSide {
 	rc := &cfg.Remote
 	rs := &remoteSide{}
-	var onFirst func(*action.Action)
+	var onFirst func(*remote.Executor, *action.Action)
 	if rc.Compiler != "" && conn.ship == nil {
 		// (A shipped compiler is the link's own.)
-		rs.compilerCheck = newCompilerCheck(context.Background(), rc.Compiler, warnAll)
-		onFirst = rs.compilerCheck.start
+		rs.compilerCheck = remote.NewCompilerCheck(context.Background(), rc.Compiler, warnAll)
+		onFirst = rs.compilerCheck.Start
 	}
 	rs.rex = remote.NewExecutor(client, remote.ExecOptions{
-		Compiler: rc.Compiler, Toolchain: conn.ship.shipped(),
+		Compiler: rc.Compiler, Toolchain: conn.ship.Shipped(),
 		Platform: rc.Platform, Env: RemoteEnv(env.Getenv),
 		Timeout: rc.ExecTimeout, QueueTimeout: rc.QueueTimeout,
 		ExecStall: rc.ExecStall, Files: keys.Files,
@@ -313,9 +244,6 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 		// remote execution it beat, where this run does not store it.
 		FinishAbandoned: !client.ACUpdateEnabled() || !rc.Upload,
 	})
-	if rs.compilerCheck != nil {
-		rs.compilerCheck.rex = rs.rex
-	}
 	var rexec executor.Executor = rs.rex
 	remoteSlots := rc.Jobs
 	if rc.Group > 1 {
@@ -394,7 +322,7 @@ func newRemoteSide(cfg *config.Config, env Env, conn *remoteConn, client *remote
 func newRemote(ctx context.Context, cfg *config.Config, env Env, warnAll func(string, ...any), conn *remoteConn, keys *reapi.Keyer, locals localExecutors) *remoteChain {
 	rc := &cfg.Remote
 	client := conn.client
-	warn := limited(warnAll)
+	warn := report.Limited(warnAll)
 	// Cache only: the remote cache's lookups wait on the network, not on
 	// a local slot (dispatch.InFlight with no remote slot).
 	rs := &remoteSide{producer: locals.build(locals.procs, 0), parallel: dispatch.InFlight(0, cfg.Jobs)}
@@ -441,5 +369,3 @@ func ownCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

@@ -25,7 +25,7 @@ func downLink(t *testing.T, cfg *config.Config, actions []*action.Action) string
 	t.Helper()
 	want := map[string][]byte{}
 	local := &config.Config{Jobs: 2, Progress: "never", NoCache: true, NoForkServer: true}
-	if err := Run(context.Background(), local, Env{Stderr: &bytes.Buffer{}, Getenv: func(string) string { return "" }}, actions); err != nil {
+	if err := RunWith(context.Background(), local, Env{Stderr: &bytes.Buffer{}, Getenv: func(string) string { return "" }}, actions, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range actions {
@@ -40,7 +40,7 @@ func downLink(t *testing.T, cfg *config.Config, actions []*action.Action) string
 
 	var stderr bytes.Buffer
 	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }}
-	if err := Run(context.Background(), cfg, env, actions); err != nil {
+	if err := RunWith(context.Background(), cfg, env, actions, Options{}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	for p, b := range want {

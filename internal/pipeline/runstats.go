@@ -1,15 +1,12 @@
 package pipeline
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/thindist/thindist/internal/cache"
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/executor"
 	"github.com/thindist/thindist/internal/observe/record"
 	"github.com/thindist/thindist/internal/observe/report"
-	"github.com/thindist/thindist/internal/remote"
 )
 
 // RunStats are the counters of a run's executor chain, read once, at the
@@ -19,7 +16,7 @@ type RunStats struct {
 	// Local is the local cache's, nil without one.
 	Local *cache.ExecutorStats
 	// Remote is the remote chain's, nil without a remote service.
-	Remote *remoteStats
+	Remote *report.RemoteStats
 }
 
 // stats reads the counters of ch's parts. The remote chain's results
@@ -43,7 +40,7 @@ func (ch *chain) stats() RunStats {
 func (ch *chain) finish(cfg *config.Config, env Env, console *report.Console, tl *report.Timeline, warn func(string, ...any)) {
 	if ch.remote != nil {
 		ch.remote.drain(tl)
-		rememberLink(ch.remote.notes, cfg.Remote.Target, ch.remote.client.Measured())
+		ch.remote.notes.Remember(cfg.Remote.Target, ch.remote.client.Measured())
 	}
 	st := ch.stats()
 	if c := st.Local; c != nil {
@@ -54,10 +51,10 @@ func (ch *chain) finish(cfg *config.Config, env Env, console *report.Console, tl
 	}
 	if r := st.Remote; r != nil {
 		if rec := env.Record; rec != nil {
-			rec.Update(r.record)
+			rec.Update(func(run *record.Run) { recordRemote(r, run) })
 		}
 		if !cfg.Quiet {
-			console.Printf("%s", r.line(cfg.Remote.Target))
+			console.Printf("%s", r.Line(cfg.Remote.Target))
 		}
 	}
 	ch.close()
@@ -78,7 +75,7 @@ func (ch *chain) close() {
 // too, a phase of its own when it took a while.
 func (r *remoteChain) drain(tl *report.Timeline) {
 	if r.side != nil && r.side.compilerCheck != nil {
-		r.side.compilerCheck.wait()
+		r.side.compilerCheck.Wait()
 	}
 	start := tl.Now()
 	r.behind.Close()
@@ -87,48 +84,23 @@ func (r *remoteChain) drain(tl *report.Timeline) {
 	}
 }
 
-// remoteStats are the counters of a run's remote chain, read once at its
-// end, for the record and the summary line.
-type remoteStats struct {
-	invocation string
-	// compression is what --remote-compress=auto chose, and why.
-	compression string
-	transfers   remote.TransferStats
-	cache       cache.ExecutorStats
-	stored      cache.WriteBehindStats
-	// exec, fallback and hybrid are set with remote execution; hedge and
-	// group when those ran.
-	exec     *remote.ExecStats
-	fallback executor.FallbackStats
-	hybrid   executor.HybridStats
-	// racedAtStart is how many races of critical actions the Dispatcher
-	// started with their remote run.
-	racedAtStart int64
-	hedge        *executor.HedgeStats
-	group        *remote.GroupStats
-	// toolchain is set when actions shipped their compiler.
-	toolchain *remote.ToolchainStats
-	// cpu is thindist's own CPU since it began to connect.
-	cpu time.Duration
-}
-
 // stats reads the counters of r's parts.
-func (r *remoteChain) stats() remoteStats {
+func (r *remoteChain) stats() report.RemoteStats {
 	rs := r.side
-	st := remoteStats{invocation: r.client.Invocation(), compression: r.client.CompressionChoice(), transfers: r.client.Stats(), cache: r.rcache.Stats(),
-		stored: r.behind.Stats(), cpu: ownCPU() - r.cpu0}
+	st := report.RemoteStats{Invocation: r.client.Invocation(), Compression: r.client.CompressionChoice(), Transfers: r.client.Stats(), Cache: r.rcache.Stats(),
+		Stored: r.behind.Stats(), CPU: ownCPU() - r.cpu0}
 	if rs.rex != nil {
-		st.exec, st.fallback, st.hybrid = ptr(rs.rex.Stats()), rs.fb.Stats(), rs.hybrid.Stats()
-		st.racedAtStart = rs.dispatcher.RacedAtStart()
+		st.Exec, st.Fallback, st.Hybrid = ptr(rs.rex.Stats()), rs.fb.Stats(), rs.hybrid.Stats()
+		st.RacedAtStart = rs.dispatcher.RacedAtStart()
 		if ts := rs.rex.ToolchainStats(); ts.Used {
-			st.toolchain = &ts
+			st.Toolchain = &ts
 		}
 	}
 	if rs.hedge != nil {
-		st.hedge = ptr(rs.hedge.Stats())
+		st.Hedge = ptr(rs.hedge.Stats())
 	}
 	if rs.grouper != nil {
-		st.group = ptr(rs.grouper.Stats())
+		st.Group = ptr(rs.grouper.Stats())
 	}
 	return st
 }
@@ -137,61 +109,18 @@ func (r *remoteChain) stats() remoteStats {
 // not have.
 func ptr[T any](v T) *T { return &v }
 
-// record puts what the run moved and how often it fell back in its record.
-func (st remoteStats) record(run *record.Run) {
+// recordRemote puts what the run moved and how often it fell back, of
+// st, in its record.
+func recordRemote(st *report.RemoteStats, run *record.Run) {
 	// The sums of the actions' BytesUp and BytesDown (executor.Metered),
 	// and what failed actions moved.
-	run.Invocation, run.Compression = st.invocation, st.compression
-	run.BytesUp = st.transfers.BytesUploaded
-	run.BytesDown = st.transfers.BytesRead + st.transfers.BytesInlined
-	if st.exec != nil {
-		run.FellBack = st.fallback.Fallbacks
+	run.Invocation, run.Compression = st.Invocation, st.Compression
+	run.BytesUp = st.Transfers.BytesUploaded
+	run.BytesDown = st.Transfers.BytesRead + st.Transfers.BytesInlined
+	if st.Exec != nil {
+		run.FellBack = st.Fallback.Fallbacks
 	}
-	if ts := st.toolchain; ts != nil {
+	if ts := st.Toolchain; ts != nil {
 		run.Toolchain = &record.Toolchain{Files: ts.Files, Bytes: ts.Bytes, Uploaded: ts.Uploaded, Took: ts.Took}
 	}
-}
-
-// line is the remote summary line of a run on target.
-func (st remoteStats) line(target string) string {
-	c, cs := st.transfers, st.cache
-	line := fmt.Sprintf("thindist: remote %s (invocation %s): %d cache hits, %d misses", target, st.invocation, cs.Hits, cs.Misses)
-	if es := st.exec; es != nil {
-		fs, hs := st.fallback, st.hybrid
-		line += fmt.Sprintf("; %d executed, %d server cache hits, %d retries, %d ran locally",
-			es.Executed, es.ServerCacheHits, es.Retries, fs.Fallbacks+fs.Unsupported)
-		line += fmt.Sprintf("; %d uploads begun with their lookup (%d of them not executed here)", es.Ahead, es.AheadUnused)
-		line += fmt.Sprintf("; %d compiled here beside the remote, %d raced (%d won here, %d raced from the start)",
-			hs.Local, hs.Races, hs.RacesWonHere, st.racedAtStart)
-		if gs := st.hedge; gs != nil {
-			line += fmt.Sprintf("; %d hedged on a second worker (%d won there)", gs.Hedged, gs.Won)
-		}
-		if gs := st.group; gs != nil {
-			line += fmt.Sprintf("; %d grouped into %d executions (%d sent alone again)", gs.Grouped, gs.Groups, gs.Reruns)
-		}
-	}
-	if ws := st.stored; ws.Results+ws.Failed > 0 {
-		line += fmt.Sprintf("; %d results stored in %d bursts", ws.Results, ws.Bursts)
-		if ws.Failed > 0 {
-			line += fmt.Sprintf(" (%d could not be)", ws.Failed)
-		}
-	}
-	if ts := st.toolchain; ts != nil {
-		line += fmt.Sprintf("; toolchain shipped, %d files, %s", ts.Files, mib(ts.Bytes))
-		if ts.Uploaded > 0 {
-			line += fmt.Sprintf(", %s uploaded in %s", mib(ts.Uploaded), ts.Took.Round(time.Millisecond))
-		} else {
-			line += " already in the CAS"
-		}
-	}
-	line += fmt.Sprintf("; uploaded %d blobs, %s (%s on the wire) of %s needed",
-		c.BlobsUploaded, mib(c.BytesUploaded), mib(c.WireBytesUploaded), mib(c.BytesRequested))
-	// thindist's own CPU since it dialled (every RPC, protobuf, hashing
-	// and file I/O; not the compilers it ran here), per action that
-	// reached the remote cache.
-	if n := cs.Hits + cs.Misses; n > 0 {
-		line += fmt.Sprintf("; thindist CPU %s, %.2f ms per action", st.cpu.Round(time.Millisecond),
-			float64(st.cpu.Microseconds())/1e3/float64(n))
-	}
-	return line
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/thindist/thindist/internal/action"
 	"github.com/thindist/thindist/internal/config"
+	"github.com/thindist/thindist/internal/remote"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
@@ -49,7 +50,7 @@ func link(t *testing.T, cfg *config.Config, actions []*action.Action) string {
 	t.Helper()
 	var stderr bytes.Buffer
 	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }}
-	if err := Run(context.Background(), cfg, env, actions); err != nil {
+	if err := RunWith(context.Background(), cfg, env, actions, Options{}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	return stderr.String()
@@ -88,7 +89,7 @@ func TestUnreachableRemoteRemembered(t *testing.T) {
 	cfg.CacheDir = t.TempDir() // the mark's directory; NoCache keeps every action a miss
 	cfg.Remote.Timeout = time.Second
 	link(t, cfg, actions)
-	if readNotes(cfg.CacheDir).Unreachable == nil {
+	if remote.NotesIn(cfg.CacheDir).Unreachable(cfg.Remote.Target, time.Now()) == nil {
 		t.Fatalf("no mark after the service could not be reached")
 	}
 
@@ -103,10 +104,11 @@ func TestUnreachableRemoteRemembered(t *testing.T) {
 
 	// Marked, but reached: the mark goes.
 	_, live := reapitest.StartT(t, reapitest.Options{})
-	markUnreachable(cfg.CacheDir, "grpc://"+live, time.Now().Add(-unreachableFor))
+	marked := time.Now().Add(-remote.UnreachableFor) // expired: the link tries the service
+	remote.NotesIn(cfg.CacheDir).MarkUnreachable("grpc://"+live, marked)
 	cfg.Remote.Target = "grpc://" + live
 	link(t, cfg, actions)
-	if m := readNotes(cfg.CacheDir).Unreachable; m != nil {
-		t.Errorf("the mark is still there after a link reached the service: %+v", m)
+	if err := remote.NotesIn(cfg.CacheDir).Unreachable(cfg.Remote.Target, marked); err != nil {
+		t.Errorf("the mark is still there after a link reached the service: %v", err)
 	}
 }

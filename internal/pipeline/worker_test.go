@@ -50,7 +50,7 @@ func TestWorkerServerCannotStart(t *testing.T) {
 	var stderr bytes.Buffer
 	rec := record.New(record.Run{Dir: actions[0].Dir})
 	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }, Record: rec, Self: "/bin/false"}
-	if err := Run(context.Background(), cfg, env, actions); err != nil {
+	if err := RunWith(context.Background(), cfg, env, actions, Options{}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	id, err := workerserver.Own("/bin/false", path)

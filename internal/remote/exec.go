@@ -68,10 +68,11 @@ type ExecOptions struct {
 	// The run does not wait for it: it ends with the connection
 	// (docs/design.md, "Racing local and remote").
 	FinishAbandoned bool
-	// OnFirst, if set, is called once, with the first action sent for
-	// execution, before its upload (a link's check of the workers'
-	// compiler, which a link whose every action is cached skips).
-	OnFirst func(*action.Action)
+	// OnFirst, if set, is called once, with the executor and the first
+	// action sent for execution, before its upload (a link's check of the
+	// workers' compiler, CompilerCheck.Start, which a link whose every
+	// action is cached skips).
+	OnFirst func(*Executor, *action.Action)
 }
 
 // ExecStats are what the remote executor did in a run.
@@ -199,7 +200,7 @@ func (e *Executor) execute(ctx context.Context, j executor.Job, second bool) (*e
 		return res, nil
 	}
 	if e.o.OnFirst != nil && !second {
-		e.first.Do(func() { e.o.OnFirst(a) })
+		e.first.Do(func() { e.o.OnFirst(e, a) })
 	}
 	// The caches have just missed the action: its own messages and shard
 	// are new, and go up unasked. Its files' upload may have begun with

@@ -1,5 +1,7 @@
-// Package forkserver starts a compiler once and forks it for every backend
-// job instead of exec'ing it anew.
+// Package forkserver holds a link's own fork servers (Pool, and its Runner
+// in front of exec): what runs a link's compilers when the worker server's
+// fork servers (workerserver.ServerForks) do not. It starts a compiler once
+// and forks it for every backend job instead of exec'ing it anew.
 //
 // Debian's clang-22 spends a good part of every process loading, relocating
 // and initialising libLLVM and libclang-cpp before main runs: on small

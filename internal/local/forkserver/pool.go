@@ -145,6 +145,27 @@ type entry struct {
 	err  error
 }
 
+// NewPoolIn returns the pool that forks local compilers with environment
+// environ, and the func that closes it; nil, with a warning, when no
+// directory can hold its shim. The shim is built once in cacheDir's
+// forkserver directory (also under --no-cache: it is not a cached
+// result), else in a private temporary directory removed at the end;
+// never in a directory others can write, since whatever is there is
+// preloaded into the compiler.
+func NewPoolIn(cacheDir string, environ []string, warn func(string, ...any)) (*Pool, func()) {
+	shimDir, cleanup := filepath.Join(cacheDir, "forkserver"), func() {}
+	if err := os.MkdirAll(shimDir, 0o755); err != nil {
+		tmp, err := os.MkdirTemp("", "thindist-forkserver-")
+		if err != nil {
+			warn("not forking compilers: %v", err)
+			return nil, func() {}
+		}
+		shimDir, cleanup = tmp, func() { os.RemoveAll(tmp) }
+	}
+	pool := NewPool(shimDir, environ, warn)
+	return pool, func() { pool.Close(); cleanup() }
+}
+
 // NewPool returns a pool that builds its shim in dir and runs every job
 // with environment env. warn, if not nil, hears once per compiler why it is
 // exec'd after all.

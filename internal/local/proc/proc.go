@@ -1,15 +1,17 @@
-// Package proc runs the processes thindist starts, compilers and linkers,
-// so that none outlives thindist or an interrupt: each leads a process
-// group of its own, dies with thindist (the kernel's parent-death signal),
+// Package proc holds the one process interface, Runner, and its plain
+// implementation, Exec, that every chain of runners ends in (forkserver,
+// worker and workerserver put theirs in front of it).
+//
+// It runs the processes thindist starts, compilers and linkers, so that
+// none outlives thindist or an interrupt: each leads a process group of
+// its own, dies with thindist (the kernel's parent-death signal),
 // and is stopped on cancellation with SIGTERM to its whole group (which lets
 // clang and lld remove their temporary files, and reaches what a wrapper
 // script started), then SIGKILL after a grace period. Its output is captured
 // up to a limit, and its resource usage reported.
 //
-// Runner is the one interface; Exec runs a command with os/exec, and
-// internal/local/forkserver provides a Runner that forks compilers from a
-// server. Runners are composed as a chain of decorators, which Describe
-// prints.
+// Exec runs a command with os/exec. Runners are composed as a chain of
+// decorators, which Describe prints.
 package proc
 
 import (

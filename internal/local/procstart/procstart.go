@@ -1,7 +1,7 @@
-// Package procstart reads from /proc when a process started and what it
-// is, so that a run can tell how long its parent (lld, running thindist as
-// its DTLTO distributor) worked before starting it. It is the one parser
-// of /proc/<pid>/stat (Stat).
+// Package procstart holds the one /proc/PID/stat parser (Stat): it runs
+// nothing, and reads from /proc when a process started and what it is,
+// so that a run can tell how long its parent (lld, running thindist as
+// its DTLTO distributor) worked before starting it.
 package procstart
 
 import (

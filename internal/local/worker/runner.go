@@ -1,4 +1,7 @@
-// Package worker runs ThinLTO backend jobs in thindist-worker processes
+// Package worker holds the thindist-worker processes (Pool) and the Runner
+// that sends them the jobs they take, in front of the fork servers and exec.
+//
+// It runs ThinLTO backend jobs in thindist-worker processes
 // (worker/ at the top of the repository): C++ programs linked against the
 // clang libraries of one LLVM, each compiling many jobs one after another
 // as the job's own clang would, without a process per job.

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/rundir"
 )
 
 // InstallDir is the directory, in base (the user's server directory), of
@@ -23,11 +23,11 @@ func InstallDir(base string, id Identity) string {
 
 // installDir is InstallDir, made if missing, checked to be the user's alone.
 func installDir(base string, id Identity) (string, error) {
-	if err := jobserver.PrivateDir(base); err != nil {
+	if err := rundir.Private(base); err != nil {
 		return "", err
 	}
 	dir := InstallDir(base, id)
-	return dir, jobserver.PrivateDir(dir)
+	return dir, rundir.Private(dir)
 }
 
 // List is the status of every server of the user's in base, one per

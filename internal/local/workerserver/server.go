@@ -1,6 +1,10 @@
-// Package workerserver keeps backend workers warm across links: a
-// per-user server (`thindist server run`, started on demand by a link)
-// owns a worker.Pool and runs the jobs its clients send over a Unix socket
+// Package workerserver holds the per-user server that keeps workers and
+// fork servers warm across links, and a link's use of it (LinkWorkers,
+// ServerForks, before the link's own runners): use those when the server
+// is on.
+//
+// The per-user server (`thindist server run`, started on demand by a
+// link) owns a worker.Pool and runs the jobs its clients send over a Unix socket
 // in a directory of the user's alone; the Client is the worker.Workers a
 // link uses in place of a Pool of its own.
 //

@@ -26,7 +26,7 @@ type ConnectOptions struct {
 // is stale (see Serve). Starting one holds the server directory's lock, so
 // concurrent links start one server. An error says why the link cannot
 // use a server: a directory is not the user's alone
-// (jobserver.PrivateDir), or a server could not be started.
+// (rundir.Private), or a server could not be started.
 func Connect(o ConnectOptions) (*Client, error) {
 	if o.Wait == 0 {
 		o.Wait = 10 * time.Second

@@ -276,7 +276,7 @@ func (p *project) link(t *testing.T, cmd []string, mod func(*thinlink.Options)) 
 		Stdout:  &stderr,
 		Stderr:  &stderr,
 		Run: func(ctx context.Context, actions []*action.Action) error {
-			return pipeline.Run(ctx, cfg, env, actions)
+			return pipeline.RunWith(ctx, cfg, env, actions, pipeline.Options{})
 		},
 	}
 	if mod != nil {

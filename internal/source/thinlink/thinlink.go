@@ -19,8 +19,9 @@
 //     uses, in link order) into an action.Action: `<clang> -c <lld's DTLTO
 //     flags> <more flags> -x ir MODULE -fthinlto-index=SHARD -o NATIVE`
 //     (the command, and so the cache key, of lld's DTLTO for the same
-//     module), with its imports as inputs, and runs them with pipeline.Run (so the cache, remote
-//     execution and reporting apply as for lld's DTLTO);
+//     module), with its imports as inputs, and runs them with Options.Run (the
+//     pipeline's Session.Run in `thindist link`: the cache, remote execution
+//     and reporting apply as for lld's DTLTO);
 //  4. runs the final link: the same command again with each bitcode object
 //     replaced by its native object, everything the thin link extracted from
 //     archives and --start-lib groups (lld's --why-extract) linked as plain
@@ -79,8 +80,8 @@ type Options struct {
 	// Stdout and Stderr receive the final link's output and thindist's
 	// messages.
 	Stdout, Stderr io.Writer
-	// Run executes the backend actions: pipeline.Run with the run's Config
-	// and Env. It reports on its own; Link adds nothing to its error.
+	// Run executes the backend actions: in `thindist link`, the pipeline's
+	// Session.Run with the run's Config. It reports on its own; Link adds nothing to its error.
 	Run func(ctx context.Context, actions []*action.Action) error
 	// Verbose prints the thin and final link commands.
 	Verbose bool
@@ -106,7 +107,7 @@ type Options struct {
 	// holds bitcode. A link left to lld makes no work directory and no
 	// native objects of thindist's, and its backends get lld's options, not
 	// CompDB's or SectionsAsCompiled's: a caller that sets those wants 0
-	// here (`thindist link` does: linkcmd.Flags.InProcessBelow).
+	// here (`thindist link` does: linkflags.Flags.InProcessBelow).
 	InProcessBelow int64
 	// Exec, if set, runs a link that thindist leaves to the linker by
 	// replacing this process with it (syscall.Exec), and returns only if

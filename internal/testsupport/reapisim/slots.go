@@ -90,10 +90,3 @@ func (s *simSlots) releaseLocked() {
 	}
 	s.free++
 }
-
-// queued is how many executions wait for a slot.
-func (s *simSlots) queued() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.waiting.Len()
-}

@@ -17,13 +17,13 @@ func TestSimSlotsPriority(t *testing.T) {
 	}
 	got := make(chan int32, 4)
 	queue := func(ctx context.Context, p int32) {
-		n := s.queued()
+		n := queued(s)
 		go func() {
 			if s.acquire(ctx, p) {
 				got <- p
 			}
 		}()
-		for s.queued() == n {
+		for queued(s) == n {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -34,7 +34,7 @@ func TestSimSlotsPriority(t *testing.T) {
 	queue(t.Context(), 3)
 	queue(t.Context(), 1)
 	cancel()
-	for s.queued() != 4 {
+	for queued(s) != 4 {
 		time.Sleep(time.Millisecond)
 	}
 	var order []int32
@@ -45,4 +45,11 @@ func TestSimSlotsPriority(t *testing.T) {
 	if want := []int32{1, 1, 3, 5}; !slices.Equal(order, want) {
 		t.Errorf("slots went to priorities %v, want %v", order, want)
 	}
+}
+
+// queued is how many executions wait for one of s's slots.
+func queued(s *simSlots) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting.Len()
 }

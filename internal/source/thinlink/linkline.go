@@ -11,7 +11,8 @@ import (
 // is, except for the linker inputs that hold bitcode: those it finds (plain
 // objects, archives given by path or through -l, also inside -Wl, and
 // -Xlinker) so that the thin link can see archive members as files of their
-// own and the final link can see native objects in their place.
+// own and the final link can see native objects in their place. (The
+// options of `thindist link` itself, before the command, are linkflags'.)
 
 type itemKind uint8
 

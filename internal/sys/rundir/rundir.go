@@ -1,4 +1,9 @@
-package jobserver
+// Package rundir holds thindist's per-user runtime directory: where it is
+// (Path), making sure it is this user's alone (Private), and the markers
+// in it that let one process of a make build speak for the build
+// (FirstInBuild). The worker server, the shared terminal line and the
+// once-per-build warnings live there.
+package rundir
 
 import (
 	"errors"
@@ -28,9 +33,9 @@ func FirstInBuild(dir, kind string) bool {
 	return firstIn(dir, kind, build)
 }
 
-// RuntimeDir is where FirstInBuild's markers go: $XDG_RUNTIME_DIR/thindist,
-// else thindist-UID in the temporary directory.
-func RuntimeDir(getenv func(string) string) string {
+// Path is the runtime directory, where FirstInBuild's markers go:
+// $XDG_RUNTIME_DIR/thindist, else thindist-UID in the temporary directory.
+func Path(getenv func(string) string) string {
 	if d := getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
 		return filepath.Join(d, "thindist")
 	}
@@ -39,7 +44,7 @@ func RuntimeDir(getenv func(string) string) string {
 
 // firstIn creates dir/kind-build, reporting whether this call created it.
 func firstIn(dir, kind, build string) bool {
-	if PrivateDir(dir) != nil {
+	if Private(dir) != nil {
 		return true
 	}
 	f, err := os.OpenFile(filepath.Join(dir, kind+"-"+build), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -54,11 +59,11 @@ func firstIn(dir, kind, build string) bool {
 	return true
 }
 
-// PrivateDir makes dir if needed (mode 0700) and returns an error unless
+// Private makes dir if needed (mode 0700) and returns an error unless
 // it is a directory of this user's alone: not a symbolic link (another
 // user could plant one in /tmp), owned by this user, no access for group
 // or others. Its error says what is wrong and how to fix it.
-func PrivateDir(dir string) error {
+func Private(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package jobserver
+package rundir
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package linkcmd
+package linkflags
 
 import (
 	"os"

@@ -1,9 +1,11 @@
-// Package linkcmd is the command line of `thindist link`: its flags, and
+// Package linkflags is the command line of `thindist link`: its flags, and
 // what they decide before any of thindist's machinery starts, whether a
 // link is left to lld (thinlink.Decide). thindist and the thindist-link
 // front (front.go) both read a link's command line with it, so they read
 // it the same way. It stays small: the front's start is what it saves.
-package linkcmd
+// The link command after the flags (the clang driver's or lld's
+// arguments) is thinlink's to parse (thinlink/linkline.go).
+package linkflags
 
 import (
 	"fmt"
