@@ -40,9 +40,13 @@ go vet ./...
 # see change, so never reuse cached results.
 # The fast tier: the unit tests, without the real compiles and links.
 go test -short -count=1 ./...
-# The fast tier again under the race detector: executors, dispatcher,
-# caches, the remote client, fork and worker servers, observers.
-go test -race -short -count=1 -timeout 30m ./...
+# The fast tier again under the race detector, over thindist's packages
+# (executors, dispatcher, caches, the remote client, fork and worker
+# servers, observers, and the test doubles they run against). Not e2e and
+# cmd, which run thindist as a program built without it, nor bench, the
+# benchmark program (its usage test bounds this process's memory, which
+# the race detector grows).
+go test -race -short -count=1 -timeout 30m ./internal/...
 # The full tier. The timeout is per package: e2e, the longest, takes
 # minutes on an idle machine and far longer on a loaded one, where a tight
 # bound would report a hang.
