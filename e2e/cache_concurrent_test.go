@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/thindist/thindist/internal/testsupport"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
@@ -21,9 +22,7 @@ import (
 // object from the cache. A wrapper around clang counts the compiles.
 // Every program is correct and the same.
 func TestConcurrentLinksCompileOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("ten real links")
-	}
+	testsupport.Slow(t, "ten real links")
 	p := program(t, testprog.Options{Modules: 12, Seed: 31})
 	for _, links := range []int{2, 8} {
 		t.Run(fmt.Sprint(links), func(t *testing.T) {

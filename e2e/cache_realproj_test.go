@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/thindist/thindist/internal/testsupport"
 	"github.com/thindist/thindist/internal/testsupport/realproj"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
@@ -25,9 +26,7 @@ func TestCacheWarmRelinkLua(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	if testing.Short() {
-		t.Skip("builds lua5.4: not in -short mode")
-	}
+	testsupport.Slow(t, "builds lua5.4 with clang 22 and links it")
 	root := t.TempDir()
 	tc := realproj.DefaultToolchain()
 	b, err := realproj.BuildLua(context.Background(), tc, src, filepath.Join(root, "prog"))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/thindist/thindist/internal/testsupport"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
@@ -19,9 +20,7 @@ import (
 // job file leaves out (-funroll-loops, -fno-pic), which `thindist link`
 // writes in its own commands.
 func TestEntryPointsShareTheCache(t *testing.T) {
-	if testing.Short() {
-		t.Skip("12 links; skipped with -short")
-	}
+	testsupport.Slow(t, "12 links")
 	needClang(t)
 	bin := t.TempDir()
 	// A driver spelled with its version, as Debian installs it.

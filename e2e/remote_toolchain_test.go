@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/llvm/toolchain"
+	"github.com/thindist/thindist/internal/testsupport"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
@@ -73,9 +74,7 @@ func sameProgram(t *testing.T, p *testprog.Program, want []byte, what string) {
 // its actions miss the caches, only that library goes up, and the program
 // is the same.
 func TestRemoteToolchainInputs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("uploads and runs a 265 MB toolchain in a chroot (about 30 s)")
-	}
+	testsupport.Slow(t, "uploads and runs a 265 MB toolchain in a chroot (about 30 s)")
 	if why := reapitest.ChrootSupported(); why != "" {
 		t.Skip(why)
 	}
@@ -194,9 +193,7 @@ func copyClang(t *testing.T) string {
 // sees nothing else (and the installed one fails there); a compiler that
 // cannot be shipped is named, and checked as installed.
 func TestRemoteToolchainDoctor(t *testing.T) {
-	if testing.Short() {
-		t.Skip("uploads a 265 MB toolchain (about 10 s)")
-	}
+	testsupport.Slow(t, "uploads a 265 MB toolchain (about 10 s)")
 	if why := reapitest.ChrootSupported(); why != "" {
 		t.Skip(why)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/thindist/thindist/internal/local/workerserver"
 	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/testsupport"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 	"golang.org/x/sys/unix"
 )
@@ -430,9 +431,7 @@ func TestServerReplacedByARebuild(t *testing.T) {
 // `thindist server stop` of one stops only its own, `server status` lists
 // both.
 func TestServerPerInstallation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds thindist a second time")
-	}
+	testsupport.Slow(t, "builds thindist a second time")
 	w := testprog.Worker(t)
 	p := program(t, testprog.Options{Modules: 3, Seed: 23})
 	pinned := filepath.Join(t.TempDir(), "thindist")

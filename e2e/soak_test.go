@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thindist/thindist/internal/testsupport"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
@@ -31,9 +32,7 @@ import (
 // before thindist started are lld's), the cache verifies clean, and a final
 // relink of every program is correct. THINDIST_SOAK_SEED replays a run.
 func TestSoak(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the soak test takes minutes")
-	}
+	testsupport.Slow(t, "the soak test: minutes of links")
 	seed := time.Now().UnixNano()
 	if s := os.Getenv("THINDIST_SOAK_SEED"); s != "" {
 		seed, _ = strconv.ParseInt(s, 10, 64)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/observe/record"
+	"github.com/thindist/thindist/internal/testsupport"
 )
 
 // The end-to-end tests build libDTLTOthindist.so and testdata/harness.c, a
@@ -58,9 +59,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// slow is what the tests do, all of them in the full tier only.
+const slow = "build the plugin (go build -buildmode=c-shared) and link programs with clang/lld 22 through it"
+
 // tools builds the plugin and the harness once for all tests.
 func tools(t *testing.T) (string, string) {
 	t.Helper()
+	testsupport.Slow(t, slow)
 	for _, tool := range []string{clang, filepath.Join(llvmBin, "ld.lld")} {
 		if _, err := os.Stat(tool); err != nil {
 			t.Skipf("needs LLVM 22 at %s: %v", llvmBin, err)
@@ -125,6 +130,7 @@ func mustRun(t *testing.T, dir string, name string, args ...string) string {
 // returns it with the output of the in-process ThinLTO build.
 func project(t *testing.T) (dir, want string) {
 	t.Helper()
+	testsupport.Slow(t, slow)
 	dir = t.TempDir()
 	for name, src := range sources {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {

@@ -1,8 +1,10 @@
 #!/bin/sh
-# Runs thindist's whole test suite: unit tests, end-to-end links with Debian's
-# clang/lld 22 and 19, real projects (lua5.4 and 7-Zip from Debian's sources),
-# the remote-execution tests against the in-repo REAPI test server, and a few
-# Linux kernel modules built by Kbuild and linked through thindist link.
+# Runs thindist's whole test suite: the fast tier (go test -short), the same
+# under the race detector, then the full tier: unit tests, end-to-end links
+# with Debian's clang/lld 22 and 19, real projects (lua5.4 and 7-Zip from
+# Debian's sources), the remote-execution tests against the in-repo REAPI
+# test server, and a few Linux kernel modules built by Kbuild and linked
+# through thindist link (docs/testing.md).
 # Installs what its tests need when missing (Debian packages, the Debian
 # sources of lua5.4 and p7zip), so that on a fresh machine it is the whole set-up.
 set -eu
@@ -33,10 +35,21 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
-# -count=1: several packages build and run thindist as a program, which the
-# test cache cannot see change, so never reuse cached results. The timeout
-# is per package: e2e, the longest, takes minutes on an idle machine and far
-# longer on a loaded one, where a tight bound would report a hang.
+# Three tiers (docs/testing.md), fast feedback first. -count=1: several
+# packages build and run thindist as a program, which the test cache cannot
+# see change, so never reuse cached results.
+# The fast tier: the unit tests, without the real compiles and links.
+go test -short -count=1 ./...
+# The fast tier again under the race detector, over thindist's packages
+# (executors, dispatcher, caches, the remote client, fork and worker
+# servers, observers, and the test doubles they run against). Not e2e and
+# cmd, which run thindist as a program built without it, nor bench, the
+# benchmark program (its usage test bounds this process's memory, which
+# the race detector grows).
+go test -race -short -count=1 -timeout 30m ./internal/...
+# The full tier. The timeout is per package: e2e, the longest, takes
+# minutes on an idle machine and far longer on a loaded one, where a tight
+# bound would report a hang.
 go test -count=1 -timeout 45m ./...
 # A few kernel modules built with Kbuild, their ld.lld -r links through
 # thindist link, checked against lld's in-process links (a few minutes; the

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/thindist/thindist/internal/testsupport"
 )
 
 const clang22 = "/usr/lib/llvm-22/bin/clang"
@@ -105,6 +107,7 @@ func TestFindFollowsSymlinkChain(t *testing.T) {
 // build compiles a C program with clang 22 and args into dir/out.
 func build(t *testing.T, dir, out, src string, args ...string) string {
 	t.Helper()
+	testsupport.Slow(t, "compiles and links C programs with clang 22")
 	c := filepath.Join(dir, filepath.Base(out)+".c")
 	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
 		t.Fatal(err)

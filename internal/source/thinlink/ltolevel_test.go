@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/thindist/thindist/internal/testsupport"
 )
 
 // levelSources are modules whose loops compile differently at -O1, -O2 and
@@ -31,9 +33,7 @@ func levelSources() map[string]string {
 // link, not the LTO level; --lto-O<n> and --plugin-opt=O<n> are, and win
 // over the driver's -O.
 func TestLTOLevelAsLLD(t *testing.T) {
-	if testing.Short() {
-		t.Skip("links each spelling twice with two LLVM versions")
-	}
+	testsupport.Slow(t, "links each spelling twice with two LLVM versions")
 	spellings := [][]string{
 		{"-Wl,-O1"},
 		{"-Wl,-O1,--as-needed,-z,relro"},

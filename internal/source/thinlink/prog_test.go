@@ -22,6 +22,7 @@ import (
 	"github.com/thindist/thindist/internal/config"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/source/thinlink"
+	"github.com/thindist/thindist/internal/testsupport"
 )
 
 type toolchain struct {
@@ -33,8 +34,9 @@ func (tc toolchain) tool(name string) string { return filepath.Join(tc.bin, name
 
 // toolchains returns Debian's LLVM 19 and 22; a missing one fails the test
 // unless THINDIST_TEST_ALLOW_MISSING_LLVM is set, so that the two-version
-// check is not silently skipped.
+// check is not silently skipped. Its tests are in the full tier only.
 func toolchains(t *testing.T) []toolchain {
+	testsupport.Slow(t, "compiles and links programs with clang/lld 19 and 22, through thindist link and in process")
 	var out []toolchain
 	for _, v := range []string{"19", "22"} {
 		bin := "/usr/lib/llvm-" + v + "/bin"

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/thindist/thindist/internal/testsupport"
 )
 
 func TestDescribe(t *testing.T) {
@@ -40,9 +42,7 @@ func TestDescribe(t *testing.T) {
 // checks that --version names the clone's commit, then that a changed
 // tree says so.
 func TestInstalledBuildNamesItsCommit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds thindist")
-	}
+	testsupport.Slow(t, "builds thindist")
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thindist/thindist/internal/testsupport"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
@@ -33,6 +34,7 @@ func needSource(t *testing.T, pkg string) string {
 
 func needToolchain(t *testing.T) Toolchain {
 	t.Helper()
+	testsupport.Slow(t, "builds a Debian source package with clang 22 and links it")
 	tc := DefaultToolchain()
 	for _, p := range []string{tc.Clang, tc.AR} {
 		if _, err := os.Stat(p); err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/thindist/thindist/internal/testsupport"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
 
@@ -19,9 +20,7 @@ import (
 // "Not byte-identical to in-process"), not thindist's. How many native
 // objects differ from in-process's is logged.
 func TestLuaAsReferenceDistributor(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds lua5.4 and links it four times")
-	}
+	testsupport.Slow(t, "builds lua5.4 and links it four times")
 	tc, tmp, thindist, b := setupLua(t)
 	self, err := os.Executable()
 	if err != nil {

@@ -5,7 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/thindist/thindist/internal/testsupport"
 )
 
 // BuildThindist builds cmd/thindist, and the thindist-link front beside it
@@ -53,9 +56,17 @@ func LLVMBin() string {
 
 // NeedLLVM skips t unless bin holds every one of tools, and fails it
 // instead when CI=true: CI installs the toolchain, so a skip there would
-// hide a broken setup.
+// hide a broken setup. A test that asks for a compiler or a linker (clang,
+// clang++, ld.lld) compiles or links for real, and is in the full tier
+// only: under -short it is skipped (testsupport.Slow).
 func NeedLLVM(t testing.TB, bin string, tools ...string) {
 	t.Helper()
+	for _, tool := range tools {
+		switch tool {
+		case "clang", "clang++", "ld.lld":
+			testsupport.Slow(t, "compiles or links with LLVM's "+strings.Join(tools, ", ")+" ("+bin+")")
+		}
+	}
 	for _, tool := range tools {
 		if _, err := os.Stat(filepath.Join(bin, tool)); err != nil {
 			if os.Getenv("CI") == "true" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/thindist/thindist/internal/sys/lockfile"
+	"github.com/thindist/thindist/internal/testsupport"
 )
 
 var worker struct {
@@ -21,9 +22,11 @@ var worker struct {
 // Worker returns the thindist-worker the tests use: $THINDIST_WORKER, else
 // worker/ built in place (make keeps it up to date). It skips t where LLVM
 // 22's clang headers (libclang-cpp22-dev) are not installed, and fails it
-// instead under CI=true, which installs them.
+// instead under CI=true, which installs them. Its tests compile with the
+// worker, and are in the full tier only: under -short it skips t.
 func Worker(t testing.TB) string {
 	t.Helper()
+	testsupport.Slow(t, "builds worker/ (C++, against libclang 22) and compiles with it")
 	if p := os.Getenv("THINDIST_WORKER"); p != "" {
 		return p
 	}
