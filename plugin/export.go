@@ -22,10 +22,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/thindist/thindist/internal/local/procstart"
 	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/procstart"
 )
 
 // inherited is the linker's jobserver from make, checked once for the

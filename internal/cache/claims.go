@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/thindist/thindist/internal/local/procstart"
 	"github.com/thindist/thindist/internal/sys/digest"
+	"github.com/thindist/thindist/internal/sys/procstart"
 )
 
 // Claims let the links that share a cache directory compile each action

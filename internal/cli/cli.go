@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/thindist/thindist/internal/config"
-	"github.com/thindist/thindist/internal/local/procstart"
 	"github.com/thindist/thindist/internal/pipeline"
 	"github.com/thindist/thindist/internal/source/jobfile"
 	"github.com/thindist/thindist/internal/source/linkflags"
 	"github.com/thindist/thindist/internal/sys/gctune"
+	"github.com/thindist/thindist/internal/sys/procstart"
 	"github.com/thindist/thindist/internal/sys/rundir"
 	"github.com/thindist/thindist/internal/sys/version"
 )

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/thindist/thindist/internal/local/procstart"
+	"github.com/thindist/thindist/internal/sys/procstart"
 	"github.com/thindist/thindist/internal/testsupport/reapisim"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
 )

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/thindist/thindist/internal/local/procstart"
 	"github.com/thindist/thindist/internal/local/worker"
+	"github.com/thindist/thindist/internal/sys/procstart"
 )
 
 // Status is what `thindist server status` shows of a running server.

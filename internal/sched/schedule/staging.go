@@ -12,7 +12,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/thindist/thindist/internal/local/procstart"
+	"github.com/thindist/thindist/internal/sys/procstart"
 )
 
 // staging hands out temporary output paths in a private directory beside

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/thindist/thindist/internal/local/procstart"
+	"github.com/thindist/thindist/internal/sys/procstart"
 )
 
 // FirstInBuild reports whether this process is the first of its build to
