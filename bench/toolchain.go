@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,10 +53,11 @@ import (
 // toolchainLink is one warm link's figures.
 type toolchainLink struct {
 	wall, cpu  time.Duration // cpu: the client's, user+system
-	others     float64       // the share of the machine others used meanwhile
+	others     float64       // the share of the machine others used meanwhile, the servers' CPU not counted
 	bytesUp    int64         // received by the server, as sent
 	executions int64
-	summary    string // thindist's remote summary line
+	summary    string  // thindist's remote summary line
+	selfMS     float64 // thindist's own CPU per action, from summary (0: not found)
 }
 
 // toolchainRun is one pair: the first link's transfers and the warm links.
@@ -187,7 +190,13 @@ func benchToolchain(ctx context.Context, t *tools, o *options, p *project) (*too
 		}
 		os.Remove(filepath.Join(p.build.Dir, out))
 		machine.WaitQuiet(ctx, o.maxBusy, o.settle)
+		srv0 := srv.CPU()
 		tm, err := timed(ctx, p.build.Dir, nil, t.tc.Clang, p.build.LinkArgs(out, args...)...)
+		// The server and its workers are the benchmark's: their CPU is
+		// not other processes'.
+		if srvCPU := srv.CPU() - srv0; srvCPU > 0 && tm.wall > 0 {
+			tm.others = max(0, tm.others-float64(srvCPU)/(float64(tm.wall)*float64(runtime.NumCPU())))
+		}
 		if err == nil {
 			err = p.check(ctx, filepath.Join(p.build.Dir, out))
 		}
@@ -200,6 +209,9 @@ func benchToolchain(ctx context.Context, t *tools, o *options, p *project) (*too
 		}
 		l = toolchainLink{wall: tm.wall, cpu: tm.cpu, others: tm.others, bytesUp: st.BytesUploadedWire,
 			executions: st.Executions, summary: remoteSummary.FindString(string(tm.output))}
+		if m := clientCPU.FindStringSubmatch(l.summary); m != nil {
+			l.selfMS, _ = strconv.ParseFloat(m[1], 64)
+		}
 		return l, uploads, nil
 	}
 	// The installed server's CAS is warmed once: the modules, the Actions

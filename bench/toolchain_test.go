@@ -33,8 +33,8 @@ func TestToolchainRow(t *testing.T) {
 		return toolchainRun{
 			first:     shippedUploads{wire: firstWire, twice: twice},
 			second:    shippedUploads{wire: secondWire},
-			installed: toolchainLink{wall: inst, cpu: instCPU, bytesUp: 5},
-			inputs:    toolchainLink{wall: in, cpu: inCPU, bytesUp: 7},
+			installed: toolchainLink{wall: inst, cpu: instCPU, bytesUp: 4, selfMS: float64(instCPU) / 2e7},
+			inputs:    toolchainLink{wall: in, cpu: inCPU, bytesUp: 7, selfMS: float64(inCPU) / 2e7},
 		}
 	}
 	c := &toolchainResult{actions: 10, files: 21, raw: 278_000_000, zstd: 98_000_000, runs: []toolchainRun{
@@ -44,12 +44,12 @@ func TestToolchainRow(t *testing.T) {
 	}}
 	row := c.row("lua")
 	for _, want := range []string{
-		"| lua | 10 | 21, 278.0 MB, 98.0 MB |",
-		"| 97.0 MB (0.990 ×), 1 |", // the median first upload; a file uploaded twice in any pair shows
+		"| lua | 10 | 21, 278.00 MB, 98.00 MB |",
+		"| 97.00 MB (0.9898 ×), 1 |", // the median first upload; a file uploaded twice in any pair shows
 		"| 0 B |",
 		"| 12.000 s, 12.000 s, 1.000 |",
-		"| 50.0 ms, 50.0 ms, 1.000 |", // per action: the median CPU / 10
-		"| 5 B, 7 B |",
+		"| 50.0 ms, 50.0 ms, 1.000; 25.00 ms, 25.00 ms, 1.000 |", // per action: the median CPU / 10
+		"| 4 B, 7 B, 1.750 |",
 	} {
 		if !strings.Contains(row, want) {
 			t.Errorf("row lacks %q:\n%s", want, row)
