@@ -50,6 +50,14 @@
 // with a cache each, and counts the backend compiles (concurrent.go):
 //
 //	go run ./bench -parts concurrent -project gen500 -project lua -results bench/RESULTS.md
+//
+// -parts toolchain (not in the default set; needs root for the chrooted
+// workers) compares the compiler shipped as inputs with the workers'
+// installed one on two REAPI test doubles (toolchain.go): the first link's
+// toolchain uploads against the tree's zstd size, then warm links in
+// alternating pairs:
+//
+//	go run ./bench -parts toolchain -project lua -runs 3 -results bench/RESULTS.md
 package main
 
 import (
@@ -146,6 +154,7 @@ func (o *options) register(fs *flag.FlagSet) {
 			"hits (issue 50: a fully cached relink against lld's warm --thinlto-cache-dir, CPU per backend; not in the default set), "+
 			"small (issue 34: -r links of a project's smallest modules, in-process, left to lld and distributed), "+
 			"concurrent (issue 48: one, two and eight links of a project at once on a fresh cache, not in the default set), "+
+			"toolchain (issue 49: the compiler shipped as inputs to chrooted workers vs installed, first link's uploads and warm links; needs root; not in the default set), "+
 			"vmlinux (issue 32: Kbuild's vmlinux.o link of the -kernel tree, not in the default set), "+
 			"cluster (issue 10: a SIMULATED cluster, not in the default set)")
 	fs.StringVar(&o.kernel, "kernel", "", "the vmlinux part's kernel tree: one built with LLVM=1 and CONFIG_LTO_CLANG_THIN, its vmlinux.o linked (as scripts/kernel-bench.sh leaves DIR/build-thin)")
@@ -185,6 +194,7 @@ func main() {
 	o.register(flag.CommandLine)
 	serve := flag.String("serve-reapitest", "", "internal: run the REAPI test double for the remote part, executing in `DIR`")
 	simulate := flag.String("simulate", "", "internal: with -serve-reapitest, the cluster simulation's configuration (JSON)")
+	chroot := flag.Bool("serve-chroot", false, "internal: with -serve-reapitest, run each command chrooted into its input root")
 	floorClient := flag.String("rpc-floor-client", "", "internal: be the transport floor's client (bench/internal/floor) of the REAPI test double at `ADDR`")
 	distPprof := flag.String("distributor-pprof", "", "internal: act as lld's distributor (thindist's code) under the CPU profiler, writing `FILE`; thindist's arguments follow --")
 	flag.Parse()
@@ -199,7 +209,7 @@ func main() {
 		return
 	}
 	if *serve != "" {
-		if err := server.Serve(*serve, *simulate); err != nil {
+		if err := server.Serve(*serve, *simulate, *chroot); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: REAPI test double: %v\n", err)
 			os.Exit(1)
 		}
@@ -244,7 +254,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	rep := &report{machine: append(describeMachine(tools), "work directory: "+describeFS(o.work)), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
 	for _, name := range o.projects {
-		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") && !o.part("concurrent") {
+		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") && !o.part("concurrent") && !o.part("toolchain") {
 			break // no part measures the projects: do not build them
 		}
 		p, err := setupProject(ctx, tools, filepath.Join(o.work, name), name)
@@ -292,6 +302,12 @@ func run(ctx context.Context, o *options) error {
 				return fmt.Errorf("%s: concurrent links: %w", name, err)
 			}
 			fmt.Print(res.concurrent.text(p.name))
+		}
+		if o.part("toolchain") {
+			if res.toolchain, err = benchToolchain(ctx, tools, o, p); err != nil {
+				return fmt.Errorf("%s: toolchain: %w", name, err)
+			}
+			fmt.Print(res.toolchain.text(p.name))
 		}
 		rep.projects = append(rep.projects, res)
 	}

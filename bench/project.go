@@ -238,4 +238,5 @@ type projectResult struct {
 	worker     *workerResult
 	small      *smallResult
 	concurrent *concurrentResult
+	toolchain  *toolchainResult
 }

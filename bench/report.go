@@ -91,7 +91,7 @@ func (rep *report) writeMarkdown(path string) error {
 
 // parts renders the parts this run measured, in results.Order.
 func (rep *report) parts() []results.Part {
-	var withLinks, withCache, withRemote, withWorker, withSmall, withConcurrent []*projectResult
+	var withLinks, withCache, withRemote, withWorker, withSmall, withConcurrent, withToolchain []*projectResult
 	for _, r := range rep.projects {
 		if r.hasLinks() {
 			withLinks = append(withLinks, r)
@@ -110,6 +110,9 @@ func (rep *report) parts() []results.Part {
 		}
 		if r.concurrent != nil {
 			withConcurrent = append(withConcurrent, r)
+		}
+		if r.toolchain != nil {
+			withToolchain = append(withToolchain, r)
 		}
 	}
 	var b strings.Builder
@@ -136,6 +139,9 @@ func (rep *report) parts() []results.Part {
 	}
 	if len(withRemote) > 0 {
 		stamped("remote", func(b *strings.Builder) { rep.remoteMarkdown(b, withRemote) })
+	}
+	if len(withToolchain) > 0 {
+		stamped("toolchain", func(b *strings.Builder) { rep.toolchainMarkdown(b, withToolchain) })
 	}
 	if ov := rep.overhead; ov != nil {
 		stamped("overhead", func(b *strings.Builder) { b.WriteString("### Distributor overhead\n\n" + ov.markdown()) })
@@ -175,7 +181,7 @@ func (rep *report) measuredMoreThanCluster() bool {
 		return true
 	}
 	for _, r := range rep.projects {
-		if r.hasLinks() || r.cache != nil || r.remote != nil || r.worker != nil || r.small != nil || r.concurrent != nil {
+		if r.hasLinks() || r.cache != nil || r.remote != nil || r.worker != nil || r.small != nil || r.concurrent != nil || r.toolchain != nil {
 			return true
 		}
 	}

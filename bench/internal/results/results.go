@@ -24,7 +24,7 @@ type Part struct {
 }
 
 // Order is the order of the parts in the generated section.
-var Order = []string{"machine", "links", "thinlink", "cache", "remote", "overhead", "history", "worker", "small", "concurrent", "vmlinux"}
+var Order = []string{"machine", "links", "thinlink", "cache", "remote", "toolchain", "overhead", "history", "worker", "small", "concurrent", "vmlinux"}
 
 // The markers of the generated section (Begin, End), whose parts are
 // written by SpliceParts, and of the cluster simulation's section

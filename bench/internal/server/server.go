@@ -51,9 +51,10 @@ type Reply struct {
 }
 
 // Serve is the server process's main (-serve-reapitest execRoot):
-// simulate is "" or a SimConfig in JSON.
-func Serve(execRoot, simulate string) error {
-	opts := reapitest.Options{Zstd: true, ExecRootDir: execRoot}
+// simulate is "" or a SimConfig in JSON; chroot (-serve-chroot) runs each
+// command chrooted into its input root.
+func Serve(execRoot, simulate string, chroot bool) error {
+	opts := reapitest.Options{Zstd: true, ExecRootDir: execRoot, Chroot: chroot, ChrootEnv: chroot}
 	var sc SimConfig
 	var sim *reapisim.Simulator
 	if simulate != "" {
@@ -169,11 +170,23 @@ type Proc struct {
 // -serve-reapitest execRoot, which must call Serve); simulate is "" or the
 // simulation's configuration (SimConfig, JSON).
 func Start(ctx context.Context, execRoot, simulate string) (*Proc, error) {
+	return start(ctx, "-serve-reapitest", execRoot, "-simulate", simulate)
+}
+
+// StartChrooted starts the test double's process with chrooted workers
+// (-serve-chroot): each command sees nothing but its input root, so only
+// a compiler shipped as inputs runs there (reapitest.ChrootSupported
+// says whether this machine can).
+func StartChrooted(ctx context.Context, execRoot string) (*Proc, error) {
+	return start(ctx, "-serve-reapitest", execRoot, "-serve-chroot")
+}
+
+func start(ctx context.Context, args ...string) (*Proc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, "-serve-reapitest", execRoot, "-simulate", simulate)
+	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
