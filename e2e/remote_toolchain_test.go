@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/thindist/thindist/internal/llvm/toolchain"
 	"github.com/thindist/thindist/internal/testsupport"
+	"github.com/thindist/thindist/internal/testsupport/realproj"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
@@ -216,5 +220,43 @@ func TestRemoteToolchainDoctor(t *testing.T) {
 	_, out = runThindist(t, dir, nil, "doctor", "--remote=grpc://"+addr, "--compiler="+script, "--remote-toolchain=inputs")
 	if !strings.Contains(out, "warn  compiler "+script+" cannot be shipped to the workers") || !strings.Contains(out, "script") {
 		t.Errorf("doctor, a script as the compiler:\n%s", out)
+	}
+}
+
+// TestRemoteToolchainLua links Debian's lua5.4 (lua.o and the archive
+// liblua.a) with every backend on a worker chrooted into its input root,
+// the compiler shipped as inputs: the interpreter is byte for byte the
+// one linked here, and it runs.
+func TestRemoteToolchainLua(t *testing.T) {
+	testsupport.Slow(t, "builds lua5.4 and runs its backends in a chroot on a shipped toolchain")
+	if why := reapitest.ChrootSupported(); why != "" {
+		t.Skip(why)
+	}
+	needClang(t)
+	src, err := realproj.FindSource(realproj.LuaPackage)
+	if err != nil {
+		if errors.Is(err, realproj.ErrNoSource) && os.Getenv("CI") != "true" {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	b, err := realproj.BuildLua(context.Background(), realproj.DefaultToolchain(), src, filepath.Join(t.TempDir(), "lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &testprog.Program{Dir: b.Dir, Objects: append(append([]string{}, b.Objects...), b.Archives...)}
+	flags := append(append([]string{}, b.CFlags...), b.Libs...)
+	_, addr := fakeRemote(t, reapitest.Options{Chroot: true, ChrootEnv: true, Zstd: true})
+
+	want := localLink(t, p, flags...)
+	files, _, stderr := shippedLink(t, p, addr, t.TempDir(), flags...)
+	if sum := parseRemote(t, stderr); files <= 0 || sum.executed != b.Modules || sum.local != 0 {
+		t.Errorf("summary %+v, toolchain files %d: want all %d backends executed on the chrooted worker\n%s", sum, files, b.Modules, stderr)
+	}
+	exe := filepath.Join(p.Dir, "prog-dtlto")
+	sameBinary(t, "lua linked with the shipped toolchain", readFile(t, exe), want)
+	out, err := exec.Command(exe, "-e", `print(string.format("%d %s", 6*7, ("x"):rep(3)))`).CombinedOutput()
+	if err != nil || string(out) != "42 xxx\n" {
+		t.Errorf("lua prints %q (%v)", out, err)
 	}
 }
