@@ -17,7 +17,10 @@ import (
 // regular static archive liblua.a, 30-odd members), twice and, where
 // possible, a third time from a PID namespace: the relinks run no
 // compiler and produce the same interpreter, which still works.
-func TestCacheWarmRelinkLua(t *testing.T) {
+// buildLua builds Debian's lua5.4 as ThinLTO bitcode in dir, skipping t
+// where clang or the source is missing (failing it instead under CI=true).
+func buildLua(t *testing.T, dir string) *realproj.Build {
+	t.Helper()
 	needClang(t)
 	src, err := realproj.FindSource(realproj.LuaPackage)
 	if err != nil {
@@ -26,13 +29,17 @@ func TestCacheWarmRelinkLua(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	testsupport.Slow(t, "builds lua5.4 with clang 22 and links it")
-	root := t.TempDir()
-	tc := realproj.DefaultToolchain()
-	b, err := realproj.BuildLua(context.Background(), tc, src, filepath.Join(root, "prog"))
+	b, err := realproj.BuildLua(context.Background(), realproj.DefaultToolchain(), src, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+func TestCacheWarmRelinkLua(t *testing.T) {
+	testsupport.Slow(t, "builds lua5.4 with clang 22 and links it")
+	root := t.TempDir()
+	b := buildLua(t, filepath.Join(root, "prog"))
 	p := &testprog.Program{Dir: b.Dir, Objects: append(append([]string{}, b.Objects...), b.Archives...)}
 	r := rigFor(t, p, root)
 	l := link{out: "lua", flags: append(append([]string{}, b.CFlags...), b.Libs...)}

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/thindist/thindist/internal/llvm/toolchain"
 	"github.com/thindist/thindist/internal/testsupport"
-	"github.com/thindist/thindist/internal/testsupport/realproj"
 	"github.com/thindist/thindist/internal/testsupport/reapitest"
 	"github.com/thindist/thindist/internal/testsupport/testprog"
 )
@@ -232,18 +229,7 @@ func TestRemoteToolchainLua(t *testing.T) {
 	if why := reapitest.ChrootSupported(); why != "" {
 		t.Skip(why)
 	}
-	needClang(t)
-	src, err := realproj.FindSource(realproj.LuaPackage)
-	if err != nil {
-		if errors.Is(err, realproj.ErrNoSource) && os.Getenv("CI") != "true" {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
-	b, err := realproj.BuildLua(context.Background(), realproj.DefaultToolchain(), src, filepath.Join(t.TempDir(), "lua"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := buildLua(t, filepath.Join(t.TempDir(), "lua"))
 	p := &testprog.Program{Dir: b.Dir, Objects: append(append([]string{}, b.Objects...), b.Archives...)}
 	flags := append(append([]string{}, b.CFlags...), b.Libs...)
 	_, addr := fakeRemote(t, reapitest.Options{Chroot: true, ChrootEnv: true, Zstd: true})
