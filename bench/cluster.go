@@ -233,7 +233,9 @@ type clusterRun struct {
 	sim     reapisim.Stats
 	stats   reapitest.Stats
 	summary string
-	others  float64
+	// output is the link's whole output.
+	output string
+	others float64
 }
 
 func (r clusterRun) lldSide() time.Duration { return max(0, r.wall-r.dist) }

@@ -118,6 +118,9 @@ type options struct {
 	clusterMbits           string
 	clusterRelayRTT        time.Duration
 	clusterCompressWorkers int
+	clusterBackend         string
+	clusterBackendReset    string
+	clusterBackendFlags    string
 
 	hitsProfile string
 }
@@ -174,6 +177,13 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.clusterMbits, "cluster-mbits", "50,100,1000", "cluster simulation: the relay's bandwidth each way in Mbit/s for -cluster-compress, comma-separated")
 	fs.DurationVar(&o.clusterRelayRTT, "cluster-relay-rtt", 25*time.Millisecond, "cluster simulation: the relay's round trip for -cluster-compress")
 	fs.IntVar(&o.clusterCompressWorkers, "cluster-compress-workers", 64, "cluster simulation: the simulated worker slots for -cluster-compress")
+	fs.StringVar(&o.clusterBackend, "cluster-backend", "",
+		"cluster simulation: -cluster-compress's links reach this REAL REAPI endpoint (`HOST:PORT`, plain gRPC) through the relay instead of the simulation; "+
+			"its workers must replay the project's recording (bench/replayworker, -cluster-recordings) and -cluster-compress-workers should be their slots")
+	fs.StringVar(&o.clusterBackendReset, "cluster-backend-reset", "",
+		"cluster simulation: with -cluster-backend, a shell command run before each link that empties the endpoint's CAS and action cache (every link is a cold one)")
+	fs.StringVar(&o.clusterBackendFlags, "cluster-backend-flags", "",
+		"cluster simulation: with -cluster-backend, more thindist flags for its links, space-separated (e.g. --remote-platform=OSFamily=Linux)")
 	fs.BoolVar(&o.clusterTraces, "cluster-traces", false,
 		"cluster simulation: have thindist write a Chrome trace (--trace) of every replay link, and keep them; "+
 			"what writing it costs then counts in thindist's CPU, which otherwise is that of its defaults")

@@ -46,6 +46,11 @@ func (r *relay) Addr() string { return r.ln.Addr().String() }
 // setBackend makes new connections go to addr.
 func (r *relay) setBackend(addr string) { r.backend.Store(addr) }
 
+// moved is how many bytes the relay has forwarded each way so far: up, to
+// the backend, and down, to thindist (what went over the wire, gRPC's
+// framing included).
+func (r *relay) moved() (up, down int64) { return r.up.moved.Load(), r.down.moved.Load() }
+
 // Close stops accepting; connections end with their ends.
 func (r *relay) Close() {
 	r.ln.Close()
@@ -122,9 +127,10 @@ func (r *relay) pipe(src, dst net.Conn, b *bucket) {
 // taker in turn: each take reserves its bytes' time on the link after
 // those reserved before it and waits until it is near.
 type bucket struct {
-	rate float64
-	mu   sync.Mutex
-	next time.Time // when the link is free of what was reserved
+	rate  float64
+	moved atomic.Int64 // bytes taken
+	mu    sync.Mutex
+	next  time.Time // when the link is free of what was reserved
 }
 
 // bucketBurst is how far ahead of its turn a take may go: a few chunks,
@@ -135,6 +141,7 @@ func newBucket(rate float64) *bucket { return &bucket{rate: rate} }
 
 // take waits until n bytes may pass.
 func (b *bucket) take(n int) {
+	b.moved.Add(int64(n))
 	if b.rate <= 0 {
 		return
 	}

@@ -43,6 +43,9 @@ func TestRelayForwards(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read back %d bytes (%v), want the %d sent", len(got), err, len(want))
 	}
+	if up, down := r.moved(); up != int64(len(want)) || down != int64(len(want)) {
+		t.Errorf("the relay counted %d bytes up and %d down, want %d each", up, down, len(want))
+	}
 }
 
 // TestBucketReserves: each take reserves its bytes' time on the link
