@@ -53,6 +53,9 @@ type hitsResult struct {
 	// profiled.
 	strace [2]string
 	pprof  string
+	// phases are lld's --time-trace totals of one more relink, DTLTO
+	// and in-process.
+	phases [2]lldPhases
 }
 
 var hitsOf = regexp.MustCompile(`(\d+) (?:of \d+ )?(?:cached|cache hits?|from the cache)`)
@@ -155,6 +158,9 @@ func benchHits(ctx context.Context, t *tools, o *options, p *project) (*hitsResu
 				b.Name, run+1, sec(h.wall), sec(h.cpu), sec(h.self), summaryLine.FindString(output))
 		}
 	}
+	if err := r.tracePhases(ctx, t, o, p, dir, out); err != nil {
+		return nil, fmt.Errorf("lld's time trace: %w", err)
+	}
 	if o.hitsProfile != "" {
 		if err := r.profile(ctx, t, o, p, dir, out, link); err != nil {
 			return nil, fmt.Errorf("profiling: %w", err)
@@ -233,6 +239,7 @@ func (r *hitsResult) text(name string) string {
 	if lc > 0 {
 		fmt.Fprintf(&b, "  CPU ratio %.2fx; extra %.3f ms/backend\n", float64(tc)/float64(lc), perBackend(tc-lc, n))
 	}
+	r.phasesText(&b)
 	if r.pprof != "" {
 		fmt.Fprintf(&b, "  profile: go tool pprof -top %s\n", r.pprof)
 	}
