@@ -239,21 +239,27 @@ func (l *link) choose(d direction, c sizeClass) choice {
 
 // compress reports whether a blob of size bytes goes compressed in
 // direction d, where the server takes it so: under auto, tiny blobs never
-// and the others as choose says; otherwise yes.
+// and the others as choose says; otherwise yes. Under auto it counts the
+// decision for the report.
 func (l *link) compress(d direction, size int64) bool {
+	z := l.wants(d, size)
+	if l != nil && l.auto {
+		if z {
+			l.sent[d][1].Add(1)
+		} else {
+			l.sent[d][0].Add(1)
+		}
+	}
+	return z
+}
+
+// wants is compress without counting.
+func (l *link) wants(d direction, size int64) bool {
 	if l == nil || !l.auto {
 		return true
 	}
-	z := false
-	if c := classOf(size); c != tinyClass {
-		z = l.choose(d, c).zstd
-	}
-	if z {
-		l.sent[d][1].Add(1)
-	} else {
-		l.sent[d][0].Add(1)
-	}
-	return z
+	c := classOf(size)
+	return c != tinyClass && l.choose(d, c).zstd
 }
 
 // packUploads makes the uploads of ds go compressed under auto whatever
@@ -275,13 +281,22 @@ func (l *link) packUploads(ds map[digest.Digest]string) {
 // the server takes it so: a packed blob always, the others as compress
 // says.
 func (l *link) compressUp(b digest.Digest) bool {
-	if l != nil && l.auto {
-		if _, ok := l.packed.Load(b); ok {
-			l.sent[up][1].Add(1)
-			return true
-		}
+	if l.isPacked(b) {
+		l.sent[up][1].Add(1)
+		return true
 	}
 	return l.compress(up, b.Size)
+}
+
+// wantsUp is compressUp without counting.
+func (l *link) wantsUp(b digest.Digest) bool { return l.isPacked(b) || l.wants(up, b.Size) }
+
+func (l *link) isPacked(b digest.Digest) bool {
+	if l == nil || !l.auto {
+		return false
+	}
+	_, ok := l.packed.Load(b)
+	return ok
 }
 
 // sample measures zstd's speed on this machine on data, a blob about to
@@ -400,6 +415,24 @@ func (c *Client) zstdUp(d digest.Digest, batch bool) bool {
 		ok = c.zstdBatch
 	}
 	return ok && c.link.compressUp(d)
+}
+
+// streamedUp and streamedDown report whether blob d goes by ByteStream,
+// up or down, although it fits in a batch: it is to travel compressed, and
+// the server names no batch compressors, so that it takes and sends
+// compressed blobs only over ByteStream (Buildbarn; its BatchReadBlobs
+// ignores acceptable_compressors too). Tiny blobs stay in batches: a call
+// of their own would cost more than compressing them saves.
+func (c *Client) streamedUp(d digest.Digest) bool {
+	return c.zstdUpload && c.batchesRaw(d) && c.link.wantsUp(d)
+}
+
+func (c *Client) streamedDown(d digest.Digest) bool {
+	return c.zstdRead && c.batchesRaw(d) && c.link.wants(down, d.Size)
+}
+
+func (c *Client) batchesRaw(d digest.Digest) bool {
+	return !c.zstdBatch && classOf(d.Size) != tinyClass
 }
 
 // zstdDown reports whether a read of a blob of size bytes (the largest of

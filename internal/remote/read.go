@@ -56,9 +56,10 @@ func (c *Client) ReadBytes(ctx context.Context, m Meter, d digest.Digest) ([]byt
 }
 
 // readOne reads blob d, unverified, in a batch of its own when it fits and
-// with ByteStream otherwise or when the server refuses the batch.
+// with ByteStream otherwise (streamedDown included) or when the server
+// refuses the batch.
 func (c *Client) readOne(ctx context.Context, d digest.Digest) ([]byte, error) {
-	if d.Size+perBlobOverhead > c.batchData() {
+	if d.Size+perBlobOverhead > c.batchData() || c.streamedDown(d) {
 		return c.streamRead(ctx, d)
 	}
 	got, errs, err := c.batchRead(ctx, []digest.Digest{d})
@@ -126,7 +127,7 @@ func (c *Client) ReadBlobs(ctx context.Context, m Meter, ds []digest.Digest) (ma
 		switch {
 		case d.Size == 0:
 			out[d] = nil
-		case d.Size+perBlobOverhead > limit:
+		case d.Size+perBlobOverhead > limit || c.streamedDown(d):
 			single = append(single, d)
 		default:
 			if batchSize+d.Size+perBlobOverhead > limit {

@@ -120,6 +120,46 @@ func TestCompressionModes(t *testing.T) {
 	}
 }
 
+// TestCompressionWithoutBatchCompressors: a server that takes and serves
+// zstd only over ByteStream (Buildbarn: no batch compressors, and its
+// BatchReadBlobs ignores acceptable_compressors) still gets a blob that is
+// to travel compressed compressed, over ByteStream although it fits in a
+// batch; tiny blobs stay in batches, as they are.
+func TestCompressionWithoutBatchCompressors(t *testing.T) {
+	compressible := func(n int, tag byte) []byte { return bytes.Repeat([]byte{tag, 1, 2, 3}, n/4) }
+	for _, tc := range []struct {
+		name   string
+		mode   remote.Compression
+		upZstd bool
+	}{
+		{"downloads", remote.CompressDownloads, false},
+		{"all", remote.CompressAll, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, addr := fake(t, reapitest.Options{MaxBatchTotalSizeBytes: 1 << 20, Zstd: true, ZstdStreamOnly: true})
+			c := dial(t, addr, remote.Options{Compression: tc.mode})
+			small, tiny := compressible(256<<10, 1), compressible(1<<10, 2)
+			roundTrip(t, c, small, tiny)
+			st := srv.Stats()
+			if st.BatchRejections != 0 {
+				t.Errorf("%d batches refused", st.BatchRejections)
+			}
+			if up := st.BytesUploadedWire < st.BytesUploadedRaw; up != tc.upZstd {
+				t.Errorf("uploads compressed %v (%d bytes sent for %d), want %v", up, st.BytesUploadedWire, st.BytesUploadedRaw, tc.upZstd)
+			}
+			if tc.upZstd && st.RPCs[reapitest.MethodWrite] != 1 {
+				t.Errorf("%d ByteStream writes, want 1 (the 256 KiB blob, compressed)", st.RPCs[reapitest.MethodWrite])
+			}
+			if st.BlobsReadZstd != 2 { // roundTrip reads each blob twice
+				t.Errorf("%d blobs read compressed, want the 256 KiB blob's 2 reads", st.BlobsReadZstd)
+			}
+			if st.RPCs[reapitest.MethodBatchReadBlobs] == 0 {
+				t.Errorf("the tiny blob was not read in a batch: %v", st.RPCs)
+			}
+		})
+	}
+}
+
 // TestBatchesOfOneUploadOverlap: an upload of several batches (an action
 // importing hundreds of modules) has more than one in flight, so that it
 // costs about one round trip rather than one per batch; and no more than

@@ -279,7 +279,7 @@ func (u *Uploader) uploadMissing(ctx context.Context, m Meter, ds, unasked []dig
 	sort.Slice(missing, func(i, j int) bool { return missing[i].Size < missing[j].Size })
 	for _, d := range missing {
 		limit := u.c.batchData() // lowered by a refused batch
-		if d.Size+perBlobOverhead > limit {
+		if d.Size+perBlobOverhead > limit || u.c.streamedUp(d) {
 			up.flush()
 			up.stream(d, func() ([]byte, error) { return up.content(d) })
 			continue

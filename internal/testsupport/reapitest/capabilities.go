@@ -15,13 +15,17 @@ type capabilitiesService struct {
 }
 
 // GetCapabilities describes the server as Options configure it: SHA-256,
-// REAPI 2.0 to 2.3, zstd when Options.Zstd, ActionCache writes unless
+// REAPI 2.0 to 2.3, zstd when Options.Zstd (not for batches with
+// Options.ZstdStreamOnly), ActionCache writes unless
 // Options.ACUpdateDisabled.
 func (c capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetCapabilitiesRequest) (*repb.ServerCapabilities, error) {
 	c.s.noteInstance(req.GetInstanceName())
-	var comps []repb.Compressor_Value
+	var comps, batchComps []repb.Compressor_Value
 	if c.s.opts.Zstd {
 		comps = []repb.Compressor_Value{repb.Compressor_ZSTD}
+		if !c.s.opts.ZstdStreamOnly {
+			batchComps = comps
+		}
 	}
 	var props []string
 	for k := range c.s.opts.Platform {
@@ -37,7 +41,7 @@ func (c capabilitiesService) GetCapabilities(ctx context.Context, req *repb.GetC
 			MaxBatchTotalSizeBytes:          c.s.opts.MaxBatchTotalSizeBytes,
 			SymlinkAbsolutePathStrategy:     repb.SymlinkAbsolutePathStrategy_ALLOWED,
 			SupportedCompressors:            comps,
-			SupportedBatchUpdateCompressors: comps,
+			SupportedBatchUpdateCompressors: batchComps,
 		},
 		ExecutionCapabilities: &repb.ExecutionCapabilities{
 			DigestFunction:          repb.DigestFunction_SHA256,

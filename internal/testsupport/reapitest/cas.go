@@ -286,8 +286,8 @@ func (c casService) updateOne(r *repb.BatchUpdateBlobsRequest_Request) error {
 	switch r.GetCompressor() {
 	case repb.Compressor_IDENTITY:
 	case repb.Compressor_ZSTD:
-		if !c.s.opts.Zstd {
-			return status.Error(codes.InvalidArgument, "zstd not enabled on this server")
+		if !c.s.opts.Zstd || c.s.opts.ZstdStreamOnly {
+			return status.Error(codes.InvalidArgument, "zstd not enabled on this server for batches")
 		}
 		var err error
 		if data, err = zstdDecompress(data); err != nil {
@@ -332,7 +332,7 @@ func (c casService) BatchReadBlobs(ctx context.Context, req *repb.BatchReadBlobs
 		return nil, err
 	}
 	useZstd := false
-	if c.s.opts.Zstd {
+	if c.s.opts.Zstd && !c.s.opts.ZstdStreamOnly {
 		for _, comp := range req.GetAcceptableCompressors() {
 			if comp == repb.Compressor_ZSTD {
 				useZstd = true

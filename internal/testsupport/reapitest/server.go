@@ -68,6 +68,12 @@ type Options struct {
 	// (BatchUpdateBlobs, BatchReadBlobs, ByteStream compressed-blobs).
 	// When false, zstd requests are rejected with InvalidArgument.
 	Zstd bool
+	// ZstdStreamOnly, with Zstd, does as Buildbarn: zstd in
+	// SupportedCompressors only (none for batches), BatchUpdateBlobs
+	// refuses compressed requests with InvalidArgument, and
+	// BatchReadBlobs ignores acceptable_compressors. ByteStream takes and
+	// serves compressed blobs.
+	ZstdStreamOnly bool
 
 	// Platform is the set of accepted platform properties: property name to
 	// allowed values. If nil, every platform is accepted. Otherwise every
