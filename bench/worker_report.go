@@ -72,7 +72,7 @@ func (rep *report) workerMarkdown(b *strings.Builder, with []*projectResult) {
 		"a page once for each process that maps it, so the LLVM libraries that the clang driver, lld and every worker map " +
 		"count several times. Peak PSS is the highest sum of those processes' proportional set sizes (Pss of " +
 		"/proc/PID/smaps_rollup), in which a page n processes map counts 1/n for each: a page only they map counts once, " +
-		"one that other processes map too (a shared library) less. Peak memory is the most memory those processes held at " +
+		"one that other processes map too (a shared library) less, so that on a busy machine, whose other compilers map the LLVM libraries too, it counts little more than the processes' own heaps. Peak memory is the most memory those processes held at " +
 		"once, each page once however many map it (the distinct page frames of /proc/PID/pagemap, as root; – without), " +
 		"which is what the machine's RAM holds. Both are sampled in one more link of each runner, not timed, since walking " +
 		"the page tables costs a millisecond or more of CPU per process and sample. Each memory figure is followed by " +
