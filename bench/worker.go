@@ -22,7 +22,8 @@ import (
 // (warm). Besides wall and CPU time it counts what all the link's
 // processes used, the server's included (which is no descendant of the
 // link once it runs): system time, page faults and the peaks of their
-// summed resident and proportional set sizes.
+// summed resident and proportional set sizes and of the memory they hold,
+// each page once.
 
 // runnerMethod is one way of running a link's backends.
 type runnerMethod struct {
@@ -53,10 +54,10 @@ type workerRun struct {
 
 type workerResult struct {
 	runs [][]workerRun // per runnerMethods, per run
-	// memory is the peak memory (each page once) of each runner method's
-	// memory run: a link more, untimed, since finding it slows what it
-	// samples (usage.SampleMemory).
-	memory []int64
+	// memory is each runner method's memory run: a link more, untimed,
+	// since sampling its peak PSS and peak memory (each page once) slows
+	// what it samples (usage.SampleMemory).
+	memory []usage.Usage
 }
 
 // benchWorker links p's objects with every runner method o.runs times,
@@ -68,7 +69,7 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 	}
 	env := []string{"THINDIST_SERVER_DIR=" + sdir}
 	defer serverCmd(ctx, t, env, "stop")
-	r := &workerResult{runs: make([][]workerRun, len(runnerMethods)), memory: make([]int64, len(runnerMethods))}
+	r := &workerResult{runs: make([][]workerRun, len(runnerMethods)), memory: make([]usage.Usage, len(runnerMethods))}
 	for run := 0; run < o.runs; run++ {
 		for k := range runnerMethods {
 			i := (run + k) % len(runnerMethods)
@@ -88,9 +89,9 @@ func benchWorker(ctx context.Context, t *tools, o *options, p *project) (*worker
 		if err != nil {
 			return nil, err
 		}
-		r.memory[i] = wr.use.PeakMemory
-		fmt.Fprintf(os.Stderr, "bench: %s memory run %-20s peak memory %s (RSS %d MiB)\n", p.build.Name, m.name,
-			mib(wr.use.PeakMemory), wr.use.PeakRSS>>20)
+		r.memory[i] = wr.use
+		fmt.Fprintf(os.Stderr, "bench: %s memory run %-20s peak PSS %s, peak memory %s (RSS %d MiB)\n", p.build.Name, m.name,
+			mib(wr.use.PeakPSS), mib(wr.use.PeakMemory), wr.use.PeakRSS>>20)
 	}
 	return r, nil
 }
@@ -150,8 +151,8 @@ func (m runnerMethod) link(ctx context.Context, t *tools, o *options, p *project
 }
 
 // run links once and measures the link's processes and, when server is
-// not 0 or the link starts one, the server's; their peak memory too with
-// memory.
+// not 0 or the link starts one, the server's; their peak PSS and peak
+// memory too with memory.
 func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project, env []string, server int, memory bool) (workerRun, error) {
 	os.Remove(filepath.Join(p.build.Dir, "bench.out"))
 	cmd := exec.CommandContext(ctx, t.tc.Clang, m.args(t, o, p)...)
@@ -192,7 +193,7 @@ func (m runnerMethod) run(ctx context.Context, t *tools, o *options, p *project,
 			wr.use = wr.use.Add(usage.Tree(server).Sub(before))
 		}
 	}
-	wr.use.PeakRSS, wr.use.PeakMemory = peak.PeakRSS, peak.PeakMemory
+	wr.use.PeakRSS, wr.use.PeakPSS, wr.use.PeakMemory = peak.PeakRSS, peak.PeakPSS, peak.PeakMemory
 	return wr, nil
 }
 

@@ -12,7 +12,7 @@ import (
 // RESULTS.md.
 
 // median is runner method i's median figures (the lower middle one of an
-// even count), and the peak memory of its memory run.
+// even count), and the peak PSS and peak memory of its memory run.
 func (w *workerResult) median(i int) workerRun {
 	runs := w.runs[i]
 	var walls, users, syss, faults, peaks []time.Duration
@@ -24,7 +24,8 @@ func (w *workerResult) median(i int) workerRun {
 		peaks = append(peaks, time.Duration(r.use.PeakRSS))
 	}
 	return workerRun{wall: median(walls), use: usage.Usage{User: median(users), Sys: median(syss),
-		Faults: int64(median(faults)), PeakRSS: int64(median(peaks)), PeakMemory: w.memory[i]}}
+		Faults: int64(median(faults)), PeakRSS: int64(median(peaks)), PeakPSS: w.memory[i].PeakPSS,
+		PeakMemory: w.memory[i].PeakMemory}}
 }
 
 func (w *workerResult) text(name string) string {
@@ -33,10 +34,10 @@ func (w *workerResult) text(name string) string {
 	ip := w.median(0)
 	for i, m := range runnerMethods {
 		r := w.median(i)
-		fmt.Fprintf(&b, "  %-20s wall %s (%.3f×)  CPU %s (%.3f×)  sys %s  faults %d  peak RSS %d MiB (%.2f×)  memory %s (%s×)\n",
+		fmt.Fprintf(&b, "  %-20s wall %s (%.3f×)  CPU %s (%.3f×)  sys %s  faults %d  peak RSS %s  PSS %s  memory %s\n",
 			m.name, sec(r.wall), ratio(r.wall, ip.wall), sec(r.use.User+r.use.Sys), ratio(r.use.User+r.use.Sys, ip.use.User+ip.use.Sys),
-			sec(r.use.Sys), r.use.Faults, r.use.PeakRSS>>20, float64(r.use.PeakRSS)/float64(max(1, ip.use.PeakRSS)),
-			mib(r.use.PeakMemory), bytesRatio(r.use.PeakMemory, ip.use.PeakMemory))
+			sec(r.use.Sys), r.use.Faults, mibRatio(r.use.PeakRSS, ip.use.PeakRSS), mibRatio(r.use.PeakPSS, ip.use.PeakPSS),
+			mibRatio(r.use.PeakMemory, ip.use.PeakMemory))
 	}
 	return b.String()
 }
@@ -44,17 +45,17 @@ func (w *workerResult) text(name string) string {
 // workerMarkdown writes the part "worker".
 func (rep *report) workerMarkdown(b *strings.Builder, with []*projectResult) {
 	fmt.Fprintf(b, "### Runners side by side (issue 32), median of %d runs, N = %d\n\n", rep.runs, rep.jobs)
-	b.WriteString("| project | runner | wall | × in-process | CPU | × in-process | system | page faults | peak RSS | × in-process | peak memory | × in-process |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| project | runner | wall | × in-process | CPU | × in-process | system | page faults | peak RSS | peak PSS | peak memory |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range with {
 		ip := r.worker.median(0)
 		for i, m := range runnerMethods {
 			x := r.worker.median(i)
 			cpu, ipcpu := x.use.User+x.use.Sys, ip.use.User+ip.use.Sys
-			fmt.Fprintf(b, "| %s | %s | %s | %.3f | %s | %.3f | %s | %d | %d MiB | %.2f | %s | %s |\n", r.p.name, m.name,
+			fmt.Fprintf(b, "| %s | %s | %s | %.3f | %s | %.3f | %s | %d | %s | %s | %s |\n", r.p.name, m.name,
 				sec(x.wall), ratio(x.wall, ip.wall), sec(cpu), ratio(cpu, ipcpu), sec(x.use.Sys), x.use.Faults,
-				x.use.PeakRSS>>20, float64(x.use.PeakRSS)/float64(max(1, ip.use.PeakRSS)),
-				mib(x.use.PeakMemory), bytesRatio(x.use.PeakMemory, ip.use.PeakMemory))
+				mibRatio(x.use.PeakRSS, ip.use.PeakRSS), mibRatio(x.use.PeakPSS, ip.use.PeakPSS),
+				mibRatio(x.use.PeakMemory, ip.use.PeakMemory))
 		}
 	}
 	b.WriteString("\nThe runners: ")
@@ -69,13 +70,17 @@ func (rep *report) workerMarkdown(b *strings.Builder, with []*projectResult) {
 		"(the server is no descendant of a link once it runs); peak RSS is the highest sum of the resident set sizes of all " +
 		"those processes at once, sampled every 10 ms from /proc/PID/statm, idle workers of a warm server included: it counts " +
 		"a page once for each process that maps it, so the LLVM libraries that the clang driver, lld and every worker map " +
-		"count several times. Peak memory is the most memory those processes held at once, each page once however many map " +
-		"it (the distinct page frames of /proc/PID/pagemap, as root; – without), which is what the machine's RAM holds: " +
-		"sampled in one more link of each runner, not timed, since reading the page frames costs a millisecond or more of " +
-		"CPU per process and sample. The fork server's forked compilers are not always reaped " +
+		"count several times. Peak PSS is the highest sum of those processes' proportional set sizes (Pss of " +
+		"/proc/PID/smaps_rollup), in which a page n processes map counts 1/n for each: a page only they map counts once, " +
+		"one that other processes map too (a shared library) less, so that on a busy machine, whose other compilers map the LLVM libraries too, it counts little more than the processes' own heaps. Peak memory is the most memory those processes held at " +
+		"once, each page once however many map it (the distinct page frames of /proc/PID/pagemap, as root; – without), " +
+		"which is what the machine's RAM holds. Both are sampled in one more link of each runner, not timed, since walking " +
+		"the page tables costs a millisecond or more of CPU per process and sample. Each memory figure is followed by " +
+		"its ratio to in-process. The fork server's forked compilers are not always reaped " +
 		"within the link's wait: its CPU, system time and faults may leave them out (its wall time and memory do not). " +
 		"Targets (issue 32): lua5.4 and 7-Zip wall ≤ 1.03× and CPU ≤ 1.05× in-process; tiny generated modules ≤ 1.5×; " +
-		"the README's 4-module demo on a warm server ≤ in-process + 20 ms; peak RSS ≤ 1.2× in-process.\n")
+		"the README's 4-module demo on a warm server ≤ in-process + 20 ms; peak RSS ≤ 1.2× in-process; (issue 50) " +
+		"peak PSS ≤ 1.2× in-process for lua5.4, 500 generated modules and the demo.\n")
 }
 
 // mib is n bytes in MiB, "–" for 0 (unknown).
@@ -86,10 +91,11 @@ func mib(n int64) string {
 	return fmt.Sprintf("%d MiB", n>>20)
 }
 
-// bytesRatio is a/b to two places, "–" if either is unknown.
-func bytesRatio(a, b int64) string {
+// mibRatio is a bytes in MiB and its ratio to b to two places, "–" if a
+// is unknown, without the ratio if b is.
+func mibRatio(a, b int64) string {
 	if a == 0 || b == 0 {
-		return "–"
+		return mib(a)
 	}
-	return fmt.Sprintf("%.2f", float64(a)/float64(b))
+	return fmt.Sprintf("%s (%.2f×)", mib(a), float64(a)/float64(b))
 }

@@ -58,6 +58,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <malloc.h>
+#include <poll.h>
 #include <string>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -94,6 +96,16 @@ public:
       n -= k;
     }
     return true;
+  }
+
+  // waitReadable says whether a read would find bytes within timeoutMs:
+  // some already buffered, or the descriptor readable (or at its end, or
+  // in error: the read then says so).
+  bool waitReadable(int timeoutMs) {
+    if (pos < end)
+      return true;
+    pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, timeoutMs) != 0;
   }
 
 private:
@@ -380,6 +392,10 @@ std::vector<std::string> serveOne(const std::vector<std::string> &req) {
   return {"done", std::to_string(status), std::to_string(ru.ru_maxrss), std::to_string(cpu), drain(out), drain(err)};
 }
 
+// How long a worker waits for its next job before it trims its heap:
+// well beyond the time a link with jobs left takes to hand it the next.
+constexpr int idleTrimMs = 20;
+
 int serve() {
   // The protocol keeps its own descriptors; fds 0-2 are the jobs'.
   int in = dup(0), out = dup(1);
@@ -389,10 +405,20 @@ int serve() {
   close(null);
   Reader reader(in);
   std::vector<std::string> req;
-  while (readMessage(reader, req))
+  while (true) {
+    // A worker with no next job gives the heap its jobs left free back to
+    // the system (glibc keeps it in its arenas), so that an idle worker,
+    // kept for the next link, holds little more than a fresh one. One
+    // whose next job comes at once keeps it: the job reuses those pages
+    // without faulting them in again, and the link does not wait for the
+    // trim.
+    if (!reader.waitReadable(idleTrimMs))
+      malloc_trim(0);
+    if (!readMessage(reader, req))
+      return 0;
     if (!writeMessage(out, serveOne(req)))
       return 1;
-  return 0;
+  }
 }
 
 int probe(const char *clang) {

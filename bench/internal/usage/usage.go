@@ -3,8 +3,9 @@
 // to), which the rusage of its wait does not count: the CPU time, system
 // time and page faults of process trees read from /proc before and after,
 // and, sampled while it runs, the peak of the sum of their resident set
-// sizes and the peak of the memory they hold, each page once (only in runs
-// that are not timed: finding it costs the machine too much CPU).
+// sizes and, in runs that are not timed (finding them costs the machine too
+// much CPU), the peaks of the sum of their proportional set sizes and of
+// the memory they hold, each page once.
 package usage
 
 import (
@@ -27,9 +28,15 @@ type Usage struct {
 	// that a compiler, lld and the workers all map, a fork's shared
 	// pages), as the machine's RAM holds it. 0 when unknown (see frames).
 	PeakMemory int64
+	// PeakPSS is the highest sum of the processes' proportional set sizes
+	// sampled (Pss of /proc/PID/smaps_rollup), in bytes: a page that n
+	// processes map counts 1/n in each, so a page that only they map
+	// counts once in all, and one that processes outside the set map too
+	// (a shared library) less. 0 when unknown (not sampled).
+	PeakPSS int64
 }
 
-// Add returns u plus v's CPU and faults; its PeakRSS is u's.
+// Add returns u plus v's CPU and faults; its peaks are u's.
 func (u Usage) Add(v Usage) Usage {
 	u.User += v.User
 	u.Sys += v.Sys
@@ -37,7 +44,7 @@ func (u Usage) Add(v Usage) Usage {
 	return u
 }
 
-// Sub returns u less v's CPU and faults; its PeakRSS is u's.
+// Sub returns u less v's CPU and faults; its peaks are u's.
 func (u Usage) Sub(v Usage) Usage {
 	u.User -= v.User
 	u.Sys -= v.Sys
@@ -142,6 +149,28 @@ func setAutogroupNice(pid int, nice string) {
 	}
 }
 
+// pss is process pid's proportional set size in bytes, from the Pss line
+// of /proc/PID/smaps_rollup (a walk of its page tables: a fraction of a
+// millisecond for a process that maps the LLVM libraries); 0 if it is
+// gone.
+func pss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+			f := strings.Fields(rest) // "123 kB"
+			if len(f) == 0 {
+				return 0
+			}
+			kb, _ := strconv.ParseInt(f[0], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // rss is process pid's resident set size in bytes, from /proc/PID/statm
 // (a few microseconds).
 func rss(pid int) int64 {
@@ -157,8 +186,9 @@ func rss(pid int) int64 {
 // A Sampler follows the memory of process trees until stopped, and keeps
 // them in the benchmark's autogroup nice value (SameAutogroupNice).
 type Sampler struct {
-	// frames, when PeakMemory is sampled, is the set of page frames of a
-	// sample (nil: RSS only); noFrames says that they cannot be known.
+	// frames, when PeakMemory and PeakPSS are sampled, is the set of page
+	// frames of a sample (nil: RSS only); noFrames says that they cannot
+	// be known.
 	frames   map[uint64]struct{}
 	noFrames bool
 
@@ -178,12 +208,12 @@ func SampleRSS(interval time.Duration, roots ...int) *Sampler {
 	return sample(interval, false, roots)
 }
 
-// SampleMemory samples their resident set sizes and the memory they hold,
-// each page once. The latter reads every process's page frames (frames):
-// a millisecond or more of CPU for a process that maps the LLVM libraries,
-// so that a link of half a dozen of them sampled every 10 ms loses a
-// large share of a core to it; a run sampled this way must not be the one
-// timed. PeakMemory needs root; without, it stays 0.
+// SampleMemory samples their resident and proportional set sizes and the
+// memory they hold, each page once. The last reads every process's page
+// frames (frames): a millisecond or more of CPU for a process that maps
+// the LLVM libraries, so that a link of half a dozen of them sampled every
+// 10 ms loses a large share of a core to it; a run sampled this way must
+// not be the one timed. PeakMemory needs root; without, it stays 0.
 func SampleMemory(interval time.Duration, roots ...int) *Sampler {
 	return sample(interval, true, roots)
 }
@@ -221,13 +251,16 @@ func (s *Sampler) Add(pid int) {
 func (s *Sampler) sample() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var sum int64
+	var sum, pssSum int64
 	clear(s.frames)
 	for _, r := range s.roots {
 		for _, p := range descendants(r) {
 			sum += rss(p)
-			if s.frames != nil && !s.noFrames && frames(p, s.frames) != nil {
-				s.noFrames = true
+			if s.frames != nil {
+				pssSum += pss(p)
+				if !s.noFrames && frames(p, s.frames) != nil {
+					s.noFrames = true
+				}
 			}
 			if !s.niced[p] {
 				s.niced[p] = true
@@ -236,13 +269,15 @@ func (s *Sampler) sample() {
 		}
 	}
 	s.peak.PeakRSS = max(s.peak.PeakRSS, sum)
+	s.peak.PeakPSS = max(s.peak.PeakPSS, pssSum)
 	if s.frames != nil && !s.noFrames {
 		s.peak.PeakMemory = max(s.peak.PeakMemory, int64(len(s.frames)*os.Getpagesize()))
 	}
 }
 
 // Stop ends the sampling and returns the highest figures seen (PeakRSS,
-// PeakMemory: 0 if its frames could not be read).
+// PeakPSS: 0 unless SampleMemory; PeakMemory: 0 if its frames could not be
+// read).
 func (s *Sampler) Stop() Usage {
 	close(s.stop)
 	<-s.done

@@ -11,7 +11,8 @@ import (
 // TestTreeAndSampler: a shell whose child touches 64 MiB, spins a little,
 // forks (the grandchild shares those 64 MiB) and says so: the child's CPU
 // and faults show in the shell's Tree; both Samplers see RSS count the
-// shared pages twice, and the memory one sees them held once.
+// shared pages twice, and the memory one sees them held once, in its PSS
+// and in its page frames.
 func TestTreeAndSampler(t *testing.T) {
 	if _, err := os.Stat("/proc/self/task"); err != nil {
 		t.Skip("no /proc")
@@ -52,6 +53,14 @@ os.wait()
 	if peak.PeakRSS < 128<<20 || rssOnly.PeakRSS < 128<<20 || rssOnly.PeakMemory != 0 {
 		t.Errorf("peak RSS %d and %d (RSS only, memory %d), want ≥ 128 MiB both and no memory",
 			peak.PeakRSS, rssOnly.PeakRSS, rssOnly.PeakMemory)
+	}
+	// PSS counts the shared 64 MiB once too, and needs no root: at least
+	// those 64 MiB, and well below the RSS sum of the same samples, which
+	// counts them twice for each time the shell's tree is walked (twice:
+	// this process's tree holds it again).
+	if peak.PeakPSS < 64<<20 || peak.PeakPSS > peak.PeakRSS-96<<20 || rssOnly.PeakPSS != 0 {
+		t.Errorf("peak PSS %d MiB with a peak RSS of %d MiB (RSS only: PSS %d), want ≥ 64 MiB, the shared 64 MiB counted once, and none",
+			peak.PeakPSS>>20, peak.PeakRSS>>20, rssOnly.PeakPSS)
 	}
 	if peak.PeakMemory == 0 {
 		if os.Geteuid() != 0 {
