@@ -138,8 +138,21 @@ func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *rep
 // ReadBlob places blob d at dst (a hard link, else a clone or a copy) and
 // verifies it.
 func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string) error {
+	_, err := c.readBlob(d, dst, nil)
+	return err
+}
+
+// ReadBlobHead is ReadBlob that also copies the blob's first len(head)
+// bytes into head and returns how many (HeadReader), from the read that
+// verifies it.
+func (c *Disk) ReadBlobHead(_ context.Context, _ Meter, d digest.Digest, dst string, head []byte) (int, error) {
+	return c.readBlob(d, dst, head)
+}
+
+func (c *Disk) readBlob(d digest.Digest, dst string, head []byte) (int, error) {
 	src := c.casPath(d)
 	var got digest.Digest
+	var n int
 	err := os.Link(src, dst)
 	if errors.Is(err, fs.ErrExist) {
 		// Left by an earlier attempt (dst is the caller's own path):
@@ -149,7 +162,7 @@ func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string)
 		err = os.Link(src, dst)
 	}
 	if err == nil {
-		got, err = digest.OfFile(dst)
+		got, n, _, err = digest.OfFileHead(dst, head)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		// Another file system, or one without hard links.
 		os.Remove(dst)
@@ -158,21 +171,24 @@ func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string)
 			got, err = cloneOrCopy(in, dst)
 			in.Close()
 		}
+		if err == nil && len(head) > 0 {
+			n, err = plainfile.ReadHead(dst, head)
+		}
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return ErrNotFound
+		return 0, ErrNotFound
 	}
 	if err != nil {
 		os.Remove(dst)
-		return err
+		return 0, err
 	}
 	if got != d {
 		os.Remove(dst)
 		os.Remove(src)
-		return fmt.Errorf("cached blob %s is corrupt (content digest %s); removed it", d, got)
+		return 0, fmt.Errorf("cached blob %s is corrupt (content digest %s); removed it", d, got)
 	}
 	touch(src)
-	return nil
+	return n, nil
 }
 
 // cloneOrCopy writes the content of in to the new file dst, sharing its

@@ -459,3 +459,34 @@ func deviceOf(t *testing.T, p string) uint64 {
 	}
 	return uint64(fi.Sys().(*syscall.Stat_t).Dev)
 }
+
+// TestDiskReadBlobHead: the head comes from the read that verifies the
+// blob, on the hard-link path and on the copy path alike.
+func TestDiskReadBlobHead(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	data := blob(4, 3000)
+	d := digest.OfBytes(data)
+	if err := c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{64, 5000} {
+		head := make([]byte, n)
+		dst := filepath.Join(tmp, "dst")
+		os.Remove(dst)
+		got, err := c.ReadBlobHead(ctx, nil, d, dst, head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := min(n, len(data)); got != want || string(head[:got]) != string(data[:want]) {
+			t.Errorf("head of %d: got %d bytes, want %d of the blob", n, got, want)
+		}
+	}
+	// A corrupt blob: an error, no head.
+	os.Chmod(c.casPath(d), 0o644)
+	os.WriteFile(c.casPath(d), []byte("other"), 0o644)
+	if _, err := c.ReadBlobHead(ctx, nil, d, filepath.Join(tmp, "dst2"), make([]byte, 64)); err == nil {
+		t.Error("a corrupt blob was read")
+	}
+}
