@@ -460,6 +460,55 @@ func deviceOf(t *testing.T, p string) uint64 {
 	return uint64(fi.Sys().(*syscall.Stat_t).Dev)
 }
 
+// TestDiskUseTimeInterval: a read sets an entry's use time when it is
+// touchInterval old or more, and leaves a recent one as it is (no system
+// call per entry for a relink soon after the last).
+func TestDiskUseTimeInterval(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	data := blob(3, 2000)
+	d := digest.OfBytes(data)
+	if err := c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data)); err != nil {
+		t.Fatal(err)
+	}
+	key := keyOf(1)
+	if err := c.UpdateActionResult(ctx, key, record(d)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		age     time.Duration
+		touched bool
+	}{{10 * time.Minute, false}, {touchInterval + time.Minute, true}} {
+		at := time.Now().Add(-tc.age).Truncate(time.Second)
+		for _, p := range []string{c.casPath(d), c.acPath(key)} {
+			if err := os.Chtimes(p, at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.GetActionResult(ctx, nil, key, nil); err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(tmp, "dst")
+		os.Remove(dst)
+		if err := c.ReadBlob(ctx, nil, d, dst); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ReadBlobBytes(ctx, nil, d); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{c.casPath(d), c.acPath(key)} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := !fi.ModTime().Equal(at); got != tc.touched {
+				t.Errorf("used %v ago: %s touched=%v, want %v", tc.age, filepath.Base(filepath.Dir(filepath.Dir(p))), got, tc.touched)
+			}
+		}
+	}
+}
+
 // TestDiskReadBlobHead: the head comes from the read that verifies the
 // blob, on the hard-link path and on the copy path alike.
 func TestDiskReadBlobHead(t *testing.T) {
