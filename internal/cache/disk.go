@@ -36,7 +36,8 @@ import (
 // links sharing the directory see whole entries or none. Every read checks
 // the digest; a corrupt or truncated entry is deleted and reads as a miss.
 // Use (a hit, a write) sets an entry's modification time, which orders
-// least-recently-used eviction.
+// least-recently-used eviction: to within touchInterval, as a use less
+// than that after the last one leaves the time as it is.
 //
 // Blobs are read-only files (0444), made by hard-linking the file stored
 // where the file system allows (a compiler's output: storing a result
@@ -92,7 +93,7 @@ func (c *Disk) acPath(key digest.Digest) string {
 // GetActionResult reads the record for key.
 func (c *Disk) GetActionResult(_ context.Context, _ Meter, key digest.Digest, _ []string) (*repb.ActionResult, error) {
 	p := c.acPath(key)
-	data, err := plainfile.ReadFile(p)
+	data, stamp, err := plainfile.ReadFileStamped(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
 	}
@@ -112,7 +113,7 @@ func (c *Disk) GetActionResult(_ context.Context, _ Meter, key digest.Digest, _ 
 		os.Remove(p)
 		return nil, fmt.Errorf("cached record %s is corrupt (%v); removed it", p, err)
 	}
-	touch(p)
+	used(p, stamp)
 	return res, nil
 }
 
@@ -138,8 +139,21 @@ func (c *Disk) UpdateActionResult(_ context.Context, key digest.Digest, res *rep
 // ReadBlob places blob d at dst (a hard link, else a clone or a copy) and
 // verifies it.
 func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string) error {
+	_, err := c.readBlob(d, dst, nil)
+	return err
+}
+
+// ReadBlobHead is ReadBlob that also copies the blob's first len(head)
+// bytes into head and returns how many (HeadReader), from the read that
+// verifies it.
+func (c *Disk) ReadBlobHead(_ context.Context, _ Meter, d digest.Digest, dst string, head []byte) (int, error) {
+	return c.readBlob(d, dst, head)
+}
+
+func (c *Disk) readBlob(d digest.Digest, dst string, head []byte) (int, error) {
 	src := c.casPath(d)
 	var got digest.Digest
+	var n int
 	err := os.Link(src, dst)
 	if errors.Is(err, fs.ErrExist) {
 		// Left by an earlier attempt (dst is the caller's own path):
@@ -148,8 +162,12 @@ func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string)
 		os.Remove(dst)
 		err = os.Link(src, dst)
 	}
+	// The stamp of the blob, when dst is the blob itself (a hard link).
+	var stamp *plainfile.Stamp
 	if err == nil {
-		got, err = digest.OfFile(dst)
+		var s plainfile.Stamp
+		got, n, s, err = digest.OfFileHead(dst, head)
+		stamp = &s
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		// Another file system, or one without hard links.
 		os.Remove(dst)
@@ -158,21 +176,28 @@ func (c *Disk) ReadBlob(_ context.Context, _ Meter, d digest.Digest, dst string)
 			got, err = cloneOrCopy(in, dst)
 			in.Close()
 		}
+		if err == nil && len(head) > 0 {
+			n, err = plainfile.ReadHead(dst, head)
+		}
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return ErrNotFound
+		return 0, ErrNotFound
 	}
 	if err != nil {
 		os.Remove(dst)
-		return err
+		return 0, err
 	}
 	if got != d {
 		os.Remove(dst)
 		os.Remove(src)
-		return fmt.Errorf("cached blob %s is corrupt (content digest %s); removed it", d, got)
+		return 0, fmt.Errorf("cached blob %s is corrupt (content digest %s); removed it", d, got)
 	}
-	touch(src)
-	return nil
+	if stamp != nil {
+		used(src, *stamp)
+	} else {
+		touch(src)
+	}
+	return n, nil
 }
 
 // cloneOrCopy writes the content of in to the new file dst, sharing its
@@ -208,7 +233,7 @@ func (c *Disk) ReadBlobBytes(_ context.Context, _ Meter, d digest.Digest) ([]byt
 		return nil, nil
 	}
 	p := c.casPath(d)
-	data, err := plainfile.ReadFile(p)
+	data, stamp, err := plainfile.ReadFileStamped(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
 	}
@@ -219,7 +244,7 @@ func (c *Disk) ReadBlobBytes(_ context.Context, _ Meter, d digest.Digest) ([]byt
 		os.Remove(p)
 		return nil, fmt.Errorf("cached blob %s is corrupt; removed it", d)
 	}
-	touch(p)
+	used(p, stamp)
 	return data, nil
 }
 
@@ -304,6 +329,23 @@ func touch(p string) bool {
 	now := time.Now()
 	return os.Chtimes(p, now, now) == nil
 }
+
+// used marks the entry p, just read with the stamp s, as used now, unless
+// its modification time is already less than touchInterval old: eviction
+// (Trim) orders entries by that time, and a relink soon after the last
+// one would otherwise set it again for every entry it reads, a system
+// call per file for a precision eviction does not need.
+func used(p string, s plainfile.Stamp) {
+	if age := time.Now().UnixNano() - s.Mtime; age >= 0 && age < int64(touchInterval) {
+		return
+	}
+	touch(p)
+}
+
+// touchInterval is how stale an entry's use time may be: entries used
+// within it of each other may be evicted in either order (as Go's build
+// cache does).
+const touchInterval = time.Hour
 
 // Stats are a cache's counters over its life.
 type Stats struct {

@@ -459,3 +459,83 @@ func deviceOf(t *testing.T, p string) uint64 {
 	}
 	return uint64(fi.Sys().(*syscall.Stat_t).Dev)
 }
+
+// TestDiskUseTimeInterval: a read sets an entry's use time when it is
+// touchInterval old or more, and leaves a recent one as it is (no system
+// call per entry for a relink soon after the last).
+func TestDiskUseTimeInterval(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	data := blob(3, 2000)
+	d := digest.OfBytes(data)
+	if err := c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data)); err != nil {
+		t.Fatal(err)
+	}
+	key := keyOf(1)
+	if err := c.UpdateActionResult(ctx, key, record(d)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		age     time.Duration
+		touched bool
+	}{{10 * time.Minute, false}, {touchInterval + time.Minute, true}} {
+		at := time.Now().Add(-tc.age).Truncate(time.Second)
+		for _, p := range []string{c.casPath(d), c.acPath(key)} {
+			if err := os.Chtimes(p, at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.GetActionResult(ctx, nil, key, nil); err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(tmp, "dst")
+		os.Remove(dst)
+		if err := c.ReadBlob(ctx, nil, d, dst); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ReadBlobBytes(ctx, nil, d); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{c.casPath(d), c.acPath(key)} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := !fi.ModTime().Equal(at); got != tc.touched {
+				t.Errorf("used %v ago: %s touched=%v, want %v", tc.age, filepath.Base(filepath.Dir(filepath.Dir(p))), got, tc.touched)
+			}
+		}
+	}
+}
+
+// TestDiskReadBlobHead: the head comes from the read that verifies the
+// blob, on the hard-link path and on the copy path alike.
+func TestDiskReadBlobHead(t *testing.T) {
+	ctx := context.Background()
+	c := openDisk(t)
+	tmp := t.TempDir()
+	data := blob(4, 3000)
+	d := digest.OfBytes(data)
+	if err := c.WriteBlob(ctx, nil, d, writeFile(t, tmp, "src", data)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{64, 5000} {
+		head := make([]byte, n)
+		dst := filepath.Join(tmp, "dst")
+		os.Remove(dst)
+		got, err := c.ReadBlobHead(ctx, nil, d, dst, head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := min(n, len(data)); got != want || string(head[:got]) != string(data[:want]) {
+			t.Errorf("head of %d: got %d bytes, want %d of the blob", n, got, want)
+		}
+	}
+	// A corrupt blob: an error, no head.
+	os.Chmod(c.casPath(d), 0o644)
+	os.WriteFile(c.casPath(d), []byte("other"), 0o644)
+	if _, err := c.ReadBlobHead(ctx, nil, d, filepath.Join(tmp, "dst2"), make([]byte, 64)); err == nil {
+		t.Error("a corrupt blob was read")
+	}
+}

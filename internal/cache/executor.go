@@ -209,6 +209,10 @@ func (e *Executor) lookup(ctx context.Context, m Meter, key digest.Digest, a *ac
 			}
 		}
 	}()
+	ds := make([]digest.Digest, len(a.Outputs))
+	// The object's first bytes, when placing it read them (head[:n]).
+	var head [64]byte
+	n := -1
 	for i := range a.Outputs {
 		f, ok := files[outputName(i)]
 		if !ok {
@@ -218,14 +222,30 @@ func (e *Executor) lookup(ctx context.Context, m Meter, key digest.Digest, a *ac
 		if err != nil {
 			return nil, err
 		}
-		if err := e.readOutput(ctx, m, f, d, out[i]); err != nil {
+		var h []byte
+		if i == 0 {
+			h = head[:]
+		}
+		got, err := e.readOutput(ctx, m, f, d, out[i], h)
+		if err != nil {
 			return nil, err
 		}
+		if i == 0 {
+			n = got
+		}
+		ds[i] = d
 	}
-	if err := executor.CheckObject(out[0]); err != nil {
+	if n >= 0 {
+		err = executor.CheckObjectBytes(head[:n])
+	} else {
+		err = executor.CheckObject(out[0])
+	}
+	if err != nil {
 		return nil, fmt.Errorf("cached object: %v", err)
 	}
-	res := &executor.Result{Provenance: executor.Provenance{Where: e.opts.Where, Replayed: producer(ar)}, CPU: cpuOf(ar), ObjectChecked: true}
+	// Each output was verified against its digest as it was placed.
+	res := &executor.Result{Provenance: executor.Provenance{Where: e.opts.Where, Replayed: producer(ar)}, CPU: cpuOf(ar),
+		ObjectChecked: true, OutputDigests: ds}
 	if d, err := digest.FromProto(ar.StderrDigest); err == nil && d.Size > 0 {
 		// Inlined (stderr_raw) when the store could; read otherwise.
 		if res.Stderr = ar.StderrRaw; int64(len(res.Stderr)) != d.Size || digest.OfBytes(res.Stderr) != d {
@@ -240,18 +260,26 @@ func (e *Executor) lookup(ctx context.Context, m Meter, key digest.Digest, a *ac
 
 // readOutput writes output f, whose digest is d, to dst: from the contents
 // the store returned inline when they are whole and match d, else from the
-// store's blobs.
-func (e *Executor) readOutput(ctx context.Context, m Meter, f *repb.OutputFile, d digest.Digest, dst string) error {
+// store's blobs. Given a head, it copies dst's first len(head) bytes into
+// it and returns how many when it has them without another read (the
+// inline contents, or a HeadReader store), and -1 when it has not.
+func (e *Executor) readOutput(ctx context.Context, m Meter, f *repb.OutputFile, d digest.Digest, dst string, head []byte) (int, error) {
 	if f.Contents == nil || int64(len(f.Contents)) != d.Size {
-		return e.store.ReadBlob(ctx, m, d, dst)
+		if hr, ok := e.store.(HeadReader); ok && head != nil {
+			return hr.ReadBlobHead(ctx, m, d, dst, head)
+		}
+		return -1, e.store.ReadBlob(ctx, m, d, dst)
 	}
 	if digest.OfBytes(f.Contents) != d {
-		return fmt.Errorf("the inline contents of %s do not match its digest %s", f.Path, d)
+		return -1, fmt.Errorf("the inline contents of %s do not match its digest %s", f.Path, d)
 	}
 	// dst is the caller's private output path (executor.Executor), written
 	// once; it may be a hard link into a cache left by an earlier attempt:
 	// WritePrivate replaces it rather than write through it.
-	return atomicfile.WritePrivate(dst, f.Contents, 0o644)
+	if err := atomicfile.WritePrivate(dst, f.Contents, 0o644); err != nil {
+		return -1, err
+	}
+	return copy(head, f.Contents), nil
 }
 
 func (e *Executor) store1(ctx context.Context, m Meter, key digest.Digest, msgs map[digest.Digest][]byte, res *executor.Result, out []string) error {

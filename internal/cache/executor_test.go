@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -331,5 +332,46 @@ func TestExecutorPassesShard(t *testing.T) {
 	}
 	if string(comp.seen) != string(want) {
 		t.Errorf("the executor below got %d bytes of shard, want the file's %d", len(comp.seen), len(want))
+	}
+}
+
+// headLiar is a Disk whose ReadBlobHead reports a head other than the
+// blob's: it shows which bytes a hit checks the object by.
+type headLiar struct{ *Disk }
+
+func (h headLiar) ReadBlobHead(ctx context.Context, m Meter, d digest.Digest, dst string, head []byte) (int, error) {
+	if _, err := h.Disk.ReadBlobHead(ctx, m, d, dst, head); err != nil {
+		return 0, err
+	}
+	return copy(head, "not an object"), nil
+}
+
+// TestExecutorHitChecksPlacedHead: a hit checks the object by the head
+// its HeadReader store read as it placed and verified it (not by opening
+// it again), and its result carries the verified output digests, so that
+// nothing above reads or stats the object again.
+func TestExecutorHitChecksPlacedHead(t *testing.T) {
+	ctx := context.Background()
+	a := realActions(t)[0]
+	disk := openDisk(t)
+	comp := &fake{produce: func() ([]byte, *executor.Result) { return elfObject("one"), &executor.Result{} }}
+	if _, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := chain(t, disk, comp, Options{}).Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := digest.OfBytes(elfObject("one")); comp.runs.Load() != 1 || len(res.OutputDigests) != 1 || res.OutputDigests[0] != want {
+		t.Errorf("hit: %d runs, output digests %v, want 1 run and [%v]", comp.runs.Load(), res.OutputDigests, want)
+	}
+	// The same entry through a store whose head is no object: unusable.
+	var unusable error
+	ex := chain(t, headLiar{disk}, comp, Options{Unusable: func(_ *action.Action, err error) { unusable = err }})
+	if _, err := ex.Execute(ctx, executor.Job{Action: a, Out: []string{filepath.Join(t.TempDir(), "obj")}}); err != nil {
+		t.Fatal(err)
+	}
+	if comp.runs.Load() != 2 || unusable == nil || !strings.Contains(unusable.Error(), "cached object") {
+		t.Errorf("a head that is no object: %d runs (want 2), unusable: %v", comp.runs.Load(), unusable)
 	}
 }

@@ -52,3 +52,13 @@ type Store interface {
 	// WriteBlobBytes stores data, whose digest is d.
 	WriteBlobBytes(ctx context.Context, m Meter, d digest.Digest, data []byte) error
 }
+
+// HeadReader is a Store that can also return the first bytes of a blob it
+// places, read as it verifies the blob: a hit checks the object it placed
+// (executor.CheckObjectBytes) without opening it once more.
+type HeadReader interface {
+	// ReadBlobHead is ReadBlob that also copies the blob's first
+	// len(head) bytes into head, returning how many (fewer only for a
+	// shorter blob).
+	ReadBlobHead(ctx context.Context, m Meter, d digest.Digest, dst string, head []byte) (int, error)
+}

@@ -93,7 +93,7 @@ type Result struct {
 	// storing the result need not read and hash the outputs again. Nil:
 	// not known. Written by the executor that wrote the outputs and
 	// verified each against its digest as it did: the remote executor
-	// (remote.collect) alone.
+	// (remote.collect) and a cache's hit (cache.Executor).
 	OutputDigests []digest.Digest
 	// ObjectChecked: the object at out[0] is known to be well formed, so
 	// a Verified above need not read it again. Written by the executor

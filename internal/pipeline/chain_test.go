@@ -154,7 +154,7 @@ func buildForDoc(t *testing.T, flags string, actions []*action.Action) string {
 	env := Env{Stderr: &stderr, Getenv: func(string) string { return "" }}
 	console := report.NewConsole(&stderr, false)
 	warn := func(format string, args ...any) { t.Logf(format, args...) }
-	ch, err := buildChain(context.Background(), cfg, env, console, warn, report.NewTimeline(time.Now(), nil), actions, digest.NewFiles())
+	ch, err := buildChain(context.Background(), cfg, env, console, warn, report.NewTimeline(time.Now(), nil), actions, digest.NewFiles(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

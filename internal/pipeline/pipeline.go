@@ -26,12 +26,14 @@ import (
 	"github.com/thindist/thindist/internal/observe/redact"
 	"github.com/thindist/thindist/internal/observe/report"
 	"github.com/thindist/thindist/internal/remote"
+	"github.com/thindist/thindist/internal/remote/reapi"
 	"github.com/thindist/thindist/internal/sched/dispatch"
 	"github.com/thindist/thindist/internal/sched/schedule"
 	"github.com/thindist/thindist/internal/sched/slots"
 	"github.com/thindist/thindist/internal/sys/digest"
 	"github.com/thindist/thindist/internal/sys/gctune"
 	"github.com/thindist/thindist/internal/sys/jobserver"
+	"github.com/thindist/thindist/internal/sys/plainfile"
 	"github.com/thindist/thindist/internal/sys/rundir"
 )
 
@@ -118,10 +120,16 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf(format, args...)})
 	}
 	files := digest.NewFiles()
+	var shards *reapi.ShardMemo
 	if !cfg.NoCache {
 		// Inputs unchanged since an earlier link are not hashed again.
 		files = digest.NewFilesWith(digest.LoadTable(filepath.Join(cfg.CacheRoot(env.Getenv), "digests")))
 		defer files.Save() // only a memo: a failure costs hashes next time
+		// Nor are index shards an earlier link wrote alike decoded again.
+		if id := selfIdentity(env.Self); id != "" {
+			shards = reapi.LoadShardMemo(filepath.Join(cfg.CacheRoot(env.Getenv), "shards"), id)
+			defer shards.Save() // a memo too
+		}
 	}
 	if !cfg.NoCache || cfg.Remote.Target != "" {
 		// Every input's digest goes into the cache keys and the remote
@@ -134,7 +142,7 @@ func RunWith(ctx context.Context, cfg *config.Config, env Env, actions []*action
 		files.Prefetch(pctx, inputPaths(actions), runtime.GOMAXPROCS(0))
 	}
 	planned := planFromHistory(cfg, env, actions)
-	ch, err := buildChain(ctx, cfg, env, console, warn, tl, actions, files)
+	ch, err := buildChain(ctx, cfg, env, console, warn, tl, actions, files, shards)
 	est := <-planned
 	if err != nil {
 		return err
@@ -294,8 +302,9 @@ func inputPaths(actions []*action.Action) []string {
 // buildChain composes the executors cfg asks for. docs/architecture.md
 // shows the chain of each mode, as executor.Describe prints it (and
 // TestChainDoc checks). Every producer is wrapped in Verified, so nothing
-// unverified is stored or linked. files memoises the inputs' digests.
-func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions []*action.Action, files *digest.Files) (*chain, error) {
+// unverified is stored or linked. files memoises the inputs' digests,
+// shards (if not nil) what the keys take from the index shards.
+func buildChain(ctx context.Context, cfg *config.Config, env Env, console *report.Console, warn func(string, ...any), tl *report.Timeline, actions []*action.Action, files *digest.Files, shards *reapi.ShardMemo) (*chain, error) {
 	procs, closeJobserver := localProcesses(cfg, env, warn)
 	dir := cfg.CacheRoot(env.Getenv)
 	// Read once, for exec'd and forked compilers alike.
@@ -324,7 +333,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	var conn *remoteConn
 	switch rc := &cfg.Remote; {
 	case rc.Target == "":
-	case disk != nil && allCached(ctx, disk, newKeyer(files, compilerID, Env{Getenv: env.Getenv}, rc, nil), actions):
+	case disk != nil && allCached(ctx, disk, newKeyer(files, shards, compilerID, Env{Getenv: env.Getenv}, rc, nil), actions):
 		// Nothing to run: no need to connect.
 	default:
 		if conn, err = connectRemote(ctx, cfg, env, warn, tl, dir); err != nil {
@@ -340,7 +349,7 @@ func buildChain(ctx context.Context, cfg *config.Config, env Env, console *repor
 	}
 	// The keys, built once: what the remote service changes in them is
 	// known now.
-	keys := newKeyer(files, compilerID, env, &cfg.Remote, conn)
+	keys := newKeyer(files, shards, compilerID, env, &cfg.Remote, conn)
 	if conn != nil {
 		r := newRemote(ctx, cfg, env, warn, conn, keys, locals)
 		ch.ex, ch.parallel, ch.preparing, ch.planner, ch.remote = r.chain, r.parallel, r.preparing, r.planner, r
@@ -444,6 +453,21 @@ func writeTrace(cfg *config.Config, env Env, console *report.Console, trace *rep
 	if err := trace.Write(path); err != nil {
 		diag(env, console, Diagnostic{Warning: true, Msg: fmt.Sprintf("writing the trace %s: %v", path, err)})
 	}
+}
+
+// selfIdentity names the thindist executable at self by its path and
+// stamp, which a rebuilt or replaced executable changes: the identity of
+// the code that normalises index shards (reapi.ShardMemo). "" when self
+// is not set (the plugin, tests) or cannot be read.
+func selfIdentity(self string) string {
+	if self == "" {
+		return ""
+	}
+	s, err := plainfile.StampOf(self)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s\x00%d %d %d %d %d", self, s.Dev, s.Ino, s.Size, s.Mtime, s.Ctime)
 }
 
 // plural is "1 fork server", "2 fork servers".

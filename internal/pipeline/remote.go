@@ -141,14 +141,15 @@ func connectRemote(ctx context.Context, cfg *config.Config, env Env, warnAll fun
 }
 
 // newKeyer is the run's Keyer, built once: files memoises the inputs'
-// digests, compilerID names a compiler (tools.IDs). With a remote
+// digests, shards (if not nil) what keys take from index shards,
+// compilerID names a compiler (tools.IDs). With a remote
 // service (rc.Target) the workers' compiler and platform are part of
 // every key, whether the run reached it or not (conn nil: not connected),
 // so that a link without it finds what links with it stored here, and
 // the other way round; once connected, the canonical messages are kept
 // for the ActionCache's writer.
-func newKeyer(files *digest.Files, compilerID func(string) (string, error), env Env, rc *config.Remote, conn *remoteConn) *reapi.Keyer {
-	keys := &reapi.Keyer{Files: files, CompilerID: compilerID, Getenv: env.Getenv}
+func newKeyer(files *digest.Files, shards *reapi.ShardMemo, compilerID func(string) (string, error), env Env, rc *config.Remote, conn *remoteConn) *reapi.Keyer {
+	keys := &reapi.Keyer{Files: files, Shards: shards, CompilerID: compilerID, Getenv: env.Getenv}
 	if env.Record != nil {
 		keys.Observe = env.Record.Key
 	}

@@ -93,6 +93,9 @@ type Keyer struct {
 	Platform *repb.Platform
 	// Getenv reads the environment for KeyEnv.
 	Getenv func(string) string
+	// Shards, if set, remembers what the keys take from index shards
+	// across runs (ShardMemo); the caller saves it.
+	Shards *ShardMemo
 	// Observe, if set, hears every key computed, with its named parts (a
 	// run's record keeps them to tell why the next run's key differs).
 	// Called from several goroutines.
@@ -236,7 +239,7 @@ type encoded struct {
 // canonical builds a's canonical Action and Command, and fills parts when
 // it is not nil; it returns the index shard it read too.
 func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, encoded, []byte, error) {
-	shardIdx, shard, table, norm, err := readIndexShard(a)
+	shardIdx, shard, table, norm, err := readIndexShard(a, k.Shards)
 	if err != nil {
 		return nil, encoded{}, nil, err
 	}
@@ -292,8 +295,8 @@ func (k *Keyer) canonical(a *action.Action, parts *Parts) (*repb.Action, encoded
 }
 
 // readIndexShard reads a's index shard: its input's index, its bytes, its
-// module table and its normalised digest.
-func readIndexShard(a *action.Action) (idx int, shard []byte, table []bitcode.Module, norm [32]byte, err error) {
+// module table and its normalised digest (from memo, if it has the shard).
+func readIndexShard(a *action.Action, memo *ShardMemo) (idx int, shard []byte, table []bitcode.Module, norm [32]byte, err error) {
 	idx = -1
 	for i, in := range a.Inputs {
 		if in.Role == action.RoleIndex {
@@ -308,7 +311,7 @@ func readIndexShard(a *action.Action) (idx int, shard []byte, table []bitcode.Mo
 	if err != nil {
 		return idx, nil, nil, norm, fmt.Errorf("reading the index shard: %w", err)
 	}
-	table, norm, err = bitcode.TableAndDigest(shard)
+	table, norm, err = memo.tableAndDigest(shard)
 	if err != nil {
 		return idx, nil, nil, norm, fmt.Errorf("index shard %s: %w", a.Inputs[idx].Path, err)
 	}

@@ -48,12 +48,40 @@ func OfFile(path string) (Digest, error) {
 	return d, err
 }
 
+// OfFileHead is OfFile that also copies the file's first len(head) bytes
+// into head as it reads them, returning how many (fewer only for a shorter
+// file), and the file's stamp, taken before it was read: a caller that
+// checks what a file begins with as well as its digest reads it once.
+func OfFileHead(path string, head []byte) (d Digest, n int, stamp plainfile.Stamp, err error) {
+	w := &headWriter{head: head}
+	d, stamp, err = ofFileTo(path, w)
+	return d, w.n, stamp, err
+}
+
+// headWriter keeps the first len(head) bytes written to it.
+type headWriter struct {
+	head []byte
+	n    int
+}
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	w.n += copy(w.head[w.n:], p)
+	return len(p), nil
+}
+
 // ofFile is OfFile, with the file's stamp taken before it was read.
-func ofFile(path string) (Digest, plainfile.Stamp, error) {
+func ofFile(path string) (Digest, plainfile.Stamp, error) { return ofFileTo(path, nil) }
+
+// ofFileTo is ofFile that also writes what it reads to also, if not nil.
+func ofFileTo(path string, also io.Writer) (Digest, plainfile.Stamp, error) {
 	h := sha256.New()
+	var w io.Writer = h
+	if also != nil {
+		w = io.MultiWriter(h, also)
+	}
 	b := bufs.Get().(*[]byte)
 	defer bufs.Put(b)
-	n, stamp, err := plainfile.Copy(h, path, *b)
+	n, stamp, err := plainfile.Copy(w, path, *b)
 	if err != nil {
 		return Digest{}, stamp, err
 	}

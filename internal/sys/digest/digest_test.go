@@ -160,3 +160,22 @@ func TestFilesUnchanged(t *testing.T) {
 		t.Error("a nil memo vouched for a file")
 	}
 }
+
+func TestOfFileHead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	data := bytes.Repeat([]byte("0123456789"), 20000) // more than one read
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 64, len(data) + 10} {
+		head := make([]byte, n)
+		d, got, stamp, err := OfFileHead(p, head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min(n, len(data))
+		if d != OfBytes(data) || got != want || !bytes.Equal(head[:got], data[:want]) || stamp.Size != int64(len(data)) {
+			t.Errorf("head of %d: digest ok %v, %d bytes (want %d), stamp size %d", n, d == OfBytes(data), got, want, stamp.Size)
+		}
+	}
+}

@@ -38,15 +38,23 @@ func read(fd int, b []byte) (int, error) {
 
 // ReadFile returns the content of the file at path.
 func ReadFile(path string) ([]byte, error) {
+	b, _, err := ReadFileStamped(path)
+	return b, err
+}
+
+// ReadFileStamped is ReadFile that also returns the file's stamp, taken
+// before it was read.
+func ReadFileStamped(path string) ([]byte, Stamp, error) {
 	fd, err := open(path)
 	if err != nil {
-		return nil, err
+		return nil, Stamp{}, err
 	}
 	defer syscall.Close(fd)
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+		return nil, Stamp{}, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
+	stamp := stampOf(&st)
 	// One byte more than the size, so that the read that finds the end
 	// has room and needs no reallocation.
 	b := make([]byte, 0, max(st.Size, 0)+1)
@@ -56,10 +64,10 @@ func ReadFile(path string) ([]byte, error) {
 		}
 		n, err := read(fd, b[len(b):cap(b)])
 		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+			return nil, stamp, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
 		if n == 0 {
-			return b, nil
+			return b, stamp, nil
 		}
 		b = b[:len(b)+n]
 	}
