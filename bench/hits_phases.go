@@ -24,7 +24,7 @@ type lldPhases map[string]time.Duration
 var umbrellaPhases = map[string]bool{"ExecuteLinker": true, "Link": true, "LTO": true, "Run ThinLTO": true}
 
 // tracePhases relinks once of each kind with --time-trace and reads the
-// phases.
+// phases (each "Total" event is summed over the threads that ran it).
 func (r *hitsResult) tracePhases(ctx context.Context, t *tools, o *options, p *project, dir, out string) error {
 	for i, thindist := range []bool{true, false} {
 		file := filepath.Join(dir, fmt.Sprintf("time-trace-%d.json", i))
@@ -66,7 +66,7 @@ func readPhases(file string) (lldPhases, error) {
 	return ph, nil
 }
 
-// phasesText lists the phases that took 1 % or more of either link, the
+// phases (each "Total" event is summed over the threads that ran it).ext lists the phases that took 1 % or more of either link, the
 // longest first.
 func (r *hitsResult) phasesText(b *strings.Builder) {
 	dt, ip := r.phases[0], r.phases[1]
@@ -83,7 +83,7 @@ func (r *hitsResult) phasesText(b *strings.Builder) {
 		}
 	}
 	sort.Slice(names, func(i, j int) bool { return max(dt[names[i]], ip[names[i]]) > max(dt[names[j]], ip[names[j]]) })
-	fmt.Fprintf(b, "  lld's --time-trace, one more relink of each (DTLTO / in-process): whole link %s / %s\n",
+	fmt.Fprintf(b, "  lld's --time-trace, one more relink of each (DTLTO / in-process; each phase summed over lld's threads): whole link %s / %s\n",
 		msText(dt["ExecuteLinker"]), msText(ip["ExecuteLinker"]))
 	for _, n := range names {
 		fmt.Fprintf(b, "    %-40s %9s %9s\n", n, msText(dt[n]), msText(ip[n]))
