@@ -66,7 +66,7 @@ func readPhases(file string) (lldPhases, error) {
 	return ph, nil
 }
 
-// phases (each "Total" event is summed over the threads that ran it).ext lists the phases that took 1 % or more of either link, the
+// phasesText lists the phases that took 1 % or more of either link, the
 // longest first.
 func (r *hitsResult) phasesText(b *strings.Builder) {
 	dt, ip := r.phases[0], r.phases[1]
