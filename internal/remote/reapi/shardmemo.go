@@ -1,7 +1,6 @@
 package reapi
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/thindist/thindist/internal/llvm/bitcode"
 	"github.com/thindist/thindist/internal/sys/atomicfile"
-	"github.com/thindist/thindist/internal/sys/plainfile"
 )
 
 // ShardMemo remembers across runs what a key takes from an index shard,
@@ -125,8 +123,7 @@ func (m *ShardMemo) Save() error {
 			add(h, enc)
 		}
 	}
-	sum := sha256.Sum256(b)
-	err := atomicfile.WriteFile(m.path, append(b, sum[:]...), 0o644)
+	err := atomicfile.WriteSealed(m.path, b)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // no cache directory: nothing to remember in
 	}
@@ -179,15 +176,11 @@ func decodeShardEntry(enc []byte) (shardEntry, bool) {
 // entry's encoding by its shard's hash.
 func readShardMemo(path, identity string) map[[32]byte][]byte {
 	m := map[[32]byte][]byte{}
-	data, err := plainfile.ReadFile(path)
-	if err != nil || len(data) < len(shardMemoMagic)+sha256.Size || !bytes.HasPrefix(data, []byte(shardMemoMagic)) {
+	body, ok := atomicfile.ReadSealed(path, shardMemoMagic)
+	if !ok {
 		return m
 	}
-	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if sha256.Sum256(body) != [32]byte(sum) {
-		return m
-	}
-	r := memoReader{b: body[len(shardMemoMagic):], ok: true}
+	r := memoReader{b: body, ok: true}
 	if r.string() != identity || !r.ok {
 		return m
 	}

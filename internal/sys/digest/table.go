@@ -1,8 +1,6 @@
 package digest
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"io/fs"
@@ -56,15 +54,10 @@ func LoadTable(path string) *Table {
 
 func readTable(path string) map[string]tableEntry {
 	m := map[string]tableEntry{}
-	data, err := plainfile.ReadFile(path)
-	if err != nil || len(data) < len(tableMagic)+sha256.Size || !bytes.HasPrefix(data, []byte(tableMagic)) {
+	b, ok := atomicfile.ReadSealed(path, tableMagic)
+	if !ok {
 		return m
 	}
-	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if sha256.Sum256(body) != [32]byte(sum) {
-		return m
-	}
-	b := body[len(tableMagic):]
 	for len(b) > 0 {
 		var e tableEntry
 		n, rest, ok := uvarint(b)
@@ -156,8 +149,7 @@ func (t *Table) Save() error {
 		}
 		b = append(b, e.hash[:]...)
 	}
-	sum := sha256.Sum256(b)
-	err := atomicfile.WriteFile(t.path, append(b, sum[:]...), 0o644)
+	err := atomicfile.WriteSealed(t.path, b)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // no cache directory: nothing to remember in
 	}
