@@ -262,7 +262,11 @@ func run(ctx context.Context, o *options) error {
 		}
 		return profileOverhead(ctx, tools, o, filepath.Join(o.work, "profile"))
 	}
-	rep := &report{machine: append(describeMachine(tools), "work directory: "+describeFS(o.work)), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
+	fs := describeFS(o.work)
+	if strings.Contains(fs, noJournal) {
+		fmt.Fprintf(os.Stderr, "bench: warning: the work directory %s\n", fs)
+	}
+	rep := &report{machine: append(describeMachine(tools), "work directory: "+fs), when: time.Now().UTC(), runs: o.runs, jobs: o.jobs}
 	for _, name := range o.projects {
 		if !o.part("links") && !o.part("cache") && !o.part("remote") && !o.part("cluster") && !o.part("worker") && !o.part("small") && !o.part("concurrent") && !o.part("toolchain") {
 			break // no part measures the projects: do not build them
