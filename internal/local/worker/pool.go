@@ -87,19 +87,24 @@ type Pool struct {
 // NewPool returns a Pool of the workers at opts.Path; none starts before
 // the first job.
 func NewPool(opts Options) *Pool {
-	if opts.MaxJobs == 0 {
-		opts.MaxJobs = 500
+	return &Pool{opts: opts.withDefaults(), busy: map[*process]bool{}}
+}
+
+// withDefaults is o with its zero bounds set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.MaxJobs == 0 {
+		o.MaxJobs = 500
 	}
-	if opts.RecycleRSS == 0 {
-		opts.RecycleRSS = 2 << 30
+	if o.RecycleRSS == 0 {
+		o.RecycleRSS = 2 << 30
 	}
-	if opts.MemLimit == 0 {
-		opts.MemLimit = 8 << 30
+	if o.MemLimit == 0 {
+		o.MemLimit = 8 << 30
 	}
-	if opts.Timeout == 0 {
-		opts.Timeout = 30 * time.Minute
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Minute
 	}
-	return &Pool{opts: opts, busy: map[*process]bool{}}
+	return o
 }
 
 // Describe names the pool in a runner chain (describe.Describer).
@@ -146,6 +151,13 @@ func (p *Pool) Compilers() []Verdict { return p.checks.list() }
 // w is gone); err is ctx's when ctx ended first (and w is gone). Otherwise
 // the caller puts w back.
 func (p *Pool) runOn(ctx context.Context, w *process, dir string, argv, env []string) (a *answer, why string, err error) {
+	return runJob(ctx, w, p.opts, p.gone, dir, argv, env)
+}
+
+// runJob runs one job on w under opts' time and memory bounds. why, when
+// not empty, says why w failed it; err is ctx's when ctx ended first.
+// Either way w has been killed and gone (which says how it ended) called.
+func runJob(ctx context.Context, w *process, opts Options, gone func(*process) string, dir string, argv, env []string) (a *answer, why string, err error) {
 	type reply struct {
 		a   *answer
 		err error
@@ -155,18 +167,18 @@ func (p *Pool) runOn(ctx context.Context, w *process, dir string, argv, env []st
 		a, err := w.do(dir, argv, env)
 		done <- reply{a, err}
 	}()
-	timeout := time.NewTimer(p.opts.Timeout)
+	timeout := time.NewTimer(opts.Timeout)
 	defer timeout.Stop()
 	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
 	stop := func(reason string) {
 		w.kill()
 		<-done
-		p.gone(w)
+		gone(w)
 		why = reason
 	}
-	memory := fmt.Sprintf("the worker passed its memory bound (%d MiB)", p.opts.MemLimit>>20)
-	if w.rss() > p.opts.MemLimit {
+	memory := fmt.Sprintf("the worker passed its memory bound (%d MiB)", opts.MemLimit>>20)
+	if w.rss() > opts.MemLimit {
 		stop(memory)
 		return nil, why, nil
 	}
@@ -174,17 +186,17 @@ func (p *Pool) runOn(ctx context.Context, w *process, dir string, argv, env []st
 		select {
 		case rp := <-done:
 			if rp.err != nil {
-				return nil, fmt.Sprintf("the worker ended mid-job (%s)", p.gone(w)), nil
+				return nil, fmt.Sprintf("the worker ended mid-job (%s)", gone(w)), nil
 			}
 			return rp.a, "", nil
 		case <-ctx.Done():
 			stop("")
 			return nil, "", ctx.Err()
 		case <-timeout.C:
-			stop(fmt.Sprintf("the job ran past the worker's time bound (%s)", p.opts.Timeout))
+			stop(fmt.Sprintf("the job ran past the worker's time bound (%s)", opts.Timeout))
 			return nil, why, nil
 		case <-poll.C:
-			if w.rss() > p.opts.MemLimit {
+			if w.rss() > opts.MemLimit {
 				stop(memory)
 				return nil, why, nil
 			}

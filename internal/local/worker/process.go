@@ -13,14 +13,31 @@ import (
 	"github.com/thindist/thindist/internal/local/proc"
 )
 
-// process is one running thindist-worker, serving one job at a time.
+// process is one running thindist-worker, serving one job at a time:
+// started by this process (p), or lent by the per-user server (lent; see
+// Loan), whose ending it can only ask for.
 type process struct {
 	p    *proc.Process
+	lent *lent
 	in   *os.File
 	outF *os.File
 	out  *bufio.Reader
 	jobs int   // jobs run so far
 	peak int64 // peak RSS in bytes, as of its last job
+}
+
+// lent is what a borrowed worker has instead of its process: its pid and
+// how to have its lender kill it.
+type lent struct {
+	pid   int
+	abort func()
+}
+
+func (w *process) pid() int {
+	if w.lent != nil {
+		return w.lent.pid
+	}
+	return w.p.Pid()
 }
 
 // answer is how a job the worker ran ended; declined, when not empty, says
@@ -94,7 +111,7 @@ func (w *process) do(dir string, argv, env []string) (*answer, error) {
 
 // rss is the worker's resident set size now, in bytes; 0 if unknown.
 func (w *process) rss() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", w.p.Pid()))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", w.pid()))
 	if err != nil {
 		return 0
 	}
@@ -106,8 +123,15 @@ func (w *process) rss() int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// kill kills the worker's process group; wait for it with wait.
-func (w *process) kill() { syscall.Kill(-w.p.Pid(), syscall.SIGKILL) }
+// kill kills the worker's process group (a lent worker's lender does);
+// wait for it with wait.
+func (w *process) kill() {
+	if w.lent != nil {
+		w.lent.abort()
+		return
+	}
+	syscall.Kill(-w.p.Pid(), syscall.SIGKILL)
+}
 
 // close ends an idle worker: it exits when its input ends.
 func (w *process) close() {

@@ -2,13 +2,16 @@ package workerserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/thindist/thindist/internal/local/forkserver"
@@ -17,10 +20,13 @@ import (
 	"github.com/thindist/thindist/internal/sys/describe"
 )
 
-// Client is the worker.Workers of a link whose jobs run on the server:
-// one connection per job running at once, each kept for later jobs. A
-// server that ends mid-job (killed, stopped) has the job rerun by exec and
-// the link's later jobs go to the next runner.
+// Client is the worker.Workers of a link whose jobs run on the server's
+// workers: one connection per job running at once, each kept for later
+// jobs, and on it a worker the server lends (server.lend), which the
+// link's jobs are then written to directly, until the link ends or the
+// worker has served its jobs. A server that ends mid-job (killed,
+// stopped) has the job rerun by exec and the link's later jobs go to the
+// next runner.
 type Client struct {
 	dir     string
 	hello   []string
@@ -28,14 +34,24 @@ type Client struct {
 	started bool // this client started the server
 
 	mu   sync.Mutex
-	idle []*conn
-	gone string // why the server is no longer used
+	idle []*conn // with no worker lent
+	lent []*conn // with a worker lent, idle
+	gone string  // why the server is no longer used
 }
 
 type conn struct {
-	c *net.UnixConn
-	r *bufio.Reader
+	c     *net.UnixConn
+	r     *bufio.Reader
+	close sync.Once
+	// loan is the worker lent on the connection, nil if none; compiler
+	// the job's compiler it was lent for (the server checked that one).
+	loan     *worker.Borrowed
+	compiler string
+	started  bool // the server started the worker for the loan: said with its first job
 }
+
+// end closes the connection: the server kills the worker lent on it.
+func (cc *conn) end() { cc.close.Do(func() { cc.c.Close() }) }
 
 // PID is the server's process ID.
 func (cl *Client) PID() int { return cl.pid }
@@ -87,23 +103,113 @@ func (cl *Client) open() (*conn, error) {
 	return nil, err
 }
 
-// Run implements worker.Workers.
+// Run implements worker.Workers: on a worker lent for argv[0], asking the
+// server for one if no idle connection has it.
 func (cl *Client) Run(ctx context.Context, dir string, argv, env []string) (*worker.Outcome, error) {
-	f, err := cl.call(ctx, jobRequest(dir, argv, env))
-	var ended *serverEnded
+	cc := cl.getLent(argv[0])
+	if cc == nil {
+		var err error
+		if cc, err = cl.get(); err != nil {
+			return &worker.Outcome{Elsewhere: "no worker server: " + err.Error()}, nil
+		}
+		if why := cl.lease(cc, dir, argv, env); why != "" {
+			return &worker.Outcome{Elsewhere: why}, nil
+		}
+	}
+	o, err := cc.loan.Run(ctx, dir, argv, env)
+	if o != nil && cc.started {
+		o.Started, cc.started = true, false
+	}
 	switch {
-	case errors.As(err, &ended) && ended.before:
-		return &worker.Outcome{Elsewhere: err.Error()}, nil
-	case errors.As(err, &ended):
-		return &worker.Outcome{Rerun: err.Error()}, nil
-	case err != nil:
-		return nil, err
+	case err != nil || o.Rerun != "": // the worker is gone
+		cc.loan.Close()
+		cc.end()
+	case !cc.loan.Usable():
+		cl.giveBack(cc)
+		cl.put(cc)
+	default:
+		cl.putLent(cc)
 	}
-	o, err := decodeOutcome(f)
+	return o, err
+}
+
+// lease asks the server for a worker on cc for the job (dir, argv, env);
+// why says why none was lent (cc then is idle again, or closed).
+func (cl *Client) lease(cc *conn, dir string, argv, env []string) (why string) {
+	if err := worker.WriteMessage(cc.c, appendCommand([]string{"lease"}, dir, argv, env)); err != nil {
+		cc.end()
+		return cl.fail(fmt.Sprintf("the worker server ended (%v)", err))
+	}
+	f, fds, err := readWithFDs(cc)
+	if err != nil || len(f) == 0 || f[0] == "leased" && (len(f) != 4 || len(fds) != 2) {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+		cc.end()
+		if err == nil {
+			err = fmt.Errorf("a malformed answer to a lease: %q with %d descriptors", f, len(fds))
+		}
+		return cl.fail(fmt.Sprintf("the worker server ended (%v)", err))
+	}
+	if f[0] != "leased" {
+		cl.put(cc)
+		if len(f) == 2 && f[0] == "elsewhere" {
+			return f[1]
+		}
+		return fmt.Sprintf("the worker server answered %q", f[0])
+	}
+	pid, err1 := strconv.Atoi(f[1])
+	left, err2 := strconv.Atoi(f[2])
+	in, out := os.NewFile(uintptr(fds[0]), "worker stdin"), os.NewFile(uintptr(fds[1]), "worker stdout")
+	if err1 != nil || err2 != nil {
+		in.Close()
+		out.Close()
+		cc.end()
+		return cl.fail(fmt.Sprintf("the worker server ended (a malformed lease %q)", f))
+	}
+	cc.loan = worker.Borrow(pid, in, out, left, worker.Options{}, cc.end)
+	cc.compiler, cc.started = argv[0], f[3] == "1"
+	return ""
+}
+
+// readWithFDs reads one message from cc and the descriptors sent with
+// it: they come with its first byte, which a buffered read would drop.
+func readWithFDs(cc *conn) ([]string, []int, error) {
+	if cc.r.Buffered() > 0 {
+		return nil, nil, fmt.Errorf("%d bytes the server did not answer", cc.r.Buffered())
+	}
+	buf, oob := make([]byte, 4096), make([]byte, syscall.CmsgSpace(2*4))
+	n, oobn, _, _, err := cc.c.ReadMsgUnix(buf, oob)
 	if err != nil {
-		return &worker.Outcome{Rerun: cl.fail(fmt.Sprintf("the worker server ended mid-job (%v)", err))}, nil
+		return nil, nil, err
 	}
-	return o, nil
+	var fds []int
+	if oobn > 0 {
+		msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, m := range msgs {
+			got, err := syscall.ParseUnixRights(&m)
+			if err != nil {
+				return nil, fds, err
+			}
+			fds = append(fds, got...)
+		}
+	}
+	// The rest of a message longer than one read follows on the stream.
+	f, err := worker.ReadMessage(bufio.NewReader(io.MultiReader(bytes.NewReader(buf[:n]), cc.r)), 16)
+	return f, fds, err
+}
+
+// giveBack returns the worker lent on cc to the server.
+func (cl *Client) giveBack(cc *conn) {
+	jobs, peak := cc.loan.Usage()
+	cc.loan.Close()
+	cc.loan = nil
+	if worker.WriteMessage(cc.c, returnRequest(jobs, peak)) != nil {
+		cc.end()
+	}
 }
 
 // Fork runs c on one of the server's fork servers, kept warm across links
@@ -159,7 +265,7 @@ func (cl *Client) call(ctx context.Context, req []string) ([]string, error) {
 		return nil, &serverEnded{before: true, why: "no worker server: " + err.Error()}
 	}
 	if err := worker.WriteMessage(cc.c, req); err != nil {
-		cc.c.Close()
+		cc.end()
 		return nil, &serverEnded{before: true, why: cl.fail(fmt.Sprintf("the worker server ended (%v)", err))}
 	}
 	type reply struct {
@@ -174,13 +280,13 @@ func (cl *Client) call(ctx context.Context, req []string) ([]string, error) {
 	var rp reply
 	select {
 	case <-ctx.Done():
-		cc.c.Close() // the server kills the job
+		cc.end() // the server kills the job
 		<-done
 		return nil, ctx.Err()
 	case rp = <-done:
 	}
 	if rp.err != nil {
-		cc.c.Close()
+		cc.end()
 		return nil, &serverEnded{why: cl.fail(fmt.Sprintf("the worker server ended mid-job (%v)", rp.err))}
 	}
 	cl.put(cc)
@@ -208,10 +314,37 @@ func (cl *Client) put(cc *conn) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.gone != "" {
-		cc.c.Close()
+		cc.end()
 		return
 	}
 	cl.idle = append(cl.idle, cc)
+}
+
+// getLent takes an idle connection with a worker lent for compiler, nil if
+// there is none.
+func (cl *Client) getLent(compiler string) *conn {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for i := len(cl.lent) - 1; i >= 0; i-- {
+		if cc := cl.lent[i]; cc.compiler == compiler {
+			cl.lent = append(cl.lent[:i], cl.lent[i+1:]...)
+			return cc
+		}
+	}
+	return nil
+}
+
+func (cl *Client) putLent(cc *conn) {
+	cl.mu.Lock()
+	if cl.gone == "" {
+		cl.lent = append(cl.lent, cc)
+		cc = nil
+	}
+	cl.mu.Unlock()
+	if cc != nil {
+		cl.giveBack(cc)
+		cc.end()
+	}
 }
 
 // fail notes that the server cannot be used any more (the first reason
@@ -223,9 +356,13 @@ func (cl *Client) fail(why string) string {
 		cl.gone = why
 	}
 	for _, cc := range cl.idle {
-		cc.c.Close()
+		cc.end()
 	}
-	cl.idle = nil
+	for _, cc := range cl.lent {
+		cl.giveBack(cc)
+		cc.end()
+	}
+	cl.idle, cl.lent = nil, nil
 	return why
 }
 

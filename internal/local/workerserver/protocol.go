@@ -28,8 +28,18 @@ import (
 //	["fork", nice, dir, argc, argv..., env...]
 //	["forked", elsewhere, exit code, signal, peak RSS, CPU µs, stdout, stderr]
 //
-// (a worker.Outcome; a forkserver.Status). A connection of another user is
-// answered ["refused", why] whatever it sends.
+// (a worker.Outcome; a forkserver.Status), or, to run jobs on a worker
+// itself, without the server relaying each one (server.lend):
+//
+//	["lease", dir, argc, argv..., env...]
+//	["leased", pid, jobs left, started] + the worker's stdin and stdout
+//	  (SCM_RIGHTS)
+//	  or ["elsewhere", why]
+//	... the link's jobs, on the worker's pipes (worker.Borrow) ...
+//	["return", jobs run, peak RSS]   (no answer; the connection goes on)
+//
+// A connection of another user is answered ["refused", why] whatever it
+// sends.
 
 func jobRequest(dir string, argv, env []string) []string {
 	return appendCommand([]string{"job"}, dir, argv, env)
@@ -133,4 +143,27 @@ func flag(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+func returnRequest(jobs int, peak int64) []string {
+	return []string{"return", strconv.Itoa(jobs), strconv.FormatInt(peak, 10)}
+}
+
+func parseReturn(f []string) (jobs int, peak int64, err error) {
+	if len(f) != 3 || f[0] != "return" {
+		return 0, 0, fmt.Errorf("a malformed return of a lent worker: %d fields, first %q", len(f), first(f))
+	}
+	jobs, err1 := strconv.Atoi(f[1])
+	peak, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || jobs < 0 {
+		return 0, 0, fmt.Errorf("a malformed return of a lent worker: %q", f)
+	}
+	return jobs, peak, nil
+}
+
+func first(f []string) string {
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }

@@ -19,6 +19,7 @@ package workerserver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"log"
@@ -375,6 +376,14 @@ func (s *server) jobs(c *net.UnixConn, r *bufio.Reader) {
 			}
 			cancel()
 		}()
+		if len(f) > 0 && f[0] == "lease" {
+			ok := s.lend(ctx, c, f, reqs, gone)
+			cancel()
+			if !ok {
+				return
+			}
+			continue
+		}
 		answer, err := s.run(ctx, f)
 		cancel()
 		if err != nil {
@@ -387,6 +396,76 @@ func (s *server) jobs(c *net.UnixConn, r *bufio.Reader) {
 			return
 		}
 	}
+}
+
+// lend lends a worker to the link of connection c for the job request f
+// (["lease", dir, argc, argv..., env...], the first job the link would run
+// on it), so that the link runs its jobs on the worker itself: the answer
+// is ["leased", pid, jobs left, started] with the worker's standard input and
+// output attached (SCM_RIGHTS), or ["elsewhere", why]. The worker is the
+// link's until it sends ["return", jobs run, peak RSS]; should the
+// connection end first, send anything else, or the server be stopped, the
+// worker is killed, as it may be mid-job. lend reports whether the
+// connection may go on.
+func (s *server) lend(ctx context.Context, c *net.UnixConn, f []string, reqs <-chan []string, gone <-chan struct{}) bool {
+	dir, argv, env, err := parseCommand("lease", f[1:])
+	if err != nil {
+		s.log.Printf("%v", err)
+		return false
+	}
+	l, why := s.pool.Lend(ctx, argv[0], dir, env)
+	if l == nil {
+		return worker.WriteMessage(c, []string{"elsewhere", why}) == nil
+	}
+	if err := sendLoan(c, l); err != nil {
+		s.log.Printf("lending a worker: %v", err)
+		l.Revoke()
+		return false
+	}
+	select {
+	case <-gone:
+	case <-s.ctx.Done():
+	case r := <-reqs:
+		jobs, peak, err := parseReturn(r)
+		if err == nil {
+			l.Return(jobs, peak)
+			return true
+		}
+		s.log.Printf("a link with a worker lent: %v; the worker is killed", err)
+	}
+	l.Revoke()
+	return false
+}
+
+// sendLoan writes the answer to a lease, the loan's pipes attached.
+func sendLoan(c *net.UnixConn, l *worker.Loan) error {
+	var msg bytes.Buffer
+	worker.WriteMessage(&msg, []string{"leased", strconv.Itoa(l.PID()), strconv.Itoa(l.JobsLeft()), flag(l.Started)})
+	in, out := l.Pipes()
+	var err error
+	cerr := withFD(in, func(inFD int) {
+		err = withFD(out, func(outFD int) {
+			var n int
+			n, _, err = c.WriteMsgUnix(msg.Bytes(), unix.UnixRights(inFD, outFD), nil)
+			if err == nil && n < msg.Len() {
+				_, err = c.Write(msg.Bytes()[n:])
+			}
+		})
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// withFD calls fn with f's descriptor, leaving f as it is (os.File.Fd
+// would make it blocking).
+func withFD(f *os.File, fn func(fd int)) error {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return raw.Control(func(fd uintptr) { fn(int(fd)) })
 }
 
 // run runs one request of a link, for a worker or a fork server, and
