@@ -44,7 +44,8 @@ type conn struct {
 	r     *bufio.Reader
 	close sync.Once
 	// loan is the worker lent on the connection, nil if none; compiler
-	// the job's compiler it was lent for (the server checked that one).
+	// the identity of the compiler file it was lent for (the server
+	// checked that one: worker.Identify).
 	loan     *worker.Borrowed
 	compiler string
 	started  bool // the server started the worker for the loan: said with its first job
@@ -103,18 +104,24 @@ func (cl *Client) open() (*conn, error) {
 	return nil, err
 }
 
-// Run implements worker.Workers: on a worker lent for argv[0], asking the
+// Run implements worker.Workers: on a worker lent for argv[0], the
+// compiler as its file is now (worker.Identify: a compiler replaced since,
+// or a name that resolves to another file, is checked again), asking the
 // server for one if no idle connection has it.
 func (cl *Client) Run(ctx context.Context, dir string, argv, env []string) (*worker.Outcome, error) {
-	cc := cl.getLent(argv[0])
+	_, compiler, err := worker.Identify(argv[0], dir, env)
+	if err != nil {
+		compiler = "" // the server's check says why
+	}
+	cc := cl.getLent(compiler)
 	if cc == nil {
-		var err error
 		if cc, err = cl.get(); err != nil {
 			return &worker.Outcome{Elsewhere: "no worker server: " + err.Error()}, nil
 		}
 		if why := cl.lease(cc, dir, argv, env); why != "" {
 			return &worker.Outcome{Elsewhere: why}, nil
 		}
+		cc.compiler = compiler
 	}
 	o, err := cc.loan.Run(ctx, dir, argv, env)
 	if o != nil && cc.started {
@@ -124,7 +131,7 @@ func (cl *Client) Run(ctx context.Context, dir string, argv, env []string) (*wor
 	case err != nil || o.Rerun != "": // the worker is gone
 		cc.loan.Close()
 		cc.end()
-	case !cc.loan.Usable():
+	case !cc.loan.Usable() || compiler == "":
 		cl.giveBack(cc)
 		cl.put(cc)
 	default:
@@ -168,7 +175,7 @@ func (cl *Client) lease(cc *conn, dir string, argv, env []string) (why string) {
 		return cl.fail(fmt.Sprintf("the worker server ended (a malformed lease %q)", f))
 	}
 	cc.loan = worker.Borrow(pid, in, out, left, worker.Options{}, cc.end)
-	cc.compiler, cc.started = argv[0], f[3] == "1"
+	cc.started = f[3] == "1"
 	return ""
 }
 
@@ -323,6 +330,9 @@ func (cl *Client) put(cc *conn) {
 // getLent takes an idle connection with a worker lent for compiler, nil if
 // there is none.
 func (cl *Client) getLent(compiler string) *conn {
+	if compiler == "" {
+		return nil
+	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	for i := len(cl.lent) - 1; i >= 0; i-- {

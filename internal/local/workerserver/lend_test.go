@@ -66,7 +66,7 @@ func TestLinkRunsJobsOnALentWorker(t *testing.T) {
 func TestLentWorkerOfAVanishedLinkIsKilled(t *testing.T) {
 	dir := serve(t, filepath.Join(t.TempDir(), "server"))
 	work, argv := compileJob(t, "int b(void) { return 2; }\n", "b.o")
-	for _, ending := range []string{"closes", "sends a job"} {
+	for _, ending := range []string{"closes", "sends another lease"} {
 		cl := client(t, dir)
 		cc, err := cl.get()
 		if err != nil {
@@ -77,8 +77,8 @@ func TestLentWorkerOfAVanishedLinkIsKilled(t *testing.T) {
 		}
 		waitFor(t, dir, func(st *Status) bool { return st.Workers.Busy == 1 })
 		pid := cc.loan.PID()
-		if ending == "sends a job" {
-			worker.WriteMessage(cc.c, jobRequest(work, argv, os.Environ()))
+		if ending == "sends another lease" {
+			worker.WriteMessage(cc.c, appendCommand([]string{"lease"}, work, argv, os.Environ()))
 			bufio.NewReader(cc.c).ReadByte() // the server ends the connection
 		}
 		cc.loan.Close()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/thindist/thindist/internal/local/forkserver"
 	"github.com/thindist/thindist/internal/local/proc"
-	"github.com/thindist/thindist/internal/local/worker"
 )
 
 // The messages between a client and the server are worker.WriteMessage's.
@@ -18,18 +17,14 @@ import (
 //	["status"]                    answered ["status", JSON of Status]
 //	["stop"]                      answered ["stopping", pid]
 //
-// and, after "ok", its jobs one at a time, each for a worker or for a
-// fork server (forks.go):
-//
-//	["job", dir, argc, argv..., env...]
-//	["outcome", elsewhere, rerun, status, peak RSS, CPU µs, stdout, stderr,
-//	 started, recycled]
+// and, after "ok", one request at a time: a job for a fork server
+// (forks.go), answered with a forkserver.Status,
 //
 //	["fork", nice, dir, argc, argv..., env...]
 //	["forked", elsewhere, exit code, signal, peak RSS, CPU µs, stdout, stderr]
 //
-// (a worker.Outcome; a forkserver.Status), or, to run jobs on a worker
-// itself, without the server relaying each one (server.lend):
+// or a worker lent to run the link's jobs on (server.lend), the first
+// job's command sent for its compiler to be checked:
 //
 //	["lease", dir, argc, argv..., env...]
 //	["leased", pid, jobs left, started] + the worker's stdin and stdout
@@ -40,17 +35,6 @@ import (
 //
 // A connection of another user is answered ["refused", why] whatever it
 // sends.
-
-func jobRequest(dir string, argv, env []string) []string {
-	return appendCommand([]string{"job"}, dir, argv, env)
-}
-
-func parseJob(f []string) (dir string, argv, env []string, err error) {
-	if len(f) < 1 || f[0] != "job" {
-		return "", nil, nil, fmt.Errorf("a malformed job request of %d fields", len(f))
-	}
-	return parseCommand("job", f[1:])
-}
 
 func forkRequest(c *proc.Cmd) []string {
 	return appendCommand([]string{"fork", strconv.Itoa(c.Nice)}, c.Dir, c.Argv, c.Env)
@@ -117,25 +101,6 @@ func decodeForked(f []string) (forked, error) {
 	}
 	return forked{elsewhere: f[1], st: forkserver.Status{ExitCode: code, Signal: f[3], MaxRSS: rss, CPU: time.Duration(cpu) * time.Microsecond},
 		stdout: []byte(f[6]), stderr: []byte(f[7])}, nil
-}
-
-func encodeOutcome(o *worker.Outcome) []string {
-	return []string{"outcome", o.Elsewhere, o.Rerun, strconv.Itoa(o.Status), strconv.FormatInt(o.MaxRSS, 10),
-		strconv.FormatInt(o.CPU.Microseconds(), 10), string(o.Stdout), string(o.Stderr), flag(o.Started), flag(o.Recycled)}
-}
-
-func decodeOutcome(f []string) (*worker.Outcome, error) {
-	if len(f) != 10 || f[0] != "outcome" {
-		return nil, fmt.Errorf("a malformed answer of %d fields", len(f))
-	}
-	status, err1 := strconv.Atoi(f[3])
-	rss, err2 := strconv.ParseInt(f[4], 10, 64)
-	cpu, err3 := strconv.ParseInt(f[5], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return nil, fmt.Errorf("a malformed answer %q", f[:6])
-	}
-	return &worker.Outcome{Elsewhere: f[1], Rerun: f[2], Status: status, MaxRSS: rss, CPU: time.Duration(cpu) * time.Microsecond,
-		Stdout: []byte(f[6]), Stderr: []byte(f[7]), Started: f[8] == "1", Recycled: f[9] == "1"}, nil
 }
 
 func flag(b bool) string {

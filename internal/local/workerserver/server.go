@@ -468,32 +468,21 @@ func withFD(f *os.File, fn func(fd int)) error {
 	return raw.Control(func(fd uintptr) { fn(int(fd)) })
 }
 
-// run runs one request of a link, for a worker or a fork server, and
-// returns its answer; an error ends the connection.
+// run runs a link's fork request and returns its answer; an error ends
+// the connection.
 func (s *server) run(ctx context.Context, f []string) ([]string, error) {
-	if len(f) > 0 && f[0] == "fork" {
-		c, err := parseFork(f)
-		if err != nil {
-			return nil, err
-		}
-		st, stdout, stderr, err := s.forks.run(ctx, c)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil {
-			return encodeForked(forked{elsewhere: err.Error()}), nil
-		}
-		return encodeForked(forked{st: st, stdout: stdout, stderr: stderr}), nil
-	}
-	dir, argv, env, err := parseJob(f)
+	c, err := parseFork(f)
 	if err != nil {
 		return nil, err
 	}
-	o, err := s.pool.Run(ctx, dir, argv, env)
-	if err != nil {
-		return nil, err
+	st, stdout, stderr, err := s.forks.run(ctx, c)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
-	return encodeOutcome(o), nil
+	if err != nil {
+		return encodeForked(forked{elsewhere: err.Error()}), nil
+	}
+	return encodeForked(forked{st: st, stdout: stdout, stderr: stderr}), nil
 }
 
 // peerUID is the user of the process at the other end of c.
