@@ -18,6 +18,7 @@ import (
 	"github.com/thindist/thindist/internal/local/proc"
 	"github.com/thindist/thindist/internal/local/worker"
 	"github.com/thindist/thindist/internal/sys/describe"
+	"golang.org/x/sys/unix"
 )
 
 // Client is the worker.Workers of a link whose jobs run on the server's
@@ -49,10 +50,27 @@ type conn struct {
 	loan     *worker.Borrowed
 	compiler string
 	started  bool // the server started the worker for the loan: said with its first job
+	pidfd    int  // the lent worker's, -1 if none
 }
 
 // end closes the connection: the server kills the worker lent on it.
-func (cc *conn) end() { cc.close.Do(func() { cc.c.Close() }) }
+func (cc *conn) end() {
+	cc.close.Do(func() {
+		cc.c.Close()
+		if cc.pidfd >= 0 {
+			unix.Close(cc.pidfd)
+		}
+	})
+}
+
+// abort ends the worker lent on cc: the server kills it as the connection
+// closes, and so does this process, should the server not (stopped).
+func (cc *conn) abort() {
+	if cc.pidfd >= 0 {
+		unix.PidfdSendSignal(cc.pidfd, unix.SIGKILL, nil, 0)
+	}
+	cc.end()
+}
 
 // PID is the server's process ID.
 func (cl *Client) PID() int { return cl.pid }
@@ -90,7 +108,7 @@ func (cl *Client) open() (*conn, error) {
 		pid, perr := strconv.Atoi(f[1])
 		if perr == nil && (cl.pid == 0 || cl.pid == pid) {
 			cl.pid = pid
-			return &conn{c: c, r: r}, nil
+			return &conn{c: c, r: r, pidfd: -1}, nil
 		}
 		err = fmt.Errorf("another server (pid %s) answers at %s", f[1], Socket(cl.dir))
 	case len(f) == 2 && f[0] == "stale":
@@ -129,6 +147,10 @@ func (cl *Client) Run(ctx context.Context, dir string, argv, env []string) (*wor
 	}
 	switch {
 	case err != nil || o.Rerun != "": // the worker is gone
+		if err == nil && serverGone(cc) {
+			// It died with its server: the link's later jobs go elsewhere.
+			o.Rerun = cl.fail(fmt.Sprintf("the worker server ended mid-job (%s)", o.Rerun))
+		}
 		cc.loan.Close()
 		cc.end()
 	case !cc.loan.Usable() || compiler == "":
@@ -148,7 +170,7 @@ func (cl *Client) lease(cc *conn, dir string, argv, env []string) (why string) {
 		return cl.fail(fmt.Sprintf("the worker server ended (%v)", err))
 	}
 	f, fds, err := readWithFDs(cc)
-	if err != nil || len(f) == 0 || f[0] == "leased" && (len(f) != 4 || len(fds) != 2) {
+	if err != nil || len(f) == 0 || f[0] == "leased" && (len(f) != 4 || len(fds) < 2 || len(fds) > 3) {
 		for _, fd := range fds {
 			syscall.Close(fd)
 		}
@@ -168,13 +190,21 @@ func (cl *Client) lease(cc *conn, dir string, argv, env []string) (why string) {
 	pid, err1 := strconv.Atoi(f[1])
 	left, err2 := strconv.Atoi(f[2])
 	in, out := os.NewFile(uintptr(fds[0]), "worker stdin"), os.NewFile(uintptr(fds[1]), "worker stdout")
+	pidfd := -1
+	if len(fds) == 3 {
+		pidfd = fds[2]
+	}
 	if err1 != nil || err2 != nil {
 		in.Close()
 		out.Close()
+		if pidfd >= 0 {
+			syscall.Close(pidfd)
+		}
 		cc.end()
 		return cl.fail(fmt.Sprintf("the worker server ended (a malformed lease %q)", f))
 	}
-	cc.loan = worker.Borrow(pid, in, out, left, worker.Options{}, cc.end)
+	cc.pidfd = pidfd
+	cc.loan = worker.Borrow(pid, in, out, left, worker.Options{}, cc.abort)
 	cc.started = f[3] == "1"
 	return ""
 }
@@ -185,7 +215,7 @@ func readWithFDs(cc *conn) ([]string, []int, error) {
 	if cc.r.Buffered() > 0 {
 		return nil, nil, fmt.Errorf("%d bytes the server did not answer", cc.r.Buffered())
 	}
-	buf, oob := make([]byte, 4096), make([]byte, syscall.CmsgSpace(2*4))
+	buf, oob := make([]byte, 4096), make([]byte, syscall.CmsgSpace(3*4))
 	n, oobn, _, _, err := cc.c.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return nil, nil, err
@@ -209,11 +239,25 @@ func readWithFDs(cc *conn) ([]string, []int, error) {
 	return f, fds, err
 }
 
+// serverGone says whether the server of cc, which sends nothing while a
+// worker is lent on it, has ended: its socket reads at its end. A server
+// that ends closes its socket before its workers are killed with it.
+func serverGone(cc *conn) bool {
+	cc.c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	_, err := cc.r.ReadByte()
+	cc.c.SetReadDeadline(time.Time{})
+	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
 // giveBack returns the worker lent on cc to the server.
 func (cl *Client) giveBack(cc *conn) {
 	jobs, peak := cc.loan.Usage()
 	cc.loan.Close()
 	cc.loan = nil
+	if cc.pidfd >= 0 {
+		unix.Close(cc.pidfd)
+		cc.pidfd = -1
+	}
 	if worker.WriteMessage(cc.c, returnRequest(jobs, peak)) != nil {
 		cc.end()
 	}

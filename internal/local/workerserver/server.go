@@ -402,7 +402,7 @@ func (s *server) jobs(c *net.UnixConn, r *bufio.Reader) {
 // (["lease", dir, argc, argv..., env...], the first job the link would run
 // on it), so that the link runs its jobs on the worker itself: the answer
 // is ["leased", pid, jobs left, started] with the worker's standard input and
-// output attached (SCM_RIGHTS), or ["elsewhere", why]. The worker is the
+// output attached (SCM_RIGHTS; and a pidfd), or ["elsewhere", why]. The worker is the
 // link's until it sends ["return", jobs run, peak RSS]; should the
 // connection end first, send anything else, or the server be stopped, the
 // worker is killed, as it may be mid-job. lend reports whether the
@@ -437,7 +437,10 @@ func (s *server) lend(ctx context.Context, c *net.UnixConn, f []string, reqs <-c
 	return false
 }
 
-// sendLoan writes the answer to a lease, the loan's pipes attached.
+// sendLoan writes the answer to a lease, the loan's pipes attached, and a
+// pidfd of the worker when the kernel makes one: with it the link can
+// kill the worker itself should the server not answer (stopped), with no
+// risk of signalling another process that reused its pid.
 func sendLoan(c *net.UnixConn, l *worker.Loan) error {
 	var msg bytes.Buffer
 	worker.WriteMessage(&msg, []string{"leased", strconv.Itoa(l.PID()), strconv.Itoa(l.JobsLeft()), flag(l.Started)})
@@ -445,8 +448,13 @@ func sendLoan(c *net.UnixConn, l *worker.Loan) error {
 	var err error
 	cerr := withFD(in, func(inFD int) {
 		err = withFD(out, func(outFD int) {
+			fds := []int{inFD, outFD}
+			if pidfd, perr := unix.PidfdOpen(l.PID(), 0); perr == nil {
+				defer unix.Close(pidfd)
+				fds = append(fds, pidfd)
+			}
 			var n int
-			n, _, err = c.WriteMsgUnix(msg.Bytes(), unix.UnixRights(inFD, outFD), nil)
+			n, _, err = c.WriteMsgUnix(msg.Bytes(), unix.UnixRights(fds...), nil)
 			if err == nil && n < msg.Len() {
 				_, err = c.Write(msg.Bytes()[n:])
 			}
