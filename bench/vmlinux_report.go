@@ -57,7 +57,7 @@ func (v *vmlinuxResult) markdown(b *strings.Builder, jobs int) {
 		"their time in thindist's slots %s (%s).\n", s.matched, sec(s.inproc), sec(s.cpu), pct(s.cpu, s.inproc), sec(s.slot), pct(s.slot, s.inproc))
 	fmt.Fprintf(b, "- **Per backend**: on the %d modules that take under 5 ms in-process, a worker spends a median %.2f ms more CPU "+
 		"(clang's driver, the cc1 command line, reading the index shard and the module from files, writing the object to one: what in-process has no need of); a slot holds a "+
-		"module a median %.2f ms longer than the worker's CPU (the round trip through the server, waiting for a CPU, storing the object in the cache).\n",
+		"module a median %.2f ms longer than the worker's CPU (the round trip to the worker, waiting for a CPU, storing the object in the cache).\n",
 		s.small, ms(s.fixed), ms(s.slotOverCPU))
 	fmt.Fprintf(b, "- **Phases**: lld's in-process backends (\"Run ThinLTO\") %s of its %s; thindist's thin link %s, backends %s, final link %s.\n",
 		sec(s.lldRun), sec(s.lldWall), sec(s.thinLink), sec(s.backends), sec(s.finalLink))
