@@ -193,7 +193,7 @@ func writeServerStatus(w io.Writer, st *workerserver.Status, mine bool) {
 	fmt.Fprintf(w, "socket:    %s (log %s)\n", st.Socket, st.Log)
 	fmt.Fprintf(w, "thindist:  %s, %s\n", st.Identity.Version, st.Identity.Thindist)
 	fmt.Fprintf(w, "worker:    %s\n", st.Identity.Worker)
-	fmt.Fprintf(w, "workers:   %d idle, %d busy; %d started, %d recycled\n", st.Workers.Idle, st.Workers.Busy, st.Workers.Started, st.Workers.Recycled)
+	fmt.Fprintf(w, "workers:   %d idle, %d busy or lent to links; %d started, %d recycled\n", st.Workers.Idle, st.Workers.Busy, st.Workers.Started, st.Workers.Recycled)
 	servers := "fork servers"
 	if st.ForkServers == 1 {
 		servers = "fork server"

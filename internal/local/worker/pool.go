@@ -65,7 +65,7 @@ type PoolStats struct {
 	Started  int `json:"started"`  // workers started
 	Recycled int `json:"recycled"` // workers replaced after MaxJobs or RecycleRSS
 	Idle     int `json:"idle"`     // workers waiting for a job now
-	Busy     int `json:"busy"`     // workers running a job now
+	Busy     int `json:"busy"`     // workers running a job now, or lent (Loan)
 }
 
 // Pool owns thindist-worker processes: it starts them, runs one job at a
