@@ -58,6 +58,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <map>
 #include <malloc.h>
 #include <poll.h>
 #include <string>
@@ -243,6 +244,131 @@ int runCC1(llvm::SmallVectorImpl<const char *> &argv) {
   return !ok;
 }
 
+// A job's shape is its driver command line with its input, output and
+// index taken out, in its directory, with its environment and compiler:
+// the jobs of one link differ in those three paths alone. The driver's cc1
+// command line for a shape, those paths marked in it, is kept once the
+// real driver has made exactly it, paths put in, for confirmations more
+// jobs of the shape; from then on a job of the shape goes to cc1 with it,
+// without the driver. A shape whose driver printed anything, ran other
+// than one in-process cc1, or made another command line than the kept one
+// always runs the driver.
+struct Shape {
+  std::vector<std::string> cc1; // marked: "\x01" N "\x01" for value N
+  int confirmed = 0;
+  bool bad = false;
+};
+std::map<std::string, Shape> shapes;
+constexpr int confirmations = 2;
+
+std::string mark(std::string arg, const std::vector<std::string> &values);
+
+// shapeOf returns the key of a driver command line's shape and its
+// values (input, output, index, the input's file name), or false when it
+// has none: not one input and an output, or arguments read from a file
+// (a response file, --config).
+bool shapeOf(const llvm::SmallVectorImpl<const char *> &args, const llvm::opt::InputArgList &list,
+             const std::string &clang, std::string &key, std::vector<std::string> &values) {
+  std::vector<std::string> inputs;
+  for (const llvm::opt::Arg *a : list.filtered(options::OPT_INPUT))
+    inputs.push_back(a->getValue());
+  std::string output = list.getLastArgValue(options::OPT_o).str();
+  if (inputs.size() != 1 || output.empty() || getenv("CCC_OVERRIDE_OPTIONS"))
+    return false;
+  values = {inputs[0], output, list.getLastArgValue(options::OPT_fthinlto_index_EQ).str(),
+            llvm::sys::path::filename(inputs[0]).str()};
+  key.clear();
+  for (size_t i = 0; i < args.size(); i++) {
+    if (!args[i])
+      return false;
+    llvm::StringRef a(args[i]);
+    if (a.starts_with("@") || a.starts_with("--config"))
+      return false; // the driver reads files whose content is no part of the key
+    key += i == 0 ? std::string(a) : mark(std::string(a), values);
+    key += '\0';
+  }
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd))
+    return false;
+  key += std::string("\x02") + cwd + '\0' + clang + '\0';
+  for (char **e = environ; *e; e++) {
+    key += *e;
+    key += '\0';
+  }
+  return true;
+}
+
+// mark replaces the values in arg with their marks, the longest first (so
+// that a file name inside a path goes with the path).
+std::string mark(std::string arg, const std::vector<std::string> &values) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < values.size(); i++)
+    if (!values[i].empty())
+      order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return values[a].size() != values[b].size() ? values[a].size() > values[b].size() : a < b;
+  });
+  for (size_t i : order) {
+    std::string m = std::string("\x01") + char('0' + i) + "\x01";
+    for (size_t at = arg.find(values[i]); at != std::string::npos; at = arg.find(values[i], at + m.size()))
+      arg.replace(at, values[i].size(), m);
+  }
+  return arg;
+}
+
+// unmark puts values in for the marks of a kept command line.
+std::vector<std::string> unmark(const std::vector<std::string> &marked, const std::vector<std::string> &values) {
+  std::vector<std::string> out;
+  for (const std::string &a : marked) {
+    std::string r;
+    for (size_t i = 0; i < a.size(); i++) {
+      if (a[i] == '\x01' && i + 2 < a.size() && a[i + 2] == '\x01') {
+        r += values[a[i + 1] - '0'];
+        i += 2;
+      } else {
+        r += a[i];
+      }
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+// What the real driver did, seen from cc1: its command lines, and whether
+// the driver had printed anything before.
+std::vector<std::vector<std::string>> ranCC1;
+bool printedBeforeCC1;
+
+int captureCC1(llvm::SmallVectorImpl<const char *> &argv) {
+  ranCC1.emplace_back(argv.begin(), argv.end());
+  if (lseek(2, 0, SEEK_END) > 0 || lseek(1, 0, SEEK_END) > 0)
+    printedBeforeCC1 = true;
+  return runCC1(argv);
+}
+
+// learn keeps or checks the shape key's cc1 command line after the real
+// driver ran a job of it.
+void learn(const std::string &key, const std::vector<std::string> &values, int status) {
+  bool fit = status == 0 && ranCC1.size() == 1 && !printedBeforeCC1;
+  auto it = shapes.find(key);
+  if (it == shapes.end()) {
+    Shape sh;
+    sh.bad = !fit;
+    if (fit)
+      for (const std::string &a : ranCC1[0])
+        sh.cc1.push_back(mark(a, values));
+    shapes.emplace(key, std::move(sh));
+    return;
+  }
+  Shape &sh = it->second;
+  if (sh.bad)
+    return;
+  if (fit && unmark(sh.cc1, values) == ranCC1[0])
+    sh.confirmed++;
+  else
+    sh.bad = true;
+}
+
 // runDriver is clang's main for a driver command line, cc1 in-process.
 int runDriver(std::vector<const char *> argvIn) {
   llvm::SmallVector<const char *, 256> args(argvIn.begin(), argvIn.end());
@@ -272,6 +398,24 @@ int runDriver(std::vector<const char *> argvIn) {
   unsigned missingIndex, missingCount;
   llvm::opt::InputArgList argList =
       getDriverOptTable().ParseArgs(llvm::ArrayRef(args).slice(1), missingIndex, missingCount);
+  std::string key;
+  std::vector<std::string> values;
+  bool shaped = shapeOf(args, argList, path, key, values);
+  if (shaped) {
+    auto it = shapes.find(key);
+    if (it != shapes.end() && !it->second.bad && it->second.confirmed >= confirmations) {
+      std::vector<std::string> cc1 = unmark(it->second.cc1, values);
+      llvm::SmallVector<const char *, 256> cargv;
+      for (const std::string &a : cc1)
+        cargv.push_back(a.c_str());
+      int res = runCC1(cargv);
+      llvm::TimerGroup::printAll(llvm::errs());
+      llvm::TimerGroup::clearAll();
+      return res;
+    }
+  }
+  ranCC1.clear();
+  printedBeforeCC1 = false;
   std::unique_ptr<DiagnosticOptions> diagOpts = CreateAndPopulateDiagOpts(args);
   diagOpts->DiagnosticSuppressionMappingsFile.clear();
   auto *printer = new TextDiagnosticPrinter(llvm::errs(), *diagOpts);
@@ -296,7 +440,7 @@ int runDriver(std::vector<const char *> argvIn) {
     args.insert(args.begin() + 1, std::begin(target), std::end(target));
   }
   if (!newProcess)
-    driver.CC1Main = runCC1;
+    driver.CC1Main = captureCC1;
 
   std::unique_ptr<Compilation> c(driver.BuildCompilation(args));
   int res = 1;
@@ -317,6 +461,8 @@ int runDriver(std::vector<const char *> argvIn) {
   diags.getClient()->finish();
   llvm::TimerGroup::printAll(llvm::errs());
   llvm::TimerGroup::clearAll();
+  if (shaped)
+    learn(key, values, res);
   return res;
 }
 

@@ -47,7 +47,10 @@ func compileBoth(t *testing.T, r proc.Runner, a *action.Action, extra ...string)
 
 // TestByteIdentical: a generated C++ program's DTLTO backends (archive
 // members included) compiled by one worker, one after another, are
-// byte-identical to exec'd clang's, with and without -mllvm options.
+// byte-identical to exec'd clang's, with and without -mllvm options, and
+// with a path mapped. After a shape's first jobs the worker compiles
+// without clang's driver (worker.cpp, Shape): those jobs are checked the
+// same way.
 func TestByteIdentical(t *testing.T) {
 	path := testprog.Worker(t)
 	actions := testprog.Actions(t, testprog.Options{Modules: 6, CXX: true, ArchiveModules: 2})
@@ -55,15 +58,16 @@ func TestByteIdentical(t *testing.T) {
 	defer r.Close()
 	// Each module with an -mllvm option, then without: an option one job
 	// set must not stay set for the next (the worker resets LLVM's).
-	for _, extra := range [][]string{{"-mllvm", "-align-all-functions=6"}, nil} {
+	extras := [][]string{{"-mllvm", "-align-all-functions=6"}, nil, {"-g", "-ffile-prefix-map=" + actions[0].Dir + "=src"}}
+	for _, extra := range extras {
 		for _, a := range actions {
 			if res := compileBoth(t, r, a, extra...); res.By != proc.ByWorker {
 				t.Errorf("%s: not compiled by the worker: %s", a.ID, res.NotWorker)
 			}
 		}
 	}
-	if st := r.Stats(); st.Started != 1 || st.Jobs != 2*len(actions) {
-		t.Errorf("stats %+v: want 1 worker for %d jobs", st, 2*len(actions))
+	if st := r.Stats(); st.Started != 1 || st.Jobs != len(extras)*len(actions) {
+		t.Errorf("stats %+v: want 1 worker for %d jobs", st, len(extras)*len(actions))
 	}
 }
 
