@@ -291,6 +291,13 @@ bool shapeOf(const llvm::SmallVectorImpl<const char *> &args, const llvm::opt::I
   if (!getcwd(cwd, sizeof cwd))
     return false;
   key += std::string("\x02") + cwd + '\0' + clang + '\0';
+  // Which values lie in which (an input without a directory is its file
+  // name): marks are placed by it, so jobs that differ in it differ in
+  // shape.
+  for (size_t i = 0; i < values.size(); i++)
+    for (size_t j = 0; j < values.size(); j++)
+      if (i != j && !values[i].empty() && values[j].find(values[i]) != std::string::npos)
+        key += {char('0' + i), char('0' + j), ' '};
   for (char **e = environ; *e; e++) {
     key += *e;
     key += '\0';
@@ -341,6 +348,8 @@ bool printedBeforeCC1;
 
 int captureCC1(llvm::SmallVectorImpl<const char *> &argv) {
   ranCC1.emplace_back(argv.begin(), argv.end());
+  llvm::outs().flush();
+  fflush(stdout);
   if (lseek(2, 0, SEEK_END) > 0 || lseek(1, 0, SEEK_END) > 0)
     printedBeforeCC1 = true;
   return runCC1(argv);
