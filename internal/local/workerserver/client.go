@@ -54,11 +54,14 @@ type conn struct {
 }
 
 // end closes the connection: the server kills the worker lent on it.
+// The pidfd is closed with it and forgotten, so that no later abort
+// signals through a descriptor number since reused (another loan's).
 func (cc *conn) end() {
 	cc.close.Do(func() {
 		cc.c.Close()
 		if cc.pidfd >= 0 {
 			unix.Close(cc.pidfd)
+			cc.pidfd = -1
 		}
 	})
 }
