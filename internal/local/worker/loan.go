@@ -88,10 +88,8 @@ func (b *Borrowed) Run(ctx context.Context, dir string, argv, env []string) (*Ou
 		return nil, err
 	case why != "":
 		return &Outcome{Rerun: why}, nil
-	case a.declined != "":
-		return &Outcome{Elsewhere: "the worker declined: " + a.declined}, nil
 	}
-	return &Outcome{Status: a.status, MaxRSS: a.maxRSS, CPU: a.cpu, Stdout: a.stdout, Stderr: a.stderr}, nil
+	return a.outcome(), nil
 }
 
 // Usable says whether the worker can take another job: it is alive and

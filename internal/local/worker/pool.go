@@ -127,14 +127,23 @@ func (p *Pool) Run(ctx context.Context, dir string, argv, env []string) (*Outcom
 		return &Outcome{Rerun: why, Started: started}, nil
 	}
 	recycled := p.put(w)
-	if a.declined != "" {
-		return &Outcome{Elsewhere: "the worker declined: " + a.declined, Started: started, Recycled: recycled}, nil
+	o := a.outcome()
+	if o.Elsewhere == "" {
+		p.mu.Lock()
+		p.stats.Jobs++
+		p.mu.Unlock()
 	}
-	p.mu.Lock()
-	p.stats.Jobs++
-	p.mu.Unlock()
-	return &Outcome{Status: a.status, MaxRSS: a.maxRSS, CPU: a.cpu, Stdout: a.stdout, Stderr: a.stderr,
-		Started: started, Recycled: recycled}, nil
+	o.Started, o.Recycled = started, recycled
+	return o, nil
+}
+
+// outcome is the Outcome of a job the worker answered: done, or declined
+// (the next runner runs it).
+func (a *answer) outcome() *Outcome {
+	if a.declined != "" {
+		return &Outcome{Elsewhere: "the worker declined: " + a.declined}
+	}
+	return &Outcome{Status: a.status, MaxRSS: a.maxRSS, CPU: a.cpu, Stdout: a.stdout, Stderr: a.stderr}
 }
 
 // Check reports why the pool's workers cannot stand in for compiler (run
